@@ -1,0 +1,2 @@
+//! replay-server: placeholder until the reference runtime lands.
+fn main() {}

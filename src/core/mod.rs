@@ -1,0 +1,3 @@
+//! The sans-IO core: every protocol decision as a pure function of its inputs.
+
+pub mod protocol;

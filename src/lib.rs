@@ -1,0 +1,12 @@
+//! # replay-client
+//!
+//! Keeps a web app attached to an agent runtime across disconnects, tab
+//! sleeps, reloads and server restarts, losing nothing and duplicating
+//! nothing (see `docs/protocol.md`).
+//!
+//! - [`core`]: the sans-IO brain. Protocol types, the SSE parser, the client
+//!   state machine and the fold into a view. No IO, no clock: inputs go in
+//!   through `handle_*`, actions come out of `poll_*`, time is passed in.
+//! - `wasm` (only on `wasm32`): the thin browser layer and the JS API.
+
+pub mod core;
