@@ -1,3 +1,4 @@
 //! The sans-IO core: every protocol decision as a pure function of its inputs.
 
 pub mod protocol;
+pub mod sse;
