@@ -10,3 +10,7 @@
 //! - `wasm` (only on `wasm32`): the thin browser layer and the JS API.
 
 pub mod core;
+
+// The core's unit tests also run in headless Chromium (`wasm-pack test --chrome`).
+#[cfg(all(test, target_arch = "wasm32"))]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);

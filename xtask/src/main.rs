@@ -1,2 +1,36 @@
-//! cargo xtask: placeholder, filled in next.
-fn main() {}
+//! `cargo xtask`: the project's only entry points.
+//!
+//! - `cargo xtask test`: installs what is missing, then runs every test layer.
+//! - `cargo xtask bench`: measures and rewrites `docs/benchmarks.md`.
+//! - `cargo xtask pkg`: builds the npm package into `pkg/`.
+//! - `cargo xtask demo`: builds, starts the reference server and serves the demo.
+
+mod cmd;
+mod setup;
+mod test;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (task, rest) = match args.split_first() {
+        Some((task, rest)) => (task.as_str(), rest),
+        None => ("help", &[][..]),
+    };
+    let result = match task {
+        "test" => test::run(rest),
+        "setup" => setup::ensure_all(),
+        "help" | "--help" | "-h" => {
+            println!("usage: cargo xtask <test|bench|pkg|demo|setup>");
+            Ok(())
+        }
+        other => Err(format!("unknown task `{other}`; try `cargo xtask help`")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask {task}: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

