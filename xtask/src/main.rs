@@ -6,6 +6,9 @@
 //! - `cargo xtask demo`: builds, starts the reference server and serves the demo.
 
 mod cmd;
+mod demo;
+mod pkg;
+mod server;
 mod setup;
 mod test;
 
@@ -20,6 +23,8 @@ fn main() -> ExitCode {
     let result = match task {
         "test" => test::run(rest),
         "setup" => setup::ensure_all(),
+        "pkg" => pkg::run_task(),
+        "demo" => demo::run_task(rest),
         "help" | "--help" | "-h" => {
             println!("usage: cargo xtask <test|bench|pkg|demo|setup>");
             Ok(())

@@ -1,0 +1,11 @@
+import type { ReplayErrorCode } from "./replay_client.js";
+
+/** Every error the client throws or rejects with; `code` is stable. */
+export declare class ReplayError extends Error {
+  constructor(code: ReplayErrorCode, message: string, status?: number);
+  readonly name: "ReplayError";
+  /** Stable, machine-readable reason. */
+  readonly code: ReplayErrorCode;
+  /** The HTTP status, when an answer had one. */
+  readonly status?: number;
+}

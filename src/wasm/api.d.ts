@@ -1,0 +1,185 @@
+/** Where the client keeps `{epoch, cursor, state}` between page loads. */
+export type StorageKind = "local" | "session" | "indexeddb" | "memory";
+
+/** A storage of your own; each method may return a value or a Promise of it. */
+export interface StorageAdapter {
+  get(key: string): string | null | undefined | Promise<string | null | undefined>;
+  set(key: string, value: string): void | Promise<void>;
+  remove(key: string): void | Promise<void>;
+}
+
+/** The logbooks a client can follow (PROTOCOL.md §1); `global` is the all-scopes list. */
+export type ScopeName = "session" | "team" | "process" | "worktree" | "system" | "global";
+
+/** Options of {@link ReplayClient.connect}. */
+export interface ConnectOptions {
+  /** Runtime base URL, e.g. `http://127.0.0.1:8787`. */
+  baseUrl: string;
+  /** Follow this session (shorthand for `scope: "session", scopeId`). */
+  sessionId?: string;
+  /** The scope to follow; default `"session"`. */
+  scope?: ScopeName;
+  /** The scope's id (`team_1`, `proc_42`, ...); `system` and `global` need none. */
+  scopeId?: string;
+  /** Static headers sent with every request. */
+  headers?: Record<string, string>;
+  /** Called before every request for a bearer token; called again once after a 401. */
+  getToken?: () => string | Promise<string>;
+  /** Default `"local"`. Quota errors or missing storage fall back to memory with a notice. */
+  storage?: StorageKind | StorageAdapter;
+  /** When subscribers are told: once per animation frame (default), synchronously, or at most every N ms. */
+  notify?: "frame" | "sync" | number;
+  /** Abort a request that has not produced its first byte after this long (default 10 000 ms). */
+  connectTimeoutMs?: number;
+  /** Seed of the reconnect jitter (tests); random by default. */
+  seed?: number;
+}
+
+/** Connection state; `failed` and `stopped` are final. */
+export type StatusState =
+  | "connecting" | "restoring" | "live" | "repairing"
+  | "backoff" | "offline" | "stopped" | "failed";
+
+/** Stable error codes of {@link ReplayError}. */
+export type ReplayErrorCode =
+  | "bad_json" | "event_too_large" | "invalid_cursor" | "cursor_ahead"
+  | "unauthorized" | "http_status" | "wrong_content_type" | "epoch_changed"
+  | "stalled" | "network" | "corrupt_storage" | "storage_unavailable"
+  | "closed" | "invalid_options" | "timeout";
+
+/** Why the last connection attempt failed. */
+export interface ErrorInfo {
+  code: ReplayErrorCode;
+  message: string;
+  status?: number;
+}
+
+/** Connection status; `since` and `nextRetryAt` are `Date.now()` milliseconds. */
+export interface Status {
+  state: StatusState;
+  since: number;
+  nextRetryAt: number | null;
+  lastError: ErrorInfo | null;
+}
+
+/** Something the application should know, e.g. a cursor reset or a storage fallback. */
+export interface Notice {
+  code: ReplayErrorCode | "restore_failed" | "storage_fallback" | "cursor_reset" | "restored";
+  message: string;
+  at: number;
+}
+
+/** One committed item of a transcript (PROTOCOL.md §7). */
+export type TranscriptItem =
+  | { kind: "message"; message_id: string; turn_id: string; role: "user" | "assistant"; text: string }
+  | { kind: "tool"; call_id: string; turn_id: string; name: string; status: "running" | "ok" | "error"; output: string | null }
+  | { kind: "turn_end"; turn_id: string; outcome: "completed" | "failed" | "cancelled"; reason?: string };
+
+/** An unanswered question; `persisted: false` exists only in the live turn. */
+export interface PendingPrompt {
+  question_id: string;
+  prompt: string;
+  options: string[];
+  persisted: boolean;
+}
+
+/** A background task (PROTOCOL.md §3). */
+export interface Task {
+  task_id: string;
+  title: string;
+  state: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+  process_id?: string;
+  started_at?: string;
+  ended_at?: string;
+  detail?: string;
+}
+
+/** Task state as of the newest snapshot. */
+export interface TasksState {
+  version: number;
+  tasks: Task[];
+  background_wait: { task_ids: string[]; since: string } | null;
+}
+
+/** A tool call inside the live turn. */
+export interface LiveTool {
+  call_id: string;
+  name: string;
+  state: string;
+  progress: string;
+}
+
+/** The running turn shown over the committed history. */
+export interface LiveOverlay {
+  turn_id: string;
+  message_id: string;
+  text: string;
+  text_offset: number;
+  state: "sampling" | "tool_running" | "waiting_for_answer";
+  tools: LiveTool[];
+  pending_question: { question_id: string; prompt: string; options: string[] } | null;
+  /** A hole was seen in the text; it is refreshed by the next snapshot. */
+  stale: boolean;
+}
+
+/** A turn cut short by a worker restart: its partial text is never promoted. */
+export interface InterruptedTurn {
+  turn_id: string;
+  partial_text: string;
+  reason: string;
+}
+
+/** The canonical, comparable transcript (PROTOCOL.md §7). */
+export interface Transcript {
+  epoch: string;
+  cursor: number;
+  items: TranscriptItem[];
+  pending_prompts: PendingPrompt[];
+  tasks: TasksState;
+}
+
+/** Counters since the client started. */
+export interface Counters {
+  reconnects: number;
+  gaps_repaired: number;
+  duplicates_dropped: number;
+  droppable_dropped: number;
+  bytes: number;
+  events: number;
+  restores: number;
+}
+
+/** For the other scopes: the most recent durable events. */
+export interface EventLogEntry {
+  seq: number;
+  type: string;
+  ts: string;
+  data: unknown;
+}
+
+/** An immutable snapshot: the same object until something changed. */
+export interface View {
+  readonly scope: ScopeName;
+  readonly scopeId: string;
+  readonly epoch: string | null;
+  readonly cursor: number;
+  readonly items: readonly TranscriptItem[];
+  readonly live: LiveOverlay | null;
+  readonly interrupted: readonly InterruptedTurn[];
+  readonly pendingPrompts: readonly PendingPrompt[];
+  readonly tasks: TasksState;
+  /** Non-session scopes: recent durable events. */
+  readonly events: readonly EventLogEntry[];
+  readonly status: Status;
+  readonly notices: readonly Notice[];
+}
+
+/** What `diagnostics()` returns. */
+export interface Diagnostics {
+  status: Status;
+  counters: Counters;
+  epoch: string | null;
+  cursor: number;
+  bootId: string | null;
+  storage: StorageKind | "custom" | "memory-fallback";
+}

@@ -1,0 +1,76 @@
+// Compiled with `tsc --noEmit --strict` against the packed package: the
+// README quickstart, plus every public type used the way an app would.
+import init, {
+  ReplayClient,
+  ReplayError,
+  type ConnectOptions,
+  type Diagnostics,
+  type Status,
+  type Transcript,
+  type TranscriptItem,
+  type View,
+} from "replay-client";
+
+await init();
+
+const options: ConnectOptions = {
+  baseUrl: "http://127.0.0.1:8787",
+  sessionId: "ses_123",
+  getToken: async () => "my-token",
+  storage: "local",
+  notify: "frame",
+};
+const client = ReplayClient.connect(options);
+
+function describe(item: TranscriptItem): string {
+  switch (item.kind) {
+    case "message":
+      return `${item.role}: ${item.text}`;
+    case "tool":
+      return `${item.name} ${item.status} ${item.output ?? ""}`;
+    case "turn_end":
+      return `${item.outcome}${item.reason ? ` (${item.reason})` : ""}`;
+  }
+}
+
+function render(view: View): string {
+  const lines = view.items.map(describe);
+  if (view.live) lines.push(`typing: ${view.live.text} stale=${view.live.stale}`);
+  for (const prompt of view.pendingPrompts) lines.push(`${prompt.prompt} ${prompt.options.join("/")}`);
+  for (const task of view.tasks.tasks) lines.push(`${task.title}: ${task.state}`);
+  const status: Status = view.status;
+  lines.push(status.state, String(status.nextRetryAt ?? ""), status.lastError?.code ?? "");
+  return lines.join("\n");
+}
+
+const unsubscribe: () => void = client.subscribe(() => render(client.view()));
+const diagnostics: Diagnostics = client.diagnostics();
+const transcript: Transcript = client.transcript();
+console.log(diagnostics.counters.reconnects, transcript.cursor);
+
+try {
+  const { turnId } = await client.send("hello");
+  console.log(turnId);
+  await client.answer("q1", "yes");
+  await client.cancel();
+} catch (err) {
+  if (err instanceof ReplayError) {
+    const code: string = err.code;
+    console.error(code, err.status, err.message);
+  }
+}
+
+unsubscribe();
+client.close();
+
+// A custom storage adapter, sync or async.
+ReplayClient.connect({
+  baseUrl: "http://127.0.0.1:8787",
+  scope: "process",
+  scopeId: "proc_42",
+  storage: {
+    get: async (key: string) => sessionStorage.getItem(key),
+    set: (key: string, value: string) => sessionStorage.setItem(key, value),
+    remove: (key: string) => sessionStorage.removeItem(key),
+  },
+}).close();

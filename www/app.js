@@ -1,0 +1,251 @@
+// The demo page: one ReplayClient following one session, rendered with
+// textContent only (every server string is text, never HTML).
+import init, { ReplayClient, ReplayError } from "./pkg/web/index.js";
+
+const baseUrl = location.origin;
+const RECENT_KEY = "replay-demo:sessions";
+const $ = (id) => document.getElementById(id);
+
+await init();
+
+let client = null;
+let sessionId = null;
+
+function recentSessions() {
+  try {
+    return JSON.parse(localStorage.getItem(RECENT_KEY) || "[]");
+  } catch {
+    return [];
+  }
+}
+
+function remember(id) {
+  const list = [id, ...recentSessions().filter((s) => s !== id)].slice(0, 10);
+  localStorage.setItem(RECENT_KEY, JSON.stringify(list));
+  const select = $("session-select");
+  select.replaceChildren(...list.map((s) => new Option(s, s, false, s === id)));
+}
+
+async function api(method, path, body) {
+  const res = await fetch(baseUrl + path, {
+    method,
+    headers: body === undefined ? {} : { "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+async function createSession() {
+  const { session_id } = await api("POST", "/v1/sessions", { title: "demo" });
+  return session_id;
+}
+
+function open(id) {
+  if (client) client.close();
+  sessionId = id;
+  history.replaceState(null, "", "#" + id);
+  $("session-id").textContent = id;
+  remember(id);
+  renderedItems = [];
+  $("transcript").replaceChildren();
+  client = ReplayClient.connect({ baseUrl, sessionId: id, storage: "local" });
+  client.subscribe(() => render(client.view()));
+  render(client.view());
+  // Hooks for the end-to-end test and for curious people in devtools.
+  window.__replay = { client, sessionId: id, paints: 0 };
+}
+
+// ---- rendering -----------------------------------------------------------
+
+let renderedItems = [];
+let lastView = null;
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function itemNode(item) {
+  const li = el("li", "item " + item.kind);
+  if (item.kind === "message") {
+    li.append(el("p", "bubble " + item.role, item.text));
+  } else if (item.kind === "tool") {
+    const card = el("div", "tool-card " + item.status);
+    card.append(el("span", "tool-name", item.name), el("span", "badge", item.status));
+    if (item.output) card.append(el("pre", "tool-output", item.output));
+    li.append(card);
+  } else if (item.kind === "turn_end" && item.outcome !== "completed") {
+    li.append(el("p", "turn-end", `turn ${item.outcome}${item.reason ? ": " + item.reason : ""}`));
+  }
+  return li;
+}
+
+function renderTranscript(view) {
+  const list = $("transcript");
+  const items = view.items;
+  if (items.length < renderedItems.length) {
+    list.replaceChildren();
+    renderedItems = [];
+  }
+  // Items only append or change in place; unchanged items keep their object.
+  for (let i = 0; i < items.length; i++) {
+    if (renderedItems[i] === items[i]) continue;
+    const node = itemNode(items[i]);
+    if (i < renderedItems.length) list.children[i].replaceWith(node);
+    else list.append(node);
+    renderedItems[i] = items[i];
+  }
+  for (const turn of view.interrupted) {
+    const id = "interrupted-" + turn.turn_id;
+    if (document.getElementById(id)) continue;
+    const li = el("li", "item interrupted");
+    li.id = id;
+    li.append(el("p", "turn-end", `interrupted (${turn.reason}): the partial answer was not kept`));
+    list.append(li);
+  }
+}
+
+function renderLive(live) {
+  $("live").hidden = !live;
+  if (!live) return;
+  $("live-state").textContent = live.state.replaceAll("_", " ");
+  $("live-stale").hidden = !live.stale;
+  $("live-text").textContent = live.text;
+  $("live-tools").replaceChildren(
+    ...live.tools.map((t) => {
+      const card = el("div", "tool-card " + t.state);
+      card.append(el("span", "tool-name", t.name), el("span", "badge", t.state));
+      if (t.progress) card.append(el("span", "muted", " " + t.progress));
+      return card;
+    }),
+  );
+}
+
+function renderPrompts(prompts) {
+  $("prompts").replaceChildren(
+    ...prompts.map((p) => {
+      const box = el("div", "prompt");
+      box.append(el("p", "", p.prompt));
+      if (!p.persisted) box.append(el("span", "badge warn", "not yet saved"));
+      const options = p.options.length ? p.options : ["yes", "no"];
+      for (const option of options) {
+        const button = el("button", "", option);
+        button.type = "button";
+        button.onclick = () => client.answer(p.question_id, option).catch(showError);
+        box.append(button);
+      }
+      return box;
+    }),
+  );
+}
+
+function renderTasks(tasks) {
+  $("tasks").replaceChildren(
+    ...tasks.tasks.map((t) => {
+      const li = el("li", "task " + t.state);
+      li.append(el("span", "", t.title || t.task_id), el("span", "badge", t.state));
+      return li;
+    }),
+  );
+  const wait = tasks.background_wait;
+  $("bg-wait").hidden = !wait;
+  if (wait) $("bg-wait").textContent = `waiting on ${wait.task_ids.length} background task(s)`;
+}
+
+function renderStatus(status) {
+  const box = $("status");
+  box.dataset.state = status.state;
+  let text = status.state;
+  if (status.nextRetryAt) text += ` (retry in ${Math.max(0, Math.round((status.nextRetryAt - Date.now()) / 100) / 10)} s)`;
+  if (status.lastError) text += ` · ${status.lastError.code}`;
+  $("status-text").textContent = text;
+}
+
+function renderDiagnostics() {
+  const d = client.diagnostics();
+  const rows = {
+    epoch: d.epoch ?? "-",
+    cursor: d.cursor,
+    "boot id": d.bootId ?? "-",
+    storage: d.storage,
+    ...d.counters,
+  };
+  $("diagnostics").replaceChildren(
+    ...Object.entries(rows).flatMap(([k, v]) => [el("dt", "", k.replaceAll("_", " ")), el("dd", "mono", String(v))]),
+  );
+}
+
+function renderNotices(notices) {
+  $("notices").replaceChildren(
+    ...notices.slice(-8).reverse().map((n) => el("li", "", `${new Date(n.at).toLocaleTimeString()} ${n.code}: ${n.message}`)),
+  );
+}
+
+function render(view) {
+  if (view === lastView) return;
+  lastView = view;
+  window.__replay && window.__replay.paints++;
+  renderTranscript(view);
+  renderLive(view.live);
+  renderPrompts(view.pendingPrompts);
+  renderTasks(view.tasks);
+  renderStatus(view.status);
+  renderNotices(view.notices);
+  renderDiagnostics();
+}
+
+// ---- actions -------------------------------------------------------------
+
+function showError(err) {
+  const code = err instanceof ReplayError ? err.code : "error";
+  $("fault-result").textContent = `${code}: ${err.message}`;
+}
+
+$("composer").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const text = $("message").value.trim();
+  if (!text) return;
+  $("message").value = "";
+  client.send(text).catch(showError);
+});
+$("cancel").onclick = () => client.cancel().catch(showError);
+$("new-session").onclick = async () => open(await createSession());
+$("session-select").onchange = (e) => open(e.target.value);
+$("reload").onclick = () => location.reload();
+for (const chip of document.querySelectorAll("[data-insert]")) {
+  chip.onclick = () => {
+    $("message").value = chip.dataset.insert;
+    $("message").focus();
+  };
+}
+
+const FAULTS = {
+  close_streams: {},
+  cut_after_bytes: { bytes: 700 },
+  stall: { ms: 60000 },
+  skip_durable: { count: 2 },
+  duplicate: { count: 3 },
+  fail_requests: { route: "stream", status: 503, count: 2, retry_after: 1 },
+  restart_worker: {},
+};
+for (const button of document.querySelectorAll("[data-fault]")) {
+  button.onclick = async () => {
+    const kind = button.dataset.fault;
+    try {
+      await api("POST", "/v1/admin/faults", { kind, ...FAULTS[kind] });
+      $("fault-result").textContent = `injected: ${kind}`;
+    } catch (err) {
+      $("fault-result").textContent = `fault failed: ${err.message}`;
+    }
+  };
+}
+
+// Refresh the retry countdown while backing off.
+setInterval(() => client && renderStatus(client.status()), 500);
+
+const fromHash = location.hash.slice(1);
+open(fromHash || recentSessions()[0] || (await createSession()));

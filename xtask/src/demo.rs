@@ -1,0 +1,64 @@
+//! `cargo xtask demo`: package, server and page, one command.
+
+use crate::cmd::{self, root, run, Result};
+use crate::server::Server;
+use crate::{pkg, setup};
+use std::fs;
+use std::path::Path;
+
+/// Builds everything and serves the demo at http://127.0.0.1:8787 until Ctrl-C.
+pub fn run_task(args: &[String]) -> Result {
+    let listen = args
+        .iter()
+        .position(|a| a == "--listen")
+        .and_then(|i| args.get(i + 1))
+        .map_or("127.0.0.1:8787", String::as_str);
+    setup::ensure_all()?;
+    let site = build_site()?;
+    cmd::step("demo: build replay-server (release)", || {
+        run("cargo", &["build", "--release", "-p", "replay-server"])
+    })?;
+    let db = root().join("target/replay-demo.sqlite");
+    let server = Server::start(
+        &root().join("target/release/replay-server"),
+        &[
+            "--listen",
+            listen,
+            "--db",
+            db.to_str().expect("utf-8 path"),
+            "--faults",
+            "--static",
+            site.to_str().expect("utf-8 path"),
+        ],
+    )?;
+    println!(
+        "\nreplay-client demo: open {}/ (Ctrl-C stops it)",
+        server.url
+    );
+    println!("data: {} (delete it to start fresh)", db.display());
+    server.wait()
+}
+
+/// `www/` plus the package under `pkg/`, in `target/demo/`.
+pub fn build_site() -> Result<std::path::PathBuf> {
+    let pkg = pkg::build()?;
+    let site = root().join("target/demo");
+    let _ = fs::remove_dir_all(&site);
+    copy_dir(&root().join("www"), &site)?;
+    copy_dir(&pkg, &site.join("pkg"))?;
+    Ok(site)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result {
+    fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            fs::copy(entry.path(), &target).map_err(|e| format!("{}: {e}", target.display()))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,167 @@
+//! `cargo xtask pkg`: the npm package in `pkg/`.
+//!
+//! Release build for wasm32, wasm-bindgen for the `web` and `bundler` targets,
+//! wasm-opt (npm binaryen; Debian's is too old for reference types), then the
+//! files of `pkg-template/` merged in, with an `index.js` per target that also
+//! exports the `ReplayError` class from the wasm-bindgen snippet.
+
+use crate::cmd::{self, root, run, Result};
+use crate::setup;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The wasm-bindgen targets shipped, each in its own folder of the package.
+const TARGETS: [&str; 2] = ["web", "bundler"];
+
+/// Builds the package; returns its folder.
+pub fn build() -> Result<PathBuf> {
+    cmd::step("pkg: cargo build (wasm32, release)", || {
+        run(
+            "cargo",
+            &[
+                "build",
+                "--release",
+                "--lib",
+                "-p",
+                "replay-client",
+                "--target",
+                "wasm32-unknown-unknown",
+            ],
+        )
+    })?;
+    let wasm = root().join("target/wasm32-unknown-unknown/release/replay_client.wasm");
+    let pkg = root().join("pkg");
+    let _ = fs::remove_dir_all(&pkg);
+    for target in TARGETS {
+        let out = pkg.join(target);
+        cmd::step(&format!("pkg: wasm-bindgen --target {target}"), || {
+            run(
+                "wasm-bindgen",
+                &[
+                    "--target",
+                    target,
+                    "--out-dir",
+                    out.to_str().expect("utf-8 path"),
+                    "--out-name",
+                    "replay_client",
+                    wasm.to_str().expect("utf-8 path"),
+                ],
+            )
+        })?;
+        cmd::step(&format!("pkg: wasm-opt ({target})"), || optimise(&out))?;
+        write_index(&out, target)?;
+    }
+    for file in ["package.json", "README.md"] {
+        fs::copy(root().join("pkg-template").join(file), pkg.join(file))
+            .map_err(|e| format!("copy pkg-template/{file}: {e}"))?;
+    }
+    Ok(pkg)
+}
+
+fn optimise(out: &Path) -> Result {
+    let file = out.join("replay_client_bg.wasm");
+    let file = file.to_str().expect("utf-8 path");
+    let wasm_opt = setup::node_bin("wasm-opt");
+    cmd::run_in(
+        &root(),
+        wasm_opt.to_str().expect("utf-8 path"),
+        &[
+            "-Oz",
+            "--enable-bulk-memory",
+            "--enable-nontrapping-float-to-int",
+            "--enable-reference-types",
+            "--enable-sign-ext",
+            "--enable-mutable-globals",
+            "--enable-multivalue",
+            file,
+            "-o",
+            file,
+        ],
+        &[],
+    )
+}
+
+/// The snippet folder wasm-bindgen made for `src/wasm/replay_error.js`, relative to `out`.
+fn error_snippet(out: &Path) -> Result<String> {
+    let snippets = out.join("snippets");
+    for entry in fs::read_dir(&snippets).map_err(|e| format!("{}: {e}", snippets.display()))? {
+        let dir = entry.map_err(|e| e.to_string())?.path();
+        if dir.join("src/wasm/replay_error.js").exists() {
+            let name = dir.file_name().expect("dir name").to_string_lossy();
+            return Ok(format!("./snippets/{name}/src/wasm/replay_error.js"));
+        }
+    }
+    Err("no snippet for src/wasm/replay_error.js".into())
+}
+
+fn write_index(out: &Path, target: &str) -> Result {
+    let snippet = error_snippet(out)?;
+    let default_export = if target == "web" {
+        "export { default, initSync } from \"./replay_client.js\";\n"
+    } else {
+        ""
+    };
+    let js = format!(
+        "// Entry point: the wasm-bindgen glue plus the ReplayError class.\n\
+         export * from \"./replay_client.js\";\n{default_export}\
+         export {{ ReplayError }} from \"{snippet}\";\n"
+    );
+    let dts = format!(
+        "export * from \"./replay_client.js\";\n{default_export}\
+         export {{ ReplayError }} from \"./replay_error.js\";\n"
+    );
+    let write = |name: &str, text: &str| {
+        fs::write(out.join(name), text).map_err(|e| format!("write {name}: {e}"))
+    };
+    write("index.js", &js)?;
+    write("index.d.ts", &dts)?;
+    fs::copy(
+        root().join("pkg-template/replay_error.d.ts"),
+        out.join("replay_error.d.ts"),
+    )
+    .map_err(|e| format!("copy replay_error.d.ts: {e}"))?;
+    // wasm-bindgen writes a package.json and README only with wasm-pack; make sure
+    // nothing stale shadows the package root's files.
+    let _ = fs::remove_file(out.join(".gitignore"));
+    Ok(())
+}
+
+/// Raw and gzipped sizes of the shipped wasm and JS glue of the web target.
+pub fn sizes(pkg: &Path) -> Result<Vec<(String, u64, u64)>> {
+    let web = pkg.join("web");
+    let mut rows = Vec::new();
+    for name in ["replay_client_bg.wasm", "replay_client.js"] {
+        let bytes = fs::read(web.join(name)).map_err(|e| format!("{name}: {e}"))?;
+        rows.push((
+            name.to_owned(),
+            bytes.len() as u64,
+            gzip_len(&web.join(name))?,
+        ));
+    }
+    Ok(rows)
+}
+
+fn gzip_len(file: &Path) -> Result<u64> {
+    let out = std::process::Command::new("gzip")
+        .args(["-9", "-c"])
+        .arg(file)
+        .output()
+        .map_err(|e| format!("gzip: {e}"))?;
+    Ok(out.stdout.len() as u64)
+}
+
+/// `cargo xtask pkg`: build, print sizes, and `npm pack` the result.
+pub fn run_task() -> Result {
+    let pkg = build()?;
+    for (name, raw, gz) in sizes(&pkg)? {
+        println!("{name}: {raw} bytes, {gz} gzipped");
+    }
+    cmd::run_in(
+        &pkg,
+        "npm",
+        &["pack", "--pack-destination", "../target", "--silent"],
+        &[],
+    )?;
+    println!("package: {}", pkg.display());
+    Ok(())
+}
