@@ -308,21 +308,19 @@ impl SseParser {
                 self.event_type.clear();
                 push_utf8(&mut self.event_type, value);
             }
-            b"id" => {
-                if !value.contains(&0) {
-                    let mut id = self.block_id.take().unwrap_or_default();
-                    id.clear();
-                    push_utf8(&mut id, value);
-                    self.block_id = Some(id);
-                }
+            // An id containing NUL is ignored (the earlier one stands).
+            b"id" if !value.contains(&0) => {
+                let mut id = self.block_id.take().unwrap_or_default();
+                id.clear();
+                push_utf8(&mut id, value);
+                self.block_id = Some(id);
             }
-            b"retry" => {
-                if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
-                    let ms = value.iter().fold(0u64, |acc, &d| {
-                        acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
-                    });
-                    out(SseItem::Retry(ms));
-                }
+            // Only a non-empty all-digit value counts; anything else is ignored.
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                let ms = value.iter().fold(0u64, |acc, &d| {
+                    acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+                });
+                out(SseItem::Retry(ms));
             }
             _ => {}
         }
