@@ -99,14 +99,11 @@ function renderTranscript(view) {
     else list.append(node);
     renderedItems[i] = items[i];
   }
-  for (const turn of view.interrupted) {
-    const id = "interrupted-" + turn.turn_id;
-    if (document.getElementById(id)) continue;
-    const li = el("li", "item interrupted");
-    li.id = id;
-    li.append(el("p", "turn-end", `interrupted (${turn.reason}): the partial answer was not kept`));
-    list.append(li);
-  }
+  $("interrupted").replaceChildren(
+    ...view.interrupted.map((turn) =>
+      el("li", "item interrupted", `turn ${turn.turn_id} was interrupted (${turn.reason}); its partial answer was not kept`),
+    ),
+  );
 }
 
 function renderLive(live) {

@@ -49,7 +49,7 @@ pub fn build_site() -> Result<std::path::PathBuf> {
     Ok(site)
 }
 
-fn copy_dir(from: &Path, to: &Path) -> Result {
+pub fn copy_dir(from: &Path, to: &Path) -> Result {
     fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
     for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
         let entry = entry.map_err(|e| e.to_string())?;

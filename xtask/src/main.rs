@@ -5,6 +5,8 @@
 //! - `cargo xtask pkg`: builds the npm package into `pkg/`.
 //! - `cargo xtask demo`: builds, starts the reference server and serves the demo.
 
+mod bench;
+mod browser_bench;
 mod cmd;
 mod demo;
 mod pkg;
@@ -24,6 +26,7 @@ fn main() -> ExitCode {
         "test" => test::run(rest),
         "setup" => setup::ensure_all(),
         "pkg" => pkg::run_task(),
+        "bench" => bench::run_task(rest),
         "demo" => demo::run_task(rest),
         "help" | "--help" | "-h" => {
             println!("usage: cargo xtask <test|bench|pkg|demo|setup>");

@@ -1,11 +1,19 @@
 //! `cargo xtask test`: every test layer, in order, after set-up.
 //!
-//! Layers: format, lints (native and wasm32), the native workspace suite, then
-//! the core's suite compiled to wasm in headless Chromium. Later layers (the
-//! browser SDK against a live server, package and e2e) are added beside these.
+//! 1. format and lints (native, and wasm32 for the SDK crate);
+//! 2. the native workspace suite (core, conformance data, property tests, server);
+//! 3. the core suite and the browser SDK suites compiled to wasm and run by
+//!    wasm-bindgen-test in headless Chromium, against a live `replay-server`;
+//! 4. the npm package: built and optimised, packed, type-checked from a
+//!    consumer with `tsc --strict`, bundled by Vite;
+//! 5. end to end: Playwright drives the demo page (optimised package) through
+//!    a seeded fault schedule and compares it with the server's transcript.
 
 use crate::cmd::{self, path_with, root, run_in, Result};
-use crate::setup;
+use crate::server::Server;
+use crate::{demo, pkg, setup};
+use std::fs;
+use std::path::Path;
 
 /// Runs every layer; `--skip-setup` trusts the machine as it is.
 pub fn run(args: &[String]) -> Result {
@@ -44,13 +52,42 @@ pub fn run(args: &[String]) -> Result {
         )
     })?;
     cmd::step("native tests", || run("cargo", &["test", "--workspace"]))?;
-    cmd::step("core tests in headless Chromium", core_in_chromium)?;
+    cmd::step("core + browser SDK tests in headless Chromium", in_chromium)?;
+    cmd::step("npm package: pack, tsc --strict, vite build", package)?;
+    cmd::step("end to end: demo page in Chromium (Playwright)", e2e)?;
     println!("\nall test layers passed");
     Ok(())
 }
 
-/// The same core suite, compiled to wasm32 and run by wasm-bindgen-test in Chromium.
-fn core_in_chromium() -> Result {
+/// The debug server binary, built by the native test step.
+fn server_binary() -> std::path::PathBuf {
+    root().join("target/debug/replay-server")
+}
+
+/// A throwaway server tuned for tests: short heartbeats and fast deltas.
+fn test_server(extra: &[&str]) -> Result<Server> {
+    let mut args = vec![
+        "--listen",
+        "127.0.0.1:0",
+        "--db",
+        ":memory:",
+        "--faults",
+        "--allow-origin",
+        "*",
+        "--heartbeat-ms",
+        "500",
+        "--delta-ms",
+        "5",
+    ];
+    args.extend_from_slice(extra);
+    Server::start(&server_binary(), &args)
+}
+
+/// Core suite plus `tests/browser_*.rs`, compiled to wasm32, in Chromium.
+fn in_chromium() -> Result {
+    cmd::run("cargo", &["build", "-p", "replay-server"])?;
+    let server = test_server(&[])?;
+    println!("replay-server for the browser suites: {}", server.url);
     let path = path_with(&[setup::js_dir().join("node_modules/.bin")]);
     run_in(
         &root(),
@@ -69,6 +106,99 @@ fn core_in_chromium() -> Result {
             ("PATH", &path),
             ("CHROMEDRIVER", setup::CHROMEDRIVER),
             ("WASM_BINDGEN_TEST_TIMEOUT", "300"),
+            ("REPLAY_SERVER_URL", &server.url),
         ],
     )
+}
+
+/// Packs the package, installs the tarball into a consumer, type-checks and bundles it.
+fn package() -> Result {
+    let pkg = pkg::build()?;
+    for (name, raw, gz) in pkg::sizes(&pkg)? {
+        println!("{name}: {raw} bytes, {gz} gzipped");
+    }
+    let packs = root().join("target/npm");
+    let _ = fs::remove_dir_all(&packs);
+    fs::create_dir_all(&packs).map_err(|e| e.to_string())?;
+    run_in(
+        &pkg,
+        "npm",
+        &["pack", "--pack-destination", packs.to_str().expect("utf-8")],
+        &[],
+    )?;
+    let tarball = fs::read_dir(&packs)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "tgz"))
+        .ok_or("npm pack wrote no tarball")?;
+
+    let app = root().join("target/consumer");
+    let _ = fs::remove_dir_all(&app);
+    demo::copy_dir(&root().join("tests/js/consumer"), &app)?;
+    let manifest = format!(
+        "{{\"name\":\"consumer\",\"private\":true,\"type\":\"module\",\
+         \"dependencies\":{{\"replay-client\":\"file:{}\"}}}}\n",
+        tarball.display()
+    );
+    fs::write(app.join("package.json"), manifest).map_err(|e| e.to_string())?;
+    run_in(
+        &app,
+        "npm",
+        &["install", "--no-audit", "--no-fund", "--offline"],
+        &[],
+    )?;
+    let tsc = setup::node_bin("tsc");
+    run_in(
+        &app,
+        tsc.to_str().expect("utf-8"),
+        &["--noEmit", "--strict", "-p", "tsconfig.json"],
+        &[],
+    )?;
+    println!("tsc --noEmit --strict: the consumer compiles against the packed types");
+    let vite = setup::node_bin("vite");
+    run_in(
+        &app,
+        vite.to_str().expect("utf-8"),
+        &["build", "--logLevel", "warn"],
+        &[],
+    )?;
+    let assets = app.join("dist/assets");
+    let has_wasm = fs::read_dir(&assets)
+        .map_err(|e| format!("{}: {e}", assets.display()))?
+        .filter_map(|e| e.ok())
+        .any(|e| e.path().extension().is_some_and(|x| x == "wasm"));
+    if !has_wasm {
+        return Err("the Vite build did not emit the .wasm asset".into());
+    }
+    println!("vite build: bundled, .wasm asset emitted");
+    Ok(())
+}
+
+/// Playwright drives the demo page against a live server.
+fn e2e() -> Result {
+    let site = demo::build_site()?;
+    let server = test_server(&["--static", site.to_str().expect("utf-8")])?;
+    let artifacts = root().join("tests/artifacts");
+    fs::create_dir_all(&artifacts).map_err(|e| e.to_string())?;
+    let js = setup::js_dir();
+    run_in(
+        &js,
+        "node",
+        &["--test", "--test-reporter=spec", "e2e.test.mjs"],
+        &[
+            ("E2E_URL", &server.url),
+            ("E2E_ARTIFACTS", artifacts.to_str().expect("utf-8")),
+            ("E2E_CHROMIUM", setup::CHROMIUM),
+        ],
+    )?;
+    report_artifacts(&artifacts);
+    Ok(())
+}
+
+fn report_artifacts(dir: &Path) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            println!("artifact: {}", entry.path().display());
+        }
+    }
 }

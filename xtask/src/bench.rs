@@ -1,0 +1,270 @@
+//! `cargo xtask bench`: measures, then rewrites `docs/benchmarks.md`.
+//!
+//! Each benchmark prints `name value` lines on stdout; this collects them and
+//! writes one table with the targets beside the numbers, plus the command and
+//! the machine, so every number in the file came from this command.
+
+use crate::cmd::{self, root, Result};
+use std::collections::BTreeMap;
+use std::process::Command;
+
+/// A measured figure: (unit, target text, how it compares).
+struct Figure {
+    name: &'static str,
+    unit: &'static str,
+    what: &'static str,
+    target: Option<(Goal, f64)>,
+}
+
+#[derive(Clone, Copy)]
+enum Goal {
+    AtLeast,
+    AtMost,
+}
+
+const FIGURES: &[Figure] = &[
+    Figure {
+        name: "sse_parse_mb_per_s",
+        unit: "MB/s",
+        what: "SSE parse, 64 KiB chunks",
+        target: Some((Goal::AtLeast, 300.0)),
+    },
+    Figure {
+        name: "sse_parse_events_per_s",
+        unit: "events/s",
+        what: "SSE parse, events dispatched",
+        target: None,
+    },
+    Figure {
+        name: "pipeline_events_per_s",
+        unit: "events/s",
+        what: "parse + decode + apply (machine and fold)",
+        target: Some((Goal::AtLeast, 250_000.0)),
+    },
+    Figure {
+        name: "pipeline_mb_per_s",
+        unit: "MB/s",
+        what: "parse + decode + apply",
+        target: None,
+    },
+    Figure {
+        name: "server_appends_per_s",
+        unit: "appends/s",
+        what: "server: durable appends (committed)",
+        target: None,
+    },
+    Figure {
+        name: "server_fanout_events_per_s",
+        unit: "events/s",
+        what: "server: SSE fan-out to 100 subscribers",
+        target: None,
+    },
+    Figure {
+        name: "server_latency_p50_ms",
+        unit: "ms",
+        what: "server: append to delivery, p50",
+        target: None,
+    },
+    Figure {
+        name: "server_latency_p99_ms",
+        unit: "ms",
+        what: "server: append to delivery, p99",
+        target: None,
+    },
+    Figure {
+        name: "browser_wasm_bytes",
+        unit: "bytes",
+        what: "wasm (optimised), raw",
+        target: None,
+    },
+    Figure {
+        name: "browser_wasm_gzip_bytes",
+        unit: "bytes",
+        what: "wasm (optimised), gzipped",
+        target: None,
+    },
+    Figure {
+        name: "browser_js_bytes",
+        unit: "bytes",
+        what: "JS glue, raw",
+        target: None,
+    },
+    Figure {
+        name: "browser_js_gzip_bytes",
+        unit: "bytes",
+        what: "JS glue, gzipped",
+        target: None,
+    },
+    Figure {
+        name: "browser_total_gzip_kb",
+        unit: "KB",
+        what: "wasm + JS glue, gzipped",
+        target: Some((Goal::AtMost, 40.0)),
+    },
+    Figure {
+        name: "browser_restore_ms",
+        unit: "ms",
+        what: "restore of a 10 000-event backlog (SDK)",
+        target: None,
+    },
+    Figure {
+        name: "browser_restore_events_per_s",
+        unit: "events/s",
+        what: "restore, SDK",
+        target: None,
+    },
+    Figure {
+        name: "browser_baseline_restore_ms",
+        unit: "ms",
+        what: "restore, plain-JS baseline (JSON.parse + fold)",
+        target: None,
+    },
+    Figure {
+        name: "browser_restore_vs_baseline",
+        unit: "x",
+        what: "baseline time / SDK time (>= 1 is as fast or faster)",
+        target: Some((Goal::AtLeast, 1.0)),
+    },
+    Figure {
+        name: "browser_live_delta_us",
+        unit: "µs",
+        what: "cost per live delta (bytes in to view updated)",
+        target: None,
+    },
+    Figure {
+        name: "browser_heap_mb",
+        unit: "MB",
+        what: "JS heap after a long simulated stream",
+        target: None,
+    },
+    Figure {
+        name: "browser_notifications_per_frame",
+        unit: "max",
+        what: "subscriber notifications per animation frame",
+        target: Some((Goal::AtMost, 1.0)),
+    },
+];
+
+/// Runs every benchmark and writes the report.
+pub fn run_task(args: &[String]) -> Result {
+    let only_native = args.iter().any(|a| a == "--native");
+    let mut values = BTreeMap::new();
+    let mut sources = Vec::new();
+    let mut collect =
+        |label: &str, program: &str, argv: &[&str], env: &[(&str, String)]| -> Result {
+            cmd::step(label, || {
+                let mut command = Command::new(program);
+                command.args(argv).current_dir(root());
+                for (k, v) in env {
+                    command.env(k, v);
+                }
+                let out = command.output().map_err(|e| format!("{program}: {e}"))?;
+                if !out.status.success() {
+                    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+                    return Err(format!("{label} failed"));
+                }
+                for line in String::from_utf8_lossy(&out.stdout).lines() {
+                    println!("  {line}");
+                    if let Some((name, value)) = parse_line(line) {
+                        values.insert(name, value);
+                    }
+                }
+                Ok(())
+            })?;
+            sources.push(format!("{program} {}", argv.join(" ")));
+            Ok(())
+        };
+    collect(
+        "bench: SSE parser",
+        "cargo",
+        &["bench", "-q", "-p", "replay-client", "--bench", "sse_parse"],
+        &[],
+    )?;
+    collect(
+        "bench: pipeline",
+        "cargo",
+        &["bench", "-q", "-p", "replay-client", "--bench", "pipeline"],
+        &[],
+    )?;
+    collect(
+        "bench: server",
+        "cargo",
+        &["bench", "-q", "-p", "replay-server", "--bench", "server"],
+        &[],
+    )?;
+    if !only_native {
+        crate::browser_bench::run(&mut |name, value| {
+            values.insert(name.to_owned(), value);
+        })?;
+        sources.push("headless Chromium: tests/js/bench.mjs (driven by xtask)".into());
+    }
+    write_report(&values, &sources)
+}
+
+fn parse_line(line: &str) -> Option<(String, f64)> {
+    let mut parts = line.split_whitespace();
+    let name = parts.next()?;
+    let value = parts.next()?.parse().ok()?;
+    parts.next().is_none().then(|| (name.to_owned(), value))
+}
+
+fn write_report(values: &BTreeMap<String, f64>, sources: &[String]) -> Result {
+    let date = cmd::output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_default();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mut doc = String::new();
+    doc.push_str(
+        "# Benchmarks\n\nWritten by `cargo xtask bench` (do not edit by hand: rerun it). ",
+    );
+    doc.push_str("Speed goals live here, not in timed tests.\n\n");
+    doc.push_str(&format!(
+        "- measured: {date}\n- machine: {cpu}, {cores} cores\n- commands:\n"
+    ));
+    for s in sources {
+        doc.push_str(&format!("  - `{s}`\n"));
+    }
+    doc.push_str("\n| figure | value | unit | target | met |\n|---|---:|---|---|---|\n");
+    for f in FIGURES {
+        let Some(&value) = values.get(f.name) else {
+            continue;
+        };
+        let (target, met) = match f.target {
+            Some((Goal::AtLeast, t)) => (format!("≥ {t}"), if value >= t { "yes" } else { "no" }),
+            Some((Goal::AtMost, t)) => (format!("≤ {t}"), if value <= t { "yes" } else { "no" }),
+            None => (String::new(), ""),
+        };
+        doc.push_str(&format!(
+            "| {} (`{}`) | {} | {} | {target} | {met} |\n",
+            f.what,
+            f.name,
+            fmt_value(value),
+            f.unit
+        ));
+    }
+    doc.push_str(
+        "\nNative figures: release profile with `opt-level = 3` (the `bench` profile), one core. ",
+    );
+    doc.push_str("Browser figures: the optimised npm package (`cargo xtask pkg`) in Debian's headless Chromium, ");
+    doc.push_str("against a live `replay-server` on loopback, measured in one page run.\n");
+    let path = root().join("docs/benchmarks.md");
+    std::fs::write(&path, doc).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+fn fmt_value(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{:.0}", v)
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
