@@ -2,3 +2,6 @@
 
 pub mod protocol;
 pub mod sse;
+pub mod fold;
+pub mod machine;
+pub mod transcript;

@@ -1,0 +1,191 @@
+//! The live overlay: the running turn shown over committed history (rule 6).
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::protocol::{LiveTool, LiveTurn, LiveTurnState, PendingQuestion, TurnDelta};
+
+/// The uncommitted tail of a running turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Overlay {
+    /// The running turn.
+    pub turn_id: String,
+    /// The assistant message being written.
+    pub message_id: String,
+    /// Revision of the snapshot it came from (0 when built from deltas).
+    pub rev: u64,
+    /// What the turn is doing, when a snapshot said so.
+    pub state: Option<LiveTurnState>,
+    /// Text from `text_offset` on.
+    pub text: String,
+    /// Offset (Unicode scalar values) of `text`'s first character.
+    pub text_offset: u64,
+    /// Length of `text` in scalar values (cached: deltas align on it).
+    pub text_len: u64,
+    /// Tool calls of the turn.
+    pub tools: Vec<LiveTool>,
+    /// A question waiting for an answer, possibly not persisted yet.
+    pub pending_question: Option<PendingQuestion>,
+    /// A delta was missed; the text is incomplete until the next snapshot.
+    pub stale: bool,
+    /// The runtime run that produced it.
+    pub boot_id: String,
+}
+
+/// A turn whose worker died: its partial text, never promoted (rule 7).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterruptedTurn {
+    /// The turn.
+    pub turn_id: String,
+    /// The message that was being written.
+    pub message_id: String,
+    /// The partial text that was shown.
+    pub text: String,
+    /// Offset of `text` in the message.
+    pub text_offset: u64,
+    /// `worker_restart` or `boot_changed`.
+    pub reason: String,
+}
+
+fn scalars(s: &str) -> u64 {
+    s.chars().count() as u64
+}
+
+impl Overlay {
+    /// Builds the overlay from a `live_turn` object.
+    pub fn from_live(live: &LiveTurn, boot_id: &str) -> Self {
+        Overlay {
+            turn_id: live.turn_id.clone(),
+            message_id: live.message_id.clone(),
+            rev: live.rev,
+            state: Some(live.state),
+            text: live.text.clone(),
+            text_offset: live.text_offset,
+            text_len: scalars(&live.text),
+            tools: live.tools.clone(),
+            pending_question: live.pending_question.clone(),
+            stale: false,
+            boot_id: boot_id.to_owned(),
+        }
+    }
+
+    /// Starts an overlay from a delta when no snapshot was seen.
+    pub fn from_delta(delta: &TurnDelta, boot_id: &str) -> Self {
+        let mut o = Overlay {
+            turn_id: delta.turn_id.clone(),
+            message_id: delta.message_id.clone(),
+            rev: 0,
+            state: None,
+            text: String::new(),
+            text_offset: 0,
+            text_len: 0,
+            tools: Vec::new(),
+            pending_question: None,
+            stale: false,
+            boot_id: boot_id.to_owned(),
+        };
+        o.apply_delta(delta);
+        o
+    }
+
+    /// Offset just past the last known character.
+    pub fn end(&self) -> u64 {
+        self.text_offset + self.text_len
+    }
+
+    /// Aligns a delta by offset: append at the end, trim an overlap, mark a
+    /// hole stale. A delta of another message of the same turn restarts the
+    /// text. Returns whether anything visible changed.
+    pub fn apply_delta(&mut self, delta: &TurnDelta) -> bool {
+        if delta.message_id != self.message_id {
+            self.message_id = delta.message_id.clone();
+            self.text.clear();
+            self.text_offset = 0;
+            self.text_len = 0;
+            self.stale = false;
+        }
+        let end = self.end();
+        if delta.offset > end {
+            let was = self.stale;
+            self.stale = true;
+            return !was;
+        }
+        let skip = end - delta.offset;
+        let added = scalars(&delta.text);
+        if added <= skip {
+            return false;
+        }
+        let from = match delta.text.char_indices().nth(skip as usize) {
+            Some((i, _)) => i,
+            None => return false,
+        };
+        self.text.push_str(&delta.text[from..]);
+        self.text_len += added - skip;
+        true
+    }
+
+    /// Records a tool's progress; returns whether the call is known.
+    pub fn apply_progress(&mut self, call_id: &str, progress: &str) -> bool {
+        match self.tools.iter_mut().find(|t| t.call_id == call_id) {
+            Some(t) => {
+                t.progress = progress.to_owned();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The record kept when this overlay's worker died.
+    pub fn interrupt(self, reason: &str) -> InterruptedTurn {
+        InterruptedTurn {
+            turn_id: self.turn_id,
+            message_id: self.message_id,
+            text: self.text,
+            text_offset: self.text_offset,
+            reason: reason.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn delta(msg: &str, offset: u64, text: &str) -> TurnDelta {
+        TurnDelta {
+            turn_id: "t".into(),
+            message_id: msg.into(),
+            offset,
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn rule_6_delta_at_end_appends_and_overlap_is_trimmed_by_scalars() {
+        let mut o = Overlay::from_delta(&delta("m", 0, "héllo"), "b");
+        assert_eq!((o.text.as_str(), o.end()), ("héllo", 5));
+        assert!(o.apply_delta(&delta("m", 3, "lo wörld")));
+        assert_eq!(o.text, "héllo wörld");
+        assert!(
+            !o.apply_delta(&delta("m", 0, "hé")),
+            "full overlap is a no-op"
+        );
+        assert_eq!(o.text_len, 11);
+    }
+
+    #[test]
+    fn rule_6_delta_beyond_end_marks_stale_without_appending() {
+        let mut o = Overlay::from_delta(&delta("m", 0, "ab"), "b");
+        assert!(o.apply_delta(&delta("m", 5, "zz")));
+        assert!(o.stale);
+        assert_eq!(o.text, "ab");
+    }
+
+    #[test]
+    fn rule_6_delta_of_a_new_message_restarts_the_text() {
+        let mut o = Overlay::from_delta(&delta("m1", 0, "first"), "b");
+        o.apply_delta(&delta("m2", 0, "second"));
+        assert_eq!((o.message_id.as_str(), o.text.as_str()), ("m2", "second"));
+    }
+}

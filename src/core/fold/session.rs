@@ -1,0 +1,358 @@
+//! The session fold: committed items, prompts, tasks, the live overlay.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::overlay::{InterruptedTurn, Overlay};
+use super::ViewChange;
+use crate::core::protocol::{
+    Envelope, Event, LiveTurn, PendingPrompt, TasksSnapshot, ToolStatus, Transcript,
+    TranscriptItem, REASON_WORKER_RESTART,
+};
+
+/// Reason recorded when a `hello` or replay names another runtime run.
+pub const REASON_BOOT_CHANGED: &str = "boot_changed";
+
+/// Persisted part of a [`SessionView`]; the indices are rebuilt on load.
+#[derive(Deserialize)]
+struct SessionData {
+    items: Vec<TranscriptItem>,
+    prompts: Vec<PendingPrompt>,
+    resolved_questions: HashSet<String>,
+    tasks: TasksSnapshot,
+    overlay: Option<Overlay>,
+    interrupted: Vec<InterruptedTurn>,
+    boot_id: String,
+}
+
+/// A session folded for display.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SessionData")]
+pub struct SessionView {
+    items: Vec<TranscriptItem>,
+    prompts: Vec<PendingPrompt>,
+    resolved_questions: HashSet<String>,
+    tasks: TasksSnapshot,
+    overlay: Option<Overlay>,
+    interrupted: Vec<InterruptedTurn>,
+    boot_id: String,
+    #[serde(skip)]
+    tool_index: HashMap<String, usize>,
+    #[serde(skip)]
+    committed_messages: HashSet<String>,
+    #[serde(skip)]
+    ended_turns: HashSet<String>,
+}
+
+impl From<SessionData> for SessionView {
+    fn from(d: SessionData) -> Self {
+        let mut v = SessionView {
+            items: d.items,
+            prompts: d.prompts,
+            resolved_questions: d.resolved_questions,
+            tasks: d.tasks,
+            overlay: d.overlay,
+            interrupted: d.interrupted,
+            boot_id: d.boot_id,
+            ..SessionView::default()
+        };
+        for (i, item) in v.items.iter().enumerate() {
+            match item {
+                TranscriptItem::Message { message_id, .. } => {
+                    v.committed_messages.insert(message_id.clone());
+                }
+                TranscriptItem::Tool { call_id, .. } => {
+                    v.tool_index.insert(call_id.clone(), i);
+                }
+                TranscriptItem::TurnEnd { turn_id, .. } => {
+                    v.ended_turns.insert(turn_id.clone());
+                }
+            }
+        }
+        v
+    }
+}
+
+impl SessionView {
+    /// Committed items in durable order.
+    pub fn items(&self) -> &[TranscriptItem] {
+        &self.items
+    }
+
+    /// The live overlay, if a turn is running.
+    pub fn overlay(&self) -> Option<&Overlay> {
+        self.overlay.as_ref()
+    }
+
+    /// Task state.
+    pub fn tasks(&self) -> &TasksSnapshot {
+        &self.tasks
+    }
+
+    /// Turns whose worker died, with the partial text that was shown.
+    pub fn interrupted(&self) -> &[InterruptedTurn] {
+        &self.interrupted
+    }
+
+    /// The runtime run last seen.
+    pub fn boot_id(&self) -> &str {
+        &self.boot_id
+    }
+
+    /// Unanswered questions: persisted ones in order, then the live pending
+    /// question (`persisted: false`) when it is not persisted yet.
+    pub fn pending_prompts(&self) -> Vec<PendingPrompt> {
+        let mut out = self.prompts.clone();
+        if let Some(q) = self
+            .overlay
+            .as_ref()
+            .and_then(|o| o.pending_question.as_ref())
+        {
+            let known = self.resolved_questions.contains(&q.question_id)
+                || out.iter().any(|p| p.question_id == q.question_id);
+            if !known {
+                out.push(PendingPrompt {
+                    question_id: q.question_id.clone(),
+                    prompt: q.prompt.clone(),
+                    options: q.options.clone(),
+                    persisted: false,
+                });
+            }
+        }
+        out
+    }
+
+    /// The canonical transcript (PROTOCOL.md §7).
+    pub fn transcript(&self, epoch: &str, cursor: u64) -> Transcript {
+        Transcript {
+            epoch: epoch.to_owned(),
+            cursor,
+            items: self.items.clone(),
+            pending_prompts: self.pending_prompts(),
+            tasks: self.tasks.clone(),
+        }
+    }
+
+    fn push(&mut self, item: TranscriptItem, change: &mut ViewChange) {
+        change.appended(self.items.len());
+        self.items.push(item);
+    }
+
+    fn drop_overlay_if(&mut self, pred: impl Fn(&Overlay) -> bool, change: &mut ViewChange) {
+        if self.overlay.as_ref().is_some_and(pred) {
+            self.overlay = None;
+            change.overlay = true;
+        }
+    }
+
+    fn resolve_question(&mut self, question_id: &str, change: &mut ViewChange) {
+        self.resolved_questions.insert(question_id.to_owned());
+        self.prompts.retain(|p| p.question_id != question_id);
+        change.prompts = true;
+    }
+
+    fn end_turn(
+        &mut self,
+        turn_id: &str,
+        outcome: &str,
+        reason: Option<&str>,
+        ch: &mut ViewChange,
+    ) {
+        self.ended_turns.insert(turn_id.to_owned());
+        self.push(
+            TranscriptItem::TurnEnd {
+                turn_id: turn_id.to_owned(),
+                outcome: outcome.to_owned(),
+                reason: reason.map(str::to_owned),
+            },
+            ch,
+        );
+        let live = self.overlay.as_ref().is_some_and(|o| o.turn_id == turn_id);
+        if live && reason == Some(REASON_WORKER_RESTART) {
+            // Honest boundary: the partial text is kept aside, never committed.
+            let o = self.overlay.take().expect("checked above");
+            self.interrupted.push(o.interrupt(REASON_WORKER_RESTART));
+            ch.overlay = true;
+            ch.interrupted = true;
+        } else {
+            self.drop_overlay_if(|o| o.turn_id == turn_id, ch);
+        }
+    }
+
+    /// Applies one durable event.
+    pub fn apply_durable(&mut self, env: &Envelope, ch: &mut ViewChange) {
+        match &env.event {
+            Event::MessageCommitted(m) => {
+                self.committed_messages.insert(m.message_id.clone());
+                self.push(
+                    TranscriptItem::Message {
+                        message_id: m.message_id.clone(),
+                        turn_id: m.turn_id.clone(),
+                        role: m.role,
+                        text: m.text.clone(),
+                    },
+                    ch,
+                );
+                self.drop_overlay_if(|o| o.message_id == m.message_id, ch);
+            }
+            Event::ToolStarted(t) => {
+                if let Some(&i) = self.tool_index.get(&t.call_id) {
+                    if let TranscriptItem::Tool { name, .. } = &mut self.items[i] {
+                        name.clone_from(&t.name);
+                        ch.updated(i);
+                    }
+                    return;
+                }
+                self.tool_index.insert(t.call_id.clone(), self.items.len());
+                self.push(
+                    TranscriptItem::Tool {
+                        call_id: t.call_id.clone(),
+                        turn_id: t.turn_id.clone(),
+                        name: t.name.clone(),
+                        status: "running".to_owned(),
+                        output: None,
+                    },
+                    ch,
+                );
+            }
+            Event::ToolCompleted(t) => {
+                let new_status = match t.status {
+                    ToolStatus::Ok => "ok",
+                    ToolStatus::Error => "error",
+                };
+                match self.tool_index.get(&t.call_id) {
+                    Some(&i) => {
+                        if let TranscriptItem::Tool { status, output, .. } = &mut self.items[i] {
+                            *status = new_status.to_owned();
+                            *output = Some(t.output.clone());
+                            ch.updated(i);
+                        }
+                    }
+                    None => {
+                        // A completion without its start still gets a card.
+                        self.tool_index.insert(t.call_id.clone(), self.items.len());
+                        self.push(
+                            TranscriptItem::Tool {
+                                call_id: t.call_id.clone(),
+                                turn_id: t.turn_id.clone(),
+                                name: String::new(),
+                                status: new_status.to_owned(),
+                                output: Some(t.output.clone()),
+                            },
+                            ch,
+                        );
+                    }
+                }
+            }
+            Event::QuestionAsked(q) => {
+                let known = self.resolved_questions.contains(&q.question_id)
+                    || self.prompts.iter().any(|p| p.question_id == q.question_id);
+                if !known {
+                    self.prompts.push(PendingPrompt {
+                        question_id: q.question_id.clone(),
+                        prompt: q.prompt.clone(),
+                        options: q.options.clone(),
+                        persisted: true,
+                    });
+                    ch.prompts = true;
+                }
+            }
+            Event::QuestionAnswered(q) => self.resolve_question(&q.question_id, ch),
+            Event::QuestionDeclined(q) => self.resolve_question(&q.question_id, ch),
+            Event::TurnCompleted(t) => self.end_turn(&t.turn_id, "completed", None, ch),
+            Event::TurnCancelled(t) => self.end_turn(&t.turn_id, "cancelled", None, ch),
+            Event::TurnFailed(t) => self.end_turn(&t.turn_id, "failed", Some(&t.reason), ch),
+            _ => {}
+        }
+    }
+
+    /// Applies one transient event.
+    pub fn apply_transient(&mut self, env: &Envelope, ch: &mut ViewChange) {
+        match &env.event {
+            Event::TurnDelta(d) => {
+                if self.committed_messages.contains(&d.message_id)
+                    || self.ended_turns.contains(&d.turn_id)
+                {
+                    return;
+                }
+                match &mut self.overlay {
+                    Some(o) if o.turn_id == d.turn_id => ch.overlay |= o.apply_delta(d),
+                    _ => {
+                        self.overlay = Some(Overlay::from_delta(d, &self.boot_id));
+                        ch.overlay = true;
+                    }
+                }
+            }
+            Event::ToolProgress(p) => {
+                if let Some(o) = self.overlay.as_mut().filter(|o| o.turn_id == p.turn_id) {
+                    ch.overlay |= o.apply_progress(&p.call_id, &p.progress);
+                }
+            }
+            Event::LiveTurnSnapshot(s) => self.apply_live_turn(s.live_turn.as_ref(), ch),
+            Event::TasksSnapshot(t) => self.apply_tasks(t, ch),
+            _ => {}
+        }
+    }
+
+    fn apply_tasks(&mut self, t: &TasksSnapshot, ch: &mut ViewChange) {
+        if t.version >= self.tasks.version && *t != self.tasks {
+            self.tasks = t.clone();
+            ch.tasks = true;
+        }
+    }
+
+    fn apply_live_turn(&mut self, live: Option<&LiveTurn>, ch: &mut ViewChange) {
+        let Some(lt) = live else {
+            self.drop_overlay_if(|_| true, ch);
+            return;
+        };
+        if self.ended_turns.contains(&lt.turn_id) {
+            return;
+        }
+        if let Some(o) = &self.overlay {
+            // Of two snapshots of one turn in one run, the higher rev wins.
+            if o.turn_id == lt.turn_id && o.boot_id == self.boot_id && o.rev >= lt.rev && o.rev > 0
+            {
+                return;
+            }
+        }
+        let mut o = Overlay::from_live(lt, &self.boot_id);
+        if self.committed_messages.contains(&lt.message_id) {
+            o.text.clear();
+            o.text_len = 0;
+        }
+        self.overlay = Some(o);
+        ch.overlay = true;
+    }
+
+    /// Notes the runtime run serving the view; an overlay of another run is
+    /// removed and recorded as interrupted (rule 7).
+    pub fn set_boot(&mut self, boot_id: &str, ch: &mut ViewChange) {
+        if boot_id.is_empty() || boot_id == self.boot_id {
+            return;
+        }
+        self.boot_id = boot_id.to_owned();
+        if self.overlay.as_ref().is_some_and(|o| o.boot_id != boot_id) {
+            let o = self.overlay.take().expect("checked above");
+            self.interrupted.push(o.interrupt(REASON_BOOT_CHANGED));
+            ch.overlay = true;
+            ch.interrupted = true;
+        }
+    }
+
+    /// Applies the `live_turn` and `tasks` of a replay's last page.
+    pub fn apply_replay_tail(
+        &mut self,
+        boot_id: &str,
+        live_turn: Option<&LiveTurn>,
+        tasks: Option<&TasksSnapshot>,
+        ch: &mut ViewChange,
+    ) {
+        self.set_boot(boot_id, ch);
+        if let Some(t) = tasks {
+            self.apply_tasks(t, ch);
+        }
+        self.apply_live_turn(live_turn, ch);
+    }
+}

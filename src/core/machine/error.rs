@@ -1,0 +1,138 @@
+//! The core's one error type and its JS-friendly summary.
+
+use serde::{Deserialize, Serialize};
+
+/// Everything that can go wrong while following a scope. Each variant has a
+/// stable [`code`](CoreError::code) that notices and `Status::last_error`
+/// carry to the application.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+pub enum CoreError {
+    /// A frame or a page was not valid JSON for its type.
+    #[error("bad json: {0}")]
+    BadJson(String),
+    /// An SSE event was larger than `Config::max_event_size`.
+    #[error("event of {size} bytes exceeds the limit of {limit}")]
+    EventTooLarge {
+        /// The configured limit.
+        limit: usize,
+        /// Bytes seen when the event was dropped.
+        size: usize,
+    },
+    /// The server rejected the cursor as malformed (`400 invalid_cursor`).
+    #[error("invalid cursor: {0}")]
+    InvalidCursor(String),
+    /// The cursor is above the server's head (`409 cursor_ahead`).
+    #[error("cursor ahead of the server: {0}")]
+    CursorAhead(String),
+    /// 401 or 403.
+    #[error("unauthorized (HTTP {status})")]
+    Unauthorized {
+        /// The HTTP status.
+        status: u16,
+    },
+    /// Any other HTTP error status.
+    #[error("HTTP {status}: {message}")]
+    HttpStatus {
+        /// The HTTP status.
+        status: u16,
+        /// The body's `error` code, if the body was JSON.
+        code: String,
+        /// The body's `message`, if any.
+        message: String,
+    },
+    /// The stream answered with something other than `text/event-stream`.
+    #[error("wrong content type: {0:?}")]
+    WrongContentType(String),
+    /// The log was recreated; local state was discarded.
+    #[error("epoch changed from {previous:?} to {current:?}")]
+    EpochChanged {
+        /// The epoch the client had.
+        previous: String,
+        /// The epoch the server has.
+        current: String,
+    },
+    /// Gap repair found a different event at the cursor than the one applied.
+    #[error("history differs at cursor {cursor}")]
+    HistoryMismatch {
+        /// The cursor that no longer matches.
+        cursor: u64,
+    },
+    /// No bytes on the stream for too long.
+    #[error("stream stalled for {idle_ms} ms")]
+    Stalled {
+        /// Milliseconds since the last byte.
+        idle_ms: u64,
+    },
+    /// A request got no answer in time.
+    #[error("request timed out after {after_ms} ms")]
+    Timeout {
+        /// Milliseconds waited.
+        after_ms: u64,
+    },
+    /// The stored value could not be used.
+    #[error("corrupt storage: {0}")]
+    CorruptStorage(String),
+    /// The transport failed (fetch rejected, body errored).
+    #[error("network error: {0}")]
+    Network(String),
+}
+
+impl CoreError {
+    /// Stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CoreError::BadJson(_) => "bad_json",
+            CoreError::EventTooLarge { .. } => "event_too_large",
+            CoreError::InvalidCursor(_) => "invalid_cursor",
+            CoreError::CursorAhead(_) => "cursor_ahead",
+            CoreError::Unauthorized { .. } => "unauthorized",
+            CoreError::HttpStatus { .. } => "http_status",
+            CoreError::WrongContentType(_) => "wrong_content_type",
+            CoreError::EpochChanged { .. } => "epoch_changed",
+            CoreError::HistoryMismatch { .. } => "history_mismatch",
+            CoreError::Stalled { .. } => "stalled",
+            CoreError::Timeout { .. } => "timeout",
+            CoreError::CorruptStorage(_) => "corrupt_storage",
+            CoreError::Network(_) => "network",
+        }
+    }
+
+    /// The HTTP status behind the error, when there is one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            CoreError::Unauthorized { status } | CoreError::HttpStatus { status, .. } => {
+                Some(*status)
+            }
+            CoreError::InvalidCursor(_) => Some(400),
+            CoreError::CursorAhead(_) => Some(409),
+            _ => None,
+        }
+    }
+
+    /// The serialisable summary used in notices and status.
+    pub fn info(&self) -> ErrorInfo {
+        ErrorInfo {
+            code: self.code().to_owned(),
+            message: self.to_string(),
+            status: self.status(),
+        }
+    }
+}
+
+/// A [`CoreError`] flattened for the application: code, text, HTTP status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    /// Stable code, see [`CoreError::code`].
+    pub code: String,
+    /// Human text.
+    pub message: String,
+    /// HTTP status, when the error came from a response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+}
+
+impl From<&CoreError> for ErrorInfo {
+    fn from(e: &CoreError) -> Self {
+        e.info()
+    }
+}

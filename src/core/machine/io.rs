@@ -1,0 +1,412 @@
+//! Requests and their fate: opening the stream, fetching pages, retrying with
+//! backoff, classifying HTTP errors (rule 9), the stall watchdog, lifecycle.
+
+use super::backoff::parse_retry_after;
+use super::error::CoreError;
+use super::types::{Action, FetchKind, Lifecycle, Notice, RequestId};
+use super::{paths, Client, FetchSlot, Mode, StreamConn};
+use crate::core::protocol::ErrorBody;
+use crate::core::sse::SseItem;
+
+/// Which request an answer is about.
+enum Req {
+    Stream,
+    Fetch,
+}
+
+impl Client {
+    fn alloc_id(&mut self) -> RequestId {
+        self.next_id += 1;
+        RequestId(self.next_id)
+    }
+
+    fn which(&self, id: RequestId) -> Option<Req> {
+        if self.stream.as_ref().is_some_and(|s| s.id == id) {
+            Some(Req::Stream)
+        } else if self.fetch.as_ref().is_some_and(|f| f.id == Some(id)) {
+            Some(Req::Fetch)
+        } else {
+            None
+        }
+    }
+
+    /// Opens the live stream (replacing any): live only behind a barrier
+    /// (rule 2), from the cursor otherwise (rule 9).
+    pub(super) fn open_stream(&mut self, now: u64) {
+        if let Some(old) = self.stream.take() {
+            self.actions.push_back(Action::Abort { id: old.id });
+        }
+        self.stream_retry_at = None;
+        if self.halted() {
+            return;
+        }
+        let live_only = self.mode != Mode::Follow;
+        let after = (!live_only).then_some(self.pos.cursor);
+        let id = self.alloc_id();
+        self.parser.reset();
+        if self.streams_opened > 0 {
+            self.counters.reconnects += 1;
+        }
+        self.streams_opened += 1;
+        self.stream = Some(StreamConn {
+            id,
+            live_only,
+            opened: false,
+            hello_seen: false,
+            last_byte_at: now,
+        });
+        self.actions.push_back(Action::OpenStream {
+            id,
+            path_and_query: paths::stream(&self.cfg.target, after),
+            last_event_id: after.map(|c| c.to_string()),
+        });
+    }
+
+    /// Stream reconnect after `delay` (0 = now).
+    pub(super) fn open_stream_after(&mut self, delay: u64, now: u64) {
+        if delay == 0 {
+            self.open_stream(now);
+        } else {
+            if let Some(old) = self.stream.take() {
+                self.actions.push_back(Action::Abort { id: old.id });
+            }
+            self.stream_retry_at = Some(now + delay);
+        }
+    }
+
+    /// Replaces the pending fetch; sends it after `delay` (0 = now).
+    pub(super) fn issue_fetch(&mut self, kind: FetchKind, path: String, delay: u64, now: u64) {
+        if let Some(FetchSlot { id: Some(id), .. }) = self.fetch.take() {
+            self.actions.push_back(Action::Abort { id });
+        }
+        self.fetch = Some(FetchSlot {
+            id: None,
+            kind,
+            path,
+            issued_at: now,
+            retry_at: Some(now + delay),
+        });
+        if delay == 0 {
+            self.send_fetch(now);
+        }
+    }
+
+    fn send_fetch(&mut self, now: u64) {
+        if self.halted() {
+            return;
+        }
+        let id = self.alloc_id();
+        if let Some(f) = self.fetch.as_mut() {
+            f.id = Some(id);
+            f.issued_at = now;
+            f.retry_at = None;
+            self.actions.push_back(Action::Fetch {
+                id,
+                path_and_query: f.path.clone(),
+                kind: f.kind,
+            });
+        }
+    }
+
+    /// Aborts every request in flight (their answers will be ignored).
+    pub(super) fn abort_all(&mut self) {
+        if let Some(s) = self.stream.take() {
+            self.actions.push_back(Action::Abort { id: s.id });
+        }
+        self.stream_retry_at = None;
+        if let Some(FetchSlot { id: Some(id), .. }) = self.fetch.take() {
+            self.actions.push_back(Action::Abort { id });
+        }
+    }
+
+    /// Pauses IO but remembers the pending fetch, to resume later.
+    fn suspend_io(&mut self) {
+        if let Some(s) = self.stream.take() {
+            self.actions.push_back(Action::Abort { id: s.id });
+        }
+        self.stream_retry_at = None;
+        if let Some(f) = self.fetch.as_mut() {
+            if let Some(id) = f.id.take() {
+                self.actions.push_back(Action::Abort { id });
+            }
+            f.retry_at = None;
+        }
+    }
+
+    fn resume_io(&mut self, now: u64) {
+        if self.halted() {
+            return;
+        }
+        self.stream_backoff.reset();
+        self.fetch_backoff.reset();
+        self.open_stream(now);
+        if self.fetch.as_ref().is_some_and(|f| f.id.is_none()) {
+            self.send_fetch(now);
+        }
+    }
+
+    fn retrying(&mut self, err: Option<CoreError>, at: u64) {
+        if let Some(e) = err {
+            let info = e.info();
+            self.last_error = Some(info.clone());
+            self.notices.push_back(Notice::Retrying {
+                error: info,
+                retry_at: at,
+            });
+        }
+    }
+
+    /// Drops the stream and reconnects after backoff, never earlier than the
+    /// server's hint (`Retry-After`, else the stream's `retry:`).
+    fn stream_retry(&mut self, err: Option<CoreError>, hint: Option<u64>, now: u64) {
+        self.stream = None;
+        let floor = hint.or(self.sse_retry).unwrap_or(0);
+        let delay = self
+            .stream_backoff
+            .next_delay(&self.cfg.backoff, &mut self.rng, floor);
+        self.stream_retry_at = Some(now + delay);
+        self.retrying(err, now + delay);
+    }
+
+    pub(super) fn fetch_retry(&mut self, err: CoreError, hint: Option<u64>, now: u64) {
+        let delay =
+            self.fetch_backoff
+                .next_delay(&self.cfg.backoff, &mut self.rng, hint.unwrap_or(0));
+        if let Some(f) = self.fetch.as_mut() {
+            f.id = None;
+            f.retry_at = Some(now + delay);
+        }
+        self.retrying(Some(err), now + delay);
+    }
+
+    /// Stops for good (rule 9: other 4xx, second 401/403).
+    pub(super) fn fail(&mut self, err: CoreError) {
+        self.abort_all();
+        self.buffer.clear();
+        self.failed = true;
+        let info = err.info();
+        self.last_error = Some(info.clone());
+        self.notices.push_back(Notice::Failed { error: info });
+    }
+
+    pub(super) fn on_stream_opened(
+        &mut self,
+        id: RequestId,
+        status: u16,
+        content_type: Option<&str>,
+        retry_after: Option<&str>,
+        now: u64,
+    ) {
+        if !matches!(self.which(id), Some(Req::Stream)) {
+            return;
+        }
+        if !(200..300).contains(&status) {
+            self.on_http_error(id, status, retry_after, b"", now);
+            return;
+        }
+        let ct = content_type.unwrap_or("");
+        let mime = ct.split(';').next().unwrap_or("").trim();
+        if !mime.eq_ignore_ascii_case("text/event-stream") {
+            self.actions.push_back(Action::Abort { id });
+            self.stream_retry(Some(CoreError::WrongContentType(ct.to_owned())), None, now);
+            return;
+        }
+        if let Some(s) = self.stream.as_mut() {
+            s.opened = true;
+            s.last_byte_at = now;
+        }
+    }
+
+    pub(super) fn on_stream_bytes(&mut self, id: RequestId, bytes: &[u8], now: u64) {
+        match self.stream.as_mut() {
+            Some(s) if s.id == id => s.last_byte_at = now,
+            _ => return,
+        }
+        self.counters.bytes += bytes.len() as u64;
+        let mut items = std::mem::take(&mut self.scratch);
+        self.parser.push(bytes, &mut |it| items.push(it));
+        for item in items.drain(..) {
+            // A frame may have replaced the connection (epoch change, 409…):
+            // the rest of this chunk belongs to a dead stream.
+            if !self.stream.as_ref().is_some_and(|s| s.id == id) || self.halted() {
+                break;
+            }
+            match item {
+                SseItem::Event(ev) => self.on_sse_event(ev, now),
+                SseItem::Retry(ms) => self.sse_retry = Some(ms),
+                SseItem::Error(crate::core::sse::SseError::EventTooLarge { limit, size }) => {
+                    // A skipped durable event shows up as a gap and is repaired.
+                    let error = CoreError::EventTooLarge { limit, size }.info();
+                    self.notices.push_back(Notice::FrameSkipped { error });
+                }
+            }
+        }
+        self.scratch = items;
+    }
+
+    pub(super) fn on_stream_end(&mut self, id: RequestId, err: Option<CoreError>, now: u64) {
+        if !matches!(self.which(id), Some(Req::Stream)) {
+            return;
+        }
+        // A partial trailing frame is discarded: the cursor never moves on it.
+        self.parser.finish();
+        self.stream_retry(err, None, now);
+    }
+
+    pub(super) fn on_network_error(&mut self, id: RequestId, message: &str, now: u64) {
+        let err = CoreError::Network(message.to_owned());
+        match self.which(id) {
+            Some(Req::Stream) => self.on_stream_end(id, Some(err), now),
+            Some(Req::Fetch) => self.fetch_retry(err, None, now),
+            None => {}
+        }
+    }
+
+    pub(super) fn on_http_error(
+        &mut self,
+        id: RequestId,
+        status: u16,
+        retry_after: Option<&str>,
+        body: &[u8],
+        now: u64,
+    ) {
+        let Some(req) = self.which(id) else { return };
+        let parsed: Option<ErrorBody> = serde_json::from_slice(body).ok();
+        let code = parsed.as_ref().map(|b| b.error.clone()).unwrap_or_default();
+        let message = parsed
+            .as_ref()
+            .map(|b| b.message.clone())
+            .unwrap_or_default();
+        let hint = retry_after.and_then(|v| parse_retry_after(v, now));
+        let retry = |c: &mut Client, err: CoreError| match req {
+            Req::Stream => c.stream_retry(Some(err), hint, now),
+            Req::Fetch => c.fetch_retry(err, hint, now),
+        };
+        match status {
+            401 | 403 => {
+                if self.auth_refreshed {
+                    self.fail(CoreError::Unauthorized { status });
+                    return;
+                }
+                // Refresh once, then try again at once (rule 9).
+                self.auth_refreshed = true;
+                self.actions.push_back(Action::RefreshCredentials);
+                match req {
+                    Req::Stream => self.open_stream(now),
+                    Req::Fetch => self.send_fetch(now),
+                }
+            }
+            400 if code.is_empty() || code == "invalid_cursor" => {
+                self.cursor_rejected(CoreError::InvalidCursor(message), now)
+            }
+            409 => self.cursor_rejected(CoreError::CursorAhead(message), now),
+            408 | 429 | 500..=599 => retry(
+                self,
+                CoreError::HttpStatus {
+                    status,
+                    code,
+                    message,
+                },
+            ),
+            400..=499 => self.fail(CoreError::HttpStatus {
+                status,
+                code,
+                message,
+            }),
+            _ => retry(
+                self,
+                CoreError::HttpStatus {
+                    status,
+                    code,
+                    message,
+                },
+            ),
+        }
+    }
+
+    pub(super) fn on_timeout(&mut self, now: u64) {
+        if self.halted() {
+            return;
+        }
+        if let Some(s) = &self.stream {
+            let idle = now.saturating_sub(s.last_byte_at);
+            if idle >= self.stall_ms() {
+                // Half-open or silently queued connection: drop and reconnect.
+                let id = s.id;
+                self.actions.push_back(Action::Abort { id });
+                self.stream_retry(Some(CoreError::Stalled { idle_ms: idle }), None, now);
+            }
+        }
+        if self.stream_retry_at.is_some_and(|t| now >= t) {
+            self.open_stream(now);
+        }
+        let mut timed_out = None;
+        if let Some(f) = &self.fetch {
+            if let Some(id) = f.id {
+                let waited = now.saturating_sub(f.issued_at);
+                if waited >= self.cfg.fetch_timeout_ms {
+                    timed_out = Some((id, waited));
+                }
+            }
+        }
+        if let Some((id, waited)) = timed_out {
+            self.actions.push_back(Action::Abort { id });
+            self.fetch_retry(CoreError::Timeout { after_ms: waited }, None, now);
+        }
+        if self
+            .fetch
+            .as_ref()
+            .is_some_and(|f| f.id.is_none() && f.retry_at.is_some_and(|t| now >= t))
+        {
+            self.send_fetch(now);
+        }
+    }
+
+    pub(super) fn on_lifecycle(&mut self, event: Lifecycle, now: u64) {
+        match event {
+            Lifecycle::Online => {
+                if self.offline {
+                    self.offline = false;
+                    self.resume_io(now);
+                }
+            }
+            Lifecycle::Offline => {
+                if !self.offline {
+                    self.offline = true;
+                    self.suspend_io();
+                }
+            }
+            Lifecycle::Visible | Lifecycle::Resume => {
+                if self.halted() {
+                    return;
+                }
+                // Timers may have been throttled or frozen: verify now.
+                let stale = match &self.stream {
+                    Some(s) => now.saturating_sub(s.last_byte_at) > self.cfg.heartbeat_ms,
+                    None => true,
+                };
+                if stale {
+                    self.stream_backoff.reset();
+                    self.open_stream(now);
+                }
+                if self.fetch.as_ref().is_some_and(|f| f.id.is_none()) {
+                    self.send_fetch(now);
+                }
+            }
+            Lifecycle::Hidden | Lifecycle::Freeze => {}
+            Lifecycle::PageHide => {
+                if !self.suspended {
+                    self.suspended = true;
+                    self.suspend_io();
+                }
+                self.flush_persist(now);
+            }
+            Lifecycle::PageShow { persisted } => {
+                if persisted && self.suspended {
+                    self.suspended = false;
+                    self.resume_io(now);
+                }
+            }
+        }
+    }
+}

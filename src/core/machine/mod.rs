@@ -1,0 +1,454 @@
+//! The client state machine (PROTOCOL.md §6, rules 1–11), sans-IO.
+//!
+//! One [`Client`] follows one [`Target`]. It never touches the network or a
+//! clock: the IO layer feeds it inputs (`handle_*`, each with `now` in ms of
+//! the caller's wall clock), then drains its outputs in this order:
+//! [`poll_action`](Client::poll_action) until `None`,
+//! [`poll_notice`](Client::poll_notice), [`poll_view_change`](Client::poll_view_change),
+//! and finally arms one timer at [`poll_timeout`](Client::poll_timeout) that
+//! calls [`handle_timeout`](Client::handle_timeout).
+//!
+//! Every request the machine wants is an [`Action`] with a fresh
+//! [`RequestId`]; answers for ids it no longer cares about (an aborted stream,
+//! a superseded page) are ignored, so a late byte of an old connection can
+//! never be applied.
+
+mod backoff;
+mod error;
+mod io;
+mod paths;
+mod persist;
+mod sync;
+mod types;
+
+pub use backoff::{parse_retry_after, Backoff, SplitMix64};
+pub use error::{CoreError, ErrorInfo};
+pub use persist::{LastApplied, Position, STORAGE_VERSION};
+pub use types::{
+    Action, BackoffConfig, Config, Counters, FetchKind, Lifecycle, Notice, RequestId, State,
+    Status, Target,
+};
+
+use std::collections::VecDeque;
+
+use crate::core::fold::{View, ViewChange};
+use crate::core::protocol::{Envelope, Transcript};
+use crate::core::sse::{SseItem, SseParser};
+
+/// What the cursor logic is doing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Applying live frames directly.
+    Follow,
+    /// Reading the backlog behind the restore barrier; live frames are held.
+    /// `verify`: the first event page must start with the last applied event.
+    Restore { verify: bool },
+    /// Fetching missing events behind the barrier; live frames are held.
+    Repair { from_cursor: u64, verify: bool },
+}
+
+/// A frame held by the barrier.
+#[derive(Clone, Debug, PartialEq)]
+enum Frame {
+    /// A decoded event.
+    Event(Envelope),
+    /// Events up to this cursor will not arrive on the stream (a live-only
+    /// stream's `hello.head`, or durable frames dropped by the buffer bound).
+    LiveFrom(u64),
+}
+
+/// The open (or opening) live stream.
+#[derive(Clone, Debug)]
+struct StreamConn {
+    id: RequestId,
+    live_only: bool,
+    opened: bool,
+    hello_seen: bool,
+    last_byte_at: u64,
+}
+
+/// The one JSON request the machine needs at a time (replay or event page).
+#[derive(Clone, Debug)]
+struct FetchSlot {
+    /// In flight under this id; `None` while waiting to (re)send.
+    id: Option<RequestId>,
+    kind: FetchKind,
+    path: String,
+    issued_at: u64,
+    /// When to (re)send, if waiting.
+    retry_at: Option<u64>,
+}
+
+/// The client state machine for one target. See the module docs.
+#[derive(Debug)]
+pub struct Client {
+    cfg: Config,
+    pos: Position,
+    view: View,
+    mode: Mode,
+    buffer: VecDeque<Frame>,
+    /// `Some(from_cursor)` while a restore is not yet painted.
+    restore: Option<u64>,
+    /// Restarts from 0 since the last completed restore (paces loops).
+    zero_restarts: u32,
+    /// Repairs in a row that did not move the cursor (paces loops).
+    idle_repairs: u32,
+    next_id: u64,
+    stream: Option<StreamConn>,
+    stream_retry_at: Option<u64>,
+    stream_backoff: Backoff,
+    fetch: Option<FetchSlot>,
+    fetch_backoff: Backoff,
+    rng: SplitMix64,
+    sse_retry: Option<u64>,
+    parser: SseParser,
+    scratch: Vec<SseItem>,
+    streams_opened: u64,
+    auth_refreshed: bool,
+    closed: bool,
+    failed: bool,
+    offline: bool,
+    suspended: bool,
+    actions: VecDeque<Action>,
+    notices: VecDeque<Notice>,
+    change: ViewChange,
+    state: State,
+    since: u64,
+    last_error: Option<ErrorInfo>,
+    counters: Counters,
+    dirty: bool,
+    last_persist: Option<u64>,
+}
+
+impl Client {
+    /// Starts following `config.target`. `stored` is the last value of an
+    /// [`Action::Persist`]; a corrupt or foreign one is discarded with a
+    /// [`Notice::StorageDiscarded`] and the scope is restored from 0. The
+    /// first actions (stream + backlog) are queued at once (rule 2).
+    pub fn new(config: Config, stored: Option<&[u8]>, now: u64) -> Self {
+        let empty = View::empty(config.target.is_session(), config.log_capacity);
+        let mut notices = VecDeque::new();
+        let (pos, view) = match stored.map(|b| persist::decode(b, &config.target)) {
+            Some(Ok(pv)) => pv,
+            Some(Err(e)) => {
+                notices.push_back(Notice::StorageDiscarded { error: e.info() });
+                (Position::default(), empty)
+            }
+            None => (Position::default(), empty),
+        };
+        let mut c = Client {
+            parser: SseParser::with_max_event_size(config.max_event_size),
+            rng: SplitMix64::new(config.seed),
+            cfg: config,
+            pos,
+            view,
+            mode: Mode::Follow,
+            buffer: VecDeque::new(),
+            restore: None,
+            zero_restarts: 0,
+            idle_repairs: 0,
+            next_id: 0,
+            stream: None,
+            stream_retry_at: None,
+            stream_backoff: Backoff::default(),
+            fetch: None,
+            fetch_backoff: Backoff::default(),
+            sse_retry: None,
+            scratch: Vec::new(),
+            streams_opened: 0,
+            auth_refreshed: false,
+            closed: false,
+            failed: false,
+            offline: false,
+            suspended: false,
+            actions: VecDeque::new(),
+            notices,
+            change: ViewChange::default(),
+            state: State::Connecting,
+            since: now,
+            last_error: None,
+            counters: Counters::default(),
+            dirty: false,
+            last_persist: None,
+        };
+        c.start_restore(now);
+        c.after_input(now);
+        c
+    }
+
+    /// The stream answered with `status` (call this for 2xx; for other
+    /// statuses prefer [`handle_http_error`](Self::handle_http_error) with the body).
+    pub fn handle_stream_opened(
+        &mut self,
+        id: RequestId,
+        status: u16,
+        content_type: Option<&str>,
+        retry_after: Option<&str>,
+        now: u64,
+    ) {
+        if !self.closed {
+            self.on_stream_opened(id, status, content_type, retry_after, now);
+            self.after_input(now);
+        }
+    }
+
+    /// Bytes of the stream body, in order, any chunking.
+    pub fn handle_stream_bytes(&mut self, id: RequestId, bytes: &[u8], now: u64) {
+        if !self.closed {
+            self.on_stream_bytes(id, bytes, now);
+            self.after_input(now);
+        }
+    }
+
+    /// The stream body ended cleanly (EOF).
+    pub fn handle_stream_end(&mut self, id: RequestId, now: u64) {
+        if !self.closed {
+            self.on_stream_end(id, None, now);
+            self.after_input(now);
+        }
+    }
+
+    /// A request (stream or fetch) failed at the transport level.
+    pub fn handle_network_error(&mut self, id: RequestId, message: &str, now: u64) {
+        if !self.closed {
+            self.on_network_error(id, message, now);
+            self.after_input(now);
+        }
+    }
+
+    /// The body of a [`FetchKind::Replay`] fetch (HTTP 2xx).
+    pub fn handle_replay_page(&mut self, id: RequestId, body: &[u8], now: u64) {
+        if !self.closed {
+            self.on_page(id, FetchKind::Replay, body, now);
+            self.after_input(now);
+        }
+    }
+
+    /// The body of a [`FetchKind::Events`] fetch (HTTP 2xx).
+    pub fn handle_event_page(&mut self, id: RequestId, body: &[u8], now: u64) {
+        if !self.closed {
+            self.on_page(id, FetchKind::Events, body, now);
+            self.after_input(now);
+        }
+    }
+
+    /// A non-2xx answer to any request, with its `Retry-After` header and body
+    /// (an [`ErrorBody`](crate::core::protocol::ErrorBody) when JSON).
+    pub fn handle_http_error(
+        &mut self,
+        id: RequestId,
+        status: u16,
+        retry_after: Option<&str>,
+        body: &[u8],
+        now: u64,
+    ) {
+        if !self.closed {
+            self.on_http_error(id, status, retry_after, body, now);
+            self.after_input(now);
+        }
+    }
+
+    /// The timer armed at [`poll_timeout`](Self::poll_timeout) fired (late is fine).
+    pub fn handle_timeout(&mut self, now: u64) {
+        if !self.closed {
+            self.on_timeout(now);
+            self.after_input(now);
+        }
+    }
+
+    /// A page lifecycle or connectivity event.
+    pub fn handle_lifecycle(&mut self, event: Lifecycle, now: u64) {
+        if !self.closed {
+            self.on_lifecycle(event, now);
+            self.after_input(now);
+        }
+    }
+
+    /// Stops everything. Queued outputs are discarded; what remains is one
+    /// `Abort` per request in flight and a final `Persist` if the state
+    /// changed since the last one. Later inputs are ignored.
+    pub fn close(&mut self, now: u64) {
+        if self.closed {
+            return;
+        }
+        self.actions.clear();
+        self.notices.clear();
+        self.change = ViewChange::default();
+        self.abort_all();
+        self.flush_persist(now);
+        self.closed = true;
+        self.restore = None;
+        self.buffer.clear();
+        self.state = State::Stopped;
+        self.since = now;
+    }
+
+    /// The next thing the IO layer must do.
+    #[must_use]
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must be called next.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if self.closed {
+            return None;
+        }
+        let mut next: Option<u64> = None;
+        let mut at = |t: Option<u64>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        if self.dirty {
+            at(Some(self.persist_due()));
+        }
+        if !self.halted() {
+            at(self.stream_retry_at);
+            at(self
+                .stream
+                .as_ref()
+                .map(|s| s.last_byte_at + self.stall_ms()));
+            if let Some(f) = &self.fetch {
+                at(f.retry_at);
+                at(f.id.map(|_| f.issued_at + self.cfg.fetch_timeout_ms));
+            }
+        }
+        next
+    }
+
+    /// The next notice for the application.
+    #[must_use]
+    pub fn poll_notice(&mut self) -> Option<Notice> {
+        self.notices.pop_front()
+    }
+
+    /// What changed in the view since the last call. Nothing is reported
+    /// while a restore is in progress; its completion is one change with
+    /// `restore_completed` (rule 2: repaint once per restore).
+    #[must_use]
+    pub fn poll_view_change(&mut self) -> Option<ViewChange> {
+        if self.restore.is_some() || self.change.is_empty() {
+            return None;
+        }
+        let mut c = std::mem::take(&mut self.change);
+        c.normalise();
+        Some(c)
+    }
+
+    /// Connection status.
+    pub fn status(&self) -> Status {
+        Status {
+            state: self.state,
+            since: self.since,
+            next_retry_at: if self.halted() {
+                None
+            } else {
+                self.stream_retry_at
+                    .or_else(|| self.fetch.as_ref().and_then(|f| f.retry_at))
+            },
+            last_error: self.last_error.clone(),
+        }
+    }
+
+    /// Running totals.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The folded view. Between a restore's start and its completion it may
+    /// hold a partly restored state; read it on view changes.
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    /// Last applied `seq` (row id on the global list).
+    pub fn cursor(&self) -> u64 {
+        self.pos.cursor
+    }
+
+    /// The log's epoch, once known.
+    pub fn epoch(&self) -> Option<&str> {
+        self.pos.epoch.as_deref()
+    }
+
+    /// Position: epoch, cursor and the last applied event.
+    pub fn position(&self) -> &Position {
+        &self.pos
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The canonical transcript (session targets only).
+    pub fn transcript(&self) -> Option<Transcript> {
+        let s = self.view.as_session()?;
+        Some(s.transcript(self.pos.epoch.as_deref().unwrap_or(""), self.pos.cursor))
+    }
+
+    /// The value a `Persist` would carry now.
+    pub fn persisted_value(&self) -> Vec<u8> {
+        persist::encode(&self.cfg.target, &self.pos, &self.view)
+    }
+
+    fn halted(&self) -> bool {
+        self.closed || self.failed || self.offline || self.suspended
+    }
+
+    fn stall_ms(&self) -> u64 {
+        (self.cfg.heartbeat_ms as f64 * self.cfg.stall_factor.max(1.0)) as u64
+    }
+
+    fn persist_due(&self) -> u64 {
+        self.last_persist
+            .map_or(0, |t| t.saturating_add(self.cfg.persist_throttle_ms))
+    }
+
+    fn flush_persist(&mut self, now: u64) {
+        if self.dirty {
+            self.actions
+                .push_back(Action::Persist(self.persisted_value()));
+            self.dirty = false;
+            self.last_persist = Some(now);
+        }
+    }
+
+    /// Bookkeeping after every input: throttled persist, status.
+    fn after_input(&mut self, now: u64) {
+        if self.dirty && now >= self.persist_due() {
+            self.flush_persist(now);
+        }
+        let state = self.derive_state();
+        if state != self.state {
+            self.state = state;
+            self.since = now;
+            self.change.status = true;
+            if state == State::Live {
+                self.last_error = None;
+            }
+        }
+    }
+
+    fn derive_state(&self) -> State {
+        if self.failed {
+            return State::Failed;
+        }
+        if self.closed || self.suspended {
+            return State::Stopped;
+        }
+        if self.offline {
+            return State::Offline;
+        }
+        match (&self.mode, &self.stream) {
+            (Mode::Restore { .. }, _) => State::Restoring,
+            (Mode::Repair { .. }, _) => State::Repairing,
+            (Mode::Follow, Some(s)) if s.hello_seen => State::Live,
+            (Mode::Follow, Some(_)) => State::Connecting,
+            (Mode::Follow, None) if self.stream_retry_at.is_some() => State::Backoff,
+            (Mode::Follow, None) => State::Connecting,
+        }
+    }
+}

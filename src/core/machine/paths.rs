@@ -1,0 +1,110 @@
+//! Every URL path and query the machine asks for (PROTOCOL.md §4).
+
+use super::types::Target;
+use crate::core::protocol::Scope;
+
+/// Percent-encodes a path segment (ids are normally plain; be safe anyway).
+fn segment(out: &mut String, s: &str) {
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+}
+
+/// `/v1/{scope_path}` for a scoped target, `/v1` for the global list.
+fn base(target: &Target) -> String {
+    let mut p = String::from("/v1");
+    if let Target::Scoped { scope, scope_id } = target {
+        let coll = match scope {
+            Scope::Session => "/sessions/",
+            Scope::Team => "/teams/",
+            Scope::Process => "/processes/",
+            Scope::Worktree => "/worktrees/",
+            Scope::System => return "/v1/system".to_owned(),
+        };
+        p.push_str(coll);
+        segment(&mut p, scope_id);
+    }
+    p
+}
+
+/// The cursor query parameter: `after_id` on the global list, else `after_seq`.
+fn cursor_param(target: &Target) -> &'static str {
+    match target {
+        Target::Global => "after_id",
+        Target::Scoped { .. } => "after_seq",
+    }
+}
+
+/// The live stream; `None` = live only (no cursor).
+pub fn stream(target: &Target, after: Option<u64>) -> String {
+    let mut p = base(target);
+    p.push_str("/events");
+    if let Some(c) = after {
+        p.push_str(&format!("?{}={c}", cursor_param(target)));
+    }
+    p
+}
+
+/// A JSON page of durable events after `after`.
+pub fn events(target: &Target, after: u64, limit: u32) -> String {
+    format!(
+        "{}/events?{}={after}&limit={limit}",
+        base(target),
+        cursor_param(target)
+    )
+}
+
+/// A session replay page (`None` for targets without a replay endpoint).
+pub fn replay(target: &Target, after_cursor: u64, limit: u32) -> Option<String> {
+    target.is_session().then(|| {
+        format!(
+            "{}/replay?after_cursor={after_cursor}&limit={limit}",
+            base(target)
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn paths_for_every_target() {
+        let s = Target::session("ses_1");
+        assert_eq!(stream(&s, Some(5)), "/v1/sessions/ses_1/events?after_seq=5");
+        assert_eq!(stream(&s, None), "/v1/sessions/ses_1/events");
+        assert_eq!(
+            events(&s, 4, 500),
+            "/v1/sessions/ses_1/events?after_seq=4&limit=500"
+        );
+        assert_eq!(
+            replay(&s, 0, 500).as_deref(),
+            Some("/v1/sessions/ses_1/replay?after_cursor=0&limit=500")
+        );
+        let p = Target::Scoped {
+            scope: Scope::Process,
+            scope_id: "proc 42".into(),
+        };
+        assert_eq!(
+            stream(&p, Some(1)),
+            "/v1/processes/proc%2042/events?after_seq=1"
+        );
+        assert_eq!(replay(&p, 0, 1), None);
+        let sys = Target::Scoped {
+            scope: Scope::System,
+            scope_id: "runtime".into(),
+        };
+        assert_eq!(stream(&sys, None), "/v1/system/events");
+        assert_eq!(stream(&Target::Global, Some(9)), "/v1/events?after_id=9");
+        assert_eq!(
+            events(&Target::Global, 9, 2),
+            "/v1/events?after_id=9&limit=2"
+        );
+    }
+}

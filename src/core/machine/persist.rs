@@ -1,0 +1,97 @@
+//! The persisted value: epoch, cursor and folded state in ONE JSON value
+//! (rule 1), so a cursor can never be stored without the state it describes.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::CoreError;
+use super::types::Target;
+use crate::core::fold::View;
+
+/// Version of the stored format; another version is discarded.
+pub const STORAGE_VERSION: u32 = 1;
+
+/// The last durable event applied, kept to verify gap repair (rule 4).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastApplied {
+    /// Its `seq` (row id on the global list).
+    pub seq: u64,
+    /// Its row id.
+    pub id: Option<u64>,
+    /// Its `type`.
+    #[serde(rename = "type")]
+    pub type_name: String,
+}
+
+/// Where a machine stands in its log.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    /// The log's epoch, once known.
+    pub epoch: Option<String>,
+    /// Last applied `seq` (row id on the global list); 0 = nothing.
+    pub cursor: u64,
+    /// The event at `cursor`.
+    pub last: Option<LastApplied>,
+}
+
+#[derive(Serialize)]
+struct StoredRef<'a> {
+    v: u32,
+    target: String,
+    #[serde(flatten)]
+    pos: &'a Position,
+    state: &'a View,
+}
+
+#[derive(Deserialize)]
+struct Stored {
+    target: String,
+    #[serde(flatten)]
+    pos: Position,
+    state: View,
+}
+
+/// Encodes position and view as one value.
+pub fn encode(target: &Target, pos: &Position, view: &View) -> Vec<u8> {
+    let stored = StoredRef {
+        v: STORAGE_VERSION,
+        target: target.key(),
+        pos,
+        state: view,
+    };
+    serde_json::to_vec(&stored).expect("state serialisation cannot fail")
+}
+
+/// Decodes a stored value for `target`; anything unusable is an error (the
+/// caller then starts from 0).
+pub fn decode(bytes: &[u8], target: &Target) -> Result<(Position, View), CoreError> {
+    // Peek at the version first so a future format is not misreported as bad JSON.
+    #[derive(Deserialize)]
+    struct Version {
+        v: u32,
+    }
+    let version: Version =
+        serde_json::from_slice(bytes).map_err(|e| CoreError::CorruptStorage(e.to_string()))?;
+    if version.v != STORAGE_VERSION {
+        return Err(CoreError::CorruptStorage(format!(
+            "unknown storage version {}",
+            version.v
+        )));
+    }
+    let s: Stored =
+        serde_json::from_slice(bytes).map_err(|e| CoreError::CorruptStorage(e.to_string()))?;
+    if s.target != target.key() {
+        return Err(CoreError::CorruptStorage(format!(
+            "stored value belongs to {}",
+            s.target
+        )));
+    }
+    if matches!(s.state, View::Session(_)) != target.is_session() {
+        return Err(CoreError::CorruptStorage(
+            "view kind does not match the target".into(),
+        ));
+    }
+    if s.pos.cursor > 0 && s.pos.epoch.is_none() {
+        return Err(CoreError::CorruptStorage("cursor without an epoch".into()));
+    }
+    Ok((s.pos, s.state))
+}

@@ -1,0 +1,438 @@
+//! The cursor logic: restore barrier (rule 2), apply (rule 3), gap repair
+//! (rule 4), snapshots (rule 5), epochs (rule 8), droppable events (rule 10).
+
+use super::error::CoreError;
+use super::persist::{LastApplied, Position};
+use super::types::{FetchKind, Notice, Target};
+use super::{paths, Client, Frame, Mode};
+use crate::core::fold::{View, ViewChange};
+use crate::core::protocol::{Envelope, Event, EventPage, Hello, ReplayPage};
+use crate::core::sse::SseEvent;
+
+/// What applying one frame led to.
+enum Step {
+    Done,
+    /// Something is missing; `requeue` keeps the frame for after the repair.
+    Gap {
+        requeue: bool,
+    },
+}
+
+impl Client {
+    fn scoped(&self) -> bool {
+        matches!(self.cfg.target, Target::Scoped { .. })
+    }
+
+    /// Runs a view mutation, merging its change, emitting interruption
+    /// notices and marking the state dirty.
+    fn with_view(&mut self, f: impl FnOnce(&mut View, &mut ViewChange)) {
+        let before = self.view.as_session().map_or(0, |s| s.interrupted().len());
+        let mut ch = ViewChange::default();
+        f(&mut self.view, &mut ch);
+        if let Some(s) = self.view.as_session() {
+            for t in &s.interrupted()[before..] {
+                self.notices.push_back(Notice::TurnInterrupted {
+                    turn_id: t.turn_id.clone(),
+                    reason: t.reason.clone(),
+                });
+            }
+        }
+        if !ch.is_empty() {
+            self.dirty = true;
+            self.change.merge(ch);
+        }
+    }
+
+    /// Rule 2: open the live stream without a cursor and read the backlog
+    /// from the stored cursor at the same time; hold live frames meanwhile.
+    pub(super) fn start_restore(&mut self, now: u64) {
+        let verify = self.scoped() && !self.cfg.target.is_session() && self.pos.cursor > 0;
+        self.mode = Mode::Restore { verify };
+        self.restore = Some(self.pos.cursor);
+        self.counters.restores += 1;
+        self.buffer.clear();
+        // Back-to-back restarts from 0 (a server that keeps rejecting) are paced.
+        let delay = if self.zero_restarts > 1 {
+            self.stream_backoff
+                .next_delay(&self.cfg.backoff, &mut self.rng, 0)
+        } else {
+            0
+        };
+        self.open_stream_after(delay, now);
+        let limit = self.cfg.replay_page_limit;
+        match paths::replay(&self.cfg.target, self.pos.cursor, limit) {
+            Some(path) => self.issue_fetch(FetchKind::Replay, path, delay, now),
+            None => {
+                let after = self.verify_from(verify);
+                let path = paths::events(&self.cfg.target, after, limit);
+                self.issue_fetch(FetchKind::Events, path, delay, now);
+            }
+        }
+    }
+
+    /// `after_seq` of a verifying page: the cursor minus one, so the first
+    /// event returned is the last one applied (rule 4).
+    fn verify_from(&self, verify: bool) -> u64 {
+        if verify {
+            self.pos.cursor - 1
+        } else {
+            self.pos.cursor
+        }
+    }
+
+    /// Rule 4: hold live frames and fetch event pages from the cursor.
+    fn start_repair(&mut self, now: u64) {
+        let verify = self.scoped() && self.pos.cursor > 0;
+        self.mode = Mode::Repair {
+            from_cursor: self.pos.cursor,
+            verify,
+        };
+        // A repair that cannot make progress (server inconsistency) backs off.
+        let delay = if self.idle_repairs > 0 {
+            self.fetch_backoff
+                .next_delay(&self.cfg.backoff, &mut self.rng, 0)
+        } else {
+            0
+        };
+        let path = paths::events(
+            &self.cfg.target,
+            self.verify_from(verify),
+            self.cfg.replay_page_limit,
+        );
+        self.issue_fetch(FetchKind::Events, path, delay, now);
+    }
+
+    /// Rule 8 and rule 9 (invalid cursor): discard everything, restore from 0.
+    fn restart_from_zero(&mut self, notice: Notice, now: u64) {
+        self.notices.push_back(notice);
+        self.abort_all();
+        self.buffer.clear();
+        self.pos = Position::default();
+        self.view = View::empty(self.cfg.target.is_session(), self.cfg.log_capacity);
+        self.change = ViewChange {
+            reset: true,
+            ..ViewChange::default()
+        };
+        self.dirty = true;
+        self.zero_restarts += 1;
+        self.start_restore(now);
+    }
+
+    pub(super) fn cursor_rejected(&mut self, err: CoreError, now: u64) {
+        let cursor = self.pos.cursor;
+        self.last_error = Some(err.info());
+        let notice = Notice::CursorRejected {
+            error: err.info(),
+            cursor,
+        };
+        self.restart_from_zero(notice, now);
+    }
+
+    /// Compares a server epoch with ours; adopts it when we have none.
+    /// Returns false (after restarting from 0) when it changed.
+    fn check_epoch(&mut self, epoch: &str, now: u64) -> bool {
+        match &self.pos.epoch {
+            Some(e) if e != epoch => {
+                let err = CoreError::EpochChanged {
+                    previous: e.clone(),
+                    current: epoch.to_owned(),
+                };
+                self.epoch_changed(err, now);
+                false
+            }
+            Some(_) => true,
+            None => {
+                self.pos.epoch = Some(epoch.to_owned());
+                self.dirty = true;
+                true
+            }
+        }
+    }
+
+    fn epoch_changed(&mut self, err: CoreError, now: u64) {
+        self.last_error = Some(err.info());
+        self.restart_from_zero(Notice::EpochChanged { error: err.info() }, now);
+    }
+
+    /// One dispatched SSE event.
+    pub(super) fn on_sse_event(&mut self, ev: SseEvent, now: u64) {
+        let env = match Envelope::from_json(ev.data.as_bytes()) {
+            Ok(env) => env,
+            Err(e) => {
+                // Nothing of a bad frame is applied; if it was durable (had an
+                // id line) the hole is repaired from event pages.
+                let error = CoreError::BadJson(e.to_string()).info();
+                self.notices.push_back(Notice::FrameSkipped { error });
+                if ev.id_field_seen && self.mode == Mode::Follow {
+                    self.start_repair(now);
+                }
+                return;
+            }
+        };
+        self.counters.events += 1;
+        match &env.event {
+            Event::Hello(h) => self.on_hello(h, now),
+            _ => self.route(Frame::Event(env), now),
+        }
+    }
+
+    fn on_hello(&mut self, h: &Hello, now: u64) {
+        let live_only = match self.stream.as_mut() {
+            Some(s) => {
+                s.hello_seen = true;
+                s.live_only
+            }
+            None => return,
+        };
+        self.stream_backoff.reset();
+        self.auth_refreshed = false;
+        if !self.check_epoch(&h.epoch, now) {
+            return;
+        }
+        let boot = h.boot_id.clone();
+        self.with_view(|v, ch| v.set_boot(&boot, ch));
+        if live_only {
+            // Durable events up to head will not come on this stream.
+            self.route(Frame::LiveFrom(h.head), now);
+        }
+    }
+
+    /// Applies a frame, or holds it while a barrier is up.
+    fn route(&mut self, frame: Frame, now: u64) {
+        if self.mode != Mode::Follow {
+            self.hold(frame);
+            return;
+        }
+        if let Step::Gap { requeue } = self.apply_frame(&frame, false) {
+            if requeue {
+                self.buffer.push_back(frame);
+            }
+            self.start_repair(now);
+        }
+    }
+
+    /// Rule 10: beyond the bound, droppable frames are dropped (counted) and
+    /// durable ones are summarised as a marker that gap repair will fill.
+    fn hold(&mut self, frame: Frame) {
+        if self.buffer.len() >= self.cfg.buffer_limit {
+            if let Frame::Event(env) = &frame {
+                if !env.critical {
+                    self.counters.droppable_dropped += 1;
+                    return;
+                }
+                if let Some(key) = self.durable_key(env) {
+                    match self.buffer.back_mut() {
+                        Some(Frame::LiveFrom(m)) => *m = (*m).max(key),
+                        _ => self.buffer.push_back(Frame::LiveFrom(key)),
+                    }
+                    return;
+                }
+            }
+        }
+        self.buffer.push_back(frame);
+    }
+
+    /// The cursor value of a durable event: `seq`, or the row id on the
+    /// global list (where `seq` is per scope and not a position).
+    fn durable_key(&self, env: &Envelope) -> Option<u64> {
+        match self.cfg.target {
+            Target::Global => env.id,
+            Target::Scoped { .. } => env.seq,
+        }
+    }
+
+    /// Rules 3–6 for one frame. `lenient` (right after a repair) applies a
+    /// transient whose `after_seq` is still ahead instead of repairing again.
+    fn apply_frame(&mut self, frame: &Frame, lenient: bool) -> Step {
+        let env = match frame {
+            Frame::LiveFrom(head) if *head > self.pos.cursor => {
+                return Step::Gap { requeue: false }
+            }
+            Frame::LiveFrom(_) => return Step::Done,
+            Frame::Event(env) => env,
+        };
+        if let Some(key) = self.durable_key(env) {
+            return self.apply_durable(env, key);
+        }
+        match &env.event {
+            Event::Heartbeat(hb) if hb.head > self.pos.cursor => Step::Gap { requeue: false },
+            Event::Heartbeat(_) => Step::Done,
+            _ => {
+                // A transient is held until the cursor reaches its after_seq;
+                // on the global list after_seq is per scope, not comparable.
+                let ahead = env.after_seq.is_some_and(|a| a > self.pos.cursor);
+                if ahead && self.scoped() && !lenient {
+                    return Step::Gap { requeue: true };
+                }
+                self.with_view(|v, ch| v.apply_transient(env, ch));
+                Step::Done
+            }
+        }
+    }
+
+    /// Rule 3: apply only `key == cursor + 1` (any `key > cursor` on the
+    /// global list), drop duplicates, report gaps.
+    fn apply_durable(&mut self, env: &Envelope, key: u64) -> Step {
+        if key <= self.pos.cursor {
+            self.counters.duplicates_dropped += 1;
+            return Step::Done;
+        }
+        if self.scoped() && key != self.pos.cursor + 1 {
+            return Step::Gap { requeue: true };
+        }
+        self.with_view(|v, ch| v.apply_durable(env, ch));
+        self.pos.cursor = key;
+        self.pos.last = Some(LastApplied {
+            seq: key,
+            id: env.id,
+            type_name: env.event.type_name().to_owned(),
+        });
+        self.dirty = true;
+        Step::Done
+    }
+
+    /// Applies a page's durable events in order; stops at a hole.
+    fn apply_page(&mut self, events: &[Envelope]) {
+        self.counters.events += events.len() as u64;
+        for env in events {
+            let Some(key) = self.durable_key(env) else {
+                continue;
+            };
+            if let Step::Gap { .. } = self.apply_durable(env, key) {
+                break;
+            }
+        }
+    }
+
+    /// A replay or event page arrived.
+    pub(super) fn on_page(&mut self, id: super::RequestId, kind: FetchKind, body: &[u8], now: u64) {
+        match &self.fetch {
+            Some(f) if f.id == Some(id) && f.kind == kind => {}
+            _ => return,
+        }
+        match kind {
+            FetchKind::Replay => match serde_json::from_slice::<ReplayPage>(body) {
+                Ok(page) => self.on_replay_page(page, now),
+                Err(e) => self.page_unreadable(e, now),
+            },
+            FetchKind::Events => match serde_json::from_slice::<EventPage>(body) {
+                Ok(page) => self.on_event_page(page, now),
+                Err(e) => self.page_unreadable(e, now),
+            },
+        }
+    }
+
+    fn page_unreadable(&mut self, e: serde_json::Error, now: u64) {
+        let err = CoreError::BadJson(e.to_string());
+        self.notices
+            .push_back(Notice::FrameSkipped { error: err.info() });
+        self.fetch_retry(err, None, now);
+    }
+
+    fn next_page(&mut self, kind: FetchKind, now: u64) {
+        let limit = self.cfg.replay_page_limit;
+        let path = match kind {
+            FetchKind::Replay => paths::replay(&self.cfg.target, self.pos.cursor, limit)
+                .expect("replay pages only for sessions"),
+            FetchKind::Events => paths::events(&self.cfg.target, self.pos.cursor, limit),
+        };
+        self.issue_fetch(kind, path, 0, now);
+    }
+
+    fn on_replay_page(&mut self, page: ReplayPage, now: u64) {
+        self.fetch_backoff.reset();
+        if !self.check_epoch(&page.epoch, now) {
+            return;
+        }
+        self.apply_page(&page.history);
+        if page.has_more && !page.history.is_empty() {
+            self.next_page(FetchKind::Replay, now);
+            return;
+        }
+        self.with_view(|v, ch| {
+            v.apply_replay_tail(
+                &page.boot_id,
+                page.live_turn.as_ref(),
+                page.tasks.as_ref(),
+                ch,
+            )
+        });
+        self.fetch = None;
+        self.mode = Mode::Follow;
+        self.drain(false, now);
+    }
+
+    fn on_event_page(&mut self, page: EventPage, now: u64) {
+        self.fetch_backoff.reset();
+        if !self.check_epoch(&page.epoch, now) {
+            return;
+        }
+        let verify = match &mut self.mode {
+            Mode::Restore { verify } | Mode::Repair { verify, .. } => std::mem::take(verify),
+            Mode::Follow => return,
+        };
+        let mut events = &page.events[..];
+        if verify {
+            // The first event must be the one we applied last (rule 4).
+            let last = self.pos.last.clone().unwrap_or_default();
+            let same = events.first().is_some_and(|e| {
+                e.seq == Some(self.pos.cursor)
+                    && e.event.type_name() == last.type_name
+                    && (e.id.is_none() || last.id.is_none() || e.id == last.id)
+            });
+            if !same {
+                let err = CoreError::HistoryMismatch {
+                    cursor: self.pos.cursor,
+                };
+                self.epoch_changed(err, now);
+                return;
+            }
+            events = &events[1..];
+        }
+        self.apply_page(events);
+        if page.has_more && !page.events.is_empty() {
+            self.next_page(FetchKind::Events, now);
+            return;
+        }
+        self.fetch = None;
+        let lenient = if let Mode::Repair { from_cursor, .. } = self.mode {
+            self.counters.gaps_repaired += 1;
+            self.notices.push_back(Notice::GapRepaired {
+                from_cursor,
+                to_cursor: self.pos.cursor,
+            });
+            if self.pos.cursor == from_cursor {
+                self.idle_repairs += 1;
+            } else {
+                self.idle_repairs = 0;
+            }
+            true
+        } else {
+            false
+        };
+        self.mode = Mode::Follow;
+        self.drain(lenient, now);
+    }
+
+    /// Applies the held frames in order, dropping overlap; a new gap starts
+    /// another repair. When all are applied a pending restore is painted.
+    fn drain(&mut self, lenient: bool, now: u64) {
+        while let Some(frame) = self.buffer.pop_front() {
+            if let Step::Gap { requeue } = self.apply_frame(&frame, lenient) {
+                if requeue {
+                    self.buffer.push_front(frame);
+                }
+                self.start_repair(now);
+                return;
+            }
+        }
+        if let Some(from_cursor) = self.restore.take() {
+            self.zero_restarts = 0;
+            self.change.restore_completed = true;
+            self.notices.push_back(Notice::Restored {
+                from_cursor,
+                to_cursor: self.pos.cursor,
+            });
+        }
+    }
+}

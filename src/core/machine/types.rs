@@ -1,0 +1,317 @@
+//! The machine's vocabulary: configuration, inputs, outputs, status.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::ErrorInfo;
+use crate::core::protocol::Scope;
+
+/// What one machine follows: a scoped log, or the global list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Target {
+    /// One scope's log (`seq` cursor, dense).
+    Scoped {
+        /// Which kind of logbook.
+        scope: Scope,
+        /// Which one, e.g. `ses_7f3a` (ignored for `system`).
+        scope_id: String,
+    },
+    /// `GET /v1/events`: every scope, cursor = row id (not dense).
+    Global,
+}
+
+impl Target {
+    /// A session.
+    pub fn session(id: impl Into<String>) -> Self {
+        Target::Scoped {
+            scope: Scope::Session,
+            scope_id: id.into(),
+        }
+    }
+
+    /// True for the session scope (the only one with a replay endpoint).
+    pub fn is_session(&self) -> bool {
+        matches!(
+            self,
+            Target::Scoped {
+                scope: Scope::Session,
+                ..
+            }
+        )
+    }
+
+    /// A short stable key, e.g. `session:ses_1` or `global`; stored with the
+    /// persisted value so a value of another target is never used.
+    pub fn key(&self) -> String {
+        match self {
+            Target::Scoped { scope, scope_id } => format!("{}:{}", scope.as_str(), scope_id),
+            Target::Global => "global".to_owned(),
+        }
+    }
+}
+
+/// Exponential backoff with full jitter: attempt `n` waits a uniformly random
+/// time in `[0, min(max_ms, initial_ms * multiplier^n)]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BackoffConfig {
+    /// Upper bound of the first retry's wait.
+    pub initial_ms: u64,
+    /// Upper bound of any wait.
+    pub max_ms: u64,
+    /// Growth per attempt.
+    pub multiplier: f64,
+}
+
+impl Default for BackoffConfig {
+    fn default() -> Self {
+        BackoffConfig {
+            initial_ms: 1_000,
+            max_ms: 30_000,
+            multiplier: 2.0,
+        }
+    }
+}
+
+/// Everything a machine needs to know up front.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// What to follow.
+    pub target: Target,
+    /// SSE events above this many bytes are skipped (with a notice).
+    pub max_event_size: usize,
+    /// `limit` of replay and event page requests.
+    pub replay_page_limit: u32,
+    /// Reconnect and retry pacing.
+    pub backoff: BackoffConfig,
+    /// The stream is declared stalled after `stall_factor * heartbeat_ms`
+    /// without a byte.
+    pub stall_factor: f64,
+    /// The server's heartbeat interval (PROTOCOL.md §4.3: at most 15 s).
+    pub heartbeat_ms: u64,
+    /// At most one `Persist` per this many ms (flushed at once on pagehide
+    /// and close).
+    pub persist_throttle_ms: u64,
+    /// A fetch without an answer for this long is aborted and retried.
+    pub fetch_timeout_ms: u64,
+    /// Frames held by a barrier (restore or repair) above which droppable
+    /// events are dropped and durable ones are summarised as a gap.
+    pub buffer_limit: usize,
+    /// How many events the generic log view of non-session scopes keeps.
+    pub log_capacity: usize,
+    /// Seed of the jitter RNG (deterministic tests, distinct per tab).
+    pub seed: u64,
+}
+
+impl Config {
+    /// Defaults for a target.
+    pub fn new(target: Target) -> Self {
+        Config {
+            target,
+            max_event_size: 1 << 20,
+            replay_page_limit: 500,
+            backoff: BackoffConfig::default(),
+            stall_factor: 2.5,
+            heartbeat_ms: 15_000,
+            persist_throttle_ms: 1_000,
+            fetch_timeout_ms: 30_000,
+            buffer_limit: 10_000,
+            log_capacity: 1_000,
+            seed: 0x5eed,
+        }
+    }
+
+    /// Defaults for following one session.
+    pub fn session(id: impl Into<String>) -> Self {
+        Config::new(Target::session(id))
+    }
+}
+
+/// Identifies one request the machine asked for; answers carry it back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RequestId(pub u64);
+
+/// Which JSON endpoint a [`Action::Fetch`] reads; the body goes back through
+/// `handle_replay_page` or `handle_event_page` accordingly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FetchKind {
+    /// `GET /v1/sessions/{id}/replay` (PROTOCOL.md §4.1).
+    Replay,
+    /// `GET /v1/{scope_path}/events` as JSON (PROTOCOL.md §4.2).
+    Events,
+}
+
+/// What the IO layer must do next.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum Action {
+    /// `GET base + path_and_query` with `Accept: text/event-stream`; feed the
+    /// answer to `handle_stream_opened`/`handle_stream_bytes`/`handle_stream_end`.
+    OpenStream {
+        /// Carried back by every input about this stream.
+        id: RequestId,
+        /// E.g. `/v1/sessions/ses_1/events?after_seq=5`.
+        path_and_query: String,
+        /// Value for the `Last-Event-ID` header, if any.
+        last_event_id: Option<String>,
+    },
+    /// `GET base + path_and_query` with `Accept: application/json`.
+    Fetch {
+        /// Carried back by the answer.
+        id: RequestId,
+        /// E.g. `/v1/sessions/ses_1/replay?after_cursor=0&limit=500`.
+        path_and_query: String,
+        /// Which handler takes the body.
+        kind: FetchKind,
+    },
+    /// Abort that request; any later input about it is ignored anyway.
+    Abort {
+        /// The request.
+        id: RequestId,
+    },
+    /// Store these bytes (one value: epoch, cursor and state together),
+    /// replacing the previous value; pass them back to `Client::new`.
+    Persist(Vec<u8>),
+    /// Obtain fresh credentials before performing the actions after this one.
+    RefreshCredentials,
+}
+
+/// Page lifecycle and connectivity events of the browser.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Lifecycle {
+    /// `online`.
+    Online,
+    /// `offline`: abort and wait for `Online`.
+    Offline,
+    /// `visibilitychange` to visible: verify a stale-looking stream.
+    Visible,
+    /// `visibilitychange` to hidden.
+    Hidden,
+    /// Page Lifecycle `freeze`.
+    Freeze,
+    /// Page Lifecycle `resume`: like `Visible`.
+    Resume,
+    /// `pagehide`: abort and flush the persisted state.
+    PageHide,
+    /// `pageshow`; `persisted: true` means restored from the bfcache.
+    PageShow {
+        /// `PageTransitionEvent.persisted`.
+        persisted: bool,
+    },
+}
+
+/// Something the application should be told (not a repaint).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Notice {
+    /// A restore (start, or restart from 0) finished and was painted.
+    Restored {
+        /// Cursor before the restore.
+        from_cursor: u64,
+        /// Cursor after it.
+        to_cursor: u64,
+    },
+    /// Missing durable events were fetched and applied.
+    GapRepaired {
+        /// Cursor before the repair.
+        from_cursor: u64,
+        /// Cursor after it.
+        to_cursor: u64,
+    },
+    /// The log was recreated; local state was discarded, restoring from 0.
+    EpochChanged {
+        /// Why (an `epoch_changed` or `history_mismatch` error).
+        error: ErrorInfo,
+    },
+    /// The server rejected the cursor; restoring from 0.
+    CursorRejected {
+        /// The rejection.
+        error: ErrorInfo,
+        /// The rejected cursor.
+        cursor: u64,
+    },
+    /// The stored value was unusable and was discarded.
+    StorageDiscarded {
+        /// Why.
+        error: ErrorInfo,
+    },
+    /// A frame was skipped (bad JSON, too large); durable ones are repaired.
+    FrameSkipped {
+        /// Why.
+        error: ErrorInfo,
+    },
+    /// A live turn ended with its worker (honest boundary, rule 7).
+    TurnInterrupted {
+        /// The turn.
+        turn_id: String,
+        /// `worker_restart` or `boot_changed`.
+        reason: String,
+    },
+    /// A transient failure; retrying at `retry_at`.
+    Retrying {
+        /// What failed.
+        error: ErrorInfo,
+        /// When the retry happens (ms, the caller's clock).
+        retry_at: u64,
+    },
+    /// Stopped for good.
+    Failed {
+        /// Why.
+        error: ErrorInfo,
+    },
+}
+
+/// Coarse connection state for the UI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Opening the stream.
+    Connecting,
+    /// Reading the backlog behind the restore barrier.
+    Restoring,
+    /// Following the live stream.
+    Live,
+    /// Fetching missing events behind the barrier.
+    Repairing,
+    /// Waiting before a retry.
+    Backoff,
+    /// The browser is offline; waiting for `online`.
+    Offline,
+    /// Closed by the application, or the page was hidden (pagehide).
+    Stopped,
+    /// Stopped on an error that retrying cannot fix.
+    Failed,
+}
+
+/// Connection status for the UI.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// Current state.
+    pub state: State,
+    /// When it was entered (ms, the caller's clock).
+    pub since: u64,
+    /// When the next retry happens, in `Backoff`.
+    pub next_retry_at: Option<u64>,
+    /// The last error seen, cleared when live again.
+    pub last_error: Option<ErrorInfo>,
+}
+
+/// Running totals since construction.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Streams reopened after the first.
+    pub reconnects: u64,
+    /// Gap repairs completed.
+    pub gaps_repaired: u64,
+    /// Durable events received again and dropped.
+    pub duplicates_dropped: u64,
+    /// `critical: false` events dropped under load.
+    pub droppable_dropped: u64,
+    /// Stream bytes received.
+    pub bytes: u64,
+    /// Events decoded (stream frames and page entries).
+    pub events: u64,
+    /// Restores started (the first one included).
+    pub restores: u64,
+}
