@@ -292,7 +292,7 @@ impl SseParser {
         if line[0] == b':' {
             return;
         }
-        let (name, value) = match line.iter().position(|&b| b == b':') {
+        let (name, value) = match memchr::memchr(b':', line) {
             Some(colon) => {
                 let value = &line[colon + 1..];
                 (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
@@ -360,7 +360,7 @@ impl SseParser {
 /// Index of the first CR or LF.
 #[inline]
 fn find_line_end(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&b| b == b'\n' || b == b'\r')
+    memchr::memchr2(b'\n', b'\r', bytes)
 }
 
 /// Appends `bytes` decoded as UTF-8, invalid sequences as U+FFFD (the
