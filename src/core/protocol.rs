@@ -164,6 +164,11 @@ macro_rules! events {
                 }
             }
 
+            /// Encodes only the `data` part as JSON (what a store keeps beside `type`).
+            pub fn data_json(&self) -> String {
+                serde_json::to_string(&EventDataRef(self)).expect("event data serialisation cannot fail")
+            }
+
             /// Decodes `data` (raw JSON, `None` when absent) for a wire `type`.
             pub fn decode(type_name: &str, data: Option<&str>) -> Result<Self, serde_json::Error> {
                 let data = data.unwrap_or("{}");

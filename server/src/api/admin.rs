@@ -1,0 +1,75 @@
+//! `/v1/admin/*`, present only with `--faults`: fault injection and a raw
+//! append for driving scopes the scripted agent does not write (team,
+//! worktree) and for load tests.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use replay_client::core::protocol::{Envelope, Event, Scope};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{ApiError, JsonBody};
+use crate::app::App;
+use crate::faults::FaultSpec;
+
+pub(super) async fn add_fault(
+    State(app): State<Arc<App>>,
+    JsonBody(spec): JsonBody<Value>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let spec: FaultSpec = serde_json::from_value(spec)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_fault", e.to_string()))?;
+    let reply = match spec {
+        FaultSpec::CloseStreams => {
+            app.faults.close_streams();
+            json!({"kind": "close_streams", "done": true})
+        }
+        FaultSpec::RestartWorker => {
+            let boot_id = app.restart_worker().await?;
+            json!({"kind": "restart_worker", "done": true, "boot_id": boot_id})
+        }
+        FaultSpec::Clear => {
+            app.faults.add(FaultSpec::Clear);
+            json!({"kind": "clear", "done": true})
+        }
+        spec => {
+            let id = app.faults.add(spec);
+            json!({"id": id, "active": app.faults.list()})
+        }
+    };
+    Ok((StatusCode::CREATED, Json(reply)))
+}
+
+pub(super) async fn list_faults(State(app): State<Arc<App>>) -> Json<Value> {
+    Json(json!({ "faults": app.faults.list() }))
+}
+
+#[derive(Deserialize)]
+pub(super) struct AppendBody {
+    scope: Scope,
+    scope_id: String,
+    #[serde(rename = "type")]
+    ty: String,
+    #[serde(default)]
+    data: Option<Value>,
+}
+
+pub(super) async fn append_event(
+    State(app): State<Arc<App>>,
+    JsonBody(body): JsonBody<AppendBody>,
+) -> Result<(StatusCode, Json<Envelope>), ApiError> {
+    let data = body.data.unwrap_or_else(|| json!({})).to_string();
+    let event = Event::decode(&body.ty, Some(&data))
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_event", e.to_string()))?;
+    if body.scope_id.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_event",
+            "empty scope_id",
+        ));
+    }
+    let env = app.log.append(body.scope, &body.scope_id, event)?;
+    Ok((StatusCode::CREATED, Json(env)))
+}

@@ -1,0 +1,73 @@
+//! Read-only diagnostics (PROTOCOL.md §4.5).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::ApiError;
+use crate::app::App;
+use crate::hub::LagPolicy;
+
+pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
+    let worker = app.worker();
+    let db = app.log.db();
+    let (sessions, events) = db.counts()?;
+    let global = db.global_info();
+    Ok(Json(json!({
+        "boot_id": worker.boot_id,
+        "epoch": global.epoch,
+        "head": global.head,
+        "started_at": app.started_at,
+        "boots": db.boot_count()?,
+        "sessions": sessions,
+        "events": events,
+        "running_turns": worker.running_turns(),
+        "subscribers": app.log.hub.stats.subscribers.load(Ordering::Relaxed),
+        "config": {
+            "db": app.cfg.db,
+            "heartbeat_ms": app.cfg.heartbeat_ms,
+            "delta_ms": app.cfg.delta_ms,
+            "seed": app.cfg.seed,
+            "subscriber_buffer": app.cfg.subscriber_buffer,
+            "lag_policy": lag_policy_name(app.cfg.lag_policy),
+            "faults": app.cfg.faults,
+            "auth": app.cfg.token.is_some(),
+        },
+    })))
+}
+
+/// The name of a lag policy as the command line spells it.
+pub fn lag_policy_name(p: LagPolicy) -> &'static str {
+    match p {
+        LagPolicy::Disconnect => "disconnect",
+        LagPolicy::Skip => "skip",
+    }
+}
+
+pub(super) async fn recovery(State(app): State<Arc<App>>) -> Json<Value> {
+    Json(app.last_recovery())
+}
+
+pub(super) async fn processes(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
+    let processes = app.log.db().processes()?;
+    Ok(Json(json!({ "processes": processes })))
+}
+
+pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {
+    let s = &app.log.hub.stats;
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    Json(json!({
+        "subscribers": get(&s.subscribers),
+        "subscriptions_total": get(&s.subscriptions_total),
+        "lagged": get(&s.lagged_disconnects),
+        "skipped_durable": get(&s.skipped_durable),
+        "dropped": get(&s.dropped_transient),
+        "frames_sent": get(&s.frames_sent),
+        "bytes_sent": get(&s.bytes_sent),
+        "lag_policy": lag_policy_name(app.log.hub.policy()),
+        "subscriber_buffer": app.cfg.subscriber_buffer,
+    }))
+}

@@ -1,0 +1,376 @@
+//! Live streams (PROTOCOL.md §4.3): subscribe, then read the backlog, then
+//! `hello`, backlog, snapshots and live frames, deduplicated at the handoff.
+//! Without `Accept: text/event-stream` the same paths answer a JSON page.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use replay_client::core::protocol::{Envelope, Event, Heartbeat, Hello, LiveTurnSnapshot, Scope};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::read::{global_page, scope_page};
+use super::{check_ahead, parse_cursor, ApiError, Params};
+use crate::app::App;
+use crate::faults::StreamFaults;
+use crate::hub::{Key, Subscription};
+use crate::log::transient;
+use crate::recovery::SYSTEM_ID;
+
+/// `retry:` sent first on every stream, in milliseconds.
+const RETRY_MS: u64 = 1000;
+/// Backlog page size while streaming.
+const BACKLOG_PAGE: usize = 1000;
+
+pub(super) async fn session_events(
+    st: State<Arc<App>>,
+    Path(id): Path<String>,
+    q: RawQuery,
+    h: HeaderMap,
+) -> Result<Response, ApiError> {
+    events(st, Scope::Session, id, q, h)
+}
+
+pub(super) async fn team_events(
+    st: State<Arc<App>>,
+    Path(id): Path<String>,
+    q: RawQuery,
+    h: HeaderMap,
+) -> Result<Response, ApiError> {
+    events(st, Scope::Team, id, q, h)
+}
+
+pub(super) async fn process_events(
+    st: State<Arc<App>>,
+    Path(id): Path<String>,
+    q: RawQuery,
+    h: HeaderMap,
+) -> Result<Response, ApiError> {
+    events(st, Scope::Process, id, q, h)
+}
+
+pub(super) async fn worktree_events(
+    st: State<Arc<App>>,
+    Path(id): Path<String>,
+    q: RawQuery,
+    h: HeaderMap,
+) -> Result<Response, ApiError> {
+    events(st, Scope::Worktree, id, q, h)
+}
+
+pub(super) async fn system_events(
+    st: State<Arc<App>>,
+    q: RawQuery,
+    h: HeaderMap,
+) -> Result<Response, ApiError> {
+    events(st, Scope::System, SYSTEM_ID.to_owned(), q, h)
+}
+
+pub(super) async fn global_events(
+    State(app): State<Arc<App>>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let params = Params::parse(q.as_deref());
+    if !wants_sse(&headers) {
+        return Ok(global_page(&app, &params)?.into_response());
+    }
+    let cursor = cursor(&params, "after_id", &headers)?;
+    let sub = app.log.hub.subscribe(Key::Global);
+    let info = app.log.db().global_info();
+    if let Some(c) = cursor {
+        check_ahead(c, &info.epoch, info.head)?;
+    }
+    let start = cursor.unwrap_or(info.head);
+    Ok(spawn_stream(app, None, sub, start, info.epoch, info.head))
+}
+
+fn wants_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"))
+}
+
+/// The cursor rules: the query parameter wins, then `Last-Event-ID`, else live only.
+fn cursor(params: &Params, key: &str, headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    if let Some(v) = params.get(key).or_else(|| params.get("after_seq")) {
+        return parse_cursor(v).map(Some);
+    }
+    match headers.get("last-event-id") {
+        Some(v) => parse_cursor(v.to_str().unwrap_or("invalid")).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn events(
+    State(app): State<Arc<App>>,
+    scope: Scope,
+    id: String,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let params = Params::parse(q.as_deref());
+    if !wants_sse(&headers) {
+        return Ok(scope_page(&app, scope, &id, &params)?.into_response());
+    }
+    let cursor = cursor(&params, "after_seq", &headers)?;
+    // Subscribe before reading anything from the store (§4.3.1).
+    let sub = app.log.hub.subscribe(Key::Scope(scope, id.clone()));
+    let info = app.log.db().log_info(scope, &id).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{} not found", scope.as_str()),
+        )
+    })?;
+    if let Some(c) = cursor {
+        check_ahead(c, &info.epoch, info.head)?;
+    }
+    let start = cursor.unwrap_or(info.head);
+    Ok(spawn_stream(
+        app,
+        Some((scope, id)),
+        sub,
+        start,
+        info.epoch,
+        info.head,
+    ))
+}
+
+fn spawn_stream(
+    app: Arc<App>,
+    scope: Option<(Scope, String)>,
+    sub: Subscription,
+    start: u64,
+    epoch: String,
+    head: u64,
+) -> Response {
+    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
+    let close = app.faults.close_signal();
+    let mut writer = Writer {
+        app,
+        scope,
+        tx,
+        close,
+        faults: StreamFaults::default(),
+    };
+    tokio::spawn(async move {
+        let _ = writer.run(sub, start, epoch, head).await;
+    });
+    let mut resp = Body::from_stream(ReceiverStream::new(rx)).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
+
+/// Why a stream ended.
+#[derive(Debug)]
+enum End {
+    /// The client went away, a fault cut it, or the hub let go.
+    Closed,
+}
+
+struct Writer {
+    app: Arc<App>,
+    /// `None` on the global stream.
+    scope: Option<(Scope, String)>,
+    tx: mpsc::Sender<io::Result<Bytes>>,
+    close: watch::Receiver<u64>,
+    faults: StreamFaults,
+}
+
+impl Writer {
+    async fn run(
+        &mut self,
+        mut sub: Subscription,
+        start: u64,
+        epoch: String,
+        head: u64,
+    ) -> Result<(), End> {
+        self.app.faults.refresh_stream(&mut self.faults, true);
+        self.close.mark_unchanged();
+        self.write(format!("retry: {RETRY_MS}\n\n")).await?;
+        let boot_id = self.app.worker().boot_id.clone();
+        let hello = Event::Hello(Hello {
+            epoch,
+            head,
+            boot_id,
+        });
+        self.write_transient(hello, head).await?;
+
+        // Backlog, then snapshots, then live; `last` dedups the handoff.
+        let mut last = start;
+        loop {
+            let page = {
+                let db = self.app.log.db();
+                match &self.scope {
+                    Some((scope, id)) => db.page(*scope, id, last, BACKLOG_PAGE),
+                    None => db.global_page(last, BACKLOG_PAGE),
+                }
+            };
+            let page = page.map_err(|_| End::Closed)?;
+            let n = page.len();
+            for env in &page {
+                self.write_durable(env, &env.to_json()).await?;
+                last = self.cursor_of(env);
+            }
+            if n < BACKLOG_PAGE {
+                break;
+            }
+        }
+        if let Some((Scope::Session, id)) = self.scope.clone() {
+            let worker = self.app.worker();
+            let live_turn = worker.live_turn(&id);
+            let (tasks, head) = {
+                let db = self.app.log.db();
+                let head = db.log_info(Scope::Session, &id).map_or(0, |i| i.head);
+                (db.tasks(&id).map_err(|_| End::Closed)?, head)
+            };
+            self.write_transient(
+                Event::LiveTurnSnapshot(LiveTurnSnapshot { live_turn }),
+                head,
+            )
+            .await?;
+            self.write_transient(Event::TasksSnapshot(tasks), head)
+                .await?;
+        }
+
+        let heartbeat = Duration::from_millis(self.app.cfg.heartbeat_ms.max(1));
+        loop {
+            let next = tokio::select! {
+                f = tokio::time::timeout(heartbeat, sub.rx.recv()) => f,
+                _ = self.close.changed() => return Err(End::Closed),
+            };
+            match next {
+                Ok(Some(frame)) => self.forward(&frame.env, &frame.json, &mut last).await?,
+                Ok(None) => return Err(End::Closed),
+                Err(_) => {
+                    // Everything up to this head has been published, hence is
+                    // in our buffer or already written: flush it, then beat.
+                    let head = self.current_head();
+                    while let Ok(frame) = sub.rx.try_recv() {
+                        self.forward(&frame.env, &frame.json, &mut last).await?;
+                    }
+                    self.write_transient(Event::Heartbeat(Heartbeat { head }), head)
+                        .await?;
+                }
+            }
+        }
+    }
+
+    fn cursor_of(&self, env: &Envelope) -> u64 {
+        if self.scope.is_some() {
+            env.seq.unwrap_or(0)
+        } else {
+            env.id.unwrap_or(0)
+        }
+    }
+
+    fn current_head(&self) -> u64 {
+        let db = self.app.log.db();
+        match &self.scope {
+            Some((scope, id)) => db.log_info(*scope, id).map_or(0, |i| i.head),
+            None => db.global_info().head,
+        }
+    }
+
+    async fn forward(&mut self, env: &Envelope, json: &str, last: &mut u64) -> Result<(), End> {
+        if !env.is_durable() {
+            return self.write(frame_text(None, env, json)).await;
+        }
+        let c = self.cursor_of(env);
+        if c <= *last {
+            return Ok(()); // already sent from the backlog
+        }
+        *last = c;
+        if self.app.faults.take_skip() {
+            return Ok(());
+        }
+        self.write_durable(env, json).await?;
+        if self.app.faults.take_duplicate() {
+            self.write_durable(env, json).await?;
+        }
+        Ok(())
+    }
+
+    async fn write_durable(&mut self, env: &Envelope, json: &str) -> Result<(), End> {
+        let id = self.cursor_of(env);
+        self.write(frame_text(Some(id), env, json)).await
+    }
+
+    async fn write_transient(&mut self, event: Event, head: u64) -> Result<(), End> {
+        let (scope, id) = match &self.scope {
+            Some((s, id)) => (*s, id.as_str()),
+            None => (Scope::System, "global"),
+        };
+        let env = transient(scope, id, head, event, true);
+        let json = env.to_json();
+        self.write(frame_text(None, &env, &json)).await
+    }
+
+    async fn write(&mut self, text: String) -> Result<(), End> {
+        self.wait_stall().await?;
+        self.app.faults.refresh_stream(&mut self.faults, false);
+        let mut bytes = Bytes::from(text);
+        let mut cut = false;
+        if let Some(rem) = self.faults.cut_remaining.as_mut() {
+            if bytes.len() as u64 >= *rem {
+                bytes.truncate(*rem as usize);
+                cut = true;
+            } else {
+                *rem -= bytes.len() as u64;
+            }
+        }
+        let stats = &self.app.log.hub.stats;
+        stats.frames_sent.fetch_add(1, Ordering::Relaxed);
+        stats
+            .bytes_sent
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        if !bytes.is_empty() && self.tx.send(Ok(bytes)).await.is_err() {
+            return Err(End::Closed);
+        }
+        if cut {
+            // Give the partial bytes a moment to reach the socket, then end.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            return Err(End::Closed);
+        }
+        Ok(())
+    }
+
+    async fn wait_stall(&mut self) -> Result<(), End> {
+        while let Some(until) = self.app.faults.stall() {
+            let step = match until {
+                Some(u) => u
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(50)),
+                None => Duration::from_millis(50),
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(step) => {}
+                _ = self.close.changed() => return Err(End::Closed),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One SSE frame: `id:` only for durable events.
+fn frame_text(id: Option<u64>, env: &Envelope, json: &str) -> String {
+    let ty = env.event.type_name();
+    match id {
+        Some(id) => format!("id: {id}\nevent: {ty}\ndata: {json}\n\n"),
+        None => format!("event: {ty}\ndata: {json}\n\n"),
+    }
+}

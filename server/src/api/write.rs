@@ -1,0 +1,130 @@
+//! Writes (PROTOCOL.md §4.4). Each is answered only after what it wrote is
+//! committed; a repeated `message_id` starts nothing.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use replay_client::core::protocol::{
+    AnswerQuestion, CreateSession, Event, MessageAccepted, PostMessage, Scope, SessionCreated,
+    SessionCreatedReply,
+};
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use super::{ApiError, JsonBody};
+use crate::agent;
+use crate::app::App;
+
+pub(super) async fn create_session(
+    State(app): State<Arc<App>>,
+    JsonBody(body): JsonBody<CreateSession>,
+) -> Result<(StatusCode, Json<SessionCreatedReply>), ApiError> {
+    let reply = app.log.with_db(|db| {
+        let n = db.next_number("session")?;
+        let session_id = format!("ses_{n}");
+        db.insert_session(&session_id, &body.title)?;
+        let env = db.append(
+            Scope::Session,
+            &session_id,
+            &Event::SessionCreated(SessionCreated { title: body.title }),
+        )?;
+        let epoch = db
+            .log_info(Scope::Session, &session_id)
+            .map(|i| i.epoch)
+            .unwrap_or_default();
+        Ok((SessionCreatedReply { session_id, epoch }, vec![env]))
+    })?;
+    Ok((StatusCode::CREATED, Json(reply)))
+}
+
+fn invalid(code: &str, msg: &str) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, code, msg)
+}
+
+pub(super) async fn post_message(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<PostMessage>,
+) -> Result<(StatusCode, Json<MessageAccepted>), ApiError> {
+    if body.message_id.is_empty() || body.message_id.len() > 200 {
+        return Err(invalid(
+            "invalid_message_id",
+            "message_id must be 1..=200 bytes",
+        ));
+    }
+    // Check and insert under one lock: two concurrent retries start one turn.
+    let (turn_id, new) = app
+        .log
+        .with_db(|db| {
+            if !db.session_exists(&id) {
+                return Ok((None, vec![]));
+            }
+            if let Some(turn_id) = db.turn_for_message(&id, &body.message_id)? {
+                return Ok((Some((turn_id, false)), vec![]));
+            }
+            let n = db.next_number("turn")?;
+            let turn_id = format!("turn_{n}");
+            db.insert_turn(&id, &turn_id, &body.message_id, &body.text)?;
+            Ok((Some((turn_id, true)), vec![]))
+        })?
+        .ok_or_else(|| ApiError::not_found("session"))?;
+    if new {
+        agent::spawn_turn(&app, &id, &turn_id, &body.message_id, &body.text);
+    }
+    Ok((StatusCode::ACCEPTED, Json(MessageAccepted { turn_id })))
+}
+
+pub(super) async fn answer(
+    State(app): State<Arc<App>>,
+    Path((id, qid)): Path<(String, String)>,
+    JsonBody(body): JsonBody<AnswerQuestion>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    if !app.log.db().session_exists(&id) {
+        return Err(ApiError::not_found("session"));
+    }
+    let waiter = app
+        .worker()
+        .session(&id)
+        .lock()
+        .questions
+        .get(&qid)
+        .cloned();
+    let closed = || {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "question_closed",
+            format!("question {qid} is not waiting for an answer"),
+        )
+    };
+    let Some(waiter) = waiter else {
+        return match app.log.db().question_state(&qid)? {
+            Some((sid, _)) if sid == id => Err(closed()),
+            _ => Err(ApiError::not_found("question")),
+        };
+    };
+    let (ack_tx, ack_rx) = oneshot::channel();
+    waiter
+        .send((body.answer, ack_tx))
+        .await
+        .map_err(|_| closed())?;
+    // Answered only once `question.answered` is committed.
+    ack_rx.await.map_err(|_| closed())?;
+    Ok(Json(json!({"question_id": qid, "status": "answered"})))
+}
+
+pub(super) async fn cancel(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    if !app.log.db().session_exists(&id) {
+        return Err(ApiError::not_found("session"));
+    }
+    let running = app.worker().session(&id).lock().running.clone();
+    let turn_id = running.map(|r| {
+        r.cancel.notify_one();
+        r.turn_id
+    });
+    Ok((StatusCode::ACCEPTED, Json(json!({"turn_id": turn_id}))))
+}

@@ -1,0 +1,153 @@
+//! Shared server state and the operations that span store, hub and worker.
+
+use std::sync::{Arc, Mutex, RwLock};
+
+use replay_client::core::protocol::{
+    BackgroundWait, Event, LiveTurn, LiveTurnSnapshot, Scope, Task, TaskState, TasksSnapshot,
+};
+
+use crate::faults::Faults;
+use crate::hub::{Frame, Hub};
+use crate::log::{transient, Log};
+use crate::recovery;
+use crate::store::{Db, StoreResult};
+use crate::util::{now_rfc3339, random_id};
+use crate::worker::Worker;
+use crate::Config;
+
+/// Everything a handler needs.
+pub struct App {
+    /// Configuration.
+    pub cfg: Config,
+    /// Store + fan-out.
+    pub log: Log,
+    /// Fault injection.
+    pub faults: Faults,
+    worker: RwLock<Arc<Worker>>,
+    restart: tokio::sync::Mutex<()>,
+    /// When this process started.
+    pub started_at: String,
+    last_recovery: Mutex<serde_json::Value>,
+}
+
+impl App {
+    /// Opens the store, runs startup recovery and starts a worker.
+    pub fn boot(cfg: Config) -> StoreResult<Arc<App>> {
+        let db = Db::open(&cfg.db)?;
+        let hub = Hub::new(cfg.subscriber_buffer, cfg.lag_policy);
+        let log = Log::new(db, hub);
+        let boot_id = random_id("b");
+        let report = recovery::recover(&log, &boot_id)?;
+        Ok(Arc::new(App {
+            faults: Faults::new(cfg.faults),
+            cfg,
+            log,
+            worker: RwLock::new(Worker::new(boot_id)),
+            restart: tokio::sync::Mutex::new(()),
+            started_at: now_rfc3339(),
+            last_recovery: Mutex::new(report),
+        }))
+    }
+
+    /// The live worker.
+    pub fn worker(&self) -> Arc<Worker> {
+        Arc::clone(&self.worker.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// What the last recovery pass did.
+    pub fn last_recovery(&self) -> serde_json::Value {
+        self.last_recovery
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// In-process restart: stop live work, run startup recovery, new boot id,
+    /// end every stream (clients reconnect and see the new boot id).
+    pub async fn restart_worker(&self) -> StoreResult<String> {
+        let _guard = self.restart.lock().await;
+        let old = self.worker();
+        old.stop();
+        let boot_id = random_id("b");
+        let report = recovery::recover(&self.log, &boot_id)?;
+        *self.worker.write().unwrap_or_else(|e| e.into_inner()) = Worker::new(boot_id.clone());
+        *self.last_recovery.lock().unwrap_or_else(|e| e.into_inner()) = report;
+        self.log.hub.close_all();
+        self.faults.close_streams();
+        Ok(boot_id)
+    }
+
+    /// Changes a session's overlay under its lock, bumps `rev`, and publishes
+    /// a `live_turn.snapshot` when `snapshot` is set.
+    pub fn edit_live(
+        &self,
+        worker: &Worker,
+        session_id: &str,
+        snapshot: bool,
+        f: impl FnOnce(&mut Option<LiveTurn>),
+    ) {
+        let live = worker.session(session_id);
+        let mut st = live.lock();
+        f(&mut st.live_turn);
+        if let Some(lt) = st.live_turn.as_mut() {
+            lt.rev = worker.next_rev();
+        }
+        if snapshot {
+            let event = Event::LiveTurnSnapshot(LiveTurnSnapshot {
+                live_turn: st.live_turn.clone(),
+            });
+            // Published under the session lock so snapshots go out in rev order.
+            self.log
+                .publish_transient(Scope::Session, session_id, event, true);
+        }
+    }
+
+    /// Changes a session's tasks, recomputes `background_wait`, persists a new
+    /// version and publishes it as `tasks.snapshot`.
+    pub fn edit_tasks(
+        &self,
+        worker: &Worker,
+        session_id: &str,
+        f: impl FnOnce(&mut Vec<Task>),
+    ) -> StoreResult<TasksSnapshot> {
+        let live = worker.session(session_id);
+        let mut st = live.lock();
+        let mut db = self.log.db();
+        let current = db.tasks(session_id)?;
+        let mut tasks = current.tasks;
+        f(&mut tasks);
+        let waiting: Vec<String> = tasks
+            .iter()
+            .filter(|t| matches!(t.state, TaskState::Queued | TaskState::Running))
+            .map(|t| t.task_id.clone())
+            .collect();
+        let bg = if st.running.is_none() && !waiting.is_empty() {
+            let since = st.bg_since.get_or_insert_with(now_rfc3339).clone();
+            Some(BackgroundWait {
+                task_ids: waiting,
+                since,
+            })
+        } else {
+            st.bg_since = None;
+            None
+        };
+        let snap = db.put_tasks(session_id, &tasks, bg.as_ref())?;
+        publish_tasks(&db, &self.log.hub, session_id, &snap);
+        Ok(snap)
+    }
+}
+
+/// Publishes a `tasks.snapshot` (caller holds the store lock).
+pub fn publish_tasks(db: &Db, hub: &Hub, session_id: &str, snap: &TasksSnapshot) {
+    let head = db
+        .log_info(Scope::Session, session_id)
+        .map_or(0, |i| i.head);
+    let env = transient(
+        Scope::Session,
+        session_id,
+        head,
+        Event::TasksSnapshot(snap.clone()),
+        true,
+    );
+    hub.publish(&Frame::new(env));
+}

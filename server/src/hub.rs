@@ -1,0 +1,273 @@
+//! Live fan-out: bounded per-subscriber buffers, one list per scope log plus
+//! the global list. Frames are published in commit order (the caller holds
+//! the store lock), so a subscriber's buffer is always in order; a full buffer
+//! either ends the subscription or skips frames, never reorders them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use replay_client::core::protocol::{Envelope, Scope};
+use tokio::sync::mpsc;
+
+/// What to do with a subscriber whose buffer is full (PROTOCOL.md §4.3.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LagPolicy {
+    /// End its stream; the client reconnects with its cursor.
+    Disconnect,
+    /// Drop frames it has no room for; the client repairs the gap.
+    Skip,
+}
+
+/// One event, encoded once for every subscriber.
+#[derive(Debug)]
+pub struct Frame {
+    /// The event.
+    pub env: Envelope,
+    /// `env` as one line of JSON.
+    pub json: String,
+}
+
+impl Frame {
+    /// Encodes an envelope.
+    pub fn new(env: Envelope) -> Arc<Frame> {
+        let json = env.to_json();
+        Arc::new(Frame { env, json })
+    }
+}
+
+/// Which list a subscriber is on.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Key {
+    /// One scope log.
+    Scope(Scope, String),
+    /// Every durable event of every scope.
+    Global,
+}
+
+/// Counters for `/v1/diagnostics/comms`.
+#[derive(Debug, Default)]
+pub struct CommsStats {
+    /// Subscribers connected now.
+    pub subscribers: AtomicU64,
+    /// Subscriptions ever opened.
+    pub subscriptions_total: AtomicU64,
+    /// Subscribers disconnected because their buffer was full.
+    pub lagged_disconnects: AtomicU64,
+    /// Durable frames skipped for a full buffer (skip policy).
+    pub skipped_durable: AtomicU64,
+    /// Transient frames not delivered for a full buffer.
+    pub dropped_transient: AtomicU64,
+    /// Frames written to streams.
+    pub frames_sent: AtomicU64,
+    /// Bytes written to streams.
+    pub bytes_sent: AtomicU64,
+}
+
+struct Sub {
+    id: u64,
+    tx: mpsc::Sender<Arc<Frame>>,
+}
+
+/// The fan-out.
+pub struct Hub {
+    subs: Mutex<HashMap<Key, Vec<Sub>>>,
+    next_id: AtomicU64,
+    buffer: usize,
+    policy: LagPolicy,
+    /// Counters.
+    pub stats: CommsStats,
+}
+
+/// A live subscription; dropping it unsubscribes.
+pub struct Subscription {
+    /// Frames in publish order; ends when the hub lets go of this subscriber.
+    pub rx: mpsc::Receiver<Arc<Frame>>,
+    id: u64,
+    key: Key,
+    hub: Arc<Hub>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut subs = self.hub.subs.lock().expect("hub lock");
+        if let Some(list) = subs.get_mut(&self.key) {
+            let before = list.len();
+            list.retain(|s| s.id != self.id);
+            if list.len() < before {
+                self.hub.stats.subscribers.fetch_sub(1, Ordering::Relaxed);
+            }
+            if list.is_empty() {
+                subs.remove(&self.key);
+            }
+        }
+    }
+}
+
+impl Hub {
+    /// A hub with `buffer` frames per subscriber.
+    pub fn new(buffer: usize, policy: LagPolicy) -> Arc<Hub> {
+        Arc::new(Hub {
+            subs: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            buffer: buffer.max(1),
+            policy,
+            stats: CommsStats::default(),
+        })
+    }
+
+    /// The lag policy in force.
+    pub fn policy(&self) -> LagPolicy {
+        self.policy
+    }
+
+    /// Subscribes to a list.
+    pub fn subscribe(self: &Arc<Self>, key: Key) -> Subscription {
+        let (tx, rx) = mpsc::channel(self.buffer);
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.subs
+            .lock()
+            .expect("hub lock")
+            .entry(key.clone())
+            .or_default()
+            .push(Sub { id, tx });
+        self.stats.subscribers.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .subscriptions_total
+            .fetch_add(1, Ordering::Relaxed);
+        Subscription {
+            rx,
+            id,
+            key,
+            hub: Arc::clone(self),
+        }
+    }
+
+    /// Delivers a frame to its scope's list and, when durable, the global list.
+    pub fn publish(&self, frame: &Arc<Frame>) {
+        let mut subs = self.subs.lock().expect("hub lock");
+        let key = Key::Scope(frame.env.scope, frame.env.scope_id.clone());
+        self.deliver(&mut subs, &key, frame);
+        if frame.env.is_durable() {
+            self.deliver(&mut subs, &Key::Global, frame);
+        }
+    }
+
+    fn deliver(&self, subs: &mut HashMap<Key, Vec<Sub>>, key: &Key, frame: &Arc<Frame>) {
+        let Some(list) = subs.get_mut(key) else {
+            return;
+        };
+        let stats = &self.stats;
+        list.retain(|s| {
+            // Droppable frames give way early so critical ones keep room.
+            if !frame.env.critical && s.tx.capacity() < self.buffer.div_ceil(4) {
+                stats.dropped_transient.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+            match s.tx.try_send(Arc::clone(frame)) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    stats.subscribers.fetch_sub(1, Ordering::Relaxed);
+                    false
+                }
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    if !frame.env.critical {
+                        stats.dropped_transient.fetch_add(1, Ordering::Relaxed);
+                        return true;
+                    }
+                    match self.policy {
+                        LagPolicy::Disconnect => {
+                            stats.lagged_disconnects.fetch_add(1, Ordering::Relaxed);
+                            stats.subscribers.fetch_sub(1, Ordering::Relaxed);
+                            false
+                        }
+                        LagPolicy::Skip => {
+                            if frame.env.is_durable() {
+                                stats.skipped_durable.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                stats.dropped_transient.fetch_add(1, Ordering::Relaxed);
+                            }
+                            true
+                        }
+                    }
+                }
+            }
+        });
+        if list.is_empty() {
+            subs.remove(key);
+        }
+    }
+
+    /// Lets go of every subscriber: their streams end after what is buffered.
+    pub fn close_all(&self) {
+        let mut subs = self.subs.lock().expect("hub lock");
+        let n: usize = subs.values().map(Vec::len).sum();
+        subs.clear();
+        self.stats
+            .subscribers
+            .fetch_sub(n as u64, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use replay_client::core::protocol::{Event, TurnRef};
+
+    fn durable(seq: u64) -> Arc<Frame> {
+        Frame::new(Envelope {
+            id: Some(seq),
+            scope: Scope::Session,
+            scope_id: "s".into(),
+            seq: Some(seq),
+            after_seq: None,
+            critical: true,
+            ts: String::new(),
+            event: Event::TurnCompleted(TurnRef {
+                turn_id: "t".into(),
+            }),
+        })
+    }
+
+    #[test]
+    fn full_buffer_disconnects_under_disconnect_policy() {
+        let hub = Hub::new(2, LagPolicy::Disconnect);
+        let mut sub = hub.subscribe(Key::Scope(Scope::Session, "s".into()));
+        for seq in 1..=3 {
+            hub.publish(&durable(seq));
+        }
+        assert_eq!(sub.rx.try_recv().unwrap().env.seq, Some(1));
+        assert_eq!(sub.rx.try_recv().unwrap().env.seq, Some(2));
+        assert!(matches!(
+            sub.rx.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+        assert_eq!(hub.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn full_buffer_skips_in_order_under_skip_policy() {
+        let hub = Hub::new(2, LagPolicy::Skip);
+        let mut sub = hub.subscribe(Key::Global);
+        for seq in 1..=3 {
+            hub.publish(&durable(seq));
+        }
+        assert_eq!(sub.rx.try_recv().unwrap().env.seq, Some(1));
+        hub.publish(&durable(4));
+        let rest: Vec<_> = std::iter::from_fn(|| sub.rx.try_recv().ok())
+            .map(|f| f.env.seq.unwrap())
+            .collect();
+        assert_eq!(rest, vec![2, 4]);
+        assert_eq!(hub.stats.skipped_durable.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn dropping_a_subscription_unsubscribes() {
+        let hub = Hub::new(4, LagPolicy::Skip);
+        let sub = hub.subscribe(Key::Global);
+        assert_eq!(hub.stats.subscribers.load(Ordering::Relaxed), 1);
+        drop(sub);
+        assert_eq!(hub.stats.subscribers.load(Ordering::Relaxed), 0);
+        hub.publish(&durable(1));
+    }
+}

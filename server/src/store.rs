@@ -1,0 +1,739 @@
+//! The SQLite store: one events table with a dense per-scope `seq`, plus the
+//! projections the endpoints and startup recovery need. Synchronous; callers
+//! hold it behind one mutex so that commit order equals publish order.
+
+use std::collections::HashMap;
+
+use replay_client::core::protocol::{
+    BackgroundWait, Envelope, Event, Scope, Task, TaskState, TasksSnapshot,
+};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::util::{now_rfc3339, random_id};
+
+/// Errors of the store layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite failed.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A stored JSON value did not decode.
+    #[error("stored json: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Result of the store layer.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS logs (
+  scope TEXT NOT NULL, scope_id TEXT NOT NULL, epoch TEXT NOT NULL,
+  head INTEGER NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (scope, scope_id));
+CREATE TABLE IF NOT EXISTS events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, scope TEXT NOT NULL, scope_id TEXT NOT NULL,
+  seq INTEGER NOT NULL, type TEXT NOT NULL, ts TEXT NOT NULL, data TEXT NOT NULL,
+  UNIQUE (scope, scope_id, seq));
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+  session_id TEXT PRIMARY KEY, title TEXT NOT NULL, created_at TEXT NOT NULL,
+  tasks_version INTEGER NOT NULL DEFAULT 0, background_wait TEXT);
+CREATE TABLE IF NOT EXISTS turns (
+  turn_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, message_id TEXT NOT NULL,
+  text TEXT NOT NULL, state TEXT NOT NULL, UNIQUE (session_id, message_id));
+CREATE TABLE IF NOT EXISTS tools (
+  call_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, turn_id TEXT NOT NULL, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS questions (
+  question_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, turn_id TEXT NOT NULL,
+  state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS processes (
+  process_id TEXT PRIMARY KEY, command TEXT NOT NULL, state TEXT NOT NULL,
+  exit_code INTEGER, log TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS tasks (
+  task_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, ord INTEGER NOT NULL, json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS boots (boot_id TEXT PRIMARY KEY, started_at TEXT NOT NULL, recovery TEXT);
+"#;
+
+/// A scope's log identity and head.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogInfo {
+    /// The log's epoch.
+    pub epoch: String,
+    /// Durable head (0 = empty).
+    pub head: u64,
+}
+
+/// A row of the processes projection.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ProcessRow {
+    /// The process.
+    pub process_id: String,
+    /// Its command line.
+    pub command: String,
+    /// `running`, `exited` or `failed`.
+    pub state: String,
+    /// Exit code once exited.
+    pub exit_code: Option<i64>,
+    /// Bytes of output logged.
+    pub log_bytes: u64,
+}
+
+/// A nonterminal turn found at recovery.
+#[derive(Clone, Debug)]
+pub struct OpenTurn {
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+}
+
+/// An unanswered persisted question.
+#[derive(Clone, Debug)]
+pub struct OpenQuestion {
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The question.
+    pub question_id: String,
+}
+
+/// A started but uncompleted tool call.
+#[derive(Clone, Debug)]
+pub struct OpenTool {
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The call.
+    pub call_id: String,
+}
+
+/// The store: a connection plus cached heads (the connection is the truth).
+pub struct Db {
+    conn: Connection,
+    logs: HashMap<(Scope, String), LogInfo>,
+    global: LogInfo,
+}
+
+fn scope_from_str(s: &str) -> Scope {
+    match s {
+        "session" => Scope::Session,
+        "team" => Scope::Team,
+        "process" => Scope::Process,
+        "worktree" => Scope::Worktree,
+        _ => Scope::System,
+    }
+}
+
+impl Db {
+    /// Opens (or creates) the database at `path`; `:memory:` for a throwaway one.
+    pub fn open(path: &str) -> StoreResult<Db> {
+        let conn = if path == ":memory:" {
+            Connection::open_in_memory()?
+        } else {
+            Connection::open(path)?
+        };
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        // WAL + NORMAL: a commit survives a process kill (the restart test's
+        // failure mode); only an OS crash may lose the newest transactions.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "busy_timeout", 5000)?;
+        conn.execute_batch(SCHEMA)?;
+        let global_epoch: Option<String> = conn
+            .query_row("SELECT value FROM meta WHERE key = 'epoch'", [], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        let global_epoch = match global_epoch {
+            Some(e) => e,
+            None => {
+                let e = random_id("e");
+                conn.execute("INSERT INTO meta (key, value) VALUES ('epoch', ?1)", [&e])?;
+                e
+            }
+        };
+        let global_head: u64 =
+            conn.query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?;
+        let mut logs = HashMap::new();
+        {
+            let mut st = conn.prepare("SELECT scope, scope_id, epoch, head FROM logs")?;
+            let rows = st.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, u64>(3)?,
+                ))
+            })?;
+            for row in rows {
+                let (scope, id, epoch, head) = row?;
+                logs.insert((scope_from_str(&scope), id), LogInfo { epoch, head });
+            }
+        }
+        Ok(Db {
+            conn,
+            logs,
+            global: LogInfo {
+                epoch: global_epoch,
+                head: global_head,
+            },
+        })
+    }
+
+    /// The global list's epoch and highest row id.
+    pub fn global_info(&self) -> LogInfo {
+        self.global.clone()
+    }
+
+    /// A scope log's epoch and head, if the log exists.
+    pub fn log_info(&self, scope: Scope, scope_id: &str) -> Option<LogInfo> {
+        self.logs.get(&(scope, scope_id.to_owned())).cloned()
+    }
+
+    /// Creates the log if needed (a new log gets a new epoch).
+    pub fn ensure_log(&mut self, scope: Scope, scope_id: &str) -> StoreResult<LogInfo> {
+        if let Some(info) = self.log_info(scope, scope_id) {
+            return Ok(info);
+        }
+        let info = LogInfo {
+            epoch: random_id("e"),
+            head: 0,
+        };
+        self.conn.execute(
+            "INSERT INTO logs (scope, scope_id, epoch, head, created_at) VALUES (?1, ?2, ?3, 0, ?4)",
+            params![scope.as_str(), scope_id, info.epoch, now_rfc3339()],
+        )?;
+        self.logs.insert((scope, scope_id.to_owned()), info.clone());
+        Ok(info)
+    }
+
+    /// Allocates the next number of a named counter (ids survive restarts).
+    pub fn next_number(&mut self, name: &str) -> StoreResult<u64> {
+        Ok(self.conn.query_row(
+            "INSERT INTO counters (name, value) VALUES (?1, 1)
+             ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value",
+            [name],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Appends one durable event and updates the projections, in one
+    /// transaction. The log is created if it does not exist yet.
+    pub fn append(&mut self, scope: Scope, scope_id: &str, event: &Event) -> StoreResult<Envelope> {
+        self.ensure_log(scope, scope_id)?;
+        let ts = now_rfc3339();
+        let data = event.data_json();
+        let tx = self.conn.transaction()?;
+        let seq: u64 = tx.query_row(
+            "UPDATE logs SET head = head + 1 WHERE scope = ?1 AND scope_id = ?2 RETURNING head",
+            params![scope.as_str(), scope_id],
+            |r| r.get(0),
+        )?;
+        tx.prepare_cached(
+            "INSERT INTO events (scope, scope_id, seq, type, ts, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![scope.as_str(), scope_id, seq, event.type_name(), ts, data])?;
+        let id = tx.last_insert_rowid() as u64;
+        project(&tx, scope, scope_id, event)?;
+        tx.commit()?;
+        if let Some(info) = self.logs.get_mut(&(scope, scope_id.to_owned())) {
+            info.head = seq;
+        }
+        self.global.head = id;
+        Ok(Envelope {
+            id: Some(id),
+            scope,
+            scope_id: scope_id.to_owned(),
+            seq: Some(seq),
+            after_seq: None,
+            critical: true,
+            ts,
+            event: event.clone(),
+        })
+    }
+
+    /// Durable events of one log with `seq > after`, ascending, at most `limit`.
+    pub fn page(
+        &self,
+        scope: Scope,
+        scope_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<Envelope>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT id, seq, type, ts, data FROM events
+             WHERE scope = ?1 AND scope_id = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4",
+        )?;
+        let rows = st.query_map(
+            params![scope.as_str(), scope_id, after, limit as i64],
+            |r| {
+                Ok((
+                    r.get::<_, u64>(0)?,
+                    r.get::<_, u64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            },
+        )?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, seq, ty, ts, data) = row?;
+            out.push(Envelope {
+                id: Some(id),
+                scope,
+                scope_id: scope_id.to_owned(),
+                seq: Some(seq),
+                after_seq: None,
+                critical: true,
+                ts,
+                event: Event::decode(&ty, Some(&data))?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Durable events of every scope with row `id > after_id`, ascending.
+    pub fn global_page(&self, after_id: u64, limit: usize) -> StoreResult<Vec<Envelope>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT id, scope, scope_id, seq, type, ts, data FROM events
+             WHERE id > ?1 ORDER BY id LIMIT ?2",
+        )?;
+        let rows = st.query_map(params![after_id, limit as i64], |r| {
+            Ok((
+                r.get::<_, u64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, u64>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, String>(6)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, scope, scope_id, seq, ty, ts, data) = row?;
+            out.push(Envelope {
+                id: Some(id),
+                scope: scope_from_str(&scope),
+                scope_id,
+                seq: Some(seq),
+                after_seq: None,
+                critical: true,
+                ts,
+                event: Event::decode(&ty, Some(&data))?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Registers a session row (its `session.created` event is appended by the caller).
+    pub fn insert_session(&mut self, session_id: &str, title: &str) -> StoreResult<()> {
+        self.conn.execute(
+            "INSERT INTO sessions (session_id, title, created_at) VALUES (?1, ?2, ?3)",
+            params![session_id, title, now_rfc3339()],
+        )?;
+        Ok(())
+    }
+
+    /// True when the session exists.
+    pub fn session_exists(&self, session_id: &str) -> bool {
+        self.log_info(Scope::Session, session_id).is_some()
+    }
+
+    /// The turn a message started, if that `message_id` was seen before.
+    pub fn turn_for_message(
+        &self,
+        session_id: &str,
+        message_id: &str,
+    ) -> StoreResult<Option<String>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT turn_id FROM turns WHERE session_id = ?1 AND message_id = ?2",
+                params![session_id, message_id],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Records an accepted message as a queued turn.
+    pub fn insert_turn(
+        &mut self,
+        session_id: &str,
+        turn_id: &str,
+        message_id: &str,
+        text: &str,
+    ) -> StoreResult<()> {
+        self.conn.execute(
+            "INSERT INTO turns (turn_id, session_id, message_id, text, state) VALUES (?1, ?2, ?3, ?4, 'queued')",
+            params![turn_id, session_id, message_id, text],
+        )?;
+        Ok(())
+    }
+
+    /// State of a turn (`queued`, `running`, `completed`, `failed`, `cancelled`).
+    pub fn turn_state(&self, turn_id: &str) -> StoreResult<Option<String>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT state FROM turns WHERE turn_id = ?1",
+                [turn_id],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Turns that are queued or running.
+    pub fn open_turns(&self) -> StoreResult<Vec<OpenTurn>> {
+        let mut st = self.conn.prepare(
+            "SELECT session_id, turn_id FROM turns WHERE state IN ('queued', 'running') ORDER BY rowid",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok(OpenTurn {
+                session_id: r.get(0)?,
+                turn_id: r.get(1)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Persisted questions without an answer.
+    pub fn open_questions(&self) -> StoreResult<Vec<OpenQuestion>> {
+        let mut st = self.conn.prepare(
+            "SELECT session_id, turn_id, question_id FROM questions WHERE state = 'pending' ORDER BY rowid",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok(OpenQuestion {
+                session_id: r.get(0)?,
+                turn_id: r.get(1)?,
+                question_id: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// State of a persisted question, with its session.
+    pub fn question_state(&self, question_id: &str) -> StoreResult<Option<(String, String)>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT session_id, state FROM questions WHERE question_id = ?1",
+                [question_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
+    }
+
+    /// Tool calls started and never completed.
+    pub fn open_tools(&self) -> StoreResult<Vec<OpenTool>> {
+        let mut st = self.conn.prepare(
+            "SELECT session_id, turn_id, call_id FROM tools WHERE state = 'running' ORDER BY rowid",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok(OpenTool {
+                session_id: r.get(0)?,
+                turn_id: r.get(1)?,
+                call_id: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every runtime-managed process.
+    pub fn processes(&self) -> StoreResult<Vec<ProcessRow>> {
+        let mut st = self.conn.prepare(
+            "SELECT process_id, command, state, exit_code, length(CAST(log AS BLOB)) FROM processes ORDER BY rowid",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok(ProcessRow {
+                process_id: r.get(0)?,
+                command: r.get(1)?,
+                state: r.get(2)?,
+                exit_code: r.get(3)?,
+                log_bytes: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Appends process output to its log; returns the byte offset it starts at.
+    pub fn append_process_log(&mut self, process_id: &str, text: &str) -> StoreResult<u64> {
+        Ok(self.conn.query_row(
+            "UPDATE processes SET log = log || ?2 WHERE process_id = ?1
+             RETURNING length(CAST(log AS BLOB)) - length(CAST(?2 AS BLOB))",
+            params![process_id, text],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// A process's log from byte `offset` (clamped to a char boundary), and its state.
+    pub fn process_log(&self, process_id: &str) -> StoreResult<Option<(String, String)>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT log, state FROM processes WHERE process_id = ?1",
+                [process_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
+    }
+
+    /// The session's task state.
+    pub fn tasks(&self, session_id: &str) -> StoreResult<TasksSnapshot> {
+        let (version, bg): (u64, Option<String>) = self
+            .conn
+            .query_row(
+                "SELECT tasks_version, background_wait FROM sessions WHERE session_id = ?1",
+                [session_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?
+            .unwrap_or((0, None));
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT json FROM tasks WHERE session_id = ?1 ORDER BY ord")?;
+        let rows = st.query_map([session_id], |r| r.get::<_, String>(0))?;
+        let mut tasks = Vec::new();
+        for row in rows {
+            tasks.push(serde_json::from_str::<Task>(&row?)?);
+        }
+        let background_wait = match bg {
+            Some(s) => serde_json::from_str::<Option<BackgroundWait>>(&s)?,
+            None => None,
+        };
+        Ok(TasksSnapshot {
+            version,
+            tasks,
+            background_wait,
+        })
+    }
+
+    /// Replaces the session's task state and bumps its version; returns the new snapshot.
+    pub fn put_tasks(
+        &mut self,
+        session_id: &str,
+        tasks: &[Task],
+        background_wait: Option<&BackgroundWait>,
+    ) -> StoreResult<TasksSnapshot> {
+        let tx = self.conn.transaction()?;
+        tx.execute("DELETE FROM tasks WHERE session_id = ?1", [session_id])?;
+        for (i, t) in tasks.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO tasks (task_id, session_id, ord, json) VALUES (?1, ?2, ?3, ?4)",
+                params![t.task_id, session_id, i as i64, serde_json::to_string(t)?],
+            )?;
+        }
+        let bg = serde_json::to_string(&background_wait)?;
+        tx.execute(
+            "UPDATE sessions SET tasks_version = tasks_version + 1, background_wait = ?2 WHERE session_id = ?1",
+            params![session_id, bg],
+        )?;
+        tx.commit()?;
+        self.tasks(session_id)
+    }
+
+    /// Sessions with a queued or running task.
+    pub fn sessions_with_open_tasks(&self) -> StoreResult<Vec<String>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT DISTINCT session_id, json FROM tasks")?;
+        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        let mut out: Vec<String> = Vec::new();
+        for row in rows {
+            let (sid, json) = row?;
+            let t: Task = serde_json::from_str(&json)?;
+            if matches!(t.state, TaskState::Queued | TaskState::Running) && !out.contains(&sid) {
+                out.push(sid);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records a new process run.
+    pub fn insert_boot(&mut self, boot_id: &str) -> StoreResult<()> {
+        self.conn.execute(
+            "INSERT INTO boots (boot_id, started_at) VALUES (?1, ?2)",
+            params![boot_id, now_rfc3339()],
+        )?;
+        Ok(())
+    }
+
+    /// Stores what startup recovery did in this boot.
+    pub fn set_recovery(&mut self, boot_id: &str, report: &serde_json::Value) -> StoreResult<()> {
+        self.conn.execute(
+            "UPDATE boots SET recovery = ?2 WHERE boot_id = ?1",
+            params![boot_id, serde_json::to_string(report)?],
+        )?;
+        Ok(())
+    }
+
+    /// Number of sessions and of durable events.
+    pub fn counts(&self) -> StoreResult<(u64, u64)> {
+        let sessions = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))?;
+        let events = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))?;
+        Ok((sessions, events))
+    }
+
+    /// Number of boots recorded in this database.
+    pub fn boot_count(&self) -> StoreResult<u64> {
+        Ok(self
+            .conn
+            .query_row("SELECT COUNT(*) FROM boots", [], |r| r.get(0))?)
+    }
+}
+
+/// Keeps the projections in step with the event just inserted.
+fn project(
+    tx: &rusqlite::Transaction<'_>,
+    scope: Scope,
+    scope_id: &str,
+    event: &Event,
+) -> rusqlite::Result<()> {
+    let turn_state = |turn_id: &str, state: &str| {
+        tx.prepare_cached("UPDATE turns SET state = ?2 WHERE turn_id = ?1")?
+            .execute(params![turn_id, state])
+            .map(|_| ())
+    };
+    match event {
+        Event::TurnStarted(t) => turn_state(&t.turn_id, "running")?,
+        Event::TurnCompleted(t) => turn_state(&t.turn_id, "completed")?,
+        Event::TurnCancelled(t) => turn_state(&t.turn_id, "cancelled")?,
+        Event::TurnFailed(t) => turn_state(&t.turn_id, "failed")?,
+        Event::ToolStarted(t) => {
+            tx.execute(
+                "INSERT OR IGNORE INTO tools (call_id, session_id, turn_id, state) VALUES (?1, ?2, ?3, 'running')",
+                params![t.call_id, scope_id, t.turn_id],
+            )?;
+        }
+        Event::ToolCompleted(t) => {
+            tx.execute(
+                "UPDATE tools SET state = 'completed' WHERE call_id = ?1",
+                [&t.call_id],
+            )?;
+        }
+        Event::QuestionAsked(q) => {
+            tx.execute(
+                "INSERT OR IGNORE INTO questions (question_id, session_id, turn_id, state) VALUES (?1, ?2, ?3, 'pending')",
+                params![q.question_id, scope_id, q.turn_id],
+            )?;
+        }
+        Event::QuestionAnswered(q) => {
+            tx.execute(
+                "UPDATE questions SET state = 'answered' WHERE question_id = ?1",
+                [&q.question_id],
+            )?;
+        }
+        Event::QuestionDeclined(q) => {
+            tx.execute(
+                "UPDATE questions SET state = 'declined' WHERE question_id = ?1",
+                [&q.question_id],
+            )?;
+        }
+        Event::ProcessStarted(p) if scope == Scope::Process => {
+            tx.execute(
+                "INSERT OR IGNORE INTO processes (process_id, command, state) VALUES (?1, ?2, 'running')",
+                params![scope_id, p.command],
+            )?;
+        }
+        Event::ProcessExited(p) if scope == Scope::Process => {
+            tx.execute(
+                "UPDATE processes SET state = 'exited', exit_code = ?2 WHERE process_id = ?1",
+                params![scope_id, p.code],
+            )?;
+        }
+        Event::ProcessFailed(_) if scope == Scope::Process => {
+            tx.execute(
+                "UPDATE processes SET state = 'failed' WHERE process_id = ?1",
+                [scope_id],
+            )?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use replay_client::core::protocol::{ProcessStarted, SessionCreated, TurnRef};
+
+    #[test]
+    fn seq_is_dense_per_scope_and_ids_global() {
+        let mut db = Db::open(":memory:").unwrap();
+        let a1 = db
+            .append(
+                Scope::Session,
+                "s1",
+                &Event::SessionCreated(SessionCreated::default()),
+            )
+            .unwrap();
+        let b1 = db
+            .append(
+                Scope::Session,
+                "s2",
+                &Event::SessionCreated(SessionCreated::default()),
+            )
+            .unwrap();
+        let a2 = db
+            .append(
+                Scope::Session,
+                "s1",
+                &Event::TurnCompleted(TurnRef {
+                    turn_id: "t".into(),
+                }),
+            )
+            .unwrap();
+        assert_eq!((a1.seq, b1.seq, a2.seq), (Some(1), Some(1), Some(2)));
+        assert!(a1.id < b1.id && b1.id < a2.id);
+        let page = db.page(Scope::Session, "s1", 0, 10).unwrap();
+        assert_eq!(page, vec![a1, a2.clone()]);
+        assert_eq!(db.page(Scope::Session, "s1", 1, 10).unwrap(), vec![a2]);
+        assert_eq!(db.global_page(0, 10).unwrap().len(), 3);
+        assert_eq!(db.log_info(Scope::Session, "s1").unwrap().head, 2);
+    }
+
+    #[test]
+    fn process_log_offsets_count_bytes() {
+        let mut db = Db::open(":memory:").unwrap();
+        db.append(
+            Scope::Process,
+            "p1",
+            &Event::ProcessStarted(ProcessStarted {
+                process_id: "p1".into(),
+                command: "x".into(),
+            }),
+        )
+        .unwrap();
+        assert_eq!(db.append_process_log("p1", "é\n").unwrap(), 0);
+        assert_eq!(db.append_process_log("p1", "ab").unwrap(), 3);
+        assert_eq!(db.process_log("p1").unwrap().unwrap().0, "é\nab");
+        assert_eq!(db.processes().unwrap()[0].state, "running");
+    }
+
+    #[test]
+    fn heads_and_epochs_survive_reopen() {
+        let dir = std::env::temp_dir().join(format!("replay-store-{}", crate::util::entropy()));
+        let path = dir.to_str().unwrap().to_owned();
+        let epoch = {
+            let mut db = Db::open(&path).unwrap();
+            db.append(Scope::Team, "t", &Event::SessionClosed(Default::default()))
+                .unwrap();
+            db.log_info(Scope::Team, "t").unwrap().epoch
+        };
+        let db = Db::open(&path).unwrap();
+        assert_eq!(
+            db.log_info(Scope::Team, "t"),
+            Some(LogInfo { epoch, head: 1 })
+        );
+        drop(db);
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{path}{suffix}"));
+        }
+    }
+}
