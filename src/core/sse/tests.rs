@@ -151,3 +151,137 @@ fn error_message_names_the_limit() {
     let e = SseError::EventTooLarge { limit: 8, size: 12 };
     assert!(e.to_string().contains('8'), "{e}");
 }
+
+/// A literal reading of WHATWG §9.2.6 over the whole body at once (decode,
+/// strip one BOM, split lines, interpret): the oracle for differential tests.
+#[cfg(not(target_arch = "wasm32"))]
+fn reference(bytes: &[u8], seed_id: &str) -> (Vec<SseItem>, String) {
+    let text = String::from_utf8_lossy(bytes.strip_prefix(&BOM[..]).unwrap_or(bytes));
+    let (mut data, mut event_type, mut last_id) =
+        (String::new(), String::new(), seed_id.to_owned());
+    // The standard's "last event ID buffer", copied to the source at dispatch.
+    let mut id_buffer: Option<String> = None;
+    let mut items = Vec::new();
+    let mut rest = text.as_ref();
+    // Only lines that end inside the body count; the tail is a partial line.
+    while let Some(end) = rest.find(['\r', '\n']) {
+        let line = &rest[..end];
+        let skip = if rest[end..].starts_with("\r\n") {
+            2
+        } else {
+            1
+        };
+        rest = &rest[end + skip..];
+        if line.is_empty() {
+            let id_seen = id_buffer.is_some();
+            if let Some(id) = id_buffer.take() {
+                last_id = id;
+            }
+            if data.is_empty() {
+                event_type.clear();
+            } else {
+                data.pop();
+                let t = if event_type.is_empty() {
+                    "message".to_owned()
+                } else {
+                    event_type.clone()
+                };
+                items.push(SseItem::Event(SseEvent {
+                    event_type: t,
+                    data: std::mem::take(&mut data),
+                    last_event_id: last_id.clone(),
+                    id_field_seen: id_seen,
+                }));
+                event_type.clear();
+            }
+            continue;
+        }
+        if line.starts_with(':') {
+            continue;
+        }
+        let (name, value) = match line.split_once(':') {
+            Some((n, v)) => (n, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        match name {
+            "data" => {
+                data.push_str(value);
+                data.push('\n');
+            }
+            "event" => event_type = value.to_owned(),
+            "id" if !value.contains('\0') => id_buffer = Some(value.to_owned()),
+            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                items.push(SseItem::Retry(value.parse().unwrap_or(u64::MAX)));
+            }
+            _ => {}
+        }
+    }
+    (items, last_id)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod differential {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Bytes and fragments that exercise every rule: line ends, colons,
+    /// spaces, field names, NUL, BOM pieces, split and invalid UTF-8.
+    fn token() -> impl Strategy<Value = Vec<u8>> {
+        prop::sample::select(vec![
+            &b"\n"[..],
+            b"\r",
+            b"\r\n",
+            b":",
+            b" ",
+            b"data",
+            b"data:",
+            b"data: ",
+            b"event:",
+            b"id:",
+            b"id",
+            b"retry:",
+            b"retry: 12",
+            b"7",
+            b"x",
+            b"\0",
+            b"\xEF",
+            b"\xBB",
+            b"\xBF",
+            b"\xEF\xBB\xBF",
+            b"\xE2\x82\xAC",
+            b"\xE2\x82",
+            b"\xFF",
+            b"\xC3",
+        ])
+        .prop_map(<[u8]>::to_vec)
+    }
+
+    fn stream() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(token(), 0..60).prop_map(|t| t.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn any_chunking_matches_the_reference(
+            bytes in stream(),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
+        ) {
+            let (want, want_id) = reference(&bytes, "seed");
+            let mut points: Vec<usize> = cuts.iter().map(|i| i.index(bytes.len() + 1)).collect();
+            points.sort_unstable();
+            let mut p = SseParser::new();
+            p.set_last_event_id("seed");
+            let mut got = Vec::new();
+            let mut from = 0;
+            for to in points.into_iter().chain([bytes.len()]) {
+                p.push(&bytes[from..to], &mut |i| got.push(i));
+                from = to;
+            }
+            p.finish();
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(p.last_event_id(), want_id.as_str());
+        }
+    }
+}
