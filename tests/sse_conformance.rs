@@ -154,11 +154,9 @@ fn random_chunks(bytes: &[u8], seed: u64) -> Vec<Vec<u8>> {
 }
 
 /// Runs one chunking; returns a failure description, if any.
-fn run(case: &Case, chunking: &str, chunks: &[Vec<u8>]) -> Option<String> {
-    let mut parser = match case.max_event_size {
-        Some(limit) => SseParser::with_max_event_size(limit),
-        None => SseParser::new(),
-    };
+/// `parser` is reused across chunkings: `reset` must leave nothing behind.
+fn run(parser: &mut SseParser, case: &Case, chunking: &str, chunks: &[Vec<u8>]) -> Option<String> {
+    parser.reset();
     if let Some(id) = &case.initial_last_event_id {
         parser.set_last_event_id(id.clone());
     }
@@ -226,8 +224,12 @@ fn run_file(file: &str) -> usize {
             let s = seed ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
             chunkings.push((format!("random(seed={s:#x})"), random_chunks(&whole, s)));
         }
+        let mut parser = match case.max_event_size {
+            Some(limit) => SseParser::with_max_event_size(limit),
+            None => SseParser::new(),
+        };
         for (label, chunks) in &chunkings {
-            if let Some(f) = run(case, label, chunks) {
+            if let Some(f) = run(&mut parser, case, label, chunks) {
                 failures.push(f);
             }
         }
