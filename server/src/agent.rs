@@ -266,7 +266,7 @@ impl Turn {
             .await;
         for step in &d.steps {
             match step {
-                Step::Tool => self.tool().await?,
+                Step::Tool => self.tool(d.slow).await?,
                 Step::Ask => self.ask().await?,
                 Step::Bg => self.background()?,
             }
@@ -337,7 +337,7 @@ impl Turn {
         }
     }
 
-    async fn tool(&self) -> StoreResult<()> {
+    async fn tool(&self, slow: bool) -> StoreResult<()> {
         let n = self.app.log.db().next_number("call")?;
         let call_id = format!("call_{n}");
         let process_id = format!("proc_{n}");
@@ -370,7 +370,7 @@ impl Turn {
         self.track.lock().unwrap_or_else(|e| e.into_inner()).process = Some(process_id.clone());
         let mut output = String::new();
         for step in 1..=5 {
-            self.pause(self.delay(false) * 2).await;
+            self.pause(self.delay(slow) * 2).await;
             let line = format!("step {step}/5 ✓ compiled\n");
             self.emit_output(&process_id, &line)?;
             output.push_str(&line);

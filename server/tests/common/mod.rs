@@ -1,0 +1,298 @@
+//! Shared helpers for the server tests: an in-process server on a free
+//! loopback port, a JSON client and an SSE reader built on the crate's own
+//! parser. Real HTTP, no mocks.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use replay_client::core::protocol::{Envelope, Event};
+use replay_client::core::sse::{SseItem, SseParser};
+use replay_server::{Config, Running};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+/// A running test server with a client.
+pub struct Server {
+    pub running: Running,
+    pub base: String,
+    pub http: reqwest::Client,
+}
+
+/// A test configuration: fast agent, short heartbeats, faults on, in memory.
+pub fn test_config() -> Config {
+    Config {
+        listen: "127.0.0.1:0".into(),
+        db: ":memory:".into(),
+        faults: true,
+        heartbeat_ms: 300,
+        delta_ms: 3,
+        ask_persist_ms: 150,
+        bg_ms: 400,
+        seed: 7,
+        ..Config::default()
+    }
+}
+
+pub async fn server() -> Server {
+    server_with(|_| {}).await
+}
+
+pub async fn server_with(f: impl FnOnce(&mut Config)) -> Server {
+    let mut cfg = test_config();
+    f(&mut cfg);
+    let running = replay_server::start(cfg).await.expect("server starts");
+    let base = running.base_url();
+    Server {
+        running,
+        base,
+        http: reqwest::Client::new(),
+    }
+}
+
+impl Server {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let r = self.http.get(self.url(path)).send().await.expect("GET");
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .expect("POST");
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn create_session(&self) -> String {
+        let (s, v) = self.post("/v1/sessions", json!({"title": "test"})).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        v["session_id"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn send(&self, sid: &str, mid: &str, text: &str) -> String {
+        let (s, v) = self
+            .post(
+                &format!("/v1/sessions/{sid}/messages"),
+                json!({"message_id": mid, "text": text}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+        v["turn_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Appends a durable event through the admin API.
+    pub async fn append(&self, scope: &str, scope_id: &str, n: u64) -> Value {
+        let (s, v) = self
+            .post(
+                "/v1/admin/events",
+                json!({"scope": scope, "scope_id": scope_id, "type": "team.message",
+                       "data": {"from": "a", "to": "b", "text": format!("m{n} é🙂")}}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        v
+    }
+
+    pub async fn fault(&self, spec: Value) -> Value {
+        let (s, v) = self.post("/v1/admin/faults", spec).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        v
+    }
+
+    /// All durable events of a scope path (e.g. `sessions/ses_1`).
+    pub async fn events(&self, scope_path: &str) -> Vec<Envelope> {
+        let (s, v) = self
+            .get(&format!("/v1/{scope_path}/events?after_seq=0&limit=5000"))
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| Envelope::from_json(e.to_string().as_bytes()).unwrap())
+            .collect()
+    }
+
+    /// Polls a scope's events until `pred` holds for one of them.
+    pub async fn wait_event(&self, scope_path: &str, pred: impl Fn(&Envelope) -> bool) -> Envelope {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(e) = self.events(scope_path).await.into_iter().find(|e| pred(e)) {
+                return e;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting on {scope_path}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits for the turn's terminal event.
+    pub async fn wait_turn_end(&self, sid: &str, turn_id: &str) -> Envelope {
+        let t = turn_id.to_owned();
+        self.wait_event(&format!("sessions/{sid}"), move |e| match &e.event {
+            Event::TurnCompleted(x) | Event::TurnCancelled(x) => x.turn_id == t,
+            Event::TurnFailed(x) => x.turn_id == t,
+            _ => false,
+        })
+        .await
+    }
+
+    pub async fn stream(&self, path: &str, last_event_id: Option<&str>) -> Sse {
+        open_sse(&self.http, &self.url(path), last_event_id).await
+    }
+}
+
+/// One parsed SSE frame.
+#[derive(Clone, Debug)]
+pub enum Frame {
+    Retry(u64),
+    Event {
+        ty: String,
+        /// The block's own `id:` (durable frames only).
+        id: Option<String>,
+        env: Envelope,
+    },
+}
+
+impl Frame {
+    pub fn env(&self) -> Option<&Envelope> {
+        match self {
+            Frame::Event { env, .. } => Some(env),
+            Frame::Retry(_) => None,
+        }
+    }
+
+    pub fn seq(&self) -> Option<u64> {
+        self.env().and_then(|e| e.seq)
+    }
+}
+
+/// An open SSE response.
+pub struct Sse {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    body: Option<futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>>,
+    parser: SseParser,
+    queue: VecDeque<Frame>,
+    pub bytes: usize,
+    pub ended: bool,
+    pub error_body: Option<Value>,
+}
+
+pub async fn open_sse(http: &reqwest::Client, url: &str, last_event_id: Option<&str>) -> Sse {
+    let mut req = http.get(url).header("accept", "text/event-stream");
+    if let Some(id) = last_event_id {
+        req = req.header("last-event-id", id);
+    }
+    let resp = req.send().await.expect("stream request");
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    if status != StatusCode::OK {
+        let body = resp.json().await.ok();
+        return Sse {
+            status,
+            headers,
+            body: None,
+            parser: SseParser::new(),
+            queue: VecDeque::new(),
+            bytes: 0,
+            ended: true,
+            error_body: body,
+        };
+    }
+    Sse {
+        status,
+        headers,
+        body: Some(resp.bytes_stream().boxed()),
+        parser: SseParser::new(),
+        queue: VecDeque::new(),
+        bytes: 0,
+        ended: false,
+        error_body: None,
+    }
+}
+
+impl Sse {
+    /// The next frame, or `None` when the stream ended or `timeout` passed.
+    pub async fn next(&mut self, timeout: Duration) -> Option<Frame> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(f) = self.queue.pop_front() {
+                return Some(f);
+            }
+            let body = self.body.as_mut()?;
+            let chunk = match tokio::time::timeout_at(deadline, body.next()).await {
+                Err(_) => return None,
+                Ok(Some(Ok(c))) => c,
+                Ok(_) => {
+                    self.ended = true;
+                    self.body = None;
+                    return None;
+                }
+            };
+            self.bytes += chunk.len();
+            let queue = &mut self.queue;
+            self.parser.push(&chunk, &mut |item| match item {
+                SseItem::Retry(ms) => queue.push_back(Frame::Retry(ms)),
+                SseItem::Event(ev) => {
+                    let env =
+                        Envelope::from_json(ev.data.as_bytes()).expect("frame data is an envelope");
+                    queue.push_back(Frame::Event {
+                        ty: ev.event_type,
+                        id: ev.id_field_seen.then_some(ev.last_event_id),
+                        env,
+                    });
+                }
+                SseItem::Error(e) => panic!("sse error {e}"),
+            });
+        }
+    }
+
+    /// Reads frames until `pred` matches one (returned) or the timeout.
+    pub async fn until(
+        &mut self,
+        timeout: Duration,
+        pred: impl Fn(&Frame) -> bool,
+    ) -> Option<Frame> {
+        let deadline = Instant::now() + timeout;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            let f = self.next(left).await?;
+            if pred(&f) {
+                return Some(f);
+            }
+        }
+        None
+    }
+
+    /// Reads everything for `d`, returning the frames.
+    pub async fn collect_for(&mut self, d: Duration) -> Vec<Frame> {
+        let deadline = Instant::now() + d;
+        let mut out = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.next(left).await {
+                Some(f) => out.push(f),
+                None => break,
+            }
+        }
+        out
+    }
+}
+
+pub fn is_type(f: &Frame, ty: &str) -> bool {
+    matches!(f, Frame::Event { ty: t, .. } if t == ty)
+}
+
+pub const SEC: Duration = Duration::from_secs(1);
