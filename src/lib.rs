@@ -10,6 +10,8 @@
 //! - `wasm` (only on `wasm32`): the thin browser layer and the JS API.
 
 pub mod core;
+#[cfg(target_arch = "wasm32")]
+pub mod wasm;
 
 // The core's unit tests also run in headless Chromium (`wasm-pack test --chrome`).
 #[cfg(all(test, target_arch = "wasm32"))]

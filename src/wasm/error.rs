@@ -1,0 +1,86 @@
+//! The browser layer's one error type, and its JS form (`ReplayError`).
+
+use wasm_bindgen::JsValue;
+
+use super::js;
+
+/// Everything the browser layer itself can fail with. Protocol failures of
+/// the followed stream are the core's [`CoreError`](crate::core::machine::CoreError)
+/// and reach the application through the status and notices instead.
+#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
+pub enum WasmError {
+    /// `connect` options were missing or malformed.
+    #[error("invalid options: {0}")]
+    InvalidOptions(String),
+    /// The client was closed; nothing more is sent.
+    #[error("the client is closed")]
+    Closed,
+    /// `fetch` rejected or the body failed (DNS, CORS, reset, offline).
+    #[error("network error: {0}")]
+    Network(String),
+    /// No answer within the connect timeout.
+    #[error("no answer after {0} ms")]
+    Timeout(u32),
+    /// 401 or 403 after refreshing the credentials once.
+    #[error("unauthorized (HTTP {0})")]
+    Unauthorized(u16),
+    /// Any other non-2xx answer.
+    #[error("HTTP {status}: {message}")]
+    Http {
+        /// The HTTP status.
+        status: u16,
+        /// The body's `error` code, if it was JSON.
+        code: String,
+        /// The body's `message`, if any.
+        message: String,
+    },
+    /// A 2xx answer whose body was not what the protocol says.
+    #[error("bad json: {0}")]
+    BadJson(String),
+    /// `getToken()` threw or rejected.
+    #[error("getToken failed: {0}")]
+    Credentials(String),
+}
+
+impl WasmError {
+    /// The stable code carried by the JS `ReplayError`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            WasmError::InvalidOptions(_) => "invalid_options",
+            WasmError::Closed => "closed",
+            WasmError::Network(_) => "network",
+            WasmError::Timeout(_) => "timeout",
+            WasmError::Unauthorized(_) | WasmError::Credentials(_) => "unauthorized",
+            WasmError::Http { .. } => "http_status",
+            WasmError::BadJson(_) => "bad_json",
+        }
+    }
+
+    /// The HTTP status behind the error, if any.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            WasmError::Unauthorized(s) | WasmError::Http { status: s, .. } => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// True when the same request may succeed if sent again.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            WasmError::Network(_) | WasmError::Timeout(_) => true,
+            WasmError::Http { status, .. } => *status >= 500 || *status == 429,
+            _ => false,
+        }
+    }
+
+    /// A `ReplayError` instance for JS.
+    pub fn to_js(&self) -> JsValue {
+        js::make_replay_error(self.code(), &self.to_string(), self.status())
+    }
+}
+
+impl From<WasmError> for JsValue {
+    fn from(e: WasmError) -> JsValue {
+        e.to_js()
+    }
+}

@@ -1,0 +1,93 @@
+//! Bindings to the JS globals the layer uses. Everything is looked up on
+//! `globalThis`, never through `window`, so the client also runs in a Worker.
+
+use js_sys::{Function, Object, Promise, Reflect};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+#[wasm_bindgen]
+extern "C" {
+    /// `globalThis.fetch(url, init)`.
+    #[wasm_bindgen(js_name = fetch)]
+    pub fn fetch(url: &str, init: &web_sys::RequestInit) -> Promise;
+    /// `globalThis.setTimeout(f, ms)`.
+    #[wasm_bindgen(js_name = setTimeout)]
+    pub fn set_timeout(f: &Function, ms: i32) -> JsValue;
+}
+
+#[wasm_bindgen(module = "/src/wasm/replay_error.js")]
+extern "C" {
+    /// `new ReplayError(code, message, status)`.
+    #[wasm_bindgen(js_name = makeReplayError)]
+    pub fn make_replay_error(code: &str, message: &str, status: Option<u16>) -> JsValue;
+}
+
+#[wasm_bindgen(module = "/src/wasm/idb.js")]
+extern "C" {
+    /// Resolves to the stored string or `null`.
+    #[wasm_bindgen(js_name = idbGet)]
+    pub fn idb_get(key: &str) -> Promise;
+    /// Resolves once written.
+    #[wasm_bindgen(js_name = idbSet)]
+    pub fn idb_set(key: &str, value: &str) -> Promise;
+    /// Resolves once removed.
+    #[wasm_bindgen(js_name = idbRemove)]
+    pub fn idb_remove(key: &str) -> Promise;
+}
+
+/// Wall-clock milliseconds (`Date.now()`): hidden-tab timers fire late, and
+/// the machine must see the real elapsed time when they do.
+pub fn now() -> u64 {
+    js_sys::Date::now() as u64
+}
+
+/// `obj[name]`, `undefined` when absent or when the getter throws (a
+/// sandboxed iframe's `localStorage` throws `SecurityError`).
+pub fn get(obj: &JsValue, name: &str) -> JsValue {
+    Reflect::get(obj, &JsValue::from_str(name)).unwrap_or(JsValue::UNDEFINED)
+}
+
+/// Sets `obj[name] = value` on a fresh object being built.
+pub fn set(obj: &Object, name: &str, value: &JsValue) {
+    // Cannot fail on a plain, unfrozen object.
+    let _ = Reflect::set(obj, &JsValue::from_str(name), value);
+}
+
+/// A global by name (`document`, `localStorage`, ...), if it exists.
+pub fn global(name: &str) -> Option<JsValue> {
+    let v = get(&js_sys::global(), name);
+    (!v.is_undefined() && !v.is_null()).then_some(v)
+}
+
+/// A global function by name, if it exists.
+pub fn global_fn(name: &str) -> Option<Function> {
+    global(name).and_then(|v| v.dyn_into::<Function>().ok())
+}
+
+/// The text of a JS exception or rejection reason.
+pub fn error_text(e: &JsValue) -> String {
+    if let Some(err) = e.dyn_ref::<js_sys::Error>() {
+        return String::from(err.message());
+    }
+    e.as_string()
+        .unwrap_or_else(|| "unknown JavaScript error".to_owned())
+}
+
+/// True for a thenable (a Promise or a Promise-like of another realm).
+pub fn is_thenable(v: &JsValue) -> bool {
+    v.is_object() && get(v, "then").is_function()
+}
+
+/// Parses a JSON text produced by `serde_json`; it is always valid.
+pub fn parse_json(text: &str) -> JsValue {
+    js_sys::JSON::parse(text).unwrap_or(JsValue::NULL)
+}
+
+/// Serialises a value with `serde_json` and parses it in JS: serde_json is
+/// already linked by the core, so this costs no extra code size.
+pub fn to_js<T: serde::Serialize + ?Sized>(value: &T) -> JsValue {
+    match serde_json::to_string(value) {
+        Ok(text) => parse_json(&text),
+        Err(_) => JsValue::NULL,
+    }
+}

@@ -1,0 +1,31 @@
+//! The browser layer: executes the core machine's actions with `fetch`,
+//! timers, storage and page lifecycle events, and exposes the result to JS
+//! (`ReplayClient`, see `api.d.ts`) and to Rust UIs ([`Client`]).
+//!
+//! It decides nothing: every protocol decision is the machine's
+//! ([`crate::core::machine`]). Globals are bound on `globalThis`, so the
+//! client also runs in a Worker.
+
+mod api;
+mod client;
+mod driver;
+mod error;
+mod http;
+mod js;
+mod lifecycle;
+mod options;
+mod requests;
+mod storage;
+mod view;
+
+pub use api::ReplayClient;
+pub use client::{Client, ClientRef, Subscription, WeakClient};
+pub use driver::ClientNotice;
+pub use error::WasmError;
+pub use options::{Notify, Options, StorageChoice, TokenFuture, TokenSource};
+
+use wasm_bindgen::prelude::*;
+
+// The TypeScript contract of the JS API, appended to the generated `.d.ts`.
+#[wasm_bindgen(typescript_custom_section)]
+const API_TYPES: &str = include_str!("api.d.ts");

@@ -1,0 +1,154 @@
+//! Where the persisted `{epoch, cursor, state}` value lives between page
+//! loads. The machine decides what and when (one value, throttled, flushed
+//! on pagehide); this module only reads and writes one string per key.
+//!
+//! Any failure (no storage in this context, quota exceeded, a rejected
+//! promise) switches to memory: the client keeps working, and the caller
+//! tells the application with a `storage_fallback` notice.
+
+use js_sys::{Object, Promise};
+use wasm_bindgen::{JsCast, JsValue};
+
+use super::js;
+use super::options::StorageChoice;
+
+/// The stored value, now or later.
+pub enum Loaded {
+    /// Read synchronously.
+    Ready(Option<String>),
+    /// An asynchronous read; resolves to a string, `null` or `undefined`.
+    Pending(Promise),
+}
+
+#[derive(Clone)]
+enum Backend {
+    Web(web_sys::Storage),
+    IndexedDb,
+    Memory,
+    Custom(Object),
+}
+
+/// One key in one storage. Cloning clones the handle, not the data.
+#[derive(Clone)]
+pub struct Store {
+    key: String,
+    backend: Backend,
+    label: &'static str,
+}
+
+impl Store {
+    /// Opens `choice` for `key`. An unavailable web storage falls back to
+    /// memory at once; the error text says why.
+    pub fn open(choice: &StorageChoice, key: String) -> (Store, Option<String>) {
+        let (backend, label) = match choice {
+            StorageChoice::Local => (web_storage("localStorage"), "local"),
+            StorageChoice::Session => (web_storage("sessionStorage"), "session"),
+            StorageChoice::IndexedDb => (Ok(Backend::IndexedDb), "indexeddb"),
+            StorageChoice::Memory => (Ok(Backend::Memory), "memory"),
+            StorageChoice::Custom(o) => (Ok(Backend::Custom(o.clone())), "custom"),
+        };
+        let mut store = Store {
+            key,
+            backend: Backend::Memory,
+            label,
+        };
+        match backend {
+            Ok(b) => {
+                store.backend = b;
+                (store, None)
+            }
+            Err(e) => {
+                store.fall_back();
+                (store, Some(e))
+            }
+        }
+    }
+
+    /// `local`, `session`, `indexeddb`, `memory`, `custom` or `memory-fallback`.
+    pub fn label(&self) -> &'static str {
+        self.label
+    }
+
+    /// Reads the stored value.
+    pub fn load(&self) -> Result<Loaded, String> {
+        match &self.backend {
+            Backend::Web(s) => s
+                .get_item(&self.key)
+                .map(Loaded::Ready)
+                .map_err(|e| js::error_text(&e)),
+            Backend::IndexedDb => Ok(Loaded::Pending(js::idb_get(&self.key))),
+            // The machine holds the state in memory; nothing outlives the page.
+            Backend::Memory => Ok(Loaded::Ready(None)),
+            Backend::Custom(o) => {
+                let v = call(o, "get", &self.key, None)?;
+                if js::is_thenable(&v) {
+                    Ok(Loaded::Pending(Promise::resolve(&v)))
+                } else {
+                    Ok(Loaded::Ready(v.as_string()))
+                }
+            }
+        }
+    }
+
+    /// Writes `value`, replacing the previous one. `Ok(Some(p))`: the write
+    /// completes (or fails) with `p`. `Err`: it failed now (quota exceeded).
+    pub fn save(&self, value: &str) -> Result<Option<Promise>, String> {
+        match &self.backend {
+            Backend::Web(s) => s
+                .set_item(&self.key, value)
+                .map(|_| None)
+                .map_err(|e| js::error_text(&e)),
+            Backend::IndexedDb => Ok(Some(js::idb_set(&self.key, value))),
+            Backend::Memory => Ok(None),
+            Backend::Custom(o) => {
+                let v = call(o, "set", &self.key, Some(value))?;
+                Ok(js::is_thenable(&v).then(|| Promise::resolve(&v)))
+            }
+        }
+    }
+
+    /// Removes the stored value (best effort; a corrupt value is removed at once).
+    pub fn remove(&self) {
+        match &self.backend {
+            Backend::Web(s) => {
+                let _ = s.remove_item(&self.key);
+            }
+            Backend::IndexedDb => {
+                let _ = js::idb_remove(&self.key);
+            }
+            Backend::Memory => {}
+            Backend::Custom(o) => {
+                let _ = call(o, "remove", &self.key, None);
+            }
+        }
+    }
+
+    /// Keeps state in memory only from now on.
+    pub fn fall_back(&mut self) {
+        self.backend = Backend::Memory;
+        self.label = "memory-fallback";
+    }
+}
+
+/// `globalThis[name]` as a `Storage`, after a probe write (Safari's private
+/// mode used to expose a storage whose writes all throw).
+fn web_storage(name: &str) -> Result<Backend, String> {
+    let s: web_sys::Storage = js::global(name)
+        .and_then(|v| v.dyn_into().ok())
+        .ok_or_else(|| name.to_owned() + " is not available here")?;
+    let probe = "replay-client:probe";
+    s.set_item(probe, "1").map_err(|e| js::error_text(&e))?;
+    let _ = s.remove_item(probe);
+    Ok(Backend::Web(s))
+}
+
+/// `adapter[method](key[, value])`; a throw becomes `Err`.
+fn call(o: &Object, method: &str, key: &str, value: Option<&str>) -> Result<JsValue, String> {
+    let f: js_sys::Function = js::get(o, method).unchecked_into();
+    let key = JsValue::from_str(key);
+    let r = match value {
+        Some(v) => f.call2(o, &key, &JsValue::from_str(v)),
+        None => f.call1(o, &key),
+    };
+    r.map_err(|e| js::error_text(&e))
+}

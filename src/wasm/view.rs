@@ -1,0 +1,289 @@
+//! The JS `View` snapshot, built from the core view in small deltas: the
+//! cached items array is copied by reference (`slice`) and only appended or
+//! updated items are converted; parts the change did not touch keep their
+//! JS objects. The same frozen object is returned until something changed.
+
+use js_sys::{Array, Object};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use wasm_bindgen::JsValue;
+
+use super::driver::{Inner, Shared};
+use super::js;
+use crate::core::fold::{LogView, SessionView, View, ViewChange};
+use crate::core::machine::{Client as Machine, Counters, ErrorInfo, State, Status, Target};
+use crate::core::protocol::{Envelope, LiveTool, LiveTurnState, PendingQuestion};
+
+#[derive(Serialize)]
+struct StatusJs<'a> {
+    state: State,
+    since: u64,
+    #[serde(rename = "nextRetryAt")]
+    next_retry_at: Option<u64>,
+    #[serde(rename = "lastError")]
+    last_error: Option<&'a ErrorInfo>,
+}
+
+#[derive(Serialize)]
+struct LiveJs<'a> {
+    turn_id: &'a str,
+    message_id: &'a str,
+    text: &'a str,
+    text_offset: u64,
+    state: LiveTurnState,
+    tools: &'a [LiveTool],
+    pending_question: Option<&'a PendingQuestion>,
+    stale: bool,
+}
+
+#[derive(Serialize)]
+struct InterruptedJs<'a> {
+    turn_id: &'a str,
+    partial_text: &'a str,
+    reason: &'a str,
+}
+
+#[derive(Serialize)]
+struct LogEntryJs<'a> {
+    seq: u64,
+    #[serde(rename = "type")]
+    type_name: &'a str,
+    ts: &'a str,
+    data: &'a RawValue,
+}
+
+#[derive(Serialize)]
+struct DiagnosticsJs<'a> {
+    status: StatusJs<'a>,
+    counters: &'a Counters,
+    epoch: Option<&'a str>,
+    cursor: u64,
+    #[serde(rename = "bootId")]
+    boot_id: Option<&'a str>,
+    storage: &'a str,
+}
+
+/// The JS form of a status.
+pub fn status_js(s: &Status) -> JsValue {
+    js::to_js(&StatusJs {
+        state: s.state,
+        since: s.since,
+        next_retry_at: s.next_retry_at,
+        last_error: s.last_error.as_ref(),
+    })
+}
+
+/// The JS `Diagnostics` object.
+pub fn diagnostics_js(shared: &Shared) -> JsValue {
+    let storage = shared.store.borrow().label();
+    let inner = shared.inner.borrow();
+    let status = inner.status();
+    let m = inner.machine.as_ref();
+    let counters = m.map(|m| m.counters().clone()).unwrap_or_default();
+    let boot = m
+        .and_then(|m| m.view().as_session())
+        .map(SessionView::boot_id)
+        .filter(|b| !b.is_empty());
+    js::to_js(&DiagnosticsJs {
+        status: StatusJs {
+            state: status.state,
+            since: status.since,
+            next_retry_at: status.next_retry_at,
+            last_error: status.last_error.as_ref(),
+        },
+        counters: &counters,
+        epoch: m.and_then(Machine::epoch),
+        cursor: m.map_or(0, Machine::cursor),
+        boot_id: boot,
+        storage,
+    })
+}
+
+fn frozen(a: Array) -> Array {
+    Object::freeze(&a);
+    a
+}
+
+fn empty_array() -> JsValue {
+    frozen(Array::new()).into()
+}
+
+fn log_entry(env: &Envelope) -> JsValue {
+    let data = env.event.data_json();
+    let raw = RawValue::from_string(data).ok();
+    let null = RawValue::from_string("null".to_owned()).ok();
+    match raw.or(null) {
+        Some(data) => js::to_js(&LogEntryJs {
+            seq: env.seq.or(env.id).unwrap_or(0),
+            type_name: env.event.type_name(),
+            ts: &env.ts,
+            data: &data,
+        }),
+        None => JsValue::NULL,
+    }
+}
+
+/// The cached JS view of one client.
+pub struct ViewCache {
+    /// `Inner::version` the view reflects; `None` before the first build.
+    version: Option<u64>,
+    view: JsValue,
+    items: Array,
+    /// Log views: absolute position of `items[0]`.
+    log_first: u64,
+    live: JsValue,
+    interrupted: JsValue,
+    prompts: JsValue,
+    tasks: JsValue,
+}
+
+impl Default for ViewCache {
+    fn default() -> Self {
+        ViewCache {
+            version: None,
+            view: JsValue::NULL,
+            items: frozen(Array::new()),
+            log_first: 0,
+            live: JsValue::NULL,
+            interrupted: empty_array(),
+            prompts: empty_array(),
+            tasks: JsValue::NULL,
+        }
+    }
+}
+
+impl ViewCache {
+    /// The current snapshot: the same object until something changed.
+    pub fn get(&mut self, shared: &Shared) -> JsValue {
+        let mut inner = shared.inner.borrow_mut();
+        if self.version == Some(inner.version) {
+            return self.view.clone();
+        }
+        let change = std::mem::take(&mut inner.change);
+        let full = self.version.is_none() || change.reset || change.restore_completed;
+        if let Some(m) = inner.machine.as_ref() {
+            match m.view() {
+                View::Session(s) => self.session(s, &change, full),
+                View::Log(l) => self.log(l, &change, full),
+            }
+        }
+        self.view = self.assemble(&inner, &shared.target);
+        self.version = Some(inner.version);
+        self.view.clone()
+    }
+
+    fn session(&mut self, s: &SessionView, ch: &ViewChange, full: bool) {
+        let items = s.items();
+        let keep = if full {
+            0
+        } else {
+            ch.items_appended_from
+                .unwrap_or(items.len())
+                .min(self.items.length() as usize)
+                .min(items.len())
+        };
+        if full || ch.items_appended_from.is_some() || !ch.items_updated.is_empty() {
+            let next = self.items.slice(0, keep as u32);
+            for &i in ch.items_updated.iter().filter(|&&i| i < keep && !full) {
+                next.set(i as u32, js::to_js(&items[i]));
+            }
+            for item in &items[keep..] {
+                next.push(&js::to_js(item));
+            }
+            self.items = frozen(next);
+        }
+        if full || ch.overlay {
+            self.live = match s.overlay() {
+                Some(o) => js::to_js(&LiveJs {
+                    turn_id: &o.turn_id,
+                    message_id: &o.message_id,
+                    text: &o.text,
+                    text_offset: o.text_offset,
+                    state: o.state.unwrap_or(LiveTurnState::Sampling),
+                    tools: &o.tools,
+                    pending_question: o.pending_question.as_ref(),
+                    stale: o.stale,
+                }),
+                None => JsValue::NULL,
+            };
+        }
+        if full || ch.interrupted {
+            let list: Vec<InterruptedJs> = s
+                .interrupted()
+                .iter()
+                .map(|t| InterruptedJs {
+                    turn_id: &t.turn_id,
+                    partial_text: &t.text,
+                    reason: &t.reason,
+                })
+                .collect();
+            self.interrupted = frozen(js::to_js(&list).into()).into();
+        }
+        if full || ch.prompts || ch.overlay {
+            self.prompts = frozen(js::to_js(&s.pending_prompts()).into()).into();
+        }
+        if full || ch.tasks {
+            self.tasks = js::to_js(s.tasks());
+        }
+    }
+
+    fn log(&mut self, l: &LogView, ch: &ViewChange, full: bool) {
+        if !full && ch.items_appended_from.is_none() {
+            return;
+        }
+        let first = l.first_position();
+        let events = l.events();
+        let cached_end = self.log_first + self.items.length() as u64;
+        // Entries still kept keep their JS objects; only new ones are converted.
+        let reuse = !full && first >= self.log_first && first <= cached_end;
+        let (next, from) = if reuse {
+            let end = cached_end.min(first + events.len() as u64);
+            let a = (first - self.log_first) as u32;
+            let b = (end - self.log_first) as u32;
+            (self.items.slice(a, b), (end - first) as usize)
+        } else {
+            (Array::new(), 0)
+        };
+        for env in events.iter().skip(from) {
+            next.push(&log_entry(env));
+        }
+        self.items = frozen(next);
+        self.log_first = first;
+    }
+
+    fn assemble(&self, inner: &Inner, target: &Target) -> JsValue {
+        let o = Object::new();
+        let (scope, scope_id) = match target {
+            Target::Scoped { scope, scope_id } => (scope.as_str(), scope_id.as_str()),
+            Target::Global => ("global", ""),
+        };
+        let m = inner.machine.as_ref();
+        let session = m.is_none_or(|m| m.view().as_session().is_some());
+        js::set(&o, "scope", &JsValue::from_str(scope));
+        js::set(&o, "scopeId", &JsValue::from_str(scope_id));
+        let epoch = m.and_then(Machine::epoch);
+        js::set(&o, "epoch", &epoch.map_or(JsValue::NULL, JsValue::from_str));
+        let cursor = m.map_or(0, Machine::cursor) as f64;
+        js::set(&o, "cursor", &JsValue::from_f64(cursor));
+        let (items, events) = if session {
+            (self.items.clone().into(), empty_array())
+        } else {
+            (empty_array(), self.items.clone().into())
+        };
+        js::set(&o, "items", &items);
+        js::set(&o, "events", &events);
+        js::set(&o, "live", &self.live);
+        js::set(&o, "interrupted", &self.interrupted);
+        js::set(&o, "pendingPrompts", &self.prompts);
+        let tasks = if self.tasks.is_null() {
+            js::to_js(&crate::core::protocol::TasksSnapshot::default())
+        } else {
+            self.tasks.clone()
+        };
+        js::set(&o, "tasks", &tasks);
+        js::set(&o, "status", &status_js(&inner.status()));
+        let notices: Vec<_> = inner.notices.iter().collect();
+        js::set(&o, "notices", &frozen(js::to_js(&notices).into()).into());
+        Object::freeze(&o).into()
+    }
+}
