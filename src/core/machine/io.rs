@@ -271,6 +271,15 @@ impl Client {
         now: u64,
     ) {
         let Some(req) = self.which(id) else { return };
+        // The request is over; nothing to abort.
+        match req {
+            Req::Stream => self.stream = None,
+            Req::Fetch => {
+                if let Some(f) = self.fetch.as_mut() {
+                    f.id = None;
+                }
+            }
+        }
         let parsed: Option<ErrorBody> = serde_json::from_slice(body).ok();
         let code = parsed.as_ref().map(|b| b.error.clone()).unwrap_or_default();
         let message = parsed

@@ -1,0 +1,47 @@
+//! Deterministic seeded simulations of the machine against the fake server,
+//! with random faults; runs natively and in the browser.
+
+#[cfg(target_arch = "wasm32")]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+mod machine_support;
+
+use machine_support::sim::{FaultMix, Sim};
+
+#[test]
+fn seeded_simulations_converge_to_the_oracle() {
+    for seed in 0..300u64 {
+        let turns = 1 + (seed % 6) as u32;
+        let mut sim = Sim::new(seed, Vec::new(), turns, FaultMix::all());
+        sim.run(3_000);
+    }
+}
+
+#[test]
+fn seeded_simulations_without_faults_converge() {
+    let quiet = FaultMix {
+        cuts: false,
+        http_errors: false,
+        lag_drops: false,
+        reloads: false,
+        lifecycle: false,
+        close: false,
+    };
+    for seed in 0..50u64 {
+        let mut sim = Sim::new(seed, Vec::new(), 4, quiet);
+        sim.run(3_000);
+    }
+}
+
+#[test]
+fn close_during_restore_dispatches_nothing_more() {
+    for seed in 0..50u64 {
+        let mut sim = Sim::new(seed, Vec::new(), 3, FaultMix::all());
+        for _ in 0..(seed * 7 % 60) {
+            sim.random_step();
+        }
+        sim.close_now();
+    }
+}

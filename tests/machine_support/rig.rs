@@ -1,0 +1,178 @@
+//! A hand-driven client for rule-by-rule tests.
+
+#![allow(dead_code)]
+
+use replay_client::core::fold::ViewChange;
+use replay_client::core::machine::{Action, Client, Config, FetchKind, Notice, RequestId};
+use replay_client::core::protocol::*;
+
+use super::events::*;
+
+pub const EPOCH: &str = "e1";
+pub const BOOT: &str = "b1";
+
+pub struct Rig {
+    pub c: Client,
+    pub now: u64,
+    pub stream: Option<RequestId>,
+    pub fetch: Option<(RequestId, FetchKind, String)>,
+    pub log: Vec<Action>,
+    pub notices: Vec<Notice>,
+}
+
+impl Rig {
+    pub fn with(cfg: Config, stored: Option<&[u8]>) -> Self {
+        let c = Client::new(cfg, stored, 0);
+        let mut r = Rig {
+            c,
+            now: 0,
+            stream: None,
+            fetch: None,
+            log: Vec::new(),
+            notices: Vec::new(),
+        };
+        r.pump();
+        r
+    }
+
+    pub fn new() -> Self {
+        Rig::with(Config::session(SES), None)
+    }
+
+    /// Drains actions (remembering the current stream and fetch) and notices.
+    pub fn pump(&mut self) -> Vec<Action> {
+        let mut out = Vec::new();
+        while let Some(a) = self.c.poll_action() {
+            match &a {
+                Action::OpenStream { id, .. } => self.stream = Some(*id),
+                Action::Fetch {
+                    id,
+                    kind,
+                    path_and_query,
+                } => self.fetch = Some((*id, *kind, path_and_query.clone())),
+                Action::Abort { id } => {
+                    if self.stream == Some(*id) {
+                        self.stream = None;
+                    }
+                    if self.fetch.as_ref().is_some_and(|f| f.0 == *id) {
+                        self.fetch = None;
+                    }
+                }
+                _ => {}
+            }
+            out.push(a.clone());
+            self.log.push(a);
+        }
+        while let Some(n) = self.c.poll_notice() {
+            self.notices.push(n);
+        }
+        out
+    }
+
+    pub fn changes(&mut self) -> Vec<ViewChange> {
+        let mut v = Vec::new();
+        while let Some(c) = self.c.poll_view_change() {
+            v.push(c);
+        }
+        v
+    }
+
+    pub fn stream_id(&self) -> RequestId {
+        self.stream.expect("a stream is open")
+    }
+
+    pub fn fetch_path(&self) -> String {
+        self.fetch.as_ref().expect("a fetch is pending").2.clone()
+    }
+
+    pub fn open_ok(&mut self) {
+        let id = self.stream_id();
+        self.c
+            .handle_stream_opened(id, 200, Some("text/event-stream"), None, self.now);
+        self.pump();
+    }
+
+    pub fn send(&mut self, envs: &[Envelope]) {
+        let id = self.stream_id();
+        self.c
+            .handle_stream_bytes(id, frames(envs).as_bytes(), self.now);
+        self.pump();
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let id = self.stream_id();
+        self.c.handle_stream_bytes(id, bytes, self.now);
+        self.pump();
+    }
+
+    pub fn answer(&mut self, body: &[u8]) {
+        let (id, kind, _) = self.fetch.take().expect("a fetch is pending");
+        match kind {
+            FetchKind::Replay => self.c.handle_replay_page(id, body, self.now),
+            FetchKind::Events => self.c.handle_event_page(id, body, self.now),
+        }
+        self.pump();
+    }
+
+    pub fn http_error(
+        &mut self,
+        stream: bool,
+        status: u16,
+        retry_after: Option<&str>,
+        body: &[u8],
+    ) {
+        let id = if stream {
+            self.stream_id()
+        } else {
+            self.fetch.as_ref().expect("fetch").0
+        };
+        self.c
+            .handle_http_error(id, status, retry_after, body, self.now);
+        self.pump();
+    }
+
+    pub fn advance(&mut self, ms: u64) {
+        self.now += ms;
+        self.c.handle_timeout(self.now);
+        self.pump();
+    }
+
+    /// Runs timers until a new stream is requested; returns its path.
+    pub fn until_reconnect(&mut self) -> String {
+        for _ in 0..100 {
+            let t = self.c.poll_timeout().expect("a timer is armed");
+            self.now = self.now.max(t);
+            self.c.handle_timeout(self.now);
+            for a in self.pump() {
+                if let Action::OpenStream { path_and_query, .. } = a {
+                    return path_and_query;
+                }
+            }
+        }
+        panic!("no reconnect");
+    }
+
+    /// A fresh session client brought live at `events` (replay with them,
+    /// stream hello at their head).
+    pub fn live_with(events: &[Envelope]) -> Self {
+        let mut r = Rig::new();
+        r.open_ok();
+        let head = events.len() as u64;
+        r.send(&[hello(EPOCH, head, BOOT)]);
+        r.answer(&replay_page(
+            EPOCH, BOOT, 0, events, head, false, None, None,
+        ));
+        // Let the persist throttle pass so the latest state is stored.
+        r.advance(1_000);
+        r.changes();
+        r.notices.clear();
+        r
+    }
+}
+
+/// A log of `n` simple events: session.created then user messages.
+pub fn simple_log(n: u64) -> Vec<Envelope> {
+    (1..=n)
+        .map(|s| user_msg(s, &format!("u{s}"), &format!("text {s}")))
+        .collect()
+}

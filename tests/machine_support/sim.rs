@@ -1,0 +1,631 @@
+//! A seeded simulation: a generated session script, a fake server, random
+//! faults, and invariant checks after every input.
+
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+
+use replay_client::core::fold::View;
+use replay_client::core::machine::{
+    Action, Client, Config, FetchKind, Lifecycle, Notice, SplitMix64, State,
+};
+use replay_client::core::protocol::*;
+use replay_client::core::transcript::{fold, transcript_eq};
+
+use super::server::{Server, Step};
+
+/// Choices come from a schedule first (proptest shrinks it), then the RNG.
+pub struct Chooser {
+    pub schedule: VecDeque<u32>,
+    pub rng: SplitMix64,
+}
+
+impl Chooser {
+    pub fn pick(&mut self, n: u32) -> u32 {
+        match self.schedule.pop_front() {
+            Some(v) => v % n,
+            None => (self.rng.next_u64() % n as u64) as u32,
+        }
+    }
+    pub fn chance(&mut self, percent: u32) -> bool {
+        self.pick(100) < percent
+    }
+}
+
+const WORDS: &[&str] = &[
+    "hello ", "wörld ", "café ", "日本 ", "→ ", "tool ", "ok ", "x",
+];
+
+/// Generates a random valid session script.
+pub fn script(c: &mut Chooser, turns: u32, allow_epoch: bool) -> Vec<Step> {
+    let mut out = Vec::new();
+    let mut n = 0u32;
+    let d = |t: &str, v: serde_json::Value| Event::decode(t, Some(&v.to_string())).unwrap();
+    out.push(Step::Durable(d(
+        "session.created",
+        serde_json::json!({"title": "t"}),
+    )));
+    for turn in 0..turns {
+        let tid = format!("t{turn}");
+        n += 1;
+        out.push(Step::Durable(d(
+            "message.committed",
+            serde_json::json!({"message_id": format!("u{n}"), "turn_id": tid, "role": "user", "text": "go"}),
+        )));
+        out.push(Step::Durable(d(
+            "turn.started",
+            serde_json::json!({"turn_id": tid, "input_message_id": format!("u{n}")}),
+        )));
+        let mut interrupted = false;
+        for part in 0..1 + c.pick(3) {
+            let mid = format!("m{turn}_{part}");
+            let mut text = String::new();
+            let mut len = 0u64;
+            for _ in 0..1 + c.pick(5) {
+                let chunk: String = (0..1 + c.pick(3))
+                    .map(|_| WORDS[c.pick(8) as usize])
+                    .collect();
+                out.push(Step::Transient(
+                    d(
+                        "turn.delta",
+                        serde_json::json!({"turn_id": tid, "message_id": mid, "offset": len, "text": chunk}),
+                    ),
+                    true,
+                ));
+                len += chunk.chars().count() as u64;
+                text.push_str(&chunk);
+                if c.chance(15) {
+                    out.push(Step::LiveSnap);
+                }
+                if c.chance(10) {
+                    out.push(Step::Heartbeat);
+                }
+            }
+            if c.chance(8) {
+                out.push(Step::RestartWorker);
+                interrupted = true;
+                break;
+            }
+            out.push(Step::Durable(d(
+                "message.committed",
+                serde_json::json!({"message_id": mid, "turn_id": tid, "role": "assistant", "text": text}),
+            )));
+            if c.chance(50) {
+                let call = format!("c{turn}_{part}");
+                out.push(Step::Durable(d(
+                    "tool.started",
+                    serde_json::json!({"turn_id": tid, "call_id": call, "name": "shell", "input": {}}),
+                )));
+                for k in 0..c.pick(3) {
+                    out.push(Step::Transient(
+                        d(
+                            "turn.tool_progress",
+                            serde_json::json!({"turn_id": tid, "call_id": call, "progress": format!("{k}")}),
+                        ),
+                        false,
+                    ));
+                }
+                let status = if c.chance(80) { "ok" } else { "error" };
+                out.push(Step::Durable(d(
+                    "tool.completed",
+                    serde_json::json!({"turn_id": tid, "call_id": call, "status": status, "output": "done"}),
+                )));
+            }
+            if c.chance(30) {
+                let q = format!("q{turn}_{part}");
+                out.push(Step::AskLive(q.clone()));
+                out.push(Step::Durable(d(
+                    "question.asked",
+                    serde_json::json!({"turn_id": tid, "question_id": q, "prompt": "Proceed?", "options": ["yes", "no"]}),
+                )));
+                if c.chance(80) {
+                    let (t, v) = if c.chance(80) {
+                        (
+                            "question.answered",
+                            serde_json::json!({"question_id": q, "answer": "yes"}),
+                        )
+                    } else {
+                        (
+                            "question.declined",
+                            serde_json::json!({"question_id": q, "reason": "no"}),
+                        )
+                    };
+                    out.push(Step::Durable(d(t, v)));
+                }
+            }
+            if c.chance(30) {
+                out.push(Step::TasksBump(c.pick(4) as usize));
+            }
+        }
+        if !interrupted {
+            let end = match c.pick(10) {
+                0 => d("turn.cancelled", serde_json::json!({"turn_id": tid})),
+                1 => d(
+                    "turn.failed",
+                    serde_json::json!({"turn_id": tid, "reason": "model_error"}),
+                ),
+                _ => d("turn.completed", serde_json::json!({"turn_id": tid})),
+            };
+            out.push(Step::Durable(end));
+        }
+        if allow_epoch && c.chance(5) {
+            out.push(Step::NewEpoch);
+            out.push(Step::Durable(d(
+                "session.created",
+                serde_json::json!({"title": "again"}),
+            )));
+        }
+    }
+    out
+}
+
+/// Which faults the run may inject.
+#[derive(Clone, Copy, Debug)]
+pub struct FaultMix {
+    pub cuts: bool,
+    pub http_errors: bool,
+    pub lag_drops: bool,
+    pub reloads: bool,
+    pub lifecycle: bool,
+    pub close: bool,
+}
+
+impl FaultMix {
+    pub fn all() -> Self {
+        FaultMix {
+            cuts: true,
+            http_errors: true,
+            lag_drops: true,
+            reloads: true,
+            lifecycle: true,
+            close: true,
+        }
+    }
+}
+
+pub struct Sim {
+    pub c: Chooser,
+    pub now: u64,
+    pub server: Server,
+    pub client: Client,
+    pub cfg: Config,
+    pub stored: Option<Vec<u8>>,
+    pub script: VecDeque<Step>,
+    pub faults: FaultMix,
+    pub notices: Vec<Notice>,
+    /// (epoch, cursor) last checked, for monotonicity.
+    last: (String, u64),
+    unauthorized_used: bool,
+    pub closed: bool,
+    pub steps: u64,
+    /// Every path the client asked for.
+    pub requested: Vec<String>,
+}
+
+impl Sim {
+    pub fn new(seed: u64, schedule: Vec<u32>, turns: u32, faults: FaultMix) -> Self {
+        let mut c = Chooser {
+            schedule: schedule.into(),
+            rng: SplitMix64::new(seed),
+        };
+        let script = script(&mut c, turns, true).into();
+        let mut cfg = Config::session(super::events::SES);
+        cfg.seed = seed ^ 0xabc;
+        cfg.replay_page_limit = 1 + c.pick(7);
+        cfg.buffer_limit = 4 + c.pick(60) as usize;
+        let client = Client::new(cfg.clone(), None, 0);
+        let mut sim = Sim {
+            c,
+            now: 0,
+            server: Server::new(),
+            client,
+            cfg,
+            stored: None,
+            script,
+            faults,
+            notices: Vec::new(),
+            last: (String::new(), 0),
+            unauthorized_used: false,
+            closed: false,
+            steps: 0,
+            requested: Vec::new(),
+        };
+        sim.pump();
+        sim
+    }
+
+    /// Drains the client's outputs into the server; checks persisted values.
+    pub fn pump(&mut self) {
+        while let Some(a) = self.client.poll_action() {
+            if let Action::OpenStream { path_and_query, .. }
+            | Action::Fetch { path_and_query, .. } = &a
+            {
+                self.requested.push(path_and_query.clone());
+            }
+            if let Action::Persist(bytes) = &a {
+                self.check_restored(bytes);
+                self.stored = Some(bytes.clone());
+            }
+            self.server.on_action(&a);
+        }
+        while let Some(n) = self.client.poll_notice() {
+            self.notices.push(n);
+        }
+        while self.client.poll_view_change().is_some() {}
+        self.check();
+    }
+
+    /// A client built from persisted bytes shows exactly the oracle at its cursor.
+    fn check_restored(&self, bytes: &[u8]) {
+        let c = Client::new(self.cfg.clone(), Some(bytes), self.now);
+        let Some(epoch) = c.epoch() else {
+            assert_eq!(c.cursor(), 0);
+            return;
+        };
+        let log = &self.server.logs[epoch];
+        let want = fold(epoch, &log[..c.cursor() as usize]);
+        let got = c.transcript().unwrap();
+        assert!(
+            transcript_eq(&got, &want),
+            "restored state differs at cursor {}",
+            c.cursor()
+        );
+    }
+
+    /// Invariants after every input.
+    fn check(&mut self) {
+        let cursor = self.client.cursor();
+        let epoch = self.client.epoch().unwrap_or("").to_owned();
+        if epoch == self.last.0 {
+            assert!(
+                cursor >= self.last.1,
+                "cursor went back {} -> {cursor}",
+                self.last.1
+            );
+        }
+        if (epoch.clone(), cursor) != self.last && !epoch.is_empty() {
+            let log = &self.server.logs[&epoch];
+            assert!(cursor as usize <= log.len(), "cursor beyond the log");
+            let want = fold(&epoch, &log[..cursor as usize]);
+            let got = self.client.transcript().unwrap();
+            assert_eq!(got.items, want.items, "transcript at cursor {cursor}");
+            assert!(transcript_eq(&got, &want), "prompts at cursor {cursor}");
+        }
+        if epoch.is_empty() {
+            assert_eq!(cursor, 0, "a cursor without an epoch");
+        }
+        self.last = (epoch, cursor);
+    }
+
+    fn deliver(&mut self, max_chunk: usize) -> bool {
+        let Some((&id, s)) = self.server.streams.iter_mut().next_back() else {
+            return false;
+        };
+        if s.sent >= s.buf.len() {
+            return false;
+        }
+        let n = 1 + self.c.pick(max_chunk as u32) as usize;
+        let end = (s.sent + n).min(s.buf.len());
+        let chunk = s.buf[s.sent..end].to_vec();
+        s.sent = end;
+        let complete = s.complete_upto(end);
+        let (before_epoch, before) = (self.client.epoch().map(str::to_owned), self.client.cursor());
+        self.client.handle_stream_bytes(
+            replay_client::core::machine::RequestId(id),
+            &chunk,
+            self.now,
+        );
+        // The cursor moves only on complete durable frames of this stream or
+        // on pages; never on a partial frame.
+        let after = self.client.cursor();
+        if self.client.epoch().map(str::to_owned) == before_epoch && after > before {
+            assert!(
+                after <= complete.max(before),
+                "cursor {after} moved past complete frames {complete}"
+            );
+        }
+        self.pump();
+        true
+    }
+
+    fn answer_open(&mut self, allow_faults: bool) -> bool {
+        if self.server.pending_opens.is_empty() {
+            return false;
+        }
+        let (id, after) = self.server.pending_opens.remove(0);
+        let now = self.now;
+        if allow_faults && self.faults.http_errors && self.c.chance(12) {
+            match self.c.pick(4) {
+                0 => self.client.handle_http_error(id, 503, Some("0"), b"", now),
+                1 => self
+                    .client
+                    .handle_stream_opened(id, 200, Some("text/html"), None, now),
+                2 => self.client.handle_http_error(
+                    id,
+                    429,
+                    None,
+                    &super::events::error_body("rate"),
+                    now,
+                ),
+                _ => self.client.handle_http_error(
+                    id,
+                    400,
+                    None,
+                    &super::events::error_body("invalid_cursor"),
+                    now,
+                ),
+            }
+        } else if allow_faults
+            && self.faults.http_errors
+            && !self.unauthorized_used
+            && self.c.chance(3)
+        {
+            self.unauthorized_used = true;
+            self.client.handle_http_error(
+                id,
+                401,
+                None,
+                &super::events::error_body("unauthorized"),
+                now,
+            );
+        } else {
+            let overlap = if allow_faults && self.c.chance(20) {
+                self.c.pick(4) as u64
+            } else {
+                0
+            };
+            match self.server.accept_open(id, after, overlap) {
+                Ok(()) => self.client.handle_stream_opened(
+                    id,
+                    200,
+                    Some("text/event-stream; charset=utf-8"),
+                    None,
+                    now,
+                ),
+                Err((status, code)) => self.client.handle_http_error(
+                    id,
+                    status,
+                    None,
+                    &super::events::error_body(code),
+                    now,
+                ),
+            }
+        }
+        self.pump();
+        true
+    }
+
+    fn answer_fetch(&mut self, allow_faults: bool) -> bool {
+        if self.server.pending_fetches.is_empty() {
+            return false;
+        }
+        let (id, kind, path) = self.server.pending_fetches.remove(0);
+        let now = self.now;
+        if allow_faults && self.faults.http_errors && self.c.chance(10) {
+            match self.c.pick(3) {
+                0 => self.client.handle_http_error(id, 500, None, b"oops", now),
+                1 => self.client.handle_network_error(id, "reset", now),
+                _ => self.client.handle_http_error(
+                    id,
+                    409,
+                    None,
+                    &super::events::error_body("cursor_ahead"),
+                    now,
+                ),
+            }
+        } else {
+            match self.server.answer_fetch(kind, &path) {
+                Ok(body) => match kind {
+                    FetchKind::Replay => self.client.handle_replay_page(id, &body, now),
+                    FetchKind::Events => self.client.handle_event_page(id, &body, now),
+                },
+                Err((status, code)) => self.client.handle_http_error(
+                    id,
+                    status,
+                    None,
+                    &super::events::error_body(code),
+                    now,
+                ),
+            }
+        }
+        self.pump();
+        true
+    }
+
+    fn produce(&mut self) -> bool {
+        let Some(step) = self.script.pop_front() else {
+            return false;
+        };
+        if self.faults.lag_drops && self.c.chance(4) {
+            self.server.drop_durable = 1;
+        }
+        self.server.step(step);
+        true
+    }
+
+    fn cut(&mut self) {
+        let Some((&id, _)) = self.server.streams.iter().next_back() else {
+            return;
+        };
+        self.server.streams.remove(&id);
+        let rid = replay_client::core::machine::RequestId(id);
+        if self.c.chance(50) {
+            self.client.handle_stream_end(rid, self.now);
+        } else {
+            self.client.handle_network_error(rid, "cut", self.now);
+        }
+        self.pump();
+    }
+
+    fn tick(&mut self) {
+        if let Some(t) = self.client.poll_timeout() {
+            self.now = self.now.max(t);
+        } else {
+            self.now += 1000;
+        }
+        self.client.handle_timeout(self.now);
+        self.pump();
+    }
+
+    fn reload(&mut self) {
+        self.server.forget_requests();
+        self.client = Client::new(self.cfg.clone(), self.stored.as_deref(), self.now);
+        self.unauthorized_used = false;
+        self.last = (String::new(), 0);
+        self.pump();
+    }
+
+    fn lifecycle(&mut self) {
+        let now = self.now;
+        match self.c.pick(3) {
+            0 => {
+                self.client.handle_lifecycle(Lifecycle::Offline, now);
+                self.pump();
+                self.server.forget_requests();
+                self.client.handle_lifecycle(Lifecycle::Online, now + 1);
+            }
+            1 => {
+                self.client.handle_lifecycle(Lifecycle::PageHide, now);
+                self.pump();
+                self.server.forget_requests();
+                self.client
+                    .handle_lifecycle(Lifecycle::PageShow { persisted: true }, now + 1);
+            }
+            _ => {
+                self.client.handle_lifecycle(Lifecycle::Hidden, now);
+                self.client
+                    .handle_lifecycle(Lifecycle::Visible, now + 20_000);
+                self.now += 20_000;
+            }
+        }
+        self.pump();
+    }
+
+    /// One random step with faults.
+    pub fn random_step(&mut self) {
+        self.steps += 1;
+        self.now += self.c.pick(50) as u64;
+        match self.c.pick(100) {
+            0..=29 => {
+                if !self.produce() {
+                    self.deliver(400);
+                }
+            }
+            30..=59 => {
+                self.deliver(300);
+            }
+            60..=69 => {
+                self.answer_open(true);
+            }
+            70..=81 => {
+                self.answer_fetch(true);
+            }
+            82..=85 => {
+                if self.faults.cuts {
+                    self.cut();
+                }
+            }
+            86..=89 => self.tick(),
+            90..=92 => {
+                self.server.step(Step::Heartbeat);
+            }
+            93..=94 => {
+                if self.faults.reloads {
+                    self.reload();
+                }
+            }
+            95..=96 => {
+                if self.faults.lifecycle {
+                    self.lifecycle();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Runs the script with faults, then settles without faults and checks
+    /// the final state against the oracle.
+    pub fn run(&mut self, max_steps: u64) {
+        while self.steps < max_steps && !self.script.is_empty() {
+            self.random_step();
+        }
+        self.settle();
+    }
+
+    /// Closing during restore dispatches nothing afterwards.
+    pub fn close_now(&mut self) {
+        self.client.close(self.now);
+        let mut persisted = 0;
+        while let Some(a) = self.client.poll_action() {
+            match a {
+                Action::Abort { .. } => {}
+                Action::Persist(b) => {
+                    self.check_restored(&b);
+                    persisted += 1;
+                }
+                other => panic!("action after close: {other:?}"),
+            }
+        }
+        assert!(persisted <= 1);
+        assert_eq!(self.client.poll_notice(), None);
+        assert_eq!(self.client.poll_view_change(), None);
+        self.client.handle_timeout(self.now + 100_000);
+        self.client.handle_lifecycle(Lifecycle::Online, self.now);
+        assert_eq!(self.client.poll_action(), None);
+        assert_eq!(self.client.poll_timeout(), None);
+        assert_eq!(self.client.status().state, State::Stopped);
+        self.closed = true;
+    }
+
+    pub fn settle(&mut self) {
+        while let Some(step) = self.script.pop_front() {
+            self.server.step(step);
+        }
+        self.server.drop_durable = 0;
+        for round in 0..20_000 {
+            let progressed =
+                self.answer_open(false) || self.answer_fetch(false) || self.deliver(4096);
+            if progressed {
+                continue;
+            }
+            let caught_up = self.client.epoch() == Some(self.server.epoch.as_str())
+                && self.client.cursor() == self.server.head()
+                && self.client.status().state == State::Live;
+            if caught_up {
+                break;
+            }
+            // Idle: a heartbeat reveals silent gaps; time passes in small
+            // steps so that heartbeats keep the stall watchdog quiet (a
+            // silent gap must be found through the heartbeat, not a reconnect).
+            let _ = round;
+            self.server.step(Step::Heartbeat);
+            self.now += 1000;
+            self.client.handle_timeout(self.now);
+            self.pump();
+        }
+        let state = self.client.status();
+        assert_eq!(
+            state.state,
+            State::Live,
+            "did not settle: {state:?}, notices {:?}",
+            self.notices.iter().rev().take(5).collect::<Vec<_>>()
+        );
+        assert_eq!(self.client.epoch(), Some(self.server.epoch.as_str()));
+        assert_eq!(self.client.cursor(), self.server.head());
+        let want = fold(&self.server.epoch, self.server.log());
+        let got = self.client.transcript().unwrap();
+        assert!(
+            transcript_eq(&got, &want),
+            "final transcript differs:\n{got:#?}\nvs\n{want:#?}"
+        );
+        assert_eq!(got.tasks, self.server.tasks, "tasks snapshot lost");
+        if let (Some(live), View::Session(v)) = (&self.server.live, self.client.view()) {
+            if let Some(o) = v
+                .overlay()
+                .filter(|o| !o.stale && o.message_id == live.message_id)
+            {
+                assert_eq!(o.text, live.text, "overlay text");
+            }
+        }
+    }
+}
