@@ -17,9 +17,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::protocol::{Envelope, LiveTurn, TasksSnapshot};
 
-/// The folded state of one machine's target.
+/// The folded state of one machine's target. Serialised externally tagged
+/// (`{"session": {...}}`): an internal tag would buffer the envelopes of a
+/// log view, which keep their data as raw JSON.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum View {
     /// A session.
     Session(SessionView),

@@ -33,20 +33,24 @@ pub struct Position {
     pub last: Option<LastApplied>,
 }
 
+// No `flatten` or internal tags around the state: those buffer values and
+// cannot carry the envelopes' raw JSON data.
 #[derive(Serialize)]
 struct StoredRef<'a> {
     v: u32,
     target: String,
-    #[serde(flatten)]
-    pos: &'a Position,
+    epoch: &'a Option<String>,
+    cursor: u64,
+    last: &'a Option<LastApplied>,
     state: &'a View,
 }
 
 #[derive(Deserialize)]
 struct Stored {
     target: String,
-    #[serde(flatten)]
-    pos: Position,
+    epoch: Option<String>,
+    cursor: u64,
+    last: Option<LastApplied>,
     state: View,
 }
 
@@ -55,7 +59,9 @@ pub fn encode(target: &Target, pos: &Position, view: &View) -> Vec<u8> {
     let stored = StoredRef {
         v: STORAGE_VERSION,
         target: target.key(),
-        pos,
+        epoch: &pos.epoch,
+        cursor: pos.cursor,
+        last: &pos.last,
         state: view,
     };
     serde_json::to_vec(&stored).expect("state serialisation cannot fail")
@@ -90,8 +96,13 @@ pub fn decode(bytes: &[u8], target: &Target) -> Result<(Position, View), CoreErr
             "view kind does not match the target".into(),
         ));
     }
-    if s.pos.cursor > 0 && s.pos.epoch.is_none() {
+    if s.cursor > 0 && s.epoch.is_none() {
         return Err(CoreError::CorruptStorage("cursor without an epoch".into()));
     }
-    Ok((s.pos, s.state))
+    let pos = Position {
+        epoch: s.epoch,
+        cursor: s.cursor,
+        last: s.last,
+    };
+    Ok((pos, s.state))
 }
