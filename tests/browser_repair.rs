@@ -1,0 +1,101 @@
+//! Gap repair, epoch change and cursor rejection (400/409) in Chromium
+//! against a real replay-server.
+#![cfg(target_arch = "wasm32")]
+
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
+#[path = "browser_support/mod.rs"]
+mod support;
+
+use replay_client::core::machine::State;
+use replay_client::wasm::{Client, StorageChoice};
+use serde_json::{json, Value};
+use support::*;
+use wasm_bindgen_test::wasm_bindgen_test;
+
+/// Follows `session` to the end with local storage, closes, and returns
+/// the stored value as JSON.
+async fn stored_after_one_turn(session: &str) -> Value {
+    post_message(session, "m1", "/tool first").await;
+    let c = Client::connect(options(session, StorageChoice::Local));
+    converge(&c, session, 15_000).await;
+    c.close();
+    let v = local_storage().get_item(&key(session)).unwrap().unwrap();
+    serde_json::from_str(&v).unwrap()
+}
+
+fn store(session: &str, v: &Value) {
+    local_storage()
+        .set_item(&key(session), &v.to_string())
+        .unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn gap_in_the_live_stream_is_repaired() {
+    let session = create_session().await;
+    let client = Client::connect(options(&session, StorageChoice::Memory));
+    assert!(wait_until(5_000, || client.status().state == State::Live).await);
+    fault(json!({"kind": "skip_durable", "count": 2})).await;
+    post_message(&session, "m1", "/tool gap please").await;
+    converge(&client, &session, 15_000).await;
+    assert!(
+        client.counters().gaps_repaired >= 1,
+        "{:?}",
+        client.counters()
+    );
+    assert!(has_notice(&client, "gap_repaired"));
+    client.close();
+}
+
+#[wasm_bindgen_test]
+async fn epoch_change_discards_state_with_a_notice() {
+    let session = create_session().await;
+    let mut stored = stored_after_one_turn(&session).await;
+    stored["epoch"] = json!("e_from_another_life");
+    store(&session, &stored);
+    let client = Client::connect(options(&session, StorageChoice::Local));
+    assert!(wait_until(10_000, || has_notice(&client, "epoch_changed")).await);
+    let server = converge(&client, &session, 15_000).await;
+    assert_eq!(client.position().epoch.as_deref(), server["epoch"].as_str());
+    client.close();
+}
+
+#[wasm_bindgen_test]
+async fn cursor_above_head_gets_409_and_restores_from_zero() {
+    let session = create_session().await;
+    let mut stored = stored_after_one_turn(&session).await;
+    let head = stored["cursor"].as_u64().unwrap();
+    stored["cursor"] = json!(head + 50);
+    store(&session, &stored);
+    let client = Client::connect(options(&session, StorageChoice::Local));
+    assert!(wait_until(10_000, || has_notice(&client, "cursor_reset")).await);
+    let notice = client
+        .notices()
+        .into_iter()
+        .find(|n| n.code == "cursor_reset")
+        .unwrap();
+    assert_eq!(notice.status, Some(409), "{notice:?}");
+    converge(&client, &session, 15_000).await;
+    assert_eq!(client.position().cursor, head);
+    client.close();
+}
+
+/// The server's `fail_requests` fault answers with the code `injected_fault`
+/// (it cannot inject `invalid_cursor`), so a 400 here is "another 4xx":
+/// rule 9 says stop with an error, never loop.
+#[wasm_bindgen_test]
+async fn other_400_stops_with_an_error() {
+    let session = create_session().await;
+    post_message(&session, "m1", "hello").await;
+    fault(json!({"kind": "fail_requests", "route": "replay", "status": 400, "count": 1})).await;
+    let client = Client::connect(options(&session, StorageChoice::Memory));
+    assert!(wait_until(10_000, || client.status().state == State::Failed).await);
+    let status = client.status();
+    let error = status.last_error.expect("failed with an error");
+    assert_eq!(
+        (error.code.as_str(), error.status),
+        ("http_status", Some(400))
+    );
+    assert!(has_notice(&client, "http_status"));
+    client.close();
+}
