@@ -1,0 +1,213 @@
+//! Every storage kind, quota exceeded and a corrupt stored value, in
+//! Chromium against a real replay-server.
+#![cfg(target_arch = "wasm32")]
+
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
+#[path = "browser_support/mod.rs"]
+mod support;
+
+use js_sys::{Object, Promise, Reflect};
+use replay_client::wasm::{Client, StorageChoice};
+use support::*;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::wasm_bindgen_test;
+
+#[wasm_bindgen(inline_js = r#"
+export function makeAdapter(mode) {
+  const map = new Map();
+  const wrap = (v) => (mode === "async" ? Promise.resolve(v) : v);
+  const adapter = {
+    map,
+    sets: 0,
+    get(key) { return wrap(map.has(key) ? map.get(key) : null); },
+    set(key, value) {
+      adapter.sets += 1;
+      if (mode === "quota") throw new DOMException("quota", "QuotaExceededError");
+      if (mode === "reject") return Promise.reject(new DOMException("quota", "QuotaExceededError"));
+      map.set(key, value);
+      return wrap(undefined);
+    },
+    remove(key) { map.delete(key); return wrap(undefined); },
+  };
+  return adapter;
+}
+export function idbRead(key) {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open("replay-client", 1);
+    req.onupgradeneeded = () => req.result.createObjectStore("kv");
+    req.onerror = () => reject(req.error);
+    req.onsuccess = () => {
+      const tx = req.result.transaction("kv", "readonly");
+      const get = tx.objectStore("kv").get(key);
+      get.onsuccess = () => { resolve(get.result ?? null); req.result.close(); };
+      get.onerror = () => reject(get.error);
+    };
+  });
+}
+"#)]
+extern "C" {
+    #[wasm_bindgen(js_name = makeAdapter)]
+    fn make_adapter(mode: &str) -> Object;
+    #[wasm_bindgen(js_name = idbRead)]
+    fn idb_read(key: &str) -> Promise;
+}
+
+fn adapter_value(adapter: &Object, key: &str) -> Option<String> {
+    let map: js_sys::Map = Reflect::get(adapter, &"map".into())
+        .unwrap()
+        .unchecked_into();
+    map.get(&key.into()).as_string()
+}
+
+fn adapter_sets(adapter: &Object) -> f64 {
+    Reflect::get(adapter, &"sets".into())
+        .unwrap()
+        .as_f64()
+        .unwrap()
+}
+
+fn session_storage() -> web_sys::Storage {
+    Reflect::get(&js_sys::global(), &"sessionStorage".into())
+        .unwrap()
+        .unchecked_into()
+}
+
+/// Follows one turn with `storage`, closes (which flushes), and checks
+/// that the stored value carries the epoch and the cursor.
+async fn follow_and_close(storage: StorageChoice) -> (String, serde_json::Value, &'static str) {
+    let session = create_session().await;
+    post_message(&session, "m1", "/tool store me").await;
+    let c = Client::connect(options(&session, storage));
+    let server = converge(&c, &session, 15_000).await;
+    let label = c.storage_label();
+    c.close();
+    (session, server, label)
+}
+
+fn assert_stored(value: Option<String>, server: &serde_json::Value) {
+    let value = value.expect("a value was stored");
+    let stored: serde_json::Value = serde_json::from_str(&value).expect("stored JSON");
+    assert_eq!(stored["epoch"], server["epoch"]);
+    assert_eq!(stored["cursor"], server["cursor"]);
+}
+
+#[wasm_bindgen_test]
+async fn local_storage_keeps_epoch_cursor_and_state_together() {
+    let (session, server, label) = follow_and_close(StorageChoice::Local).await;
+    assert_eq!(label, "local");
+    assert_stored(local_storage().get_item(&key(&session)).unwrap(), &server);
+}
+
+#[wasm_bindgen_test]
+async fn session_storage_is_used_when_asked() {
+    let (session, server, label) = follow_and_close(StorageChoice::Session).await;
+    assert_eq!(label, "session");
+    assert_stored(session_storage().get_item(&key(&session)).unwrap(), &server);
+    assert_eq!(local_storage().get_item(&key(&session)).unwrap(), None);
+}
+
+#[wasm_bindgen_test]
+async fn memory_storage_writes_nothing() {
+    let (session, _server, label) = follow_and_close(StorageChoice::Memory).await;
+    assert_eq!(label, "memory");
+    assert_eq!(local_storage().get_item(&key(&session)).unwrap(), None);
+    assert_eq!(session_storage().get_item(&key(&session)).unwrap(), None);
+}
+
+#[wasm_bindgen_test]
+async fn indexeddb_stores_and_restores() {
+    let (session, server, label) = follow_and_close(StorageChoice::IndexedDb).await;
+    assert_eq!(label, "indexeddb");
+    let mut stored = None;
+    // The write is asynchronous: poll IndexedDB itself.
+    for _ in 0..100 {
+        stored = JsFuture::from(idb_read(&key(&session)))
+            .await
+            .unwrap()
+            .as_string();
+        if stored.is_some() {
+            break;
+        }
+        sleep(20).await;
+    }
+    assert_stored(stored, &server);
+    // A new client reads it asynchronously: `connecting` meanwhile, then the
+    // stored state, then a restore that ends equal to the server.
+    let c = Client::connect(options(&session, StorageChoice::IndexedDb));
+    assert!(
+        c.with_view(|v| v.is_none()),
+        "no view before the stored value is read"
+    );
+    assert!(wait_until(5_000, || has_notice(&c, "restored")).await);
+    converge(&c, &session, 10_000).await;
+    c.close();
+}
+
+#[wasm_bindgen_test]
+async fn custom_sync_and_async_adapters() {
+    for mode in ["sync", "async"] {
+        let adapter = make_adapter(mode);
+        let (session, server, label) =
+            follow_and_close(StorageChoice::Custom(adapter.clone())).await;
+        assert_eq!(label, "custom");
+        assert_stored(adapter_value(&adapter, &key(&session)), &server);
+        // Reconnect through the same adapter: the stored state is used.
+        let c = Client::connect(options(&session, StorageChoice::Custom(adapter.clone())));
+        assert!(
+            wait_until(5_000, || c.position().cursor
+                == server["cursor"].as_u64().unwrap())
+            .await
+        );
+        assert!(!has_notice(&c, "corrupt_storage"));
+        converge(&c, &session, 10_000).await;
+        c.close();
+    }
+}
+
+#[wasm_bindgen_test]
+async fn quota_exceeded_falls_back_to_memory_with_a_notice() {
+    for mode in ["quota", "reject"] {
+        let adapter = make_adapter(mode);
+        let session = create_session().await;
+        post_message(&session, "m1", "/tool quota").await;
+        let c = Client::connect(options(&session, StorageChoice::Custom(adapter.clone())));
+        assert!(
+            wait_until(10_000, || has_notice(&c, "storage_fallback")).await,
+            "{mode}"
+        );
+        assert_eq!(c.storage_label(), "memory-fallback");
+        converge(&c, &session, 15_000).await;
+        let sets = adapter_sets(&adapter);
+        post_message(&session, "m2", "more").await;
+        converge(&c, &session, 15_000).await;
+        assert_eq!(adapter_sets(&adapter), sets, "no writes after the fallback");
+        let fallbacks = c
+            .notices()
+            .iter()
+            .filter(|n| n.code == "storage_fallback")
+            .count();
+        assert_eq!(fallbacks, 1, "one notice");
+        c.close();
+    }
+}
+
+#[wasm_bindgen_test]
+async fn corrupt_stored_value_is_discarded_with_a_notice() {
+    let session = create_session().await;
+    post_message(&session, "m1", "/tool corrupt").await;
+    local_storage()
+        .set_item(&key(&session), "{\"v\":1,\"epoch\":")
+        .unwrap();
+    let c = Client::connect(options(&session, StorageChoice::Local));
+    assert!(
+        has_notice(&c, "corrupt_storage"),
+        "notice at once: {:?}",
+        c.notices()
+    );
+    let server = converge(&c, &session, 15_000).await;
+    c.close();
+    assert_stored(local_storage().get_item(&key(&session)).unwrap(), &server);
+}
