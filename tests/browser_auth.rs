@@ -1,0 +1,108 @@
+//! Credentials and writes in Chromium against a real replay-server:
+//! `getToken()` per request, one refresh after a 401, idempotent retries.
+#![cfg(target_arch = "wasm32")]
+
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
+#[path = "browser_support/mod.rs"]
+mod support;
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use replay_client::core::machine::State;
+use replay_client::wasm::{Client, StorageChoice, TokenFuture, WasmError};
+use serde_json::json;
+use support::*;
+use wasm_bindgen_test::wasm_bindgen_test;
+
+/// A client whose `getToken` counts its calls.
+fn counting_client(session: &str) -> (Client, Rc<Cell<u32>>) {
+    let calls = Rc::new(Cell::new(0));
+    let counter = calls.clone();
+    let mut o = options(session, StorageChoice::Memory);
+    o.get_token = Some(Rc::new(move || -> TokenFuture {
+        counter.set(counter.get() + 1);
+        let token = format!("token-{}", counter.get());
+        Box::pin(async move { Ok(token) })
+    }));
+    (Client::connect(o), calls)
+}
+
+#[wasm_bindgen_test]
+async fn a_401_refreshes_credentials_once_and_recovers() {
+    let session = create_session().await;
+    let (client, calls) = counting_client(&session);
+    assert!(wait_until(5_000, || client.status().state == State::Live).await);
+    assert!(
+        calls.get() >= 2,
+        "stream and replay each asked: {}",
+        calls.get()
+    );
+    let before = calls.get();
+    fault(json!({"kind": "fail_requests", "route": "stream", "status": 401, "count": 1})).await;
+    fault(json!({"kind": "close_streams"})).await;
+    assert!(
+        wait_until(10_000, || calls.get() >= before + 2).await,
+        "asked again after the 401"
+    );
+    post_message(&session, "m1", "after refresh").await;
+    converge(&client, &session, 15_000).await;
+    assert_eq!(client.status().state, State::Live);
+    client.close();
+}
+
+#[wasm_bindgen_test]
+async fn a_second_401_stops_with_unauthorized() {
+    let session = create_session().await;
+    let (client, _calls) = counting_client(&session);
+    assert!(wait_until(5_000, || client.status().state == State::Live).await);
+    fault(json!({"kind": "fail_requests", "route": "stream", "status": 401, "count": 2})).await;
+    fault(json!({"kind": "close_streams"})).await;
+    assert!(wait_until(10_000, || client.status().state == State::Failed).await);
+    let error = client.status().last_error.unwrap();
+    assert_eq!(
+        (error.code.as_str(), error.status),
+        ("unauthorized", Some(401))
+    );
+    fault(json!({"kind": "clear"})).await;
+    client.close();
+}
+
+#[wasm_bindgen_test]
+async fn send_retries_5xx_with_the_same_message_id() {
+    let session = create_session().await;
+    let (client, _calls) = counting_client(&session);
+    fault(json!({"kind": "fail_requests", "route": "messages", "status": 503, "count": 2})).await;
+    let turn = client
+        .send("retry me", Some("msg_fixed".to_owned()))
+        .await
+        .unwrap();
+    let again = client
+        .send("retry me", Some("msg_fixed".to_owned()))
+        .await
+        .unwrap();
+    assert_eq!(turn, again, "a repeat returns the same turn");
+    let server = converge(&client, &session, 15_000).await;
+    let users: Vec<_> = server["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "message" && i["role"] == "user")
+        .collect();
+    assert_eq!(users.len(), 1, "started once: {server}");
+    assert_eq!(users[0]["message_id"], "msg_fixed");
+    client.close();
+}
+
+#[wasm_bindgen_test]
+async fn writes_report_http_errors_and_refuse_after_close() {
+    let (client, _calls) = counting_client("ses_does_not_exist");
+    match client.send("hello", None).await {
+        Err(WasmError::Http { status: 404, .. }) => {}
+        other => panic!("expected a 404, got {other:?}"),
+    }
+    client.close();
+    assert_eq!(client.send("hello", None).await, Err(WasmError::Closed));
+    assert_eq!(client.cancel().await, Err(WasmError::Closed));
+}
