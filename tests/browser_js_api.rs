@@ -1,0 +1,301 @@
+//! The JS surface (`ReplayClient`) in Chromium against a real
+//! replay-server: errors, snapshots, notification pacing, close, followers.
+#![cfg(target_arch = "wasm32")]
+
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
+#[path = "browser_support/mod.rs"]
+mod support;
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use js_sys::{Array, Function, Object, Reflect};
+use replay_client::wasm::ReplayClient;
+use serde_json::{json, Value};
+use support::*;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::wasm_bindgen_test;
+
+#[wasm_bindgen(inline_js = r#"
+let frames = 0;
+let running = false;
+export function startFrameCounter() {
+  if (running) return;
+  running = true;
+  const tick = () => { frames += 1; requestAnimationFrame(tick); };
+  requestAnimationFrame(tick);
+}
+export function frameCount() { return frames; }
+"#)]
+extern "C" {
+    #[wasm_bindgen(js_name = startFrameCounter)]
+    fn start_frame_counter();
+    #[wasm_bindgen(js_name = frameCount)]
+    fn frame_count() -> u32;
+}
+
+fn get(v: &JsValue, path: &str) -> JsValue {
+    path.split('.').fold(v.clone(), |o, k| {
+        Reflect::get(&o, &k.into()).unwrap_or(JsValue::UNDEFINED)
+    })
+}
+
+fn json_of(v: &JsValue) -> Value {
+    let text = js_sys::JSON::stringify(v).unwrap().as_string().unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn connect(options: Value) -> ReplayClient {
+    let o = js_sys::JSON::parse(&options.to_string()).unwrap();
+    ReplayClient::connect(o).unwrap_or_else(|e| panic!("connect: {e:?}"))
+}
+
+fn counter(client: &ReplayClient) -> (Rc<Cell<u32>>, Function) {
+    let n = Rc::new(Cell::new(0));
+    let m = n.clone();
+    let f = Closure::<dyn FnMut()>::new(move || m.set(m.get() + 1)).into_js_value();
+    let off = client.subscribe(f.unchecked_into());
+    (n, off.unchecked_into())
+}
+
+fn assert_replay_error(e: &JsValue, code: &str) {
+    assert!(
+        e.is_instance_of::<js_sys::Error>(),
+        "an Error instance: {e:?}"
+    );
+    assert_eq!(get(e, "name").as_string().as_deref(), Some("ReplayError"));
+    assert_eq!(get(e, "code").as_string().as_deref(), Some(code));
+}
+
+#[wasm_bindgen_test]
+fn invalid_options_throw_a_replay_error() {
+    for bad in [
+        json!("nope"),
+        json!({}),
+        json!({"baseUrl": server(), "scope": "planet"}),
+    ] {
+        let o = js_sys::JSON::parse(&bad.to_string()).unwrap();
+        match ReplayClient::connect(o) {
+            Err(e) => assert_replay_error(&e, "invalid_options"),
+            Ok(_) => panic!("accepted {bad}"),
+        }
+    }
+}
+
+#[wasm_bindgen_test]
+async fn view_is_one_frozen_object_until_something_changed() {
+    let session = create_session().await;
+    let client = connect(
+        json!({"baseUrl": server(), "sessionId": session, "storage": "memory", "notify": "sync"}),
+    );
+    let first = client.view();
+    assert!(Object::is_frozen(first.unchecked_ref::<Object>()));
+    assert!(
+        Object::is(&first, &client.view()),
+        "same object while nothing changed"
+    );
+    post_message(&session, "m1", "/tool one").await;
+    let done = || {
+        get(&client.view(), "status.state").as_string().as_deref() == Some("live")
+            && json_of(&get(&client.view(), "items"))
+                .as_array()
+                .is_some_and(|a| a.len() >= 4)
+    };
+    assert!(wait_until(15_000, done).await);
+    let before = client.view();
+    let first_item = Array::from(&get(&before, "items")).get(0);
+    post_message(&session, "m2", "two").await;
+    let grew = || {
+        Array::from(&get(&client.view(), "items")).length()
+            > Array::from(&get(&before, "items")).length()
+    };
+    assert!(wait_until(15_000, grew).await);
+    let after = client.view();
+    assert!(
+        !Object::is(&before, &after),
+        "a new snapshot after a change"
+    );
+    assert!(
+        Object::is(&first_item, &Array::from(&get(&after, "items")).get(0)),
+        "unchanged items keep their object"
+    );
+    assert!(Object::is_frozen(get(&after, "items").unchecked_ref::<Object>()));
+    client.close();
+}
+
+#[wasm_bindgen_test]
+async fn subscribers_hear_at_most_once_per_frame() {
+    start_frame_counter();
+    let session = create_session().await;
+    let client = connect(json!({"baseUrl": server(), "sessionId": session, "storage": "memory"}));
+    let (calls, off) = counter(&client);
+    let frames_before = frame_count();
+    post_message(&session, "m1", "/long 3000 many deltas").await;
+    let ended = || {
+        json_of(&get(&client.view(), "items"))
+            .as_array()
+            .is_some_and(|a| a.iter().any(|i| i["kind"] == "turn_end"))
+    };
+    assert!(wait_until(20_000, ended).await);
+    sleep(50).await;
+    let frames = frame_count() - frames_before;
+    assert!(calls.get() >= 2, "notified: {}", calls.get());
+    assert!(
+        calls.get() <= frames + 1,
+        "{} notifications in {frames} frames",
+        calls.get()
+    );
+    let counters = json_of(&get(&client.diagnostics(), "counters"));
+    assert!(
+        counters["events"].as_u64().unwrap() > calls.get() as u64 * 2,
+        "{counters} vs {}",
+        calls.get()
+    );
+    off.call0(&JsValue::UNDEFINED).unwrap();
+    let heard = calls.get();
+    post_message(&session, "m2", "after unsubscribe").await;
+    let count = |v: &JsValue| Array::from(&get(v, "items")).length();
+    let n = count(&client.view());
+    assert!(wait_until(15_000, || count(&client.view()) > n).await);
+    assert_eq!(calls.get(), heard, "unsubscribed listeners hear nothing");
+    client.close();
+}
+
+#[wasm_bindgen_test]
+async fn close_dispatches_nothing_more() {
+    let session = create_session().await;
+    let opts =
+        json!({"baseUrl": server(), "sessionId": session, "storage": "memory", "notify": "sync"});
+    let control = connect(opts.clone());
+    let closed = connect(opts);
+    let (control_calls, _) = counter(&control);
+    let (closed_calls, _) = counter(&closed);
+    let live =
+        |c: &ReplayClient| get(&c.view(), "status.state").as_string().as_deref() == Some("live");
+    assert!(wait_until(5_000, || live(&control) && live(&closed)).await);
+    closed.close();
+    closed.close();
+    let heard = closed_calls.get();
+    assert_eq!(
+        get(&closed.view(), "status.state").as_string().as_deref(),
+        Some("stopped")
+    );
+    let control_heard = control_calls.get();
+    post_message(&session, "m1", "/tool after close").await;
+    let ended = || {
+        json_of(&get(&control.view(), "items"))
+            .as_array()
+            .is_some_and(|a| a.iter().any(|i| i["kind"] == "turn_end"))
+    };
+    assert!(
+        wait_until(15_000, ended).await,
+        "the control client saw the turn"
+    );
+    assert!(control_calls.get() > control_heard);
+    assert_eq!(
+        closed_calls.get(),
+        heard,
+        "nothing dispatched after close()"
+    );
+    assert_eq!(json_of(&get(&closed.view(), "items")), json!([]));
+    match JsFuture::from(closed.send("late".to_owned(), None)).await {
+        Err(e) => assert_replay_error(&e, "closed"),
+        Ok(v) => panic!("send after close resolved: {v:?}"),
+    }
+    control.close();
+}
+
+#[wasm_bindgen_test]
+async fn js_writes_transcript_and_diagnostics() {
+    let session = create_session().await;
+    let client = connect(
+        json!({"baseUrl": server(), "sessionId": session, "storage": "memory", "connectTimeoutMs": 5000}),
+    );
+    let reply = JsFuture::from(client.send("/ask may I".to_owned(), Some("msg_js".to_owned())))
+        .await
+        .unwrap();
+    assert!(get(&reply, "turnId")
+        .as_string()
+        .is_some_and(|t| !t.is_empty()));
+    let prompt = || {
+        let prompts = json_of(&get(&client.view(), "pendingPrompts"));
+        prompts
+            .as_array()
+            .and_then(|p| p.first())
+            .map(|p| p["question_id"].as_str().unwrap().to_owned())
+    };
+    assert!(
+        wait_until(15_000, || prompt().is_some()).await,
+        "a pending question shows"
+    );
+    let question = prompt().unwrap();
+    JsFuture::from(client.answer(question, "yes".to_owned()))
+        .await
+        .unwrap();
+    let server = loop {
+        let t = server_transcript(&session).await;
+        let done = t["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["kind"] == "turn_end");
+        if done && json_of(&client.transcript().unwrap())["items"] == t["items"] {
+            break t;
+        }
+        sleep(50).await;
+    };
+    assert_eq!(
+        json_of(&client.transcript().unwrap())["cursor"],
+        server["cursor"]
+    );
+    let diag = json_of(&client.diagnostics());
+    assert_eq!(diag["storage"], "memory");
+    assert_eq!(diag["epoch"], server["epoch"]);
+    assert!(diag["bootId"].is_string(), "{diag}");
+    assert!(diag["counters"]["bytes"].as_u64().unwrap() > 0);
+    client.close();
+}
+
+#[wasm_bindgen_test]
+async fn followers_of_other_scopes_share_the_machinery() {
+    let session = create_session().await;
+    post_message(&session, "m1", "/bg work").await;
+    let process = loop {
+        let t = server_transcript(&session).await;
+        if let Some(p) = t["tasks"]["tasks"][0]["process_id"].as_str() {
+            break p.to_owned();
+        }
+        sleep(50).await;
+    };
+    let follower = connect(
+        json!({"baseUrl": server(), "scope": "process", "scopeId": process, "storage": "memory"}),
+    );
+    let types = || {
+        json_of(&get(&follower.view(), "events"))
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| e["type"].as_str().unwrap_or("").to_owned())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        wait_until(20_000, || types().iter().any(|t| t == "process.exited")).await,
+        "{:?}",
+        types()
+    );
+    assert_eq!(types()[0], "process.started");
+    assert_eq!(
+        get(&follower.view(), "scope").as_string().as_deref(),
+        Some("process")
+    );
+    match follower.transcript() {
+        Err(e) => assert_replay_error(&e, "invalid_options"),
+        Ok(_) => panic!("transcript of a process scope"),
+    }
+    follower.close();
+}
