@@ -261,8 +261,19 @@ impl Server {
     }
 
     /// Applies a step: grows the log, updates the live state, writes frames.
-    /// Returns true when the streams were cut (restart, new epoch).
-    pub fn step(&mut self, step: Step) -> bool {
+    /// Returns the streams it cut (restart, new epoch), with the bytes that
+    /// were still unsent.
+    pub fn step(&mut self, step: Step) -> Vec<u64> {
+        if matches!(step, Step::RestartWorker | Step::NewEpoch) {
+            let cut: Vec<u64> = self.streams.keys().copied().collect();
+            self.step_inner(step);
+            return cut;
+        }
+        self.step_inner(step);
+        Vec::new()
+    }
+
+    fn step_inner(&mut self, step: Step) -> bool {
         match step {
             Step::Durable(event) => {
                 self.track_durable(&event);

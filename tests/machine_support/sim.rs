@@ -439,8 +439,19 @@ impl Sim {
         if self.faults.lag_drops && self.c.chance(4) {
             self.server.drop_durable = 1;
         }
-        self.server.step(step);
+        let cut = self.server.step(step);
+        self.notify_cut(cut);
         true
+    }
+
+    /// A restarted server's connections die: the client sees a network error.
+    fn notify_cut(&mut self, cut: Vec<u64>) {
+        for id in cut {
+            let rid = replay_client::core::machine::RequestId(id);
+            self.client
+                .handle_network_error(rid, "server restarted", self.now);
+            self.pump();
+        }
     }
 
     fn cut(&mut self) {
@@ -579,16 +590,19 @@ impl Sim {
 
     pub fn settle(&mut self) {
         while let Some(step) = self.script.pop_front() {
-            self.server.step(step);
+            let cut = self.server.step(step);
+            self.notify_cut(cut);
         }
         self.server.drop_durable = 0;
-        for round in 0..20_000 {
+        for _ in 0..20_000 {
             let progressed =
                 self.answer_open(false) || self.answer_fetch(false) || self.deliver(4096);
             if progressed {
                 continue;
             }
-            let caught_up = self.client.epoch() == Some(self.server.epoch.as_str())
+            // Caught up, on a stream the server really holds.
+            let caught_up = !self.server.streams.is_empty()
+                && self.client.epoch() == Some(self.server.epoch.as_str())
                 && self.client.cursor() == self.server.head()
                 && self.client.status().state == State::Live;
             if caught_up {
@@ -597,7 +611,6 @@ impl Sim {
             // Idle: a heartbeat reveals silent gaps; time passes in small
             // steps so that heartbeats keep the stall watchdog quiet (a
             // silent gap must be found through the heartbeat, not a reconnect).
-            let _ = round;
             self.server.step(Step::Heartbeat);
             self.now += 1000;
             self.client.handle_timeout(self.now);
