@@ -122,7 +122,9 @@ async fn view_is_one_frozen_object_until_something_changed() {
         Object::is(&first_item, &Array::from(&get(&after, "items")).get(0)),
         "unchanged items keep their object"
     );
-    assert!(Object::is_frozen(get(&after, "items").unchecked_ref::<Object>()));
+    assert!(Object::is_frozen(
+        get(&after, "items").unchecked_ref::<Object>()
+    ));
     client.close();
 }
 
