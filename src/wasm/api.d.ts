@@ -43,7 +43,7 @@ export type StatusState =
 /** Stable error codes of {@link ReplayError}. */
 export type ReplayErrorCode =
   | "bad_json" | "event_too_large" | "invalid_cursor" | "cursor_ahead"
-  | "unauthorized" | "http_status" | "wrong_content_type" | "epoch_changed"
+  | "unauthorized" | "http_status" | "wrong_content_type" | "epoch_changed" | "history_mismatch"
   | "stalled" | "network" | "corrupt_storage" | "storage_unavailable"
   | "closed" | "invalid_options" | "timeout";
 
@@ -64,9 +64,15 @@ export interface Status {
 
 /** Something the application should know, e.g. a cursor reset or a storage fallback. */
 export interface Notice {
-  code: ReplayErrorCode | "restore_failed" | "storage_fallback" | "cursor_reset" | "restored";
+  code:
+    | ReplayErrorCode
+    | "restore_failed" | "storage_fallback" | "cursor_reset" | "restored"
+    | "gap_repaired" | "turn_interrupted";
   message: string;
+  /** `Date.now()` milliseconds. */
   at: number;
+  /** The HTTP status, when the notice came from an answer (e.g. 409 for `cursor_reset`). */
+  status?: number;
 }
 
 /** One committed item of a transcript (PROTOCOL.md §7). */
