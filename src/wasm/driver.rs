@@ -142,6 +142,7 @@ pub struct Inner {
     last_notify: u64,
     /// `RefreshCredentials` actions seen.
     pub refreshes: u64,
+    fallback_noticed: bool,
     created: u64,
 }
 
@@ -214,6 +215,7 @@ impl Shared {
                 notify_pending: false,
                 last_notify: 0,
                 refreshes: 0,
+                fallback_noticed: false,
                 created: now,
             }),
             store: RefCell::new(store),
@@ -459,20 +461,13 @@ impl Shared {
 
     /// Switches to memory with a `storage_fallback` notice (once).
     pub fn storage_fallback(self: &Rc<Self>, why: String) {
-        let first = {
-            let mut store = self.store.borrow_mut();
-            let first = store.label() != "memory-fallback";
-            store.fall_back();
-            first
-        };
-        if !first {
-            return;
-        }
+        self.store.borrow_mut().fall_back();
         {
             let mut inner = self.inner.borrow_mut();
-            if inner.closed {
+            if inner.closed || inner.fallback_noticed {
                 return;
             }
+            inner.fallback_noticed = true;
             let msg = "storage unavailable, keeping state in memory: ".to_owned() + &why;
             inner.push_notice(ClientNotice::new("storage_fallback", msg, js::now()));
         }
