@@ -200,7 +200,7 @@ fn non_session_scopes_restore_from_event_pages_with_verification() {
         e.scope_id = "proc_1".into();
         e
     };
-    let log = vec![
+    let log = [
         proc_ev(
             1,
             "process.started",

@@ -73,17 +73,16 @@ pub fn fold(epoch: &str, events: &[Envelope]) -> Transcript {
                     }),
                 }
             }
-            Event::QuestionAsked(q) => {
+            Event::QuestionAsked(q)
                 if !resolved.contains(&q.question_id)
-                    && !prompts.iter().any(|p| p.question_id == q.question_id)
-                {
-                    prompts.push(PendingPrompt {
-                        question_id: q.question_id.clone(),
-                        prompt: q.prompt.clone(),
-                        options: q.options.clone(),
-                        persisted: true,
-                    });
-                }
+                    && !prompts.iter().any(|p| p.question_id == q.question_id) =>
+            {
+                prompts.push(PendingPrompt {
+                    question_id: q.question_id.clone(),
+                    prompt: q.prompt.clone(),
+                    options: q.options.clone(),
+                    persisted: true,
+                });
             }
             Event::QuestionAnswered(q) => {
                 resolved.push(q.question_id.clone());

@@ -197,6 +197,7 @@ pub fn frames(envs: &[Envelope]) -> String {
     envs.iter().map(frame).collect()
 }
 
+#[allow(clippy::too_many_arguments)] // mirrors the page's fields
 pub fn replay_page(
     epoch: &str,
     boot: &str,

@@ -513,6 +513,7 @@ impl Sim {
     }
 
     /// One random step with faults.
+    #[allow(clippy::collapsible_match)] // arms read as a probability table
     pub fn random_step(&mut self) {
         self.steps += 1;
         self.now += self.c.pick(50) as u64;

@@ -22,6 +22,8 @@ use crate::core::protocol::{Envelope, LiveTurn, TasksSnapshot};
 /// log view, which keep their data as raw JSON.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+// One view per client, never moved in bulk: boxing would only add a hop.
+#[allow(clippy::large_enum_variant)]
 pub enum View {
     /// A session.
     Session(SessionView),

@@ -228,7 +228,7 @@ impl Client {
         for item in items.drain(..) {
             // A frame may have replaced the connection (epoch change, 409…):
             // the rest of this chunk belongs to a dead stream.
-            if !self.stream.as_ref().is_some_and(|s| s.id == id) || self.halted() {
+            if self.stream.as_ref().is_none_or(|s| s.id != id) || self.halted() {
                 break;
             }
             match item {

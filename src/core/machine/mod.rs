@@ -49,6 +49,8 @@ enum Mode {
 
 /// A frame held by the barrier.
 #[derive(Clone, Debug, PartialEq)]
+// Nearly every held frame is an event; boxing would allocate once more each.
+#[allow(clippy::large_enum_variant)]
 enum Frame {
     /// A decoded event.
     Event(Envelope),
