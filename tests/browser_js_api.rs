@@ -167,6 +167,33 @@ async fn subscribers_hear_at_most_once_per_frame() {
 }
 
 #[wasm_bindgen_test]
+async fn notify_every_n_ms_paces_subscribers() {
+    let session = create_session().await;
+    let client = connect(
+        json!({"baseUrl": server(), "sessionId": session, "storage": "memory", "notify": 250}),
+    );
+    let (calls, _off) = counter(&client);
+    let start = js_sys::Date::now();
+    post_message(&session, "m1", "/long 3000 paced").await;
+    let ended = || {
+        json_of(&get(&client.view(), "items"))
+            .as_array()
+            .is_some_and(|a| a.iter().any(|i| i["kind"] == "turn_end"))
+    };
+    assert!(wait_until(20_000, ended).await);
+    sleep(300).await;
+    let elapsed = js_sys::Date::now() - start;
+    let bound = (elapsed / 250.0).ceil() as u32 + 1;
+    assert!(calls.get() >= 1);
+    assert!(
+        calls.get() <= bound,
+        "{} notifications in {elapsed} ms",
+        calls.get()
+    );
+    client.close();
+}
+
+#[wasm_bindgen_test]
 async fn close_dispatches_nothing_more() {
     let session = create_session().await;
     let opts =
