@@ -70,6 +70,21 @@ fn main() {
         best = best.min(t);
     }
     let secs = best.as_secs_f64();
+    // What one throttled Persist of the final state costs (not in the rate).
+    let (_, c) = run_once(&stream.bytes);
+    let t = Instant::now();
+    let stored = c.persisted_value();
+    let encode = t.elapsed();
+    let t = Instant::now();
+    let back = Client::new(Config::session("ses_7f3a"), Some(&stored), 0);
+    let decode = t.elapsed();
+    assert_eq!(back.cursor(), c.cursor());
+    eprintln!(
+        "persisted state: {} bytes, encode {:.1} ms, decode {:.1} ms",
+        stored.len(),
+        encode.as_secs_f64() * 1e3,
+        decode.as_secs_f64() * 1e3
+    );
     println!("pipeline_events_per_s {:.0}", stream.events as f64 / secs);
     println!(
         "pipeline_mb_per_s {:.1}",

@@ -56,6 +56,35 @@ fn rule_1_cursor_and_state_are_persisted_together_and_throttled() {
 }
 
 #[test]
+fn rule_1_deltas_alone_do_not_rewrite_the_state_but_snapshots_do() {
+    let mut r = Rig::live_with(&[turn_started(1, "t1")]);
+    let persists = |r: &Rig| {
+        r.log
+            .iter()
+            .filter(|a| matches!(a, Action::Persist(_)))
+            .count()
+    };
+    let before = persists(&r);
+    r.now += 5_000;
+    r.send(&[delta(1, "t1", "m1", 0, "streaming")]);
+    r.advance(5_000);
+    assert_eq!(persists(&r), before);
+    r.send(&[tasks(1, 3, 1)]);
+    r.advance(1_000);
+    assert_eq!(persists(&r), before + 1);
+    // The overlay rides along with that write.
+    let restored = Client::new(Config::session(SES), Some(&persisted(&r)), 0);
+    let o = restored
+        .view()
+        .as_session()
+        .unwrap()
+        .overlay()
+        .unwrap()
+        .clone();
+    assert_eq!(o.text, "streaming");
+}
+
+#[test]
 fn rule_1_corrupt_or_foreign_storage_is_discarded_with_a_notice() {
     for bad in [&b"{not json"[..], br#"{"v":99}"#] {
         let r = Rig::with(Config::session(SES), Some(bad));

@@ -23,9 +23,9 @@ impl Client {
         matches!(self.cfg.target, Target::Scoped { .. })
     }
 
-    /// Runs a view mutation, merging its change, emitting interruption
-    /// notices and marking the state dirty.
-    fn with_view(&mut self, f: impl FnOnce(&mut View, &mut ViewChange)) {
+    /// Runs a view mutation, merging its change and emitting interruption
+    /// notices; `persist` marks the state dirty when something changed.
+    fn with_view(&mut self, persist: bool, f: impl FnOnce(&mut View, &mut ViewChange)) {
         let before = self.view.as_session().map_or(0, |s| s.interrupted().len());
         let mut ch = ViewChange::default();
         f(&mut self.view, &mut ch);
@@ -38,7 +38,7 @@ impl Client {
             }
         }
         if !ch.is_empty() {
-            self.dirty = true;
+            self.dirty |= persist;
             self.change.merge(ch);
         }
     }
@@ -190,7 +190,7 @@ impl Client {
             return;
         }
         let boot = h.boot_id.clone();
-        self.with_view(|v, ch| v.set_boot(&boot, ch));
+        self.with_view(true, |v, ch| v.set_boot(&boot, ch));
         if live_only {
             // Durable events up to head will not come on this stream.
             self.route(Frame::LiveFrom(h.head), now);
@@ -264,7 +264,13 @@ impl Client {
                 if ahead && self.scoped() && !lenient {
                     return Step::Gap { requeue: true };
                 }
-                self.with_view(|v, ch| v.apply_transient(env, ch));
+                // Deltas and progress are not worth a whole-state write each:
+                // they ride along with the next durable or snapshot change.
+                let persist = matches!(
+                    env.event,
+                    Event::TasksSnapshot(_) | Event::LiveTurnSnapshot(_)
+                );
+                self.with_view(persist, |v, ch| v.apply_transient(env, ch));
                 Step::Done
             }
         }
@@ -280,7 +286,7 @@ impl Client {
         if self.scoped() && key != self.pos.cursor + 1 {
             return Step::Gap { requeue: true };
         }
-        self.with_view(|v, ch| v.apply_durable(env, ch));
+        self.with_view(true, |v, ch| v.apply_durable(env, ch));
         self.pos.cursor = key;
         self.pos.last = Some(LastApplied {
             seq: key,
@@ -341,6 +347,7 @@ impl Client {
 
     fn on_replay_page(&mut self, page: ReplayPage, now: u64) {
         self.fetch_backoff.reset();
+        self.auth_refreshed = false;
         if !self.check_epoch(&page.epoch, now) {
             return;
         }
@@ -349,7 +356,7 @@ impl Client {
             self.next_page(FetchKind::Replay, now);
             return;
         }
-        self.with_view(|v, ch| {
+        self.with_view(true, |v, ch| {
             v.apply_replay_tail(
                 &page.boot_id,
                 page.live_turn.as_ref(),
@@ -364,6 +371,7 @@ impl Client {
 
     fn on_event_page(&mut self, page: EventPage, now: u64) {
         self.fetch_backoff.reset();
+        self.auth_refreshed = false;
         if !self.check_epoch(&page.epoch, now) {
             return;
         }
