@@ -232,7 +232,9 @@ impl Shared {
             }
         }));
         shared.inner.borrow_mut().listeners = Some(listeners);
-        let loaded = shared.store.borrow().load();
+        // A custom `get` is user JS: call it through a clone, unborrowed.
+        let store = shared.store.borrow().clone();
+        let loaded = store.load();
         match loaded {
             Ok(Loaded::Ready(v)) => shared.start(v),
             Ok(Loaded::Pending(p)) => {
