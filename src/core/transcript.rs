@@ -129,3 +129,125 @@ pub fn transcript_eq(a: &Transcript, b: &Transcript) -> bool {
     };
     a.items_eq(b) && persisted(a) == persisted(b)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::protocol::Scope;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn log(events: &[(&str, &str)]) -> Vec<Envelope> {
+        events
+            .iter()
+            .enumerate()
+            .map(|(i, (ty, data))| Envelope {
+                id: Some(100 + i as u64),
+                scope: Scope::Session,
+                scope_id: "s".into(),
+                seq: Some(i as u64 + 1),
+                after_seq: None,
+                critical: true,
+                ts: String::new(),
+                event: Event::decode(ty, Some(data)).unwrap(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn folds_the_protocol_example_into_canonical_json() {
+        let events = log(&[
+            ("session.created", r#"{"title":"x"}"#),
+            (
+                "message.committed",
+                r#"{"message_id":"m1","turn_id":"t1","role":"user","text":"hi"}"#,
+            ),
+            (
+                "turn.started",
+                r#"{"turn_id":"t1","input_message_id":"m1"}"#,
+            ),
+            (
+                "tool.started",
+                r#"{"turn_id":"t1","call_id":"c1","name":"shell","input":{}}"#,
+            ),
+            (
+                "question.asked",
+                r#"{"turn_id":"t1","question_id":"q0","prompt":"Go?","options":[]}"#,
+            ),
+            (
+                "question.answered",
+                r#"{"question_id":"q0","answer":"yes"}"#,
+            ),
+            (
+                "tool.completed",
+                r#"{"turn_id":"t1","call_id":"c1","status":"ok","output":"..."}"#,
+            ),
+            ("turn.completed", r#"{"turn_id":"t1"}"#),
+            (
+                "turn.started",
+                r#"{"turn_id":"t2","input_message_id":"m2"}"#,
+            ),
+            (
+                "question.asked",
+                r#"{"turn_id":"t2","question_id":"q1","prompt":"Proceed?","options":["yes","no"]}"#,
+            ),
+            (
+                "turn.failed",
+                r#"{"turn_id":"t2","reason":"worker_restart"}"#,
+            ),
+            ("future.event", r#"{"x":1}"#),
+        ]);
+        let t = fold("e_91c2", &events);
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            concat!(
+                r#"{"epoch":"e_91c2","cursor":12,"items":["#,
+                r#"{"kind":"message","message_id":"m1","turn_id":"t1","role":"user","text":"hi"},"#,
+                r#"{"kind":"tool","call_id":"c1","turn_id":"t1","name":"shell","status":"ok","output":"..."},"#,
+                r#"{"kind":"turn_end","turn_id":"t1","outcome":"completed"},"#,
+                r#"{"kind":"turn_end","turn_id":"t2","outcome":"failed","reason":"worker_restart"}],"#,
+                r#""pending_prompts":[{"question_id":"q1","prompt":"Proceed?","options":["yes","no"],"persisted":true}],"#,
+                r#""tasks":{"version":0,"tasks":[],"background_wait":null}}"#
+            )
+        );
+    }
+
+    #[test]
+    fn repeated_seqs_and_transients_are_ignored() {
+        let mut events = log(&[
+            (
+                "message.committed",
+                r#"{"message_id":"m1","turn_id":"t","role":"user","text":"a"}"#,
+            ),
+            ("turn.cancelled", r#"{"turn_id":"t"}"#),
+        ]);
+        events.insert(1, events[0].clone());
+        let mut transient = events[0].clone();
+        transient.seq = None;
+        events.push(transient);
+        let t = fold("e", &events);
+        assert_eq!(t.items.len(), 2);
+        assert_eq!(t.cursor, 2);
+    }
+
+    #[test]
+    fn transcript_eq_ignores_live_only_prompts() {
+        let events = log(&[(
+            "message.committed",
+            r#"{"message_id":"m","turn_id":"t","role":"assistant","text":"x"}"#,
+        )]);
+        let a = fold("e", &events);
+        let mut b = a.clone();
+        b.pending_prompts.push(PendingPrompt {
+            question_id: "live".into(),
+            prompt: String::new(),
+            options: vec![],
+            persisted: false,
+        });
+        assert!(transcript_eq(&a, &b));
+        b.pending_prompts[0].persisted = true;
+        assert!(!transcript_eq(&a, &b));
+        let c = fold("e", &[]);
+        assert!(!transcript_eq(&a, &c));
+    }
+}

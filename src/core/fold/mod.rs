@@ -168,3 +168,28 @@ impl ViewChange {
         self.items_updated.dedup();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn view_change_merges_appends_and_drops_covered_updates() {
+        let mut a = ViewChange::default();
+        assert!(a.is_empty());
+        a.updated(2);
+        a.updated(7);
+        a.updated(2);
+        let mut b = ViewChange::default();
+        b.appended(5);
+        b.appended(9);
+        b.tasks = true;
+        a.merge(b);
+        a.normalise();
+        assert_eq!(a.items_appended_from, Some(5));
+        assert_eq!(a.items_updated, vec![2], "7 is inside the appended range");
+        assert!(a.tasks && !a.overlay);
+    }
+}
