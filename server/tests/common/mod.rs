@@ -15,7 +15,8 @@ use serde_json::{json, Value};
 
 /// A running test server with a client.
 pub struct Server {
-    pub running: Running,
+    /// `None` when the server is another process.
+    pub running: Option<Running>,
     pub base: String,
     pub http: reqwest::Client,
 }
@@ -45,13 +46,22 @@ pub async fn server_with(f: impl FnOnce(&mut Config)) -> Server {
     let running = replay_server::start(cfg).await.expect("server starts");
     let base = running.base_url();
     Server {
-        running,
+        running: Some(running),
         base,
         http: reqwest::Client::new(),
     }
 }
 
 impl Server {
+    /// A client for a server running elsewhere (e.g. the binary).
+    pub fn remote(base: String) -> Server {
+        Server {
+            running: None,
+            base,
+            http: reqwest::Client::new(),
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
