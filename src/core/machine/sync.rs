@@ -156,7 +156,8 @@ impl Client {
 
     /// One dispatched SSE event.
     pub(super) fn on_sse_event(&mut self, ev: SseEvent, now: u64) {
-        let env = match Envelope::from_json(ev.data.as_bytes()) {
+        // From the str: the parser already validated UTF-8 once.
+        let env = match serde_json::from_str::<Envelope>(&ev.data) {
             Ok(env) => env,
             Err(e) => {
                 // Nothing of a bad frame is applied; if it was durable (had an
