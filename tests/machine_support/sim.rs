@@ -459,6 +459,10 @@ impl Sim {
             return;
         };
         self.server.streams.remove(&id);
+        if self.c.chance(15) {
+            // Half-open: the client is not told; only its stall watchdog can notice.
+            return;
+        }
         let rid = replay_client::core::machine::RequestId(id);
         if self.c.chance(50) {
             self.client.handle_stream_end(rid, self.now);
