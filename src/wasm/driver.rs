@@ -143,6 +143,7 @@ pub struct Inner {
     /// `RefreshCredentials` actions seen.
     pub refreshes: u64,
     fallback_noticed: bool,
+    last_status: Option<Status>,
     created: u64,
 }
 
@@ -216,6 +217,7 @@ impl Shared {
                 last_notify: 0,
                 refreshes: 0,
                 fallback_noticed: false,
+                last_status: None,
                 created: now,
             }),
             store: RefCell::new(store),
@@ -358,6 +360,7 @@ impl Shared {
                 notices.extend(ClientNotice::from_machine(n, now));
             }
             let change = m.poll_view_change();
+            let status = m.status();
             let mut changed = !notices.is_empty();
             for n in notices {
                 inner.push_notice(n);
@@ -367,6 +370,17 @@ impl Shared {
                 inner.change.normalise();
                 inner.version += 1;
                 changed = true;
+            }
+            // Status moves during a restore too, when the machine reports no
+            // view change: the view always shows it, but the error-free
+            // connecting/restoring steps notify nobody, so a restore is
+            // still one notification (its completion, together with `live`).
+            if inner.last_status.as_ref() != Some(&status) {
+                let quiet = matches!(status.state, State::Connecting | State::Restoring)
+                    && status.last_error.is_none();
+                changed |= !quiet;
+                inner.last_status = Some(status);
+                inner.version += 1;
             }
             (actions, changed, discard)
         };
