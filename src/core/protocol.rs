@@ -171,12 +171,14 @@ macro_rules! events {
 
             /// Decodes `data` (raw JSON, `None` when absent) for a wire `type`.
             pub fn decode(type_name: &str, data: Option<&str>) -> Result<Self, serde_json::Error> {
-                let data = data.unwrap_or("{}");
+                // Always the slice reader: envelopes, pages and the persisted
+                // state use it too, so each payload type is compiled once.
+                let data = data.unwrap_or("{}").as_bytes();
                 Ok(match type_name {
-                    $( $name => Event::$variant(serde_json::from_str(data)?), )*
+                    $( $name => Event::$variant(serde_json::from_slice(data)?), )*
                     other => Event::Unknown {
                         type_name: other.to_owned(),
-                        data: serde_json::from_str(data)?,
+                        data: serde_json::from_slice(data)?,
                     },
                 })
             }
@@ -807,7 +809,7 @@ impl Transcript {
 }
 
 /// One committed item of a transcript.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TranscriptItem {
     /// A committed message.
@@ -844,6 +846,62 @@ pub enum TranscriptItem {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ItemKind {
+    Message,
+    Tool,
+    TurnEnd,
+}
+
+/// Every field of every [`TranscriptItem`] variant. Read flat and then checked:
+/// a derived internally tagged enum would buffer each item through serde's
+/// generic `Content` tree, a large piece of code in the wasm.
+#[derive(Deserialize)]
+struct FlatItem {
+    kind: ItemKind,
+    message_id: Option<String>,
+    turn_id: Option<String>,
+    role: Option<Role>,
+    text: Option<String>,
+    call_id: Option<String>,
+    name: Option<String>,
+    status: Option<String>,
+    output: Option<String>,
+    outcome: Option<String>,
+    reason: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for TranscriptItem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        fn req<E: serde::de::Error>(v: Option<String>, field: &'static str) -> Result<String, E> {
+            v.ok_or_else(|| E::missing_field(field))
+        }
+        let f = FlatItem::deserialize(d)?;
+        let turn_id = req(f.turn_id, "turn_id")?;
+        Ok(match f.kind {
+            ItemKind::Message => TranscriptItem::Message {
+                message_id: req(f.message_id, "message_id")?,
+                turn_id,
+                role: f.role.ok_or_else(|| D::Error::missing_field("role"))?,
+                text: req(f.text, "text")?,
+            },
+            ItemKind::Tool => TranscriptItem::Tool {
+                call_id: req(f.call_id, "call_id")?,
+                turn_id,
+                name: req(f.name, "name")?,
+                status: req(f.status, "status")?,
+                output: f.output,
+            },
+            ItemKind::TurnEnd => TranscriptItem::TurnEnd {
+                turn_id,
+                outcome: req(f.outcome, "outcome")?,
+                reason: f.reason,
+            },
+        })
+    }
 }
 
 /// An unanswered question.

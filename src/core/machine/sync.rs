@@ -156,8 +156,9 @@ impl Client {
 
     /// One dispatched SSE event.
     pub(super) fn on_sse_event(&mut self, ev: SseEvent, now: u64) {
-        // From the str: the parser already validated UTF-8 once.
-        let env = match serde_json::from_str::<Envelope>(&ev.data) {
+        // The slice reader, like pages and the persisted state: one
+        // deserializer type keeps one copy of each payload decoder in the wasm.
+        let env = match Envelope::from_json(ev.data.as_bytes()) {
             Ok(env) => env,
             Err(e) => {
                 // Nothing of a bad frame is applied; if it was durable (had an
