@@ -91,6 +91,7 @@ function renderTranscript(view) {
     list.replaceChildren();
     renderedItems = [];
   }
+  const appended = items.length > renderedItems.length;
   // Items only append or change in place; unchanged items keep their object.
   for (let i = 0; i < items.length; i++) {
     if (renderedItems[i] === items[i]) continue;
@@ -99,6 +100,7 @@ function renderTranscript(view) {
     else list.append(node);
     renderedItems[i] = items[i];
   }
+  if (appended) list.scrollTop = list.scrollHeight;
   $("interrupted").replaceChildren(
     ...view.interrupted.map((turn) =>
       el("li", "item interrupted", `turn ${turn.turn_id} was interrupted (${turn.reason}); its partial answer was not kept`),
@@ -126,6 +128,7 @@ function renderPrompts(prompts) {
   $("prompts").replaceChildren(
     ...prompts.map((p) => {
       const box = el("div", "prompt");
+      box.dataset.questionId = p.question_id;
       box.append(el("p", "", p.prompt));
       if (!p.persisted) box.append(el("span", "badge warn", "not yet saved"));
       const options = p.options.length ? p.options : ["yes", "no"];
@@ -222,7 +225,7 @@ for (const chip of document.querySelectorAll("[data-insert]")) {
 
 const FAULTS = {
   close_streams: {},
-  cut_after_bytes: { bytes: 700 },
+  cut_after_bytes: { bytes: 700, count: 1 },
   stall: { ms: 60000 },
   skip_durable: { count: 2 },
   duplicate: { count: 3 },

@@ -32,7 +32,15 @@ async function until(what, predicate, timeoutMs = 30_000) {
     if (last) return last;
     await sleep(100);
   }
-  throw new Error(`timed out waiting for ${what} (seed ${seed})`);
+  const state = page
+    ? await page
+        .evaluate(() => ({
+          diagnostics: window.__replay?.client.diagnostics(),
+          notices: window.__replay?.client.view().notices.slice(-10),
+        }))
+        .catch((e) => String(e))
+    : null;
+  throw new Error(`timed out waiting for ${what} (seed ${seed}); client: ${JSON.stringify(state)}`);
 }
 
 async function api(method, path, body) {
@@ -48,8 +56,8 @@ async function api(method, path, body) {
 
 const FAULTS = [
   { kind: "close_streams" },
-  { kind: "cut_after_bytes", bytes: 300 },
-  { kind: "cut_after_bytes", bytes: 1111 },
+  { kind: "cut_after_bytes", bytes: 300, count: 1 },
+  { kind: "cut_after_bytes", bytes: 1111, count: 1 },
   { kind: "stall", ms: 4000 },
   { kind: "skip_durable", count: 2 },
   { kind: "duplicate", count: 3 },
@@ -105,9 +113,11 @@ async function converged() {
 
 test("a seeded fault schedule over many turns ends equal to the server's transcript", async () => {
   const faultsInjected = [];
+  const answered = new Set();
   for (let turn = 0; turn < TURNS; turn++) {
     const directive = pick(DIRECTIVES);
     const before = turnEnds(await serverTranscript());
+    console.log(`turn ${turn}: "${directive}"`);
     await page.fill("#message", `turn ${turn} ${directive}`.trim());
     await page.click("#composer button[type=submit]");
     if (random() < 0.7) {
@@ -115,20 +125,32 @@ test("a seeded fault schedule over many turns ends equal to the server's transcr
       const fault = pick(FAULTS);
       await api("POST", "/v1/admin/faults", fault);
       faultsInjected.push(fault.kind);
+      console.log(`turn ${turn}: fault ${JSON.stringify(fault)}`);
     }
     if (directive.includes("/ask")) {
       // Answer through the page once the question shows (live or persisted);
       // a worker restart may decline it first, which ends the turn anyway.
       await until("the question or the turn's end", async () => {
-        const button = await page.$(".prompt button");
+        const open = await page.evaluate(() => window.__replay.client.view().pendingPrompts.map((p) => p.question_id));
+        const fresh = open.find((id) => !answered.has(id));
+        const button = fresh && (await page.$(`.prompt[data-question-id="${fresh}"] button`));
         if (button) {
-          await button.click().catch(() => {});
+          await button.click();
+          answered.add(fresh);
           return true;
         }
         return turnEnds(await serverTranscript()) > before;
       });
     }
-    await until(`turn ${turn} to end on the server`, async () => turnEnds(await serverTranscript()) > before);
+    await until(`turn ${turn} to end on the server`, async () => turnEnds(await serverTranscript()) > before).catch(
+      async (err) => {
+        const t = await serverTranscript();
+        console.log("server tail:", JSON.stringify(t.items.slice(-4)), "prompts:", JSON.stringify(t.pending_prompts));
+        console.log("server cursor:", t.cursor, "comms:", JSON.stringify(await api("GET", "/v1/diagnostics/comms")));
+        console.log("faults:", JSON.stringify(await api("GET", "/v1/admin/faults")));
+        throw err;
+      },
+    );
   }
   await api("POST", "/v1/admin/faults", { kind: "clear" });
   const { server, client } = await until("the page to converge on the server's transcript", converged, 60_000);

@@ -114,6 +114,7 @@ fn write_index(out: &Path, target: &str) -> Result {
         fs::write(out.join(name), text).map_err(|e| format!("write {name}: {e}"))
     };
     write("index.js", &js)?;
+    soften_dispose_typing(&out.join("replay_client.d.ts"))?;
     write("index.d.ts", &dts)?;
     fs::copy(
         root().join("pkg-template/replay_error.d.ts"),
@@ -124,6 +125,24 @@ fn write_index(out: &Path, target: &str) -> Result {
     // nothing stale shadows the package root's files.
     let _ = fs::remove_file(out.join(".gitignore"));
     Ok(())
+}
+
+/// wasm-bindgen types `[Symbol.dispose]()`, which only exists in TypeScript's
+/// `esnext` lib; consumers on ES2022 would fail to compile. The line is kept
+/// for `using` users and ignored elsewhere (as emscripten's typings do).
+fn soften_dispose_typing(dts: &Path) -> Result {
+    let text = fs::read_to_string(dts).map_err(|e| format!("{}: {e}", dts.display()))?;
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if line.trim_start().starts_with("[Symbol.dispose]") {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            out.push_str(indent);
+            out.push_str("// @ts-ignore: Symbol.dispose needs lib esnext; older libs skip it\n");
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    fs::write(dts, out).map_err(|e| format!("{}: {e}", dts.display()))
 }
 
 /// Raw and gzipped sizes of the shipped wasm and JS glue of the web target.

@@ -15,46 +15,59 @@ use crate::{demo, pkg, setup};
 use std::fs;
 use std::path::Path;
 
-/// Runs every layer; `--skip-setup` trusts the machine as it is.
+/// Runs every layer; `--skip-setup` trusts the machine as it is, and
+/// `--only a,b` runs just the named layers (fmt, clippy, native, chromium,
+/// package, e2e) while developing.
 pub fn run(args: &[String]) -> Result {
     use cmd::run;
+    let only: Option<Vec<&str>> = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(|list| list.split(',').collect());
+    let wanted = |layer: &str| only.as_ref().is_none_or(|o| o.contains(&layer));
     if !args.iter().any(|a| a == "--skip-setup") {
         setup::ensure_all()?;
     }
-    cmd::step("fmt", || run("cargo", &["fmt", "--all", "--check"]))?;
-    cmd::step("clippy (native)", || {
-        run(
-            "cargo",
-            &[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        )
-    })?;
-    cmd::step("clippy (wasm32)", || {
-        run(
-            "cargo",
-            &[
-                "clippy",
-                "-p",
-                "replay-client",
-                "--all-targets",
-                "--target",
-                "wasm32-unknown-unknown",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        )
-    })?;
-    cmd::step("native tests", || run("cargo", &["test", "--workspace"]))?;
-    cmd::step("core + browser SDK tests in headless Chromium", in_chromium)?;
-    cmd::step("npm package: pack, tsc --strict, vite build", package)?;
-    cmd::step("end to end: demo page in Chromium (Playwright)", e2e)?;
+    if wanted("fmt") {
+        cmd::step("fmt", || run("cargo", &["fmt", "--all", "--check"]))?;
+    }
+    if wanted("clippy") {
+        cmd::step("clippy (native)", || {
+            run(
+                "cargo",
+                &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+            )
+        })?;
+        cmd::step("clippy (wasm32)", || {
+            run(
+                "cargo",
+                &[
+                    "clippy",
+                    "-p",
+                    "replay-client",
+                    "--all-targets",
+                    "--target",
+                    "wasm32-unknown-unknown",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+            )
+        })?;
+    }
+    if wanted("native") {
+        cmd::step("native tests", || run("cargo", &["test", "--workspace"]))?;
+    }
+    if wanted("chromium") {
+        cmd::step("core + browser SDK tests in headless Chromium", in_chromium)?;
+    }
+    if wanted("package") {
+        cmd::step("npm package: pack, tsc --strict, vite build", package)?;
+    }
+    if wanted("e2e") {
+        cmd::step("end to end: demo page in Chromium (Playwright)", e2e)?;
+    }
     println!("\nall test layers passed");
     Ok(())
 }
