@@ -1,12 +1,16 @@
 //! The browser half of `cargo xtask bench`: package sizes, then a Playwright
-//! run of `tests/js/bench.mjs` in headless Chromium against a live server.
+//! run of `tests/js/bench.mjs` in headless Chromium against a live server
+//! serving the optimised package and the bench page (`tests/js/bench/`).
 
-use crate::cmd::{root, Result};
+use crate::cmd::{self, root, Result};
+use crate::server::Server;
 use crate::{demo, pkg, setup};
+use std::process::Command;
 
 /// Measures and reports each figure through `record`.
 pub fn run(record: &mut dyn FnMut(&str, f64)) -> Result {
     let site = demo::build_site()?;
+    demo::copy_dir(&root().join("tests/js/bench"), &site.join("bench"))?;
     let mut total_gz = 0;
     for (name, raw, gz) in pkg::sizes(&site.join("pkg"))? {
         let key = if name.ends_with(".wasm") {
@@ -19,6 +23,45 @@ pub fn run(record: &mut dyn FnMut(&str, f64)) -> Result {
         total_gz += gz;
     }
     record("browser_total_gzip_kb", total_gz as f64 / 1000.0);
-    let _ = (root(), setup::js_dir());
-    Ok(())
+
+    cmd::step("bench: build replay-server (server profile)", || {
+        cmd::run("cargo", &["build", "--profile", "server", "-p", "replay-server"])
+    })?;
+    let server = Server::start(
+        &root().join("target/server/replay-server"),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--db",
+            ":memory:",
+            "--faults",
+            "--static",
+            site.to_str().expect("utf-8 path"),
+            "--delta-ms",
+            "2",
+            "--heartbeat-ms",
+            "1000",
+        ],
+    )?;
+    cmd::step("bench: headless Chromium (tests/js/bench.mjs)", || {
+        let out = Command::new("node")
+            .arg("bench.mjs")
+            .current_dir(setup::js_dir())
+            .env("BENCH_URL", &server.url)
+            .env("BENCH_CHROMIUM", setup::CHROMIUM)
+            .output()
+            .map_err(|e| format!("node: {e}"))?;
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+        if !out.status.success() {
+            return Err("tests/js/bench.mjs failed".into());
+        }
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            println!("  {line}");
+            let mut parts = line.split_whitespace();
+            if let (Some(name), Some(Ok(value))) = (parts.next(), parts.next().map(str::parse)) {
+                record(name, value);
+            }
+        }
+        Ok(())
+    })
 }

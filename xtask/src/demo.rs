@@ -15,12 +15,12 @@ pub fn run_task(args: &[String]) -> Result {
         .map_or("127.0.0.1:8787", String::as_str);
     setup::ensure_all()?;
     let site = build_site()?;
-    cmd::step("demo: build replay-server (release)", || {
-        run("cargo", &["build", "--release", "-p", "replay-server"])
+    cmd::step("demo: build replay-server (server profile)", || {
+        run("cargo", &["build", "--profile", "server", "-p", "replay-server"])
     })?;
     let db = root().join("target/replay-demo.sqlite");
     let server = Server::start(
-        &root().join("target/release/replay-server"),
+        &root().join("target/server/replay-server"),
         &[
             "--listen",
             listen,

@@ -36,7 +36,14 @@ pub fn run(args: &[String]) -> Result {
         cmd::step("clippy (native)", || {
             run(
                 "cargo",
-                &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+                &[
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
             )
         })?;
         cmd::step("clippy (wasm32)", || {
