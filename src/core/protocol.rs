@@ -12,6 +12,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::core::json::{self, JsonError};
+
 /// The logbook an event belongs to (PROTOCOL.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -169,16 +171,24 @@ macro_rules! events {
                 serde_json::to_string(&EventDataRef(self)).expect("event data serialisation cannot fail")
             }
 
+            /// Serialises only the `data` part (what [`Event::data_json`] writes).
+            pub fn serialize_data<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                EventDataRef(self).serialize(s)
+            }
+
             /// Decodes `data` (raw JSON, `None` when absent) for a wire `type`.
             pub fn decode(type_name: &str, data: Option<&str>) -> Result<Self, serde_json::Error> {
-                // Always the slice reader: envelopes, pages and the persisted
-                // state use it too, so each payload type is compiled once.
-                let data = data.unwrap_or("{}").as_bytes();
+                Self::read_data(type_name, data).map_err(serde::de::Error::custom)
+            }
+
+            /// [`Event::decode`] with the client's small reader ([`crate::core::json`]).
+            pub fn read_data(type_name: &str, data: Option<&str>) -> Result<Self, JsonError> {
+                let data = data.unwrap_or("{}");
                 Ok(match type_name {
-                    $( $name => Event::$variant(serde_json::from_slice(data)?), )*
+                    $( $name => Event::$variant(json::from_str(data)?), )*
                     other => Event::Unknown {
                         type_name: other.to_owned(),
-                        data: serde_json::from_slice(data)?,
+                        data: json::from_str(data)?,
                     },
                 })
             }

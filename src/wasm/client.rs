@@ -9,6 +9,7 @@ use super::error::WasmError;
 use super::options::Options;
 use super::requests;
 use crate::core::fold::View;
+use crate::core::json;
 use crate::core::machine::{Counters, Position, Status, Target};
 use crate::core::protocol::{AnswerQuestion, MessageAccepted, PostMessage, Transcript};
 
@@ -191,7 +192,7 @@ impl Client {
                 serde_json::to_string(&body).map_err(|e| WasmError::BadJson(e.to_string()))?;
             let answer = requests::post(shared, path?, body).await?;
             let accepted: MessageAccepted =
-                serde_json::from_slice(&answer).map_err(|e| WasmError::BadJson(e.to_string()))?;
+                json::from_slice(&answer).map_err(|e| WasmError::BadJson(e.to_string()))?;
             Ok(accepted.turn_id)
         }
     }

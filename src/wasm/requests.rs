@@ -9,6 +9,7 @@ use web_sys::{AbortController, Response};
 use super::driver::Shared;
 use super::error::WasmError;
 use super::http::{self, Deadline};
+use crate::core::json;
 use crate::core::machine::{FetchKind, RequestId};
 use crate::core::protocol::ErrorBody;
 
@@ -189,7 +190,7 @@ async fn post_once(s: &Rc<Shared>, path: &str, body: &str) -> Result<Vec<u8>, Wa
     if status == 401 || status == 403 {
         return Err(WasmError::Unauthorized(status));
     }
-    let err: ErrorBody = serde_json::from_slice(&bytes).unwrap_or_default();
+    let err: ErrorBody = json::from_slice(&bytes).unwrap_or_default();
     Err(WasmError::Http {
         status,
         code: err.error,

@@ -4,15 +4,14 @@
 //! JS objects. The same frozen object is returned until something changed.
 
 use js_sys::{Array, Object};
-use serde::Serialize;
-use serde_json::value::RawValue;
+use serde::{Serialize, Serializer};
 use wasm_bindgen::JsValue;
 
 use super::driver::{Inner, Shared};
 use super::js;
 use crate::core::fold::{LogView, SessionView, View, ViewChange};
 use crate::core::machine::{Client as Machine, Counters, ErrorInfo, State, Status, Target};
-use crate::core::protocol::{Envelope, LiveTool, LiveTurnState, PendingQuestion};
+use crate::core::protocol::{Envelope, Event, LiveTool, LiveTurnState, PendingQuestion};
 
 #[derive(Serialize)]
 struct StatusJs<'a> {
@@ -49,7 +48,16 @@ struct LogEntryJs<'a> {
     #[serde(rename = "type")]
     type_name: &'a str,
     ts: &'a str,
-    data: &'a RawValue,
+    data: DataJs<'a>,
+}
+
+// The event's `data` written in place: no JSON text to re-validate.
+struct DataJs<'a>(&'a Event);
+
+impl Serialize for DataJs<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize_data(s)
+    }
 }
 
 #[derive(Serialize)]
@@ -109,18 +117,12 @@ fn empty_array() -> JsValue {
 }
 
 fn log_entry(env: &Envelope) -> JsValue {
-    let data = env.event.data_json();
-    let raw = RawValue::from_string(data).ok();
-    let null = RawValue::from_string("null".to_owned()).ok();
-    match raw.or(null) {
-        Some(data) => js::to_js(&LogEntryJs {
-            seq: env.seq.or(env.id).unwrap_or(0),
-            type_name: env.event.type_name(),
-            ts: &env.ts,
-            data: &data,
-        }),
-        None => JsValue::NULL,
-    }
+    js::to_js(&LogEntryJs {
+        seq: env.seq.or(env.id).unwrap_or(0),
+        type_name: env.event.type_name(),
+        ts: &env.ts,
+        data: DataJs(&env.event),
+    })
 }
 
 /// The cached JS view of one client.

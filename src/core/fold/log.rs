@@ -81,3 +81,12 @@ impl LogView {
         ch.overlay = true;
     }
 }
+
+crate::json_struct!(LogView {
+    capacity: req,
+    events: req,
+    total: req,
+    counts: req,
+    transient: req,
+    last_transient: def,
+});

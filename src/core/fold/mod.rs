@@ -15,6 +15,7 @@ pub use session::SessionView;
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::json::{FromJson, JsonError, Reader};
 use crate::core::protocol::{Envelope, LiveTurn, TasksSnapshot};
 
 /// The folded state of one machine's target. Serialised externally tagged
@@ -166,6 +167,22 @@ impl ViewChange {
         }
         self.items_updated.sort_unstable();
         self.items_updated.dedup();
+    }
+}
+
+// Externally tagged, as serde writes it: `{"session": {...}}` or `{"log": {...}}`.
+impl FromJson for View {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        let mut view = None;
+        r.object(&mut |r, key| {
+            view = Some(match key {
+                "session" => View::Session(SessionView::read(r)?),
+                "log" => View::Log(LogView::read(r)?),
+                _ => return Err(JsonError::Type(r.pos(), "a view kind")),
+            });
+            Ok(())
+        })?;
+        view.ok_or(JsonError::Missing("session"))
     }
 }
 

@@ -146,6 +146,28 @@ impl Overlay {
     }
 }
 
+// The persisted state is read with the client's small reader (crate::core::json).
+crate::json_struct!(Overlay {
+    turn_id: req,
+    message_id: req,
+    rev: req,
+    state: def,
+    text: req,
+    text_offset: req,
+    text_len: req,
+    tools: req,
+    pending_question: def,
+    stale: req,
+    boot_id: req,
+});
+crate::json_struct!(InterruptedTurn {
+    turn_id: req,
+    message_id: req,
+    text: req,
+    text_offset: req,
+    reason: req
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;

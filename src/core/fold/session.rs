@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::overlay::{InterruptedTurn, Overlay};
 use super::ViewChange;
+use crate::core::json::{FromJson, JsonError, Reader};
 use crate::core::protocol::{
     Envelope, Event, LiveTurn, PendingPrompt, TasksSnapshot, ToolStatus, Transcript,
     TranscriptItem, REASON_WORKER_RESTART,
@@ -354,5 +355,21 @@ impl SessionView {
             self.apply_tasks(t, ch);
         }
         self.apply_live_turn(live_turn, ch);
+    }
+}
+
+crate::json_struct!(SessionData {
+    items: req,
+    prompts: req,
+    resolved_questions: req,
+    tasks: req,
+    overlay: def,
+    interrupted: req,
+    boot_id: req,
+});
+
+impl FromJson for SessionView {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        SessionData::read(r).map(SessionView::from)
     }
 }

@@ -5,6 +5,7 @@ use super::backoff::parse_retry_after;
 use super::error::CoreError;
 use super::types::{Action, FetchKind, Lifecycle, Notice, RequestId};
 use super::{paths, Client, FetchSlot, Mode, StreamConn};
+use crate::core::json;
 use crate::core::protocol::ErrorBody;
 use crate::core::sse::SseItem;
 
@@ -280,7 +281,7 @@ impl Client {
                 }
             }
         }
-        let parsed: Option<ErrorBody> = serde_json::from_slice(body).ok();
+        let parsed: Option<ErrorBody> = json::from_slice(body).ok();
         let code = parsed.as_ref().map(|b| b.error.clone()).unwrap_or_default();
         let message = parsed
             .as_ref()

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::error::CoreError;
 use super::types::Target;
 use crate::core::fold::View;
+use crate::core::json;
 
 /// Version of the stored format; another version is discarded.
 pub const STORAGE_VERSION: u32 = 1;
@@ -45,7 +46,6 @@ struct StoredRef<'a> {
     state: &'a View,
 }
 
-#[derive(Deserialize)]
 struct Stored {
     target: String,
     epoch: Option<String>,
@@ -53,6 +53,15 @@ struct Stored {
     last: Option<LastApplied>,
     state: View,
 }
+
+crate::json_struct!(LastApplied { seq: req, id: def, type_name = "type": req });
+crate::json_struct!(Stored {
+    target: req,
+    epoch: def,
+    cursor: req,
+    last: def,
+    state: req
+});
 
 /// Encodes position and view as one value.
 pub fn encode(target: &Target, pos: &Position, view: &View) -> Vec<u8> {
@@ -71,20 +80,20 @@ pub fn encode(target: &Target, pos: &Position, view: &View) -> Vec<u8> {
 /// caller then starts from 0).
 pub fn decode(bytes: &[u8], target: &Target) -> Result<(Position, View), CoreError> {
     // Peek at the version first so a future format is not misreported as bad JSON.
-    #[derive(Deserialize)]
     struct Version {
-        v: u32,
+        v: u64,
     }
+    crate::json_struct!(Version { v: req });
     let version: Version =
-        serde_json::from_slice(bytes).map_err(|e| CoreError::CorruptStorage(e.to_string()))?;
-    if version.v != STORAGE_VERSION {
+        json::from_slice(bytes).map_err(|e| CoreError::CorruptStorage(e.to_string()))?;
+    if version.v != u64::from(STORAGE_VERSION) {
         return Err(CoreError::CorruptStorage(format!(
             "unknown storage version {}",
             version.v
         )));
     }
     let s: Stored =
-        serde_json::from_slice(bytes).map_err(|e| CoreError::CorruptStorage(e.to_string()))?;
+        json::from_slice(bytes).map_err(|e| CoreError::CorruptStorage(e.to_string()))?;
     if s.target != target.key() {
         return Err(CoreError::CorruptStorage(format!(
             "stored value belongs to {}",

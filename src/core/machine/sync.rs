@@ -6,6 +6,7 @@ use super::persist::{LastApplied, Position};
 use super::types::{FetchKind, Notice, Target};
 use super::{paths, Client, Frame, Mode};
 use crate::core::fold::{View, ViewChange};
+use crate::core::json::{self, JsonError};
 use crate::core::protocol::{Envelope, Event, EventPage, Hello, ReplayPage};
 use crate::core::sse::SseEvent;
 
@@ -156,9 +157,9 @@ impl Client {
 
     /// One dispatched SSE event.
     pub(super) fn on_sse_event(&mut self, ev: SseEvent, now: u64) {
-        // The slice reader, like pages and the persisted state: one
-        // deserializer type keeps one copy of each payload decoder in the wasm.
-        let env = match Envelope::from_json(ev.data.as_bytes()) {
+        // The client's own reader (small in the wasm); the parser already
+        // validated UTF-8.
+        let env = match json::from_str::<Envelope>(&ev.data) {
             Ok(env) => env,
             Err(e) => {
                 // Nothing of a bad frame is applied; if it was durable (had an
@@ -319,18 +320,18 @@ impl Client {
             _ => return,
         }
         match kind {
-            FetchKind::Replay => match serde_json::from_slice::<ReplayPage>(body) {
+            FetchKind::Replay => match json::from_slice::<ReplayPage>(body) {
                 Ok(page) => self.on_replay_page(page, now),
                 Err(e) => self.page_unreadable(e, now),
             },
-            FetchKind::Events => match serde_json::from_slice::<EventPage>(body) {
+            FetchKind::Events => match json::from_slice::<EventPage>(body) {
                 Ok(page) => self.on_event_page(page, now),
                 Err(e) => self.page_unreadable(e, now),
             },
         }
     }
 
-    fn page_unreadable(&mut self, e: serde_json::Error, now: u64) {
+    fn page_unreadable(&mut self, e: JsonError, now: u64) {
         let err = CoreError::BadJson(e.to_string());
         self.notices
             .push_back(Notice::FrameSkipped { error: err.info() });

@@ -1,0 +1,524 @@
+//! A small JSON pull reader for what the client decodes on every frame and
+//! page. serde_json's derived decoders cost 2–5 KB of wasm per type; this
+//! reader is shared by all types, so each one adds only its field match.
+//!
+//! Semantics follow the serde derives of `protocol.rs`: unknown keys are
+//! skipped, `null` reads as `None` for options, missing fields either fail
+//! (required) or take their default.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::hash::Hash;
+
+use serde_json::{Map, Number, Value};
+
+/// Why a JSON text could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum JsonError {
+    /// Not JSON at this byte offset.
+    #[error("invalid JSON at byte {0}")]
+    Syntax(usize),
+    /// A value of the wrong kind at this byte offset.
+    #[error("expected {1} at byte {0}")]
+    Type(usize, &'static str),
+    /// A required key is absent.
+    #[error("missing field `{0}`")]
+    Missing(&'static str),
+}
+
+/// Types that can be read from JSON by [`Reader`].
+pub trait FromJson: Sized {
+    /// Reads one value.
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError>;
+}
+
+/// Reads a whole text as one `T` (only whitespace may follow).
+pub fn from_str<T: FromJson>(s: &str) -> Result<T, JsonError> {
+    let mut r = Reader::new(s);
+    let v = T::read(&mut r)?;
+    r.end()?;
+    Ok(v)
+}
+
+/// Reads UTF-8 bytes as one `T`.
+pub fn from_slice<T: FromJson>(b: &[u8]) -> Result<T, JsonError> {
+    from_str(std::str::from_utf8(b).map_err(|e| JsonError::Syntax(e.valid_up_to()))?)
+}
+
+// serde_json's limit too: deeper nesting is refused rather than overflowing the stack.
+const MAX_DEPTH: u32 = 128;
+
+/// A cursor over one JSON text.
+pub struct Reader<'a> {
+    s: &'a str,
+    pos: usize,
+    depth: u32,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader at the start of `s`.
+    pub fn new(s: &'a str) -> Self {
+        Reader {
+            s,
+            pos: 0,
+            depth: 0,
+        }
+    }
+
+    /// Byte offset of the next unread character.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        let b = self.s.as_bytes();
+        while let Some(&c) = b.get(self.pos) {
+            if !matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
+                return Some(c);
+            }
+            self.pos += 1;
+        }
+        None
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        let hit = self.peek() == Some(c);
+        self.pos += hit as usize;
+        hit
+    }
+
+    fn word(&mut self, w: &str) -> bool {
+        let hit = self.s.as_bytes()[self.pos..].starts_with(w.as_bytes());
+        if hit {
+            self.pos += w.len();
+        }
+        hit
+    }
+
+    fn syntax(&self) -> JsonError {
+        JsonError::Syntax(self.pos)
+    }
+
+    fn kind(&self, what: &'static str) -> JsonError {
+        JsonError::Type(self.pos, what)
+    }
+
+    /// Fails unless only whitespace is left.
+    pub fn end(&mut self) -> Result<(), JsonError> {
+        match self.peek() {
+            None => Ok(()),
+            Some(_) => Err(self.syntax()),
+        }
+    }
+
+    /// Consumes a `null` if one is next.
+    pub fn null(&mut self) -> bool {
+        self.peek() == Some(b'n') && self.word("null")
+    }
+
+    /// Reads an object, calling `f` with each key; `f` must read the value.
+    pub fn object(
+        &mut self,
+        f: &mut dyn FnMut(&mut Reader<'a>, &str) -> Result<(), JsonError>,
+    ) -> Result<(), JsonError> {
+        if !self.eat(b'{') {
+            return Err(self.kind("an object"));
+        }
+        self.nest()?;
+        if !self.eat(b'}') {
+            loop {
+                if self.peek() != Some(b'"') {
+                    return Err(self.syntax());
+                }
+                let key = self.string()?;
+                if !self.eat(b':') {
+                    return Err(self.syntax());
+                }
+                f(self, &key)?;
+                if self.eat(b'}') {
+                    break;
+                }
+                if !self.eat(b',') {
+                    return Err(self.syntax());
+                }
+            }
+        }
+        self.depth -= 1;
+        Ok(())
+    }
+
+    /// Reads an array, calling `f` once per element; `f` must read it.
+    pub fn array(
+        &mut self,
+        f: &mut dyn FnMut(&mut Reader<'a>) -> Result<(), JsonError>,
+    ) -> Result<(), JsonError> {
+        if !self.eat(b'[') {
+            return Err(self.kind("an array"));
+        }
+        self.nest()?;
+        if !self.eat(b']') {
+            loop {
+                f(self)?;
+                if self.eat(b']') {
+                    break;
+                }
+                if !self.eat(b',') {
+                    return Err(self.syntax());
+                }
+            }
+        }
+        self.depth -= 1;
+        Ok(())
+    }
+
+    fn nest(&mut self) -> Result<(), JsonError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.syntax());
+        }
+        Ok(())
+    }
+
+    /// Reads a string, borrowed when it has no escapes.
+    pub fn string(&mut self) -> Result<Cow<'a, str>, JsonError> {
+        if !self.eat(b'"') {
+            return Err(self.kind("a string"));
+        }
+        let b = self.s.as_bytes();
+        let start = self.pos;
+        let mut owned: Option<String> = None;
+        let mut run = start;
+        loop {
+            let Some(&c) = b.get(self.pos) else {
+                return Err(self.syntax());
+            };
+            match c {
+                b'"' => {
+                    let tail = &self.s[run..self.pos];
+                    self.pos += 1;
+                    return Ok(match owned {
+                        None => Cow::Borrowed(tail),
+                        Some(mut o) => {
+                            o.push_str(tail);
+                            Cow::Owned(o)
+                        }
+                    });
+                }
+                b'\\' => {
+                    let o = owned.get_or_insert_with(String::new);
+                    o.push_str(&self.s[run..self.pos]);
+                    self.pos += 1;
+                    let e = b.get(self.pos).copied();
+                    self.pos += 1;
+                    o.push(match e {
+                        Some(b'"') => '"',
+                        Some(b'\\') => '\\',
+                        Some(b'/') => '/',
+                        Some(b'b') => '\u{8}',
+                        Some(b'f') => '\u{c}',
+                        Some(b'n') => '\n',
+                        Some(b'r') => '\r',
+                        Some(b't') => '\t',
+                        Some(b'u') => self.unicode_escape()?,
+                        _ => return Err(JsonError::Syntax(self.pos - 1)),
+                    });
+                    run = self.pos;
+                }
+                0..=0x1f => return Err(self.syntax()),
+                _ => self.pos += 1,
+            }
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32, JsonError> {
+        let h = self.s.get(self.pos..self.pos + 4).ok_or(self.syntax())?;
+        let v = u32::from_str_radix(h, 16).map_err(|_| self.syntax())?;
+        // from_str_radix accepts a leading '+'; JSON does not.
+        if h.starts_with('+') {
+            return Err(self.syntax());
+        }
+        self.pos += 4;
+        Ok(v)
+    }
+
+    fn unicode_escape(&mut self) -> Result<char, JsonError> {
+        let hi = self.hex4()?;
+        let code = match hi {
+            0xD800..=0xDBFF => {
+                if !self.word("\\u") {
+                    return Err(self.syntax());
+                }
+                let lo = self.hex4()?;
+                if !(0xDC00..=0xDFFF).contains(&lo) {
+                    return Err(self.syntax());
+                }
+                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+            }
+            _ => hi,
+        };
+        char::from_u32(code).ok_or(self.syntax())
+    }
+
+    /// Reads an integer; fractions and exponents are refused.
+    fn integer(&mut self, signed: bool) -> Result<(bool, u64), JsonError> {
+        let at = match self.peek() {
+            Some(b'-' | b'0'..=b'9') => self.pos,
+            _ => return Err(self.kind("an integer")),
+        };
+        let neg = self.s.as_bytes()[at] == b'-';
+        self.pos += neg as usize;
+        let digits = self.pos;
+        let mut v: u64 = 0;
+        while let Some(d @ b'0'..=b'9') = self.s.as_bytes().get(self.pos).copied() {
+            v = v
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(u64::from(d - b'0')))
+                .ok_or(JsonError::Type(at, "a smaller number"))?;
+            self.pos += 1;
+        }
+        let n = self.pos - digits;
+        if n == 0 || (n > 1 && self.s.as_bytes()[digits] == b'0') {
+            return Err(JsonError::Syntax(at));
+        }
+        if matches!(self.s.as_bytes().get(self.pos), Some(b'.' | b'e' | b'E')) {
+            return Err(JsonError::Type(at, "an integer"));
+        }
+        if neg && !signed && v != 0 {
+            return Err(JsonError::Type(at, "an unsigned integer"));
+        }
+        Ok((neg, v))
+    }
+
+    /// Skips one value of any kind.
+    pub fn skip(&mut self) -> Result<(), JsonError> {
+        match self.peek() {
+            Some(b'{') => self.object(&mut |r, _| r.skip()),
+            Some(b'[') => self.array(&mut |r| r.skip()),
+            Some(b'"') => self.string().map(drop),
+            Some(b't') if self.word("true") => Ok(()),
+            Some(b'f') if self.word("false") => Ok(()),
+            Some(b'n') if self.word("null") => Ok(()),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => Err(self.syntax()),
+        }
+    }
+
+    fn number(&mut self) -> Result<(), JsonError> {
+        let b = self.s.as_bytes();
+        let at = self.pos;
+        self.pos += (b[self.pos] == b'-') as usize;
+        let digits = |r: &mut Self| {
+            let from = r.pos;
+            while b.get(r.pos).is_some_and(u8::is_ascii_digit) {
+                r.pos += 1;
+            }
+            r.pos - from
+        };
+        let int_at = self.pos;
+        let n = digits(self);
+        if n == 0 || (n > 1 && b[int_at] == b'0') {
+            return Err(JsonError::Syntax(at));
+        }
+        if b.get(self.pos) == Some(&b'.') {
+            self.pos += 1;
+            if digits(self) == 0 {
+                return Err(JsonError::Syntax(at));
+            }
+        }
+        if matches!(b.get(self.pos), Some(b'e' | b'E')) {
+            self.pos += 1;
+            self.pos += matches!(b.get(self.pos), Some(b'+' | b'-')) as usize;
+            if digits(self) == 0 {
+                return Err(JsonError::Syntax(at));
+            }
+        }
+        Ok(())
+    }
+
+    /// Skips one value and returns its text.
+    pub fn raw(&mut self) -> Result<&'a str, JsonError> {
+        self.peek();
+        let start = self.pos;
+        self.skip()?;
+        Ok(&self.s[start..self.pos])
+    }
+}
+
+impl FromJson for String {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        r.string().map(Cow::into_owned)
+    }
+}
+
+impl FromJson for u64 {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        r.integer(false).map(|(_, v)| v)
+    }
+}
+
+impl FromJson for i64 {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        let at = r.pos;
+        let (neg, v) = r.integer(true)?;
+        let v = if neg {
+            0i64.checked_sub_unsigned(v)
+        } else {
+            i64::try_from(v).ok()
+        };
+        v.ok_or(JsonError::Type(at, "a smaller number"))
+    }
+}
+
+impl FromJson for bool {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        match r.peek() {
+            Some(b't') if r.word("true") => Ok(true),
+            Some(b'f') if r.word("false") => Ok(false),
+            _ => Err(r.kind("a boolean")),
+        }
+    }
+}
+
+impl<T: FromJson> FromJson for Option<T> {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        if r.null() {
+            return Ok(None);
+        }
+        T::read(r).map(Some)
+    }
+}
+
+impl<T: FromJson> FromJson for Vec<T> {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        let mut v = Vec::new();
+        r.array(&mut |r| {
+            v.push(T::read(r)?);
+            Ok(())
+        })?;
+        Ok(v)
+    }
+}
+
+impl FromJson for usize {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        let at = r.pos;
+        let v = u64::read(r)?;
+        usize::try_from(v).map_err(|_| JsonError::Type(at, "a smaller number"))
+    }
+}
+
+impl<T: FromJson> FromJson for VecDeque<T> {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        Vec::read(r).map(VecDeque::from)
+    }
+}
+
+impl<T: FromJson + Eq + Hash> FromJson for HashSet<T> {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        Vec::read(r).map(HashSet::from_iter)
+    }
+}
+
+impl<T: FromJson> FromJson for BTreeMap<String, T> {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        let mut m = BTreeMap::new();
+        r.object(&mut |r, key| {
+            m.insert(key.to_owned(), T::read(r)?);
+            Ok(())
+        })?;
+        Ok(m)
+    }
+}
+
+// Built here rather than by serde_json's deserializer, so the wasm carries
+// no serde_json decoding at all.
+impl FromJson for Value {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        let at = r.pos;
+        Ok(match r.peek() {
+            Some(b'{') => {
+                let mut m = Map::new();
+                r.object(&mut |r, key| {
+                    m.insert(key.to_owned(), Value::read(r)?);
+                    Ok(())
+                })?;
+                Value::Object(m)
+            }
+            Some(b'[') => Value::Array(Vec::read(r)?),
+            Some(b'"') => Value::String(String::read(r)?),
+            Some(b't' | b'f') => Value::Bool(bool::read(r)?),
+            Some(b'n') if r.null() => Value::Null,
+            Some(b'-' | b'0'..=b'9') => {
+                let text = r.raw()?;
+                if text == "-0" {
+                    // serde_json reads a negative zero as a float.
+                    Value::from(-0.0)
+                } else if let Ok(v) = text.parse::<u64>() {
+                    Value::from(v)
+                } else if let Ok(v) = text.parse::<i64>() {
+                    Value::from(v)
+                } else {
+                    // Infinite only when out of range, which serde_json refuses too.
+                    let f = text.parse::<f64>().map_err(|_| JsonError::Syntax(at))?;
+                    Number::from_f64(f)
+                        .map(Value::Number)
+                        .ok_or(JsonError::Syntax(at))?
+                }
+            }
+            _ => return Err(JsonError::Syntax(at)),
+        })
+    }
+}
+
+/// `FromJson` for a struct whose JSON keys are its field names (or
+/// `field = "key"`). Each field is
+/// `req` (missing fails) or `def` (missing takes `Default::default()`, and
+/// an `Option` is `None`, as serde does).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! json_struct {
+    ($ty:ident { $( $field:ident $(= $key:literal)? : $mode:ident ),* $(,)? }) => {
+        impl $crate::core::json::FromJson for $ty {
+            fn read(r: &mut $crate::core::json::Reader<'_>) -> Result<Self, $crate::core::json::JsonError> {
+                $( let mut $field = None; )*
+                r.object(&mut |r, key| {
+                    match key {
+                        $( $crate::json_struct!(@key $field $($key)?) => $field = Some($crate::core::json::FromJson::read(r)?), )*
+                        _ => r.skip()?,
+                    }
+                    Ok(())
+                })?;
+                Ok($ty { $( $field: $crate::json_struct!(@take $mode $field), )* })
+            }
+        }
+    };
+    (@key $field:ident) => { stringify!($field) };
+    (@key $field:ident $key:literal) => { $key };
+    (@take req $field:ident) => {
+        $field.ok_or($crate::core::json::JsonError::Missing(stringify!($field)))?
+    };
+    (@take def $field:ident) => {
+        $field.unwrap_or_default()
+    };
+}
+
+/// `FromJson` for a unit enum read from fixed strings.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! json_enum {
+    ($ty:ident { $( $variant:ident = $name:literal ),* $(,)? }) => {
+        impl $crate::core::json::FromJson for $ty {
+            fn read(r: &mut $crate::core::json::Reader<'_>) -> Result<Self, $crate::core::json::JsonError> {
+                let at = r.pos();
+                let s = r.string()?;
+                match &*s {
+                    $( $name => Ok($ty::$variant), )*
+                    _ => Err($crate::core::json::JsonError::Type(at, concat!("a known ", stringify!($ty)))),
+                }
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests;
