@@ -493,7 +493,16 @@ impl Shared {
     fn arm_timer(self: &Rc<Self>) {
         let mut inner = self.inner.borrow_mut();
         let deadline = inner.machine.as_ref().and_then(|m| m.poll_timeout());
-        if inner.closed || inner.timer.as_ref().map(|t| t.0) == deadline {
+        // The stall watchdog moves the deadline later on every chunk; keeping
+        // a timer that fires no later than needed saves a clearTimeout and a
+        // setTimeout per chunk. An early wake-up is harmless: nothing is due,
+        // and the timer is re-armed for the new deadline then.
+        let keep = match (inner.timer.as_ref(), deadline) {
+            (Some(&(armed, _)), Some(at)) => armed <= at,
+            (Some(_), None) => true,
+            (None, at) => at.is_none(),
+        };
+        if inner.closed || keep {
             return;
         }
         inner.spent_timer = None;

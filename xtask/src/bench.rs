@@ -147,51 +147,47 @@ const FIGURES: &[Figure] = &[
 
 /// Runs every benchmark and writes the report.
 pub fn run_task(args: &[String]) -> Result {
+    // `--native` or `--browser` runs one half (while developing; the report
+    // then holds only that half).
     let only_native = args.iter().any(|a| a == "--native");
+    let only_browser = args.iter().any(|a| a == "--browser");
     let mut values = BTreeMap::new();
     let mut sources = Vec::new();
-    let mut collect =
-        |label: &str, program: &str, argv: &[&str], env: &[(&str, String)]| -> Result {
-            cmd::step(label, || {
-                let mut command = Command::new(program);
-                command.args(argv).current_dir(root());
-                for (k, v) in env {
-                    command.env(k, v);
+    let native: [(&str, &[&str]); 3] = [
+        (
+            "bench: SSE parser",
+            &["bench", "-q", "-p", "replay-client", "--bench", "sse_parse"],
+        ),
+        (
+            "bench: pipeline",
+            &["bench", "-q", "-p", "replay-client", "--bench", "pipeline"],
+        ),
+        (
+            "bench: server",
+            &["bench", "-q", "-p", "replay-server", "--bench", "server"],
+        ),
+    ];
+    for (label, argv) in native.iter().filter(|_| !only_browser) {
+        cmd::step(label, || {
+            let out = Command::new("cargo")
+                .args(*argv)
+                .current_dir(root())
+                .output()
+                .map_err(|e| format!("cargo: {e}"))?;
+            if !out.status.success() {
+                eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+                return Err(format!("{label} failed"));
+            }
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                println!("  {line}");
+                if let Some((name, value)) = parse_line(line) {
+                    values.insert(name, value);
                 }
-                let out = command.output().map_err(|e| format!("{program}: {e}"))?;
-                if !out.status.success() {
-                    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-                    return Err(format!("{label} failed"));
-                }
-                for line in String::from_utf8_lossy(&out.stdout).lines() {
-                    println!("  {line}");
-                    if let Some((name, value)) = parse_line(line) {
-                        values.insert(name, value);
-                    }
-                }
-                Ok(())
-            })?;
-            sources.push(format!("{program} {}", argv.join(" ")));
+            }
             Ok(())
-        };
-    collect(
-        "bench: SSE parser",
-        "cargo",
-        &["bench", "-q", "-p", "replay-client", "--bench", "sse_parse"],
-        &[],
-    )?;
-    collect(
-        "bench: pipeline",
-        "cargo",
-        &["bench", "-q", "-p", "replay-client", "--bench", "pipeline"],
-        &[],
-    )?;
-    collect(
-        "bench: server",
-        "cargo",
-        &["bench", "-q", "-p", "replay-server", "--bench", "server"],
-        &[],
-    )?;
+        })?;
+        sources.push(format!("cargo {}", argv.join(" ")));
+    }
     if !only_native {
         crate::browser_bench::run(&mut |name, value| {
             values.insert(name.to_owned(), value);

@@ -108,7 +108,7 @@ impl Config {
         Config {
             target,
             max_event_size: 1 << 20,
-            replay_page_limit: 500,
+            replay_page_limit: 2_000,
             backoff: BackoffConfig::default(),
             stall_factor: 2.5,
             heartbeat_ms: 15_000,
@@ -159,7 +159,7 @@ pub enum Action {
     Fetch {
         /// Carried back by the answer.
         id: RequestId,
-        /// E.g. `/v1/sessions/ses_1/replay?after_cursor=0&limit=500`.
+        /// E.g. `/v1/sessions/ses_1/replay?after_cursor=0&limit=2000`.
         path_and_query: String,
         /// Which handler takes the body.
         kind: FetchKind,

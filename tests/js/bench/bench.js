@@ -38,7 +38,7 @@ async function baselineRestore(sessionId) {
   const tools = new Map();
   let cursor = 0;
   for (;;) {
-    const res = await fetch(`${baseUrl}/v1/sessions/${sessionId}/replay?after_cursor=${cursor}&limit=500`);
+    const res = await fetch(`${baseUrl}/v1/sessions/${sessionId}/replay?after_cursor=${cursor}&limit=2000`);
     const page = JSON.parse(await res.text());
     for (const e of page.history) {
       if (e.seq !== cursor + 1) continue;
