@@ -16,7 +16,9 @@ fn main() {
     let subscription = client.on_change(move || {
         let Some(client) = weak.upgrade() else { return };
         client.with_view(|view| {
-            let Some(session) = view.and_then(|v| v.as_session()) else { return };
+            let Some(session) = view.and_then(|v| v.as_session()) else {
+                return;
+            };
             for item in session.items() {
                 if let TranscriptItem::Message { role, text, .. } = item {
                     web_log(&format!("{role:?}: {text}"));

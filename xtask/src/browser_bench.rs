@@ -25,7 +25,10 @@ pub fn run(record: &mut dyn FnMut(&str, f64)) -> Result {
     record("browser_total_gzip_kb", total_gz as f64 / 1000.0);
 
     cmd::step("bench: build replay-server (server profile)", || {
-        cmd::run("cargo", &["build", "--profile", "server", "-p", "replay-server"])
+        cmd::run(
+            "cargo",
+            &["build", "--profile", "server", "-p", "replay-server"],
+        )
     })?;
     let server = Server::start(
         &root().join("target/server/replay-server"),

@@ -16,7 +16,10 @@ pub fn run_task(args: &[String]) -> Result {
     setup::ensure_all()?;
     let site = build_site()?;
     cmd::step("demo: build replay-server (server profile)", || {
-        run("cargo", &["build", "--profile", "server", "-p", "replay-server"])
+        run(
+            "cargo",
+            &["build", "--profile", "server", "-p", "replay-server"],
+        )
     })?;
     let db = root().join("target/replay-demo.sqlite");
     let server = Server::start(
