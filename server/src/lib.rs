@@ -118,6 +118,11 @@ impl Running {
         format!("http://{}", self.addr)
     }
 
+    /// The shared state (store, hub, worker), for in-process drivers such as the benchmark.
+    pub fn app(&self) -> &Arc<app::App> {
+        &self.app
+    }
+
     /// The current boot id.
     pub fn boot_id(&self) -> String {
         self.app.worker().boot_id.clone()

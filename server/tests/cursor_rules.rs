@@ -167,9 +167,9 @@ async fn session_stream_sends_backlog_then_snapshots_then_live() {
     let frames = sse.collect_for(std::time::Duration::from_millis(500)).await;
     let types: Vec<String> = frames
         .iter()
-        .filter_map(|f| match f {
-            Frame::Event { ty, .. } => Some(ty.clone()),
-            Frame::Retry(_) => Some("retry".into()),
+        .map(|f| match f {
+            Frame::Event { ty, .. } => ty.clone(),
+            Frame::Retry(_) => "retry".into(),
         })
         .collect();
     let expect = [
