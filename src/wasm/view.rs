@@ -189,10 +189,14 @@ impl ViewCache {
             for &i in ch.items_updated.iter().filter(|&&i| i < keep && !full) {
                 next.set(i as u32, js::to_js(&items[i]));
             }
-            for item in &items[keep..] {
-                next.push(&js::to_js(item));
+            // One JSON text and one JSON.parse for all appended items: a
+            // restore appends thousands, and per-item crossings dominate.
+            if keep < items.len() {
+                let appended: Array = js::to_js(&items[keep..]).into();
+                self.items = frozen(next.concat(&appended));
+            } else {
+                self.items = frozen(next);
             }
-            self.items = frozen(next);
         }
         if full || ch.overlay {
             self.live = match s.overlay() {
