@@ -80,9 +80,33 @@ async fn cursor_above_head_gets_409_and_restores_from_zero() {
     client.close();
 }
 
-/// The server's `fail_requests` fault answers with the code `injected_fault`
-/// (it cannot inject `invalid_cursor`), so a 400 here is "another 4xx":
-/// rule 9 says stop with an error, never loop.
+#[wasm_bindgen_test]
+async fn invalid_cursor_400_restores_from_zero_with_a_notice() {
+    let session = create_session().await;
+    let stored = stored_after_one_turn(&session).await;
+    let head = stored["cursor"].as_u64().unwrap();
+    store(&session, &stored);
+    fault(
+        json!({"kind": "fail_requests", "route": "replay", "status": 400,
+                 "error": "invalid_cursor", "count": 1}),
+    )
+    .await;
+    let client = Client::connect(options(&session, StorageChoice::Local));
+    assert!(wait_until(10_000, || has_notice(&client, "cursor_reset")).await);
+    let notice = client
+        .notices()
+        .into_iter()
+        .find(|n| n.code == "cursor_reset")
+        .unwrap();
+    assert_eq!(notice.status, Some(400), "{notice:?}");
+    converge(&client, &session, 15_000).await;
+    assert_eq!(client.position().cursor, head);
+    assert_ne!(client.status().state, State::Failed);
+    client.close();
+}
+
+/// A 400 with any other code is "another 4xx": rule 9 says stop with an
+/// error, never loop.
 #[wasm_bindgen_test]
 async fn other_400_stops_with_an_error() {
     let session = create_session().await;

@@ -78,6 +78,10 @@ pub enum FaultSpec {
         /// `Retry-After` seconds to send, if any.
         #[serde(default)]
         retry_after: Option<u64>,
+        /// The body's error code (default `injected_fault`), e.g.
+        /// `invalid_cursor` to exercise a client's restore from 0.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     /// Drop live state, run startup recovery, take a new boot id.
     RestartWorker,
@@ -114,12 +118,14 @@ struct Active {
 }
 
 /// A status a `fail_requests` fault decided to answer with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
     /// HTTP status.
     pub status: u16,
     /// `Retry-After` seconds.
     pub retry_after: Option<u64>,
+    /// The error code of the body, when not `injected_fault`.
+    pub error: Option<String>,
 }
 
 /// Per-stream fault bookkeeping.
@@ -283,6 +289,7 @@ impl Faults {
             status,
             count,
             retry_after,
+            error,
             ..
         } = &mut active[i].spec
         else {
@@ -291,6 +298,7 @@ impl Faults {
         let failure = Failure {
             status: *status,
             retry_after: *retry_after,
+            error: error.clone(),
         };
         *count -= 1;
         if *count == 0 {
@@ -336,8 +344,16 @@ mod tests {
                 route: Route::Replay,
                 status: 503,
                 count: 2,
-                retry_after: Some(1)
+                retry_after: Some(1),
+                error: None,
             }
+        );
+        let f: FaultSpec = serde_json::from_str(
+            r#"{"kind":"fail_requests","route":"stream","status":400,"error":"invalid_cursor"}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(f, FaultSpec::FailRequests { status: 400, count: 1, ref error, .. } if error.as_deref() == Some("invalid_cursor"))
         );
         let f: FaultSpec = serde_json::from_str(r#"{"kind":"stall"}"#).unwrap();
         assert_eq!(f, FaultSpec::Stall { ms: None });
@@ -352,6 +368,7 @@ mod tests {
             status: 500,
             count: 2,
             retry_after: None,
+            error: None,
         });
         assert_eq!(faults.take_failure(Route::Replay), None);
         assert!(faults.take_failure(Route::Messages).is_some());

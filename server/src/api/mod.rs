@@ -343,7 +343,7 @@ async fn faults_layer(State(app): State<Arc<App>>, req: Request, next: Next) -> 
                 StatusCode::from_u16(f.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let mut e = ApiError::new(
                 status,
-                "injected_fault",
+                f.error.as_deref().unwrap_or("injected_fault"),
                 format!("fault injection: {}", f.status),
             );
             e.retry_after = f.retry_after;
