@@ -9,6 +9,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
+use replay_client::core::machine::SplitMix64;
 use replay_client::core::sse::{SseError, SseItem, SseParser};
 use serde::Deserialize;
 
@@ -111,19 +112,6 @@ fn declared_chunks(case: &Case) -> Vec<Vec<u8>> {
     }
 }
 
-/// splitmix64: a small deterministic PRNG, enough to place chunk boundaries.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
@@ -136,15 +124,15 @@ fn fixed_chunks(bytes: &[u8], n: usize) -> Vec<Vec<u8>> {
 
 /// Random boundaries; sizes mix tiny and larger pieces.
 fn random_chunks(bytes: &[u8], seed: u64) -> Vec<Vec<u8>> {
-    let mut rng = SplitMix(seed);
+    let mut rng = SplitMix64::new(seed);
     let max = (bytes.len() / 3).max(2) as u64;
     let mut out = Vec::new();
     let mut rest = bytes;
     while !rest.is_empty() {
-        let n = if rng.next() % 2 == 0 {
-            1 + rng.next() % 4
+        let n = if rng.next_u64() % 2 == 0 {
+            1 + rng.next_u64() % 4
         } else {
-            1 + rng.next() % max
+            1 + rng.next_u64() % max
         };
         let (head, tail) = rest.split_at((n as usize).min(rest.len()));
         out.push(head.to_vec());

@@ -51,20 +51,12 @@ const WORDS: &[&str] = &[
     "done",
 ];
 
-/// splitmix64: deterministic without a `rand` dependency.
-struct Rng(u64);
+/// Deterministic text on top of the core's SplitMix64 (no `rand` dependency).
+struct Rng(replay_client::core::machine::SplitMix64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.0.below(n)
     }
 
     fn text(&mut self, min: usize, spread: u64) -> String {
@@ -93,7 +85,7 @@ fn ts(i: usize) -> String {
 /// Generates `events` dispatched frames (plus interleaved comments) from
 /// `seed`. Same arguments, same bytes.
 pub fn session_stream(events: usize, seed: u64) -> SessionStream {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(replay_client::core::machine::SplitMix64::new(seed));
     let mut out = String::with_capacity(events * 320);
     let mut seq = 0u64;
     let mut row = 5_000u64;

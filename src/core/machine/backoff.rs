@@ -22,6 +22,11 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
+    /// Uniform in `0..n` (`0` when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
     /// Uniform in `0..=max` (modulo bias is irrelevant at these ranges).
     pub fn up_to(&mut self, max: u64) -> u64 {
         match max.checked_add(1) {
