@@ -128,13 +128,19 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "browser_live_delta_us",
         unit: "µs",
-        what: "cost per live delta (bytes in to view updated)",
+        what: "main-thread script time per streamed event of a long answer (CDP ScriptDuration / events; fetch read, wasm, view, subscriber)",
         target: None,
     },
     Figure {
         name: "browser_heap_mb",
         unit: "MB",
-        what: "JS heap after a long simulated stream",
+        what: "JS heap after 5 restores of 10 000 events and 3 answers of 8 000 characters (after GC)",
+        target: None,
+    },
+    Figure {
+        name: "browser_wasm_memory_mb",
+        unit: "MB",
+        what: "wasm linear memory at the same point (it grows, never shrinks)",
         target: None,
     },
     Figure {
