@@ -127,6 +127,17 @@ fn scope_from_str(s: &str) -> Scope {
 }
 
 impl Db {
+    /// Every row of a parameterless query, mapped.
+    fn all<T>(
+        &self,
+        sql: &str,
+        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> StoreResult<Vec<T>> {
+        let mut st = self.conn.prepare(sql)?;
+        let rows = st.query_map([], map)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Opens (or creates) the database at `path`; `:memory:` for a throwaway one.
     pub fn open(path: &str) -> StoreResult<Db> {
         let conn = if path == ":memory:" {
@@ -387,31 +398,29 @@ impl Db {
 
     /// Turns that are queued or running.
     pub fn open_turns(&self) -> StoreResult<Vec<OpenTurn>> {
-        let mut st = self.conn.prepare(
+        self.all(
             "SELECT session_id, turn_id FROM turns WHERE state IN ('queued', 'running') ORDER BY rowid",
-        )?;
-        let rows = st.query_map([], |r| {
-            Ok(OpenTurn {
-                session_id: r.get(0)?,
-                turn_id: r.get(1)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            |r| {
+                Ok(OpenTurn {
+                    session_id: r.get(0)?,
+                    turn_id: r.get(1)?,
+                })
+            },
+        )
     }
 
     /// Persisted questions without an answer.
     pub fn open_questions(&self) -> StoreResult<Vec<OpenQuestion>> {
-        let mut st = self.conn.prepare(
+        self.all(
             "SELECT session_id, turn_id, question_id FROM questions WHERE state = 'pending' ORDER BY rowid",
-        )?;
-        let rows = st.query_map([], |r| {
-            Ok(OpenQuestion {
-                session_id: r.get(0)?,
-                turn_id: r.get(1)?,
-                question_id: r.get(2)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            |r| {
+                Ok(OpenQuestion {
+                    session_id: r.get(0)?,
+                    turn_id: r.get(1)?,
+                    question_id: r.get(2)?,
+                })
+            },
+        )
     }
 
     /// State of a persisted question, with its session.
@@ -428,34 +437,32 @@ impl Db {
 
     /// Tool calls started and never completed.
     pub fn open_tools(&self) -> StoreResult<Vec<OpenTool>> {
-        let mut st = self.conn.prepare(
+        self.all(
             "SELECT session_id, turn_id, call_id FROM tools WHERE state = 'running' ORDER BY rowid",
-        )?;
-        let rows = st.query_map([], |r| {
-            Ok(OpenTool {
-                session_id: r.get(0)?,
-                turn_id: r.get(1)?,
-                call_id: r.get(2)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            |r| {
+                Ok(OpenTool {
+                    session_id: r.get(0)?,
+                    turn_id: r.get(1)?,
+                    call_id: r.get(2)?,
+                })
+            },
+        )
     }
 
     /// Every runtime-managed process.
     pub fn processes(&self) -> StoreResult<Vec<ProcessRow>> {
-        let mut st = self.conn.prepare(
+        self.all(
             "SELECT process_id, command, state, exit_code, length(CAST(log AS BLOB)) FROM processes ORDER BY rowid",
-        )?;
-        let rows = st.query_map([], |r| {
-            Ok(ProcessRow {
-                process_id: r.get(0)?,
-                command: r.get(1)?,
-                state: r.get(2)?,
-                exit_code: r.get(3)?,
-                log_bytes: r.get(4)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            |r| {
+                Ok(ProcessRow {
+                    process_id: r.get(0)?,
+                    command: r.get(1)?,
+                    state: r.get(2)?,
+                    exit_code: r.get(3)?,
+                    log_bytes: r.get(4)?,
+                })
+            },
+        )
     }
 
     /// Appends process output to its log; returns the byte offset it starts at.
