@@ -30,6 +30,22 @@ fn store(session: &str, v: &Value) {
         .unwrap();
 }
 
+/// Rule 9: a rejected cursor gives a `cursor_reset` notice with the HTTP
+/// status, then a restore from 0 that reaches the server's head.
+async fn restores_from_zero_after(client: &Client, session: &str, status: u16, head: u64) {
+    assert!(wait_until(10_000, || has_notice(client, "cursor_reset")).await);
+    let notice = client
+        .notices()
+        .into_iter()
+        .find(|n| n.code == "cursor_reset")
+        .unwrap();
+    assert_eq!(notice.status, Some(status), "{notice:?}");
+    converge(client, session, 15_000).await;
+    assert_eq!(client.position().cursor, head);
+    assert_ne!(client.status().state, State::Failed);
+    client.close();
+}
+
 #[wasm_bindgen_test]
 async fn gap_in_the_live_stream_is_repaired() {
     let session = create_session().await;
@@ -68,16 +84,7 @@ async fn cursor_above_head_gets_409_and_restores_from_zero() {
     stored["cursor"] = json!(head + 50);
     store(&session, &stored);
     let client = Client::connect(options(&session, StorageChoice::Local));
-    assert!(wait_until(10_000, || has_notice(&client, "cursor_reset")).await);
-    let notice = client
-        .notices()
-        .into_iter()
-        .find(|n| n.code == "cursor_reset")
-        .unwrap();
-    assert_eq!(notice.status, Some(409), "{notice:?}");
-    converge(&client, &session, 15_000).await;
-    assert_eq!(client.position().cursor, head);
-    client.close();
+    restores_from_zero_after(&client, &session, 409, head).await;
 }
 
 #[wasm_bindgen_test]
@@ -92,17 +99,7 @@ async fn invalid_cursor_400_restores_from_zero_with_a_notice() {
     )
     .await;
     let client = Client::connect(options(&session, StorageChoice::Local));
-    assert!(wait_until(10_000, || has_notice(&client, "cursor_reset")).await);
-    let notice = client
-        .notices()
-        .into_iter()
-        .find(|n| n.code == "cursor_reset")
-        .unwrap();
-    assert_eq!(notice.status, Some(400), "{notice:?}");
-    converge(&client, &session, 15_000).await;
-    assert_eq!(client.position().cursor, head);
-    assert_ne!(client.status().state, State::Failed);
-    client.close();
+    restores_from_zero_after(&client, &session, 400, head).await;
 }
 
 /// A 400 with any other code is "another 4xx": rule 9 says stop with an
