@@ -49,6 +49,7 @@ function open(id) {
   $("session-id").textContent = id;
   remember(id);
   renderedItems = [];
+  lastView = null;
   $("transcript").replaceChildren();
   client = ReplayClient.connect({ baseUrl, sessionId: id, storage: "local" });
   client.subscribe(() => render(client.view()));
@@ -187,12 +188,15 @@ function renderNotices(notices) {
 
 function render(view) {
   if (view === lastView) return;
+  const previous = lastView;
   lastView = view;
   window.__replay && window.__replay.paints++;
   renderTranscript(view);
-  renderLive(view.live);
-  renderPrompts(view.pendingPrompts);
-  renderTasks(view.tasks);
+  // Parts keep their object while unchanged: rebuilding them anyway would
+  // replace buttons under a person's pointer while an answer streams.
+  if (view.live !== previous?.live) renderLive(view.live);
+  if (view.pendingPrompts !== previous?.pendingPrompts) renderPrompts(view.pendingPrompts);
+  if (view.tasks !== previous?.tasks) renderTasks(view.tasks);
   renderStatus(view.status);
   renderNotices(view.notices);
   renderDiagnostics();

@@ -133,9 +133,15 @@ test("a seeded fault schedule over many turns ends equal to the server's transcr
       await until("the question or the turn's end", async () => {
         const open = await page.evaluate(() => window.__replay.client.view().pendingPrompts.map((p) => p.question_id));
         const fresh = open.find((id) => !answered.has(id));
-        const button = fresh && (await page.$(`.prompt[data-question-id="${fresh}"] button`));
-        if (button) {
-          await button.click();
+        // Click inside the page, atomically with finding the button.
+        const clicked =
+          fresh &&
+          (await page.evaluate((id) => {
+            const button = document.querySelector(`.prompt[data-question-id="${id}"] button`);
+            button?.click();
+            return Boolean(button);
+          }, fresh));
+        if (clicked) {
           answered.add(fresh);
           return true;
         }
