@@ -169,18 +169,28 @@ fn gzip_len(file: &Path) -> Result<u64> {
     Ok(out.stdout.len() as u64)
 }
 
-/// `cargo xtask pkg`: build, print sizes, and `npm pack` the result.
+/// `cargo xtask pkg`: build, print sizes, and `npm pack` into `target/npm/`.
 pub fn run_task() -> Result {
     let pkg = build()?;
     for (name, raw, gz) in sizes(&pkg)? {
         println!("{name}: {raw} bytes, {gz} gzipped");
     }
+    let packs = root().join("target/npm");
+    fs::create_dir_all(&packs).map_err(|e| format!("{}: {e}", packs.display()))?;
     cmd::run_in(
         &pkg,
         "npm",
-        &["pack", "--pack-destination", "../target", "--silent"],
+        &[
+            "pack",
+            "--pack-destination",
+            packs.to_str().expect("utf-8 path"),
+        ],
         &[],
     )?;
-    println!("package: {}", pkg.display());
+    println!(
+        "package: {} (tarball in {})",
+        pkg.display(),
+        packs.display()
+    );
     Ok(())
 }
