@@ -17,7 +17,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use replay_client::core::protocol::ErrorBody;
+use replay_client::core::protocol::{ErrorBody, Scope};
 use serde::de::DeserializeOwned;
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
@@ -201,11 +201,20 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/sessions/{id}/cancel", post(write::cancel))
         .route("/sessions/{id}/replay", get(read::replay))
         .route("/sessions/{id}/transcript", get(read::transcript))
-        .route("/sessions/{id}/events", get(stream::session_events))
-        .route("/teams/{id}/events", get(stream::team_events))
-        .route("/processes/{id}/events", get(stream::process_events))
+        .route(
+            "/sessions/{id}/events",
+            stream::scoped_events(Scope::Session),
+        )
+        .route("/teams/{id}/events", stream::scoped_events(Scope::Team))
+        .route(
+            "/processes/{id}/events",
+            stream::scoped_events(Scope::Process),
+        )
         .route("/processes/{id}/log", get(read::process_log))
-        .route("/worktrees/{id}/events", get(stream::worktree_events))
+        .route(
+            "/worktrees/{id}/events",
+            stream::scoped_events(Scope::Worktree),
+        )
         .route("/system/events", get(stream::system_events))
         .route("/events", get(stream::global_events))
         .route("/diagnostics", get(diag::overview))

@@ -11,6 +11,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, MethodRouter};
 use replay_client::core::protocol::{Envelope, Event, Heartbeat, Hello, LiveTurnSnapshot, Scope};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -28,40 +29,13 @@ const RETRY_MS: u64 = 1000;
 /// Backlog page size while streaming.
 const BACKLOG_PAGE: usize = 1000;
 
-pub(super) async fn session_events(
-    st: State<Arc<App>>,
-    Path(id): Path<String>,
-    q: RawQuery,
-    h: HeaderMap,
-) -> Result<Response, ApiError> {
-    events(st, Scope::Session, id, q, h)
-}
-
-pub(super) async fn team_events(
-    st: State<Arc<App>>,
-    Path(id): Path<String>,
-    q: RawQuery,
-    h: HeaderMap,
-) -> Result<Response, ApiError> {
-    events(st, Scope::Team, id, q, h)
-}
-
-pub(super) async fn process_events(
-    st: State<Arc<App>>,
-    Path(id): Path<String>,
-    q: RawQuery,
-    h: HeaderMap,
-) -> Result<Response, ApiError> {
-    events(st, Scope::Process, id, q, h)
-}
-
-pub(super) async fn worktree_events(
-    st: State<Arc<App>>,
-    Path(id): Path<String>,
-    q: RawQuery,
-    h: HeaderMap,
-) -> Result<Response, ApiError> {
-    events(st, Scope::Worktree, id, q, h)
+/// `GET /v1/{scope_path}/{id}/events` for one scope: a JSON page or a stream.
+pub(super) fn scoped_events(scope: Scope) -> MethodRouter<Arc<App>> {
+    get(
+        move |st: State<Arc<App>>, Path(id): Path<String>, q: RawQuery, h: HeaderMap| async move {
+            events(st, scope, id, q, h)
+        },
+    )
 }
 
 pub(super) async fn system_events(
