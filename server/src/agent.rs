@@ -346,7 +346,7 @@ impl Turn {
             turn_id: self.turn_id.clone(),
             call_id: call_id.clone(),
             name: "shell".into(),
-            input: json!({"command": command, "process_id": process_id}),
+            input: json!({"command": command, "process_id": process_id}).into(),
         }))?;
         self.track.lock().unwrap_or_else(|e| e.into_inner()).tool = Some(call_id.clone());
         let cid = call_id.clone();

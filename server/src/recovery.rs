@@ -118,7 +118,7 @@ pub fn recover(log: &Log, boot_id: &str) -> StoreResult<serde_json::Value> {
         Scope::System,
         SYSTEM_ID,
         &Event::SystemRecovered(SystemRecovered {
-            summary: report.clone(),
+            summary: report.clone().into(),
         }),
     )?);
     db.set_recovery(boot_id, &report)?;

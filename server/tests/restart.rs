@@ -161,7 +161,13 @@ async fn kill_during_turn_then_recover_on_same_file() {
     let Event::SystemRecovered(rec) = &sys.last().unwrap().event else {
         panic!("system.recovered last")
     };
-    assert_eq!(rec.summary["turns_failed"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        rec.summary.to_value()["turns_failed"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
     let (_, diag) = s.get("/v1/diagnostics/recovery").await;
     assert_eq!(diag["turns_failed"].as_array().unwrap().len(), 2);
     assert_eq!(diag["questions_declined"].as_array().unwrap().len(), 1);

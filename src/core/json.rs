@@ -10,7 +10,11 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::hash::Hash;
 
-use serde_json::{Map, Number, Value};
+mod raw;
+mod write;
+
+pub use raw::RawJson;
+pub use write::{to_string, write_str, WriteError};
 
 /// Why a JSON text could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -427,46 +431,6 @@ impl<T: FromJson> FromJson for BTreeMap<String, T> {
             Ok(())
         })?;
         Ok(m)
-    }
-}
-
-// Built here rather than by serde_json's deserializer, so the wasm carries
-// no serde_json decoding at all.
-impl FromJson for Value {
-    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
-        let at = r.pos;
-        Ok(match r.peek() {
-            Some(b'{') => {
-                let mut m = Map::new();
-                r.object(&mut |r, key| {
-                    m.insert(key.to_owned(), Value::read(r)?);
-                    Ok(())
-                })?;
-                Value::Object(m)
-            }
-            Some(b'[') => Value::Array(Vec::read(r)?),
-            Some(b'"') => Value::String(String::read(r)?),
-            Some(b't' | b'f') => Value::Bool(bool::read(r)?),
-            Some(b'n') if r.null() => Value::Null,
-            Some(b'-' | b'0'..=b'9') => {
-                let text = r.raw()?;
-                if text == "-0" {
-                    // serde_json reads a negative zero as a float.
-                    Value::from(-0.0)
-                } else if let Ok(v) = text.parse::<u64>() {
-                    Value::from(v)
-                } else if let Ok(v) = text.parse::<i64>() {
-                    Value::from(v)
-                } else {
-                    // Infinite only when out of range, which serde_json refuses too.
-                    let f = text.parse::<f64>().map_err(|_| JsonError::Syntax(at))?;
-                    Number::from_f64(f)
-                        .map(Value::Number)
-                        .ok_or(JsonError::Syntax(at))?
-                }
-            }
-            _ => return Err(JsonError::Syntax(at)),
-        })
     }
 }
 

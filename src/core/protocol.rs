@@ -10,9 +10,8 @@ use serde::de::Error as _;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
-use serde_json::Value;
 
-use crate::core::json::{self, JsonError};
+use crate::core::json::{self, JsonError, RawJson};
 
 /// The logbook an event belongs to (PROTOCOL.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -153,7 +152,7 @@ macro_rules! events {
                 /// The wire `type`.
                 type_name: String,
                 /// The wire `data`, kept as is.
-                data: Value,
+                data: RawJson,
             },
         }
 
@@ -344,7 +343,7 @@ pub struct ToolStarted {
     pub name: String,
     /// Tool input, any JSON.
     #[serde(default)]
-    pub input: Value,
+    pub input: RawJson,
 }
 
 /// Outcome of a tool call.
@@ -696,7 +695,7 @@ pub struct SystemStarted {
 pub struct SystemRecovered {
     /// What startup recovery did.
     #[serde(default)]
-    pub summary: Value,
+    pub summary: RawJson,
 }
 
 /// `GET /v1/sessions/{id}/replay` (PROTOCOL.md §4.1).

@@ -188,8 +188,7 @@ impl Client {
         let path = self.session_path("/messages");
         let shared = self.shared.clone();
         async move {
-            let body =
-                serde_json::to_string(&body).map_err(|e| WasmError::BadJson(e.to_string()))?;
+            let body = json::to_string(&body).map_err(|e| WasmError::BadJson(e.to_string()))?;
             let answer = requests::post(shared, path?, body).await?;
             let accepted: MessageAccepted =
                 json::from_slice(&answer).map_err(|e| WasmError::BadJson(e.to_string()))?;
@@ -206,7 +205,7 @@ impl Client {
         let path = self
             .session_path("/questions/")
             .map(|p| p + &encode(question_id) + "/answer");
-        let body = serde_json::to_string(&AnswerQuestion {
+        let body = json::to_string(&AnswerQuestion {
             answer: answer.to_owned(),
         });
         let shared = self.shared.clone();

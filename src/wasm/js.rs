@@ -78,15 +78,15 @@ pub fn is_thenable(v: &JsValue) -> bool {
     v.is_object() && get(v, "then").is_function()
 }
 
-/// Parses a JSON text produced by `serde_json`; it is always valid.
+/// Parses a JSON text the client wrote; it is always valid.
 pub fn parse_json(text: &str) -> JsValue {
     js_sys::JSON::parse(text).unwrap_or(JsValue::NULL)
 }
 
-/// Serialises a value with `serde_json` and parses it in JS: serde_json is
-/// already linked by the core, so this costs no extra code size.
+/// Writes a value as JSON (the core's writer, already linked for the
+/// stored state) and parses it in JS: one crossing, parsed natively.
 pub fn to_js<T: serde::Serialize + ?Sized>(value: &T) -> JsValue {
-    match serde_json::to_string(value) {
+    match crate::core::json::to_string(value) {
         Ok(text) => parse_json(&text),
         Err(_) => JsValue::NULL,
     }

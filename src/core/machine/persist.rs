@@ -73,7 +73,9 @@ pub fn encode(target: &Target, pos: &Position, view: &View) -> Vec<u8> {
         last: &pos.last,
         state: view,
     };
-    serde_json::to_vec(&stored).expect("state serialisation cannot fail")
+    json::to_string(&stored)
+        .expect("the state holds no floats or non-string keys")
+        .into_bytes()
 }
 
 /// Decodes a stored value for `target`; anything unusable is an error (the
