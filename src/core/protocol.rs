@@ -182,14 +182,17 @@ macro_rules! events {
 
             /// [`Event::decode`] with the client's small reader ([`crate::core::json`]).
             pub fn read_data(type_name: &str, data: Option<&str>) -> Result<Self, JsonError> {
-                let data = data.unwrap_or("{}");
-                Ok(match type_name {
-                    $( $name => Event::$variant(json::from_str(data)?), )*
+                // One reader for all arms keeps the per-type code to a call.
+                let mut r = json::Reader::new(data.unwrap_or("{}"));
+                let event = match type_name {
+                    $( $name => Event::$variant(json::FromJson::read(&mut r)?), )*
                     other => Event::Unknown {
                         type_name: other.to_owned(),
-                        data: json::from_str(data)?,
+                        data: json::FromJson::read(&mut r)?,
                     },
-                })
+                };
+                r.end()?;
+                Ok(event)
             }
         }
 

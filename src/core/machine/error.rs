@@ -44,7 +44,7 @@ pub enum CoreError {
     #[error("wrong content type: {0:?}")]
     WrongContentType(String),
     /// The log was recreated; local state was discarded.
-    #[error("epoch changed from {previous:?} to {current:?}")]
+    #[error("epoch changed from `{previous}` to `{current}`")]
     EpochChanged {
         /// The epoch the client had.
         previous: String,
