@@ -182,17 +182,21 @@ macro_rules! events {
 
             /// [`Event::decode`] with the client's small reader ([`crate::core::json`]).
             pub fn read_data(type_name: &str, data: Option<&str>) -> Result<Self, JsonError> {
-                // One reader for all arms keeps the per-type code to a call.
                 let mut r = json::Reader::new(data.unwrap_or("{}"));
-                let event = match type_name {
-                    $( $name => Event::$variant(json::FromJson::read(&mut r)?), )*
-                    other => Event::Unknown {
-                        type_name: other.to_owned(),
-                        data: json::FromJson::read(&mut r)?,
-                    },
-                };
+                let event = Self::read_value(type_name, &mut r)?;
                 r.end()?;
                 Ok(event)
+            }
+
+            /// Reads the `data` value of a wire `type` at the reader's position.
+            pub fn read_value(type_name: &str, r: &mut json::Reader<'_>) -> Result<Self, JsonError> {
+                Ok(match type_name {
+                    $( $name => Event::$variant(json::FromJson::read(r)?), )*
+                    other => Event::Unknown {
+                        type_name: other.to_owned(),
+                        data: json::FromJson::read(r)?,
+                    },
+                })
             }
         }
 

@@ -255,6 +255,7 @@ impl FromJson for Envelope {
         let mut critical = None;
         let mut ts = String::new();
         let mut data = None;
+        let mut event = None;
         r.object(&mut |r, key| {
             match key {
                 "id" => id = FromJson::read(r)?,
@@ -265,8 +266,13 @@ impl FromJson for Envelope {
                 "type" => ty = Some(r.string()?),
                 "critical" => critical = FromJson::read(r)?,
                 "ts" => ts = FromJson::read(r)?,
-                // `type` may come later: keep the text, decode at the end.
-                "data" => data = if r.null() { None } else { Some(r.raw()?) },
+                // Servers write `type` first: decode in place, one pass. If
+                // `type` comes later, keep the text and decode at the end.
+                "data" if r.null() => {}
+                "data" => match &ty {
+                    Some(t) => event = Some(Event::read_value(t, r)?),
+                    None => data = Some(r.raw()?),
+                },
                 _ => r.skip()?,
             }
             Ok(())
@@ -281,7 +287,10 @@ impl FromJson for Envelope {
             // Every durable event is critical, whatever the wire says.
             critical: critical.unwrap_or(true) || seq.is_some(),
             ts,
-            event: Event::read_data(&ty, data)?,
+            event: match event {
+                Some(e) => e,
+                None => Event::read_data(&ty, data)?,
+            },
         })
     }
 }
