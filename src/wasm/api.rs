@@ -5,7 +5,6 @@ use std::rc::Rc;
 
 use js_sys::{Function, Object, Promise};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::future_to_promise;
 
 use super::client::Client;
 use super::error::WasmError;
@@ -94,7 +93,7 @@ impl ReplayClient {
         #[wasm_bindgen(js_name = messageId)] message_id: Option<String>,
     ) -> Promise {
         let sent = self.client.send(&text, message_id);
-        future_to_promise(async move {
+        js::promise(async move {
             let turn_id = sent.await?;
             let o = Object::new();
             js::set(&o, "turnId", &JsValue::from_str(&turn_id));
@@ -110,7 +109,7 @@ impl ReplayClient {
         answer: String,
     ) -> Promise {
         let done = self.client.answer(&question_id, &answer);
-        future_to_promise(async move {
+        js::promise(async move {
             done.await?;
             Ok(JsValue::UNDEFINED)
         })
@@ -120,7 +119,7 @@ impl ReplayClient {
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn cancel(&self) -> Promise {
         let done = self.client.cancel();
-        future_to_promise(async move {
+        js::promise(async move {
             done.await?;
             Ok(JsValue::UNDEFINED)
         })

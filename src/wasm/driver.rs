@@ -14,7 +14,7 @@ use gloo_timers::callback::Timeout;
 use serde::Serialize;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::JsValue;
-use wasm_bindgen_futures::{spawn_local, JsFuture};
+use wasm_bindgen_futures::JsFuture;
 use web_sys::AbortController;
 
 use super::http::Http;
@@ -241,7 +241,7 @@ impl Shared {
             Ok(Loaded::Ready(v)) => shared.start(v),
             Ok(Loaded::Pending(p)) => {
                 let s = shared.clone();
-                spawn_local(async move {
+                js::spawn(async move {
                     match JsFuture::from(p).await {
                         Ok(v) => s.start(v.as_string()),
                         Err(e) => {
@@ -406,7 +406,7 @@ impl Shared {
                 last_event_id,
             } => {
                 if let Some(ctl) = self.register(id) {
-                    spawn_local(requests::run_stream(
+                    js::spawn(requests::run_stream(
                         self.clone(),
                         id,
                         path_and_query,
@@ -421,7 +421,7 @@ impl Shared {
                 kind,
             } => {
                 if let Some(ctl) = self.register(id) {
-                    spawn_local(requests::run_fetch(
+                    js::spawn(requests::run_fetch(
                         self.clone(),
                         id,
                         path_and_query,
@@ -465,7 +465,7 @@ impl Shared {
             Ok(None) => {}
             Ok(Some(pending)) => {
                 let s = self.clone();
-                spawn_local(async move {
+                js::spawn(async move {
                     if let Err(e) = JsFuture::from(pending).await {
                         s.storage_fallback(js::error_text(&e));
                     }

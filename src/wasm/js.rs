@@ -91,3 +91,19 @@ pub fn to_js<T: serde::Serialize + ?Sized>(value: &T) -> JsValue {
         Err(_) => JsValue::NULL,
     }
 }
+
+/// Runs a future on the microtask queue. Boxed so that every task shares
+/// one instantiation of the executor's code (a few hundred bytes each).
+pub fn spawn(f: impl std::future::Future<Output = ()> + 'static) {
+    let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> = Box::pin(f);
+    wasm_bindgen_futures::spawn_local(boxed);
+}
+
+/// A Promise settled by a future; boxed for the same reason as [`spawn`].
+pub fn promise(
+    f: impl std::future::Future<Output = Result<JsValue, JsValue>> + 'static,
+) -> js_sys::Promise {
+    let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>>>> =
+        Box::pin(f);
+    wasm_bindgen_futures::future_to_promise(boxed)
+}
