@@ -14,10 +14,28 @@ pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// Everything, in dependency order.
 pub fn ensure_all() -> Result {
     cmd::step("setup: wasm32 target", ensure_wasm_target)?;
+    cmd::step(
+        "setup: rust-src (size build of the package)",
+        ensure_rust_src,
+    )?;
     cmd::step("setup: wasm-bindgen-cli", ensure_wasm_bindgen)?;
     cmd::step("setup: wasm-pack", ensure_wasm_pack)?;
     cmd::step("setup: chromium", ensure_chromium)?;
     cmd::step("setup: npm tools", ensure_node_tools)
+}
+
+/// std's sources, for the package's size build. Not fatal: without them
+/// `xtask pkg` falls back to a plain stable build.
+fn ensure_rust_src() -> Result {
+    let installed = output("rustup", &["component", "list", "--installed"]).unwrap_or_default();
+    if installed.lines().any(|l| l.trim().starts_with("rust-src")) {
+        println!("present");
+        return Ok(());
+    }
+    if let Err(e) = run("rustup", &["component", "add", "rust-src"]) {
+        eprintln!("warning: {e}; the package will use the stable build");
+    }
+    Ok(())
 }
 
 fn ensure_wasm_target() -> Result {
