@@ -221,6 +221,21 @@ fn non_session_scopes_restore_from_event_pages_with_verification() {
     let v = r.c.view().as_log().unwrap();
     assert_eq!(v.total(), 2);
     assert_eq!(v.counts()["process.exited"], 1);
+    // Payloads are kept as the server's text, from a page and from the stream,
+    // and still decode to the typed events.
+    let kept: Vec<_> = v.events().iter().map(|e| e.data.to_value()).collect();
+    assert_eq!(
+        kept,
+        [
+            serde_json::json!({"process_id": "proc_1", "command": "make"}),
+            serde_json::json!({"code": 0}),
+        ]
+    );
+    for (entry, sent) in v.events().iter().zip(&log) {
+        assert_eq!(entry.type_name, sent.event.type_name());
+        assert_eq!(entry.seq, sent.seq);
+        assert_eq!(entry.event().unwrap(), sent.event);
+    }
     r.advance(1_000);
     let stored = r
         .log
@@ -239,6 +254,8 @@ fn non_session_scopes_restore_from_event_pages_with_verification() {
     );
     r2.answer(&event_page(EPOCH, &log[1..], 2, false));
     assert_eq!(r2.c.cursor(), 2);
+    // The stored log comes back with its payloads.
+    assert_eq!(r2.c.view().as_log(), r.c.view().as_log());
     assert!(r2.notices.contains(&Notice::Restored {
         from_cursor: 2,
         to_cursor: 2

@@ -38,15 +38,32 @@ pub trait FromJson: Sized {
 
 /// Reads a whole text as one `T` (only whitespace may follow).
 pub fn from_str<T: FromJson>(s: &str) -> Result<T, JsonError> {
-    let mut r = Reader::new(s);
-    let v = T::read(&mut r)?;
-    r.end()?;
-    Ok(v)
+    read_all(Reader::new(s))
 }
 
 /// Reads UTF-8 bytes as one `T`.
 pub fn from_slice<T: FromJson>(b: &[u8]) -> Result<T, JsonError> {
-    from_str(std::str::from_utf8(b).map_err(|e| JsonError::Syntax(e.valid_up_to()))?)
+    from_str(utf8(b)?)
+}
+
+/// [`from_slice`], keeping event payloads opaque: every envelope but `hello`
+/// and `heartbeat` is read as [`Event::Unknown`](crate::core::protocol::Event)
+/// with its `data` as text. For logs, which show payloads but never look
+/// inside them.
+pub fn from_slice_opaque<T: FromJson>(b: &[u8]) -> Result<T, JsonError> {
+    let mut r = Reader::new(utf8(b)?);
+    r.opaque = true;
+    read_all(r)
+}
+
+fn utf8(b: &[u8]) -> Result<&str, JsonError> {
+    std::str::from_utf8(b).map_err(|e| JsonError::Syntax(e.valid_up_to()))
+}
+
+fn read_all<T: FromJson>(mut r: Reader<'_>) -> Result<T, JsonError> {
+    let v = T::read(&mut r)?;
+    r.end()?;
+    Ok(v)
 }
 
 // serde_json's limit too: deeper nesting is refused rather than overflowing the stack.
@@ -57,6 +74,7 @@ pub struct Reader<'a> {
     s: &'a str,
     pos: usize,
     depth: u32,
+    opaque: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -66,7 +84,13 @@ impl<'a> Reader<'a> {
             s,
             pos: 0,
             depth: 0,
+            opaque: false,
         }
+    }
+
+    /// Whether event payloads are kept as text ([`from_slice_opaque`]).
+    pub fn opaque_events(&self) -> bool {
+        self.opaque
     }
 
     /// Byte offset of the next unread character.

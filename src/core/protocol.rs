@@ -147,11 +147,13 @@ macro_rules! events {
         #[derive(Clone, Debug, PartialEq)]
         pub enum Event {
             $( $(#[$doc])* $variant($payload), )*
-            /// A type this version does not know; applied as opaque.
+            /// A type this version does not know, or any event read with
+            /// [`json::from_slice_opaque`] (logs): `data` kept as text.
             Unknown {
                 /// The wire `type`.
                 type_name: String,
-                /// The wire `data`, kept as is.
+                /// The wire `data` (compacted). Decode it, if needed, with
+                /// [`Event::read_data`].
                 data: RawJson,
             },
         }

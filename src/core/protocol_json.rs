@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use super::json::{FromJson, JsonError, Reader};
+use super::json::{self, FromJson, JsonError, RawJson, Reader};
 use super::protocol::*;
 use crate::{json_enum, json_struct};
 
@@ -244,6 +244,12 @@ impl FromJson for TranscriptItem {
     }
 }
 
+/// Whether to keep this event's payload as text: the reader says so, and the
+/// machine needs to look inside `hello` and `heartbeat` whatever the target.
+fn opaque(r: &Reader<'_>, type_name: &str) -> bool {
+    r.opaque_events() && !matches!(type_name, "hello" | "heartbeat")
+}
+
 impl FromJson for Envelope {
     fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
         let mut id = None;
@@ -270,8 +276,8 @@ impl FromJson for Envelope {
                 // `type` comes later, keep the text and decode at the end.
                 "data" if r.null() => {}
                 "data" => match &ty {
-                    Some(t) => event = Some(Event::read_value(t, r)?),
-                    None => data = Some(r.raw()?),
+                    Some(t) if !opaque(r, t) => event = Some(Event::read_value(t, r)?),
+                    _ => data = Some(r.raw()?),
                 },
                 _ => r.skip()?,
             }
@@ -289,6 +295,13 @@ impl FromJson for Envelope {
             ts,
             event: match event {
                 Some(e) => e,
+                None if opaque(r, &ty) => Event::Unknown {
+                    type_name: ty.into_owned(),
+                    data: match data {
+                        Some(text) => json::from_str(text)?,
+                        None => RawJson::empty_object(),
+                    },
+                },
                 None => Event::read_data(&ty, data)?,
             },
         })

@@ -4,14 +4,15 @@
 //! JS objects. The same frozen object is returned until something changed.
 
 use js_sys::{Array, Object};
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 use wasm_bindgen::JsValue;
 
 use super::driver::{Inner, Shared};
 use super::js;
-use crate::core::fold::{LogView, SessionView, View, ViewChange};
+use crate::core::fold::{LogEntry, LogView, SessionView, View, ViewChange};
+use crate::core::json::RawJson;
 use crate::core::machine::{Client as Machine, Counters, ErrorInfo, State, Status, Target};
-use crate::core::protocol::{Envelope, Event, LiveTool, LiveTurnState, PendingQuestion};
+use crate::core::protocol::{LiveTool, LiveTurnState, PendingQuestion};
 
 #[derive(Serialize)]
 struct StatusJs<'a> {
@@ -48,16 +49,7 @@ struct LogEntryJs<'a> {
     #[serde(rename = "type")]
     type_name: &'a str,
     ts: &'a str,
-    data: DataJs<'a>,
-}
-
-// The event's `data` written in place: no JSON text to re-validate.
-struct DataJs<'a>(&'a Event);
-
-impl Serialize for DataJs<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize_data(s)
-    }
+    data: &'a RawJson,
 }
 
 #[derive(Serialize)]
@@ -116,12 +108,12 @@ fn empty_array() -> JsValue {
     frozen(Array::new()).into()
 }
 
-fn log_entry(env: &Envelope) -> JsValue {
+fn log_entry(e: &LogEntry) -> JsValue {
     js::to_js(&LogEntryJs {
-        seq: env.seq.or(env.id).unwrap_or(0),
-        type_name: env.event.type_name(),
-        ts: &env.ts,
-        data: DataJs(&env.event),
+        seq: e.seq.or(e.id).unwrap_or(0),
+        type_name: &e.type_name,
+        ts: &e.ts,
+        data: &e.data,
     })
 }
 

@@ -5,7 +5,70 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::ViewChange;
-use crate::core::protocol::Envelope;
+use crate::core::json::RawJson;
+use crate::core::protocol::{Envelope, Event, Scope};
+
+/// One event as a log keeps it: the envelope with its `data` as JSON text.
+///
+/// The machine reads log targets with
+/// [`json::from_slice_opaque`](crate::core::json::from_slice_opaque), so
+/// every payload arrives as text and is kept without being re-encoded (the
+/// wasm carries no encoder for typed payloads). A typed envelope given to a
+/// log directly keeps `null` as its data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// Global row id; durable events only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<u64>,
+    /// The logbook.
+    pub scope: Scope,
+    /// Which logbook of that scope.
+    pub scope_id: String,
+    /// Per-scope sequence number; durable events only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// The wire `type`.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// RFC 3339 timestamp as sent by the server.
+    pub ts: String,
+    /// The wire `data`.
+    pub data: RawJson,
+}
+
+impl LogEntry {
+    /// The entry for an envelope (see the type's note on typed envelopes).
+    pub fn of(env: &Envelope) -> Self {
+        let (type_name, data) = match &env.event {
+            Event::Unknown { type_name, data } => (type_name.clone(), data.clone()),
+            typed => (typed.type_name().to_owned(), RawJson::null()),
+        };
+        LogEntry {
+            id: env.id,
+            scope: env.scope,
+            scope_id: env.scope_id.clone(),
+            seq: env.seq,
+            type_name,
+            ts: env.ts.clone(),
+            data,
+        }
+    }
+
+    /// Decodes the payload (for apps that want the typed event).
+    pub fn event(&self) -> Result<Event, crate::core::json::JsonError> {
+        Event::read_data(&self.type_name, Some(self.data.as_str()))
+    }
+}
+
+crate::json_struct!(LogEntry {
+    id: def,
+    scope: req,
+    scope_id: def,
+    seq: def,
+    type_name = "type": req,
+    ts: def,
+    data: def,
+});
 
 /// The last `capacity` durable events of a scope, with totals per type.
 ///
@@ -15,11 +78,11 @@ use crate::core::protocol::Envelope;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LogView {
     capacity: usize,
-    events: VecDeque<Envelope>,
+    events: VecDeque<LogEntry>,
     total: u64,
     counts: BTreeMap<String, u64>,
     transient: u64,
-    last_transient: Option<Envelope>,
+    last_transient: Option<LogEntry>,
 }
 
 impl LogView {
@@ -36,7 +99,7 @@ impl LogView {
     }
 
     /// The kept durable events, oldest first.
-    pub fn events(&self) -> &VecDeque<Envelope> {
+    pub fn events(&self) -> &VecDeque<LogEntry> {
         &self.events
     }
 
@@ -56,7 +119,7 @@ impl LogView {
     }
 
     /// Transient events seen, and the latest one (e.g. a process output sample).
-    pub fn transient(&self) -> (u64, Option<&Envelope>) {
+    pub fn transient(&self) -> (u64, Option<&LogEntry>) {
         (self.transient, self.last_transient.as_ref())
     }
 
@@ -65,19 +128,17 @@ impl LogView {
         if self.events.len() == self.capacity {
             self.events.pop_front();
         }
-        self.events.push_back(env.clone());
+        let entry = LogEntry::of(env);
+        *self.counts.entry(entry.type_name.clone()).or_insert(0) += 1;
+        self.events.push_back(entry);
         ch.appended(self.total as usize);
         self.total += 1;
-        *self
-            .counts
-            .entry(env.event.type_name().to_owned())
-            .or_insert(0) += 1;
     }
 
     /// Counts a transient event and keeps it as the latest.
     pub fn apply_transient(&mut self, env: &Envelope, ch: &mut ViewChange) {
         self.transient += 1;
-        self.last_transient = Some(env.clone());
+        self.last_transient = Some(LogEntry::of(env));
         ch.overlay = true;
     }
 }

@@ -9,7 +9,7 @@ mod log;
 mod overlay;
 mod session;
 
-pub use log::LogView;
+pub use log::{LogEntry, LogView};
 pub use overlay::{InterruptedTurn, Overlay};
 pub use session::SessionView;
 

@@ -31,6 +31,11 @@ impl RawJson {
         RawJson("null".into())
     }
 
+    /// The empty object `{}`.
+    pub fn empty_object() -> Self {
+        RawJson("{}".into())
+    }
+
     /// Whether this is `null`.
     pub fn is_null(&self) -> bool {
         &*self.0 == "null"

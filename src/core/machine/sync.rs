@@ -129,6 +129,16 @@ impl Client {
         self.restart_from_zero(notice, now);
     }
 
+    /// Reads a frame or page. Logs keep payloads as text: they show them
+    /// and never look inside (and the wasm then needs no payload encoder).
+    fn read<T: json::FromJson>(&self, bytes: &[u8]) -> Result<T, JsonError> {
+        if self.cfg.target.is_session() {
+            json::from_slice(bytes)
+        } else {
+            json::from_slice_opaque(bytes)
+        }
+    }
+
     /// Compares a server epoch with ours; adopts it when we have none.
     /// Returns false (after restarting from 0) when it changed.
     fn check_epoch(&mut self, epoch: &str, now: u64) -> bool {
@@ -159,7 +169,7 @@ impl Client {
     pub(super) fn on_sse_event(&mut self, ev: SseEvent, now: u64) {
         // The client's own reader (small in the wasm); the parser already
         // validated UTF-8.
-        let env = match json::from_str::<Envelope>(&ev.data) {
+        let env = match self.read::<Envelope>(ev.data.as_bytes()) {
             Ok(env) => env,
             Err(e) => {
                 // Nothing of a bad frame is applied; if it was durable (had an
@@ -324,7 +334,7 @@ impl Client {
                 Ok(page) => self.on_replay_page(page, now),
                 Err(e) => self.page_unreadable(e, now),
             },
-            FetchKind::Events => match json::from_slice::<EventPage>(body) {
+            FetchKind::Events => match self.read::<EventPage>(body) {
                 Ok(page) => self.on_event_page(page, now),
                 Err(e) => self.page_unreadable(e, now),
             },
