@@ -35,6 +35,7 @@ pub fn build() -> Result<PathBuf> {
             )
         })?;
         cmd::step(&format!("pkg: wasm-opt ({target})"), || optimise(&out))?;
+        cmd::step(&format!("pkg: minify glue ({target})"), || minify(&out))?;
         write_index(&out, target)?;
     }
     for file in ["package.json", "README.md"] {
@@ -123,6 +124,35 @@ fn optimise(out: &Path) -> Result {
         ],
         &[],
     )
+}
+
+/// Minifies wasm-bindgen's JS glue in place (esbuild, no bundling): plain
+/// `<script type="module">` users load it as shipped (6.6 -> 4.6 KB gz).
+/// `new URL("….wasm", import.meta.url)` survives, so bundlers still find
+/// the wasm asset.
+fn minify(out: &Path) -> Result {
+    let esbuild = setup::node_bin("esbuild");
+    for name in ["replay_client.js", "replay_client_bg.js"] {
+        let file = out.join(name);
+        if !file.exists() {
+            continue;
+        }
+        let file = file.to_str().expect("utf-8 path");
+        cmd::run_in(
+            &root(),
+            esbuild.to_str().expect("utf-8 path"),
+            &[
+                file,
+                "--minify",
+                "--format=esm",
+                "--log-level=warning",
+                "--allow-overwrite",
+                &format!("--outfile={file}"),
+            ],
+            &[],
+        )?;
+    }
+    Ok(())
 }
 
 /// The snippet folder wasm-bindgen made for `src/wasm/replay_error.js`, relative to `out`.
