@@ -86,19 +86,19 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "browser_js_bytes",
         unit: "bytes",
-        what: "JS glue, raw",
+        what: "JS (glue, entry, snippets; minified), raw",
         target: None,
     },
     Figure {
         name: "browser_js_gzip_bytes",
         unit: "bytes",
-        what: "JS glue, gzipped",
+        what: "JS (glue, entry, snippets; minified), each file gzipped",
         target: None,
     },
     Figure {
         name: "browser_total_gzip_kb",
         unit: "KB",
-        what: "wasm + JS glue, gzipped",
+        what: "wasm + JS, gzipped",
         target: Some((Goal::AtMost, 40.0)),
     },
     Figure {

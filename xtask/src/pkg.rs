@@ -222,16 +222,32 @@ fn soften_dispose_typing(dts: &Path) -> Result {
 /// Raw and gzipped sizes of the shipped wasm and JS glue of the web target.
 pub fn sizes(pkg: &Path) -> Result<Vec<(String, u64, u64)>> {
     let web = pkg.join("web");
+    let mut files = vec![web.join("replay_client_bg.wasm")];
+    // Every JS file a browser loads: entry, glue and snippets.
+    js_files(&web, &mut files)?;
     let mut rows = Vec::new();
-    for name in ["replay_client_bg.wasm", "replay_client.js"] {
-        let bytes = fs::read(web.join(name)).map_err(|e| format!("{name}: {e}"))?;
-        rows.push((
-            name.to_owned(),
-            bytes.len() as u64,
-            gzip_len(&web.join(name))?,
-        ));
+    for file in files {
+        let bytes = fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let name = file
+            .strip_prefix(&web)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        rows.push((name, bytes.len() as u64, gzip_len(&file)?));
     }
     Ok(rows)
+}
+
+fn js_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result {
+    for entry in fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.is_dir() {
+            js_files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "js") {
+            out.push(path);
+        }
+    }
+    Ok(())
 }
 
 fn gzip_len(file: &Path) -> Result<u64> {
