@@ -102,7 +102,8 @@ impl View {
 pub struct ViewChange {
     /// Committed items (or log entries) from this index on are new.
     pub items_appended_from: Option<usize>,
-    /// Committed items updated in place (indices below `items_appended_from`).
+    /// Committed items updated in place (indices below `items_appended_from`;
+    /// sorted, unique).
     pub items_updated: Vec<usize>,
     /// The live overlay changed (or appeared, or went away).
     pub overlay: bool,
@@ -139,8 +140,11 @@ impl ViewChange {
         if self.items_appended_from.is_some_and(|from| index >= from) {
             return;
         }
-        // Duplicates are removed in `normalise`, keeping this O(1).
-        self.items_updated.push(index);
+        // Kept sorted and unique as it grows (a handful per input; a
+        // general sort costs 3 KB of wasm).
+        if let Err(at) = self.items_updated.binary_search(&index) {
+            self.items_updated.insert(at, index);
+        }
     }
 
     /// Merges a later change into this one.
@@ -160,13 +164,11 @@ impl ViewChange {
         self.reset |= later.reset;
     }
 
-    /// Sorts the updated indices and drops those now covered by the append.
+    /// Drops updated indices now covered by the append.
     pub fn normalise(&mut self) {
         if let Some(from) = self.items_appended_from {
             self.items_updated.retain(|&i| i < from);
         }
-        self.items_updated.sort_unstable();
-        self.items_updated.dedup();
     }
 }
 
