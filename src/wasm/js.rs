@@ -43,24 +43,48 @@ pub fn now() -> u64 {
 
 /// `obj[name]`, `undefined` when absent or when the getter throws (a
 /// sandboxed iframe's `localStorage` throws `SecurityError`).
-pub fn get(obj: &JsValue, name: &str) -> JsValue {
-    Reflect::get(obj, &JsValue::from_str(name)).unwrap_or(JsValue::UNDEFINED)
+pub fn get(obj: &JsValue, name: &'static str) -> JsValue {
+    Reflect::get(obj, &key(name)).unwrap_or(JsValue::UNDEFINED)
 }
 
 /// Sets `obj[name] = value` on a fresh object being built.
-pub fn set(obj: &Object, name: &str, value: &JsValue) {
+pub fn set(obj: &Object, name: &'static str, value: &JsValue) {
     // Cannot fail on a plain, unfrozen object.
-    let _ = Reflect::set(obj, &JsValue::from_str(name), value);
+    let _ = Reflect::set(obj, &key(name), value);
+}
+
+thread_local! {
+    static KEYS: std::cell::RefCell<Vec<(&'static str, JsValue)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A property name as a JS string, made once: a view is assembled on every
+/// notification, and decoding the same short names each time showed up in
+/// live-streaming profiles.
+fn key(name: &'static str) -> JsValue {
+    KEYS.with(|keys| {
+        let mut keys = keys.borrow_mut();
+        // A few dozen distinct literals: compare by address, then by text.
+        if let Some((_, v)) = keys
+            .iter()
+            .find(|(k, _)| std::ptr::eq(*k, name) || *k == name)
+        {
+            return v.clone();
+        }
+        let v = JsValue::from_str(name);
+        keys.push((name, v.clone()));
+        v
+    })
 }
 
 /// A global by name (`document`, `localStorage`, ...), if it exists.
-pub fn global(name: &str) -> Option<JsValue> {
+pub fn global(name: &'static str) -> Option<JsValue> {
     let v = get(&js_sys::global(), name);
     (!v.is_undefined() && !v.is_null()).then_some(v)
 }
 
 /// A global function by name, if it exists.
-pub fn global_fn(name: &str) -> Option<Function> {
+pub fn global_fn(name: &'static str) -> Option<Function> {
     global(name).and_then(|v| v.dyn_into::<Function>().ok())
 }
 

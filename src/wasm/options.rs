@@ -137,7 +137,7 @@ fn invalid(msg: &str) -> WasmError {
     WasmError::InvalidOptions(msg.to_owned())
 }
 
-fn optional_number(o: &JsValue, name: &str) -> Result<Option<f64>, WasmError> {
+fn optional_number(o: &JsValue, name: &'static str) -> Result<Option<f64>, WasmError> {
     let v = js::get(o, name);
     match v.as_f64() {
         Some(n) if n.is_finite() && n >= 0.0 => Ok(Some(n)),

@@ -132,7 +132,7 @@ impl Store {
 
 /// `globalThis[name]` as a `Storage`, after a probe write (Safari's private
 /// mode used to expose a storage whose writes all throw).
-fn web_storage(name: &str) -> Result<Backend, String> {
+fn web_storage(name: &'static str) -> Result<Backend, String> {
     let s: web_sys::Storage = js::global(name)
         .and_then(|v| v.dyn_into().ok())
         .ok_or_else(|| name.to_owned() + " is not available here")?;
@@ -143,7 +143,12 @@ fn web_storage(name: &str) -> Result<Backend, String> {
 }
 
 /// `adapter[method](key[, value])`; a throw becomes `Err`.
-fn call(o: &Object, method: &str, key: &str, value: Option<&str>) -> Result<JsValue, String> {
+fn call(
+    o: &Object,
+    method: &'static str,
+    key: &str,
+    value: Option<&str>,
+) -> Result<JsValue, String> {
     let f: js_sys::Function = js::get(o, method).unchecked_into();
     let key = JsValue::from_str(key);
     let r = match value {

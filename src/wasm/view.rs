@@ -3,7 +3,7 @@
 //! updated items are converted; parts the change did not touch keep their
 //! JS objects. The same frozen object is returned until something changed.
 
-use js_sys::{Array, Object};
+use js_sys::{Array, JsString, Object};
 use serde::Serialize;
 use wasm_bindgen::JsValue;
 
@@ -28,7 +28,7 @@ struct StatusJs<'a> {
 struct LiveJs<'a> {
     turn_id: &'a str,
     message_id: &'a str,
-    text: &'a str,
+    // `text` is set apart: see `ViewCache::live_text`.
     text_offset: u64,
     state: LiveTurnState,
     tools: &'a [LiveTool],
@@ -126,6 +126,10 @@ pub struct ViewCache {
     /// Log views: absolute position of `items[0]`.
     log_first: u64,
     live: JsValue,
+    /// The live text last handed to JS, and that JS string: a streaming
+    /// answer grows by appends, so only the new tail crosses.
+    live_text: String,
+    live_text_js: JsString,
     interrupted: JsValue,
     prompts: JsValue,
     tasks: JsValue,
@@ -139,6 +143,8 @@ impl Default for ViewCache {
             items: frozen(Array::new()),
             log_first: 0,
             live: JsValue::NULL,
+            live_text: String::new(),
+            live_text_js: JsString::from(""),
             interrupted: empty_array(),
             prompts: empty_array(),
             tasks: JsValue::NULL,
@@ -192,16 +198,20 @@ impl ViewCache {
         }
         if full || ch.overlay {
             self.live = match s.overlay() {
-                Some(o) => js::to_js(&LiveJs {
-                    turn_id: &o.turn_id,
-                    message_id: &o.message_id,
-                    text: &o.text,
-                    text_offset: o.text_offset,
-                    state: o.state.unwrap_or(LiveTurnState::Sampling),
-                    tools: &o.tools,
-                    pending_question: o.pending_question.as_ref(),
-                    stale: o.stale,
-                }),
+                Some(o) => {
+                    let live: Object = js::to_js(&LiveJs {
+                        turn_id: &o.turn_id,
+                        message_id: &o.message_id,
+                        text_offset: o.text_offset,
+                        state: o.state.unwrap_or(LiveTurnState::Sampling),
+                        tools: &o.tools,
+                        pending_question: o.pending_question.as_ref(),
+                        stale: o.stale,
+                    })
+                    .into();
+                    js::set(&live, "text", &self.live_text(&o.text));
+                    live.into()
+                }
                 None => JsValue::NULL,
             };
         }
@@ -223,6 +233,22 @@ impl ViewCache {
         if full || ch.tasks {
             self.tasks = js::to_js(s.tasks());
         }
+    }
+
+    /// The live text as a JS string; when it only grew, the old string is
+    /// extended by the new tail (V8 concatenates without copying).
+    fn live_text(&mut self, text: &str) -> JsValue {
+        if text != self.live_text {
+            self.live_text_js = match text.strip_prefix(self.live_text.as_str()) {
+                Some(tail) if !self.live_text.is_empty() => {
+                    self.live_text_js.concat(&JsValue::from_str(tail))
+                }
+                _ => JsString::from(text),
+            };
+            self.live_text.clear();
+            self.live_text.push_str(text);
+        }
+        self.live_text_js.clone().into()
     }
 
     fn log(&mut self, l: &LogView, ch: &ViewChange, full: bool) {

@@ -75,7 +75,12 @@ try {
   const eventsBefore = (await page.evaluate(() => window.benchLiveStats())).events;
   for (let i = 0; i < 3; i++) {
     await api("POST", `/v1/sessions/${live}/messages`, { message_id: `bench${i}`, text: "/long 8000" });
-    await page.waitForFunction((n) => window.benchLiveStats().cursor >= n, 4 * (i + 1) + 1, { timeout: 120_000 });
+    // Polled every 100 ms, not every frame: the probe's own view()/diagnostics()
+    // calls would otherwise be counted as the SDK's script time.
+    await page.waitForFunction((n) => window.benchLiveStats().cursor >= n, 4 * (i + 1) + 1, {
+      timeout: 120_000,
+      polling: 100,
+    });
   }
   const after = await metric();
   const stats = await page.evaluate(() => window.benchLiveStats());
