@@ -53,33 +53,31 @@ pub fn build() -> Result<PathBuf> {
 const SIZE_RUSTFLAGS: &str =
     "-Zunstable-options -Cpanic=immediate-abort -Zlocation-detail=none -Zfmt-debug=none";
 
+/// `cargo build` of the SDK's release wasm.
+const BUILD_ARGS: [&str; 7] = [
+    "build",
+    "--release",
+    "--lib",
+    "-p",
+    "replay-client",
+    "--target",
+    "wasm32-unknown-unknown",
+];
+
 /// The release wasm: the size build when the toolchain allows it (needs the
 /// rust-src component), else a plain stable release build.
 /// `REPLAY_PKG_STABLE=1` forces the plain build.
 fn build_wasm() -> Result<PathBuf> {
     if std::env::var_os("REPLAY_PKG_STABLE").is_none() {
         let dir = root().join("target/size-build");
+        let args = [&BUILD_ARGS[..], &["-Z", "build-std=std,panic_abort"]].concat();
+        let env = [
+            ("RUSTC_BOOTSTRAP", "1"),
+            ("RUSTFLAGS", SIZE_RUSTFLAGS),
+            ("CARGO_TARGET_DIR", dir.to_str().expect("utf-8 path")),
+        ];
         let built = cmd::step("pkg: cargo build (wasm32, release, size build)", || {
-            cmd::run_in(
-                &root(),
-                "cargo",
-                &[
-                    "build",
-                    "--release",
-                    "--lib",
-                    "-p",
-                    "replay-client",
-                    "--target",
-                    "wasm32-unknown-unknown",
-                    "-Z",
-                    "build-std=std,panic_abort",
-                ],
-                &[
-                    ("RUSTC_BOOTSTRAP", "1"),
-                    ("RUSTFLAGS", SIZE_RUSTFLAGS),
-                    ("CARGO_TARGET_DIR", dir.to_str().expect("utf-8 path")),
-                ],
-            )
+            cmd::run_in(&root(), "cargo", &args, &env)
         });
         match built {
             Ok(()) => return Ok(dir.join("wasm32-unknown-unknown/release/replay_client.wasm")),
@@ -87,18 +85,7 @@ fn build_wasm() -> Result<PathBuf> {
         }
     }
     cmd::step("pkg: cargo build (wasm32, release)", || {
-        run(
-            "cargo",
-            &[
-                "build",
-                "--release",
-                "--lib",
-                "-p",
-                "replay-client",
-                "--target",
-                "wasm32-unknown-unknown",
-            ],
-        )
+        run("cargo", &BUILD_ARGS)
     })?;
     Ok(root().join("target/wasm32-unknown-unknown/release/replay_client.wasm"))
 }

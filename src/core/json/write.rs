@@ -85,6 +85,30 @@ fn write_i64(out: &mut String, v: i64) {
     write_u64(out, v.unsigned_abs());
 }
 
+/// Small integers are written as their 64-bit forms.
+macro_rules! widen_ints {
+    () => {
+        fn serialize_i8(self, v: i8) -> Result<(), WriteError> {
+            self.serialize_i64(v.into())
+        }
+        fn serialize_i16(self, v: i16) -> Result<(), WriteError> {
+            self.serialize_i64(v.into())
+        }
+        fn serialize_i32(self, v: i32) -> Result<(), WriteError> {
+            self.serialize_i64(v.into())
+        }
+        fn serialize_u8(self, v: u8) -> Result<(), WriteError> {
+            self.serialize_u64(v.into())
+        }
+        fn serialize_u16(self, v: u16) -> Result<(), WriteError> {
+            self.serialize_u64(v.into())
+        }
+        fn serialize_u32(self, v: u32) -> Result<(), WriteError> {
+            self.serialize_u64(v.into())
+        }
+    };
+}
+
 struct Writer<'a> {
     out: &'a mut String,
 }
@@ -148,27 +172,10 @@ impl<'w, 'a> ser::Serializer for &'w mut Writer<'a> {
         self.out.push_str(if v { "true" } else { "false" });
         Ok(())
     }
-    fn serialize_i8(self, v: i8) -> Result<(), WriteError> {
-        self.serialize_i64(v.into())
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), WriteError> {
-        self.serialize_i64(v.into())
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), WriteError> {
-        self.serialize_i64(v.into())
-    }
+    widen_ints!();
     fn serialize_i64(self, v: i64) -> Result<(), WriteError> {
         write_i64(self.out, v);
         Ok(())
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), WriteError> {
-        self.serialize_u64(v.into())
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), WriteError> {
-        self.serialize_u64(v.into())
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), WriteError> {
-        self.serialize_u64(v.into())
     }
     fn serialize_u64(self, v: u64) -> Result<(), WriteError> {
         write_u64(self.out, v);
@@ -310,38 +317,27 @@ impl ser::SerializeSeq for Compound<'_, '_> {
     }
 }
 
-impl ser::SerializeTuple for Compound<'_, '_> {
-    type Ok = ();
-    type Error = WriteError;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), WriteError> {
-        ser::SerializeSeq::serialize_element(self, v)
-    }
-    fn end(self) -> Result<(), WriteError> {
-        ser::SerializeSeq::end(self)
-    }
+/// Tuples of every kind are written as arrays.
+macro_rules! as_seq {
+    ($($trait:ident::$method:ident),*) => {$(
+        impl ser::$trait for Compound<'_, '_> {
+            type Ok = ();
+            type Error = WriteError;
+            fn $method<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), WriteError> {
+                ser::SerializeSeq::serialize_element(self, v)
+            }
+            fn end(self) -> Result<(), WriteError> {
+                ser::SerializeSeq::end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTupleStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = WriteError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), WriteError> {
-        ser::SerializeSeq::serialize_element(self, v)
-    }
-    fn end(self) -> Result<(), WriteError> {
-        ser::SerializeSeq::end(self)
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = WriteError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), WriteError> {
-        ser::SerializeSeq::serialize_element(self, v)
-    }
-    fn end(self) -> Result<(), WriteError> {
-        ser::SerializeSeq::end(self)
-    }
-}
+as_seq!(
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 impl ser::SerializeMap for Compound<'_, '_> {
     type Ok = ();
@@ -395,15 +391,16 @@ impl ser::SerializeStructVariant for Compound<'_, '_> {
     }
 }
 
-/// Implements every `Serializer` method but the listed ones as an error.
-macro_rules! only {
-    ($what:literal; $($method:ident($($arg:ty),*)),* $(,)?) => {
-        $(fn $method(self, $(_: $arg),*) -> Result<(), WriteError> {
+/// `Serializer` methods that refuse their input with `$what`.
+macro_rules! refuse {
+    ($what:literal; $($method:ident($($arg:ty),*) -> $ret:ty),* $(,)?) => {
+        $(fn $method(self, $(_: $arg),*) -> Result<$ret, WriteError> {
             Err(WriteError($what.into()))
         })*
     };
 }
 
+/// The compound half of a `Serializer` that writes only scalars.
 macro_rules! no_compounds {
     ($what:literal) => {
         type SerializeSeq = ser::Impossible<(), WriteError>;
@@ -425,47 +422,15 @@ macro_rules! no_compounds {
         ) -> Result<(), WriteError> {
             Err(WriteError($what.into()))
         }
-        fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, WriteError> {
-            Err(WriteError($what.into()))
-        }
-        fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, WriteError> {
-            Err(WriteError($what.into()))
-        }
-        fn serialize_tuple_struct(
-            self,
-            _: &'static str,
-            _: usize,
-        ) -> Result<Self::SerializeTupleStruct, WriteError> {
-            Err(WriteError($what.into()))
-        }
-        fn serialize_tuple_variant(
-            self,
-            _: &'static str,
-            _: u32,
-            _: &'static str,
-            _: usize,
-        ) -> Result<Self::SerializeTupleVariant, WriteError> {
-            Err(WriteError($what.into()))
-        }
-        fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, WriteError> {
-            Err(WriteError($what.into()))
-        }
-        fn serialize_struct(
-            self,
-            _: &'static str,
-            _: usize,
-        ) -> Result<Self::SerializeStruct, WriteError> {
-            Err(WriteError($what.into()))
-        }
-        fn serialize_struct_variant(
-            self,
-            _: &'static str,
-            _: u32,
-            _: &'static str,
-            _: usize,
-        ) -> Result<Self::SerializeStructVariant, WriteError> {
-            Err(WriteError($what.into()))
-        }
+        refuse!($what;
+            serialize_seq(Option<usize>) -> Self::SerializeSeq,
+            serialize_tuple(usize) -> Self::SerializeTuple,
+            serialize_tuple_struct(&'static str, usize) -> Self::SerializeTupleStruct,
+            serialize_tuple_variant(&'static str, u32, &'static str, usize) -> Self::SerializeTupleVariant,
+            serialize_map(Option<usize>) -> Self::SerializeMap,
+            serialize_struct(&'static str, usize) -> Self::SerializeStruct,
+            serialize_struct_variant(&'static str, u32, &'static str, usize) -> Self::SerializeStructVariant,
+        );
     };
 }
 
@@ -476,9 +441,15 @@ impl ser::Serializer for KeyWriter<'_> {
     type Ok = ();
     type Error = WriteError;
     no_compounds!("map keys must be strings or integers");
-    only!("map keys must be strings or integers";
-        serialize_bool(bool), serialize_f32(f32), serialize_f64(f64), serialize_char(char),
-        serialize_bytes(&[u8]), serialize_none(), serialize_unit(), serialize_unit_struct(&'static str));
+    refuse!("map keys must be strings or integers";
+        serialize_bool(bool) -> (),
+        serialize_f32(f32) -> (),
+        serialize_f64(f64) -> (),
+        serialize_char(char) -> (),
+        serialize_bytes(&[u8]) -> (),
+        serialize_none() -> (),
+        serialize_unit() -> (),
+        serialize_unit_struct(&'static str) -> ());
 
     fn serialize_str(self, v: &str) -> Result<(), WriteError> {
         write_str(self.0, v);
@@ -499,29 +470,12 @@ impl ser::Serializer for KeyWriter<'_> {
     ) -> Result<(), WriteError> {
         v.serialize(self)
     }
-    fn serialize_i8(self, v: i8) -> Result<(), WriteError> {
-        self.serialize_i64(v.into())
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), WriteError> {
-        self.serialize_i64(v.into())
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), WriteError> {
-        self.serialize_i64(v.into())
-    }
+    widen_ints!();
     fn serialize_i64(self, v: i64) -> Result<(), WriteError> {
         self.0.push('"');
         write_i64(self.0, v);
         self.0.push('"');
         Ok(())
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), WriteError> {
-        self.serialize_u64(v.into())
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), WriteError> {
-        self.serialize_u64(v.into())
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), WriteError> {
-        self.serialize_u64(v.into())
     }
     fn serialize_u64(self, v: u64) -> Result<(), WriteError> {
         self.0.push('"');
@@ -538,11 +492,23 @@ impl ser::Serializer for RawWriter<'_> {
     type Ok = ();
     type Error = WriteError;
     no_compounds!("a raw JSON value must be a string");
-    only!("a raw JSON value must be a string";
-        serialize_bool(bool), serialize_f32(f32), serialize_f64(f64), serialize_char(char),
-        serialize_bytes(&[u8]), serialize_none(), serialize_unit(), serialize_unit_struct(&'static str),
-        serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64),
-        serialize_u8(u8), serialize_u16(u16), serialize_u32(u32), serialize_u64(u64));
+    refuse!("a raw JSON value must be a string";
+        serialize_bool(bool) -> (),
+        serialize_f32(f32) -> (),
+        serialize_f64(f64) -> (),
+        serialize_char(char) -> (),
+        serialize_bytes(&[u8]) -> (),
+        serialize_none() -> (),
+        serialize_unit() -> (),
+        serialize_unit_struct(&'static str) -> (),
+        serialize_i8(i8) -> (),
+        serialize_i16(i16) -> (),
+        serialize_i32(i32) -> (),
+        serialize_i64(i64) -> (),
+        serialize_u8(u8) -> (),
+        serialize_u16(u16) -> (),
+        serialize_u32(u32) -> (),
+        serialize_u64(u64) -> ());
 
     fn serialize_str(self, v: &str) -> Result<(), WriteError> {
         self.0.push_str(v);
