@@ -15,7 +15,10 @@ pub struct Rig {
     pub c: Client,
     pub now: u64,
     pub stream: Option<RequestId>,
+    /// The oldest fetch in flight: the page the machine is waiting for.
     pub fetch: Option<(RequestId, FetchKind, String)>,
+    /// Every fetch in flight, oldest first (`fetch` and any prefetch).
+    pub fetches: Vec<(RequestId, FetchKind, String)>,
     pub log: Vec<Action>,
     pub notices: Vec<Notice>,
 }
@@ -28,6 +31,7 @@ impl Rig {
             now: 0,
             stream: None,
             fetch: None,
+            fetches: Vec::new(),
             log: Vec::new(),
             notices: Vec::new(),
         };
@@ -49,14 +53,16 @@ impl Rig {
                     id,
                     kind,
                     path_and_query,
-                } => self.fetch = Some((*id, *kind, path_and_query.clone())),
+                } => {
+                    let f = (*id, *kind, path_and_query.clone());
+                    self.fetches.push(f.clone());
+                    self.fetch.get_or_insert(f);
+                }
                 Action::Abort { id } => {
                     if self.stream == Some(*id) {
                         self.stream = None;
                     }
-                    if self.fetch.as_ref().is_some_and(|f| f.0 == *id) {
-                        self.fetch = None;
-                    }
+                    self.forget_fetch(*id);
                 }
                 _ => {}
             }
@@ -67,6 +73,35 @@ impl Rig {
             self.notices.push(n);
         }
         out
+    }
+
+    /// The fetch `id` is over (answered or aborted).
+    pub fn forget_fetch(&mut self, id: RequestId) {
+        self.fetches.retain(|f| f.0 != id);
+        if self.fetch.as_ref().is_some_and(|f| f.0 == id) {
+            self.fetch = self.fetches.first().cloned();
+        }
+    }
+
+    /// Paths of the fetches in flight, oldest first.
+    pub fn fetch_paths(&self) -> Vec<String> {
+        self.fetches.iter().map(|f| f.2.clone()).collect()
+    }
+
+    /// Answers the fetch in flight whose path is `path`.
+    pub fn answer_path(&mut self, path: &str, body: &[u8]) {
+        let (id, kind, _) = self
+            .fetches
+            .iter()
+            .find(|f| f.2 == path)
+            .cloned()
+            .unwrap_or_else(|| panic!("no fetch of {path} in {:?}", self.fetch_paths()));
+        self.forget_fetch(id);
+        match kind {
+            FetchKind::Replay => self.c.handle_replay_page(id, body, self.now),
+            FetchKind::Events => self.c.handle_event_page(id, body, self.now),
+        }
+        self.pump();
     }
 
     pub fn changes(&mut self) -> Vec<ViewChange> {
@@ -106,7 +141,8 @@ impl Rig {
     }
 
     pub fn answer(&mut self, body: &[u8]) {
-        let (id, kind, _) = self.fetch.take().expect("a fetch is pending");
+        let (id, kind, _) = self.fetch.clone().expect("a fetch is pending");
+        self.forget_fetch(id);
         match kind {
             FetchKind::Replay => self.c.handle_replay_page(id, body, self.now),
             FetchKind::Events => self.c.handle_event_page(id, body, self.now),
@@ -124,7 +160,9 @@ impl Rig {
         let id = if stream {
             self.stream_id()
         } else {
-            self.fetch.as_ref().expect("fetch").0
+            let id = self.fetch.as_ref().expect("fetch").0;
+            self.forget_fetch(id);
+            id
         };
         self.c
             .handle_http_error(id, status, retry_after, body, self.now);

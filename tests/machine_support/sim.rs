@@ -200,6 +200,8 @@ pub struct Sim {
     pub steps: u64,
     /// Every path the client asked for.
     pub requested: Vec<String>,
+    /// Most fetches the client had in flight at once (pipelined paging).
+    pub max_fetches_in_flight: usize,
 }
 
 impl Sim {
@@ -229,6 +231,7 @@ impl Sim {
             closed: false,
             steps: 0,
             requested: Vec::new(),
+            max_fetches_in_flight: 0,
         };
         sim.pump();
         sim
@@ -248,6 +251,9 @@ impl Sim {
             }
             self.server.on_action(&a);
         }
+        self.max_fetches_in_flight = self
+            .max_fetches_in_flight
+            .max(self.server.pending_fetches.len());
         while let Some(n) = self.client.poll_notice() {
             self.notices.push(n);
         }
@@ -399,7 +405,14 @@ impl Sim {
         if self.server.pending_fetches.is_empty() {
             return false;
         }
-        let (id, kind, path) = self.server.pending_fetches.remove(0);
+        // Several pages may be in flight (pipelined paging): any may answer first.
+        let n = self.server.pending_fetches.len();
+        let i = if n > 1 {
+            self.c.pick(n as u32) as usize
+        } else {
+            0
+        };
+        let (id, kind, path) = self.server.pending_fetches.remove(i);
         let now = self.now;
         if allow_faults && self.faults.http_errors && self.c.chance(10) {
             match self.c.pick(3) {

@@ -13,10 +13,12 @@ use crate::core::sse::SseItem;
 enum Req {
     Stream,
     Fetch,
+    /// A speculative page: its failures are dropped, never retried.
+    Prefetch,
 }
 
 impl Client {
-    fn alloc_id(&mut self) -> RequestId {
+    pub(super) fn alloc_id(&mut self) -> RequestId {
         self.next_id += 1;
         RequestId(self.next_id)
     }
@@ -26,6 +28,8 @@ impl Client {
             Some(Req::Stream)
         } else if self.fetch.as_ref().is_some_and(|f| f.id == Some(id)) {
             Some(Req::Fetch)
+        } else if self.prefetch.as_ref().is_some_and(|p| p.id == id) {
+            Some(Req::Prefetch)
         } else {
             None
         }
@@ -75,17 +79,22 @@ impl Client {
         }
     }
 
-    /// Replaces the pending fetch; sends it after `delay` (0 = now).
-    pub(super) fn issue_fetch(&mut self, kind: FetchKind, path: String, delay: u64, now: u64) {
+    /// Replaces the pending fetch (and any prefetch) with the page after
+    /// `after`; sends it after `delay` (0 = now).
+    pub(super) fn issue_fetch(&mut self, kind: FetchKind, after: u64, delay: u64, now: u64) {
+        self.drop_prefetch();
         if let Some(FetchSlot { id: Some(id), .. }) = self.fetch.take() {
             self.actions.push_back(Action::Abort { id });
         }
         self.fetch = Some(FetchSlot {
             id: None,
             kind,
-            path,
+            path: self.page_path(kind, after),
+            after,
             issued_at: now,
             retry_at: Some(now + delay),
+            body: None,
+            speculated: false,
         });
         if delay == 0 {
             self.send_fetch(now);
@@ -118,14 +127,17 @@ impl Client {
         if let Some(FetchSlot { id: Some(id), .. }) = self.fetch.take() {
             self.actions.push_back(Action::Abort { id });
         }
+        self.drop_prefetch();
     }
 
-    /// Pauses IO but remembers the pending fetch, to resume later.
+    /// Pauses IO but remembers the pending fetch, to resume later (a
+    /// prefetch is not worth remembering: it is issued again if still useful).
     fn suspend_io(&mut self) {
         if let Some(s) = self.stream.take() {
             self.actions.push_back(Action::Abort { id: s.id });
         }
         self.stream_retry_at = None;
+        self.drop_prefetch();
         if let Some(f) = self.fetch.as_mut() {
             if let Some(id) = f.id.take() {
                 self.actions.push_back(Action::Abort { id });
@@ -259,6 +271,7 @@ impl Client {
         match self.which(id) {
             Some(Req::Stream) => self.on_stream_end(id, Some(err), now),
             Some(Req::Fetch) => self.fetch_retry(err, None, now),
+            Some(Req::Prefetch) => self.prefetch = None,
             None => {}
         }
     }
@@ -280,6 +293,12 @@ impl Client {
                     f.id = None;
                 }
             }
+            // The page is fetched again, normally, if it is still needed:
+            // its errors (409, 401, 5xx…) are the normal request's to handle.
+            Req::Prefetch => {
+                self.prefetch = None;
+                return;
+            }
         }
         let parsed: Option<ErrorBody> = json::from_slice(body).ok();
         let code = parsed.as_ref().map(|b| b.error.clone()).unwrap_or_default();
@@ -290,7 +309,7 @@ impl Client {
         let hint = retry_after.and_then(|v| parse_retry_after(v, now));
         let retry = |c: &mut Client, err: CoreError| match req {
             Req::Stream => c.stream_retry(Some(err), hint, now),
-            Req::Fetch => c.fetch_retry(err, hint, now),
+            Req::Fetch | Req::Prefetch => c.fetch_retry(err, hint, now),
         };
         match status {
             401 | 403 => {
@@ -303,7 +322,7 @@ impl Client {
                 self.actions.push_back(Action::RefreshCredentials);
                 match req {
                     Req::Stream => self.open_stream(now),
-                    Req::Fetch => self.send_fetch(now),
+                    Req::Fetch | Req::Prefetch => self.send_fetch(now),
                 }
             }
             400 if code.is_empty() || code == "invalid_cursor" => {
@@ -362,6 +381,9 @@ impl Client {
         if let Some((id, waited)) = timed_out {
             self.actions.push_back(Action::Abort { id });
             self.fetch_retry(CoreError::Timeout { after_ms: waited }, None, now);
+        }
+        if self.prefetch_deadline().is_some_and(|t| now >= t) {
+            self.drop_prefetch();
         }
         if self
             .fetch

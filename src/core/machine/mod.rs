@@ -18,6 +18,7 @@ mod error;
 mod io;
 mod paths;
 mod persist;
+mod prefetch;
 mod sync;
 mod types;
 
@@ -76,9 +77,29 @@ struct FetchSlot {
     id: Option<RequestId>,
     kind: FetchKind,
     path: String,
+    /// The page's cursor parameter (`after_cursor`, `after_seq` or `after_id`).
+    after: u64,
     issued_at: u64,
     /// When to (re)send, if waiting.
     retry_at: Option<u64>,
+    /// The answer, when it arrived while this was still a prefetch.
+    body: Option<Vec<u8>>,
+    /// A prefetch was issued behind this page: at most one per page, so a
+    /// failing prefetch is never re-sent (the normal path has the backoff).
+    speculated: bool,
+}
+
+/// A speculative request for the page after the one in flight (pipelined
+/// paging): promoted to the [`FetchSlot`] if the cursor lands on `after`.
+#[derive(Clone, Debug)]
+struct Prefetch {
+    id: RequestId,
+    kind: FetchKind,
+    path: String,
+    after: u64,
+    issued_at: u64,
+    /// Kept until promotion when it arrives early.
+    body: Option<Vec<u8>>,
 }
 
 /// The client state machine for one target. See the module docs.
@@ -100,6 +121,10 @@ pub struct Client {
     stream_retry_at: Option<u64>,
     stream_backoff: Backoff,
     fetch: Option<FetchSlot>,
+    prefetch: Option<Prefetch>,
+    /// Highest durable head the server has shown in this epoch (hello,
+    /// heartbeat, page, durable frame): how far speculative paging may go.
+    known_head: u64,
     fetch_backoff: Backoff,
     rng: SplitMix64,
     sse_retry: Option<u64>,
@@ -154,6 +179,8 @@ impl Client {
             stream_retry_at: None,
             stream_backoff: Backoff::default(),
             fetch: None,
+            prefetch: None,
+            known_head: 0,
             fetch_backoff: Backoff::default(),
             sse_retry: None,
             scratch: Vec::new(),
@@ -316,6 +343,7 @@ impl Client {
                 at(f.retry_at);
                 at(f.id.map(|_| f.issued_at + self.cfg.fetch_timeout_ms));
             }
+            at(self.prefetch_deadline());
         }
         next
     }
@@ -418,8 +446,10 @@ impl Client {
         }
     }
 
-    /// Bookkeeping after every input: throttled persist, status.
+    /// Bookkeeping after every input: speculative page, throttled persist,
+    /// status.
     fn after_input(&mut self, now: u64) {
+        self.maybe_prefetch(now);
         if self.dirty && now >= self.persist_due() {
             self.flush_persist(now);
         }

@@ -4,7 +4,7 @@
 use super::error::CoreError;
 use super::persist::{LastApplied, Position};
 use super::types::{FetchKind, Notice, Target};
-use super::{paths, Client, Frame, Mode};
+use super::{Client, Frame, Mode};
 use crate::core::fold::{View, ViewChange};
 use crate::core::json::{self, JsonError};
 use crate::core::protocol::{Envelope, Event, EventPage, Hello, ReplayPage};
@@ -20,7 +20,7 @@ enum Step {
 }
 
 impl Client {
-    fn scoped(&self) -> bool {
+    pub(super) fn scoped(&self) -> bool {
         matches!(self.cfg.target, Target::Scoped { .. })
     }
 
@@ -60,14 +60,11 @@ impl Client {
             0
         };
         self.open_stream_after(delay, now);
-        let limit = self.cfg.replay_page_limit;
-        match paths::replay(&self.cfg.target, self.pos.cursor, limit) {
-            Some(path) => self.issue_fetch(FetchKind::Replay, path, delay, now),
-            None => {
-                let after = self.verify_from(verify);
-                let path = paths::events(&self.cfg.target, after, limit);
-                self.issue_fetch(FetchKind::Events, path, delay, now);
-            }
+        if self.cfg.target.is_session() {
+            self.issue_fetch(FetchKind::Replay, self.pos.cursor, delay, now);
+        } else {
+            let after = self.verify_from(verify);
+            self.issue_fetch(FetchKind::Events, after, delay, now);
         }
     }
 
@@ -95,12 +92,8 @@ impl Client {
         } else {
             0
         };
-        let path = paths::events(
-            &self.cfg.target,
-            self.verify_from(verify),
-            self.cfg.replay_page_limit,
-        );
-        self.issue_fetch(FetchKind::Events, path, delay, now);
+        let after = self.verify_from(verify);
+        self.issue_fetch(FetchKind::Events, after, delay, now);
     }
 
     /// Rule 8 and rule 9 (invalid cursor): discard everything, restore from 0.
@@ -108,6 +101,7 @@ impl Client {
         self.notices.push_back(notice);
         self.abort_all();
         self.buffer.clear();
+        self.known_head = 0;
         self.pos = Position::default();
         self.view = View::empty(self.cfg.target.is_session(), self.cfg.log_capacity);
         self.change = ViewChange {
@@ -183,6 +177,11 @@ impl Client {
             }
         };
         self.counters.events += 1;
+        match (&env.event, env.seq) {
+            (Event::Heartbeat(hb), _) => self.saw_head(hb.head),
+            (_, Some(seq)) => self.saw_head(seq),
+            _ => {}
+        }
         match &env.event {
             Event::Hello(h) => self.on_hello(h, now),
             _ => self.route(Frame::Event(env), now),
@@ -202,6 +201,7 @@ impl Client {
         if !self.check_epoch(&h.epoch, now) {
             return;
         }
+        self.saw_head(h.head);
         let boot = h.boot_id.clone();
         self.with_view(true, |v, ch| v.set_boot(&boot, ch));
         if live_only {
@@ -325,10 +325,26 @@ impl Client {
 
     /// A replay or event page arrived.
     pub(super) fn on_page(&mut self, id: super::RequestId, kind: FetchKind, body: &[u8], now: u64) {
+        if self.keep_prefetched(id, kind, body) {
+            return;
+        }
         match &self.fetch {
             Some(f) if f.id == Some(id) && f.kind == kind => {}
             _ => return,
         }
+        self.read_page(kind, body, now);
+        // A promoted prefetch may already hold its page: read those in order
+        // here (a loop, however many pages were waiting).
+        while let Some((kind, body)) = self
+            .fetch
+            .as_mut()
+            .and_then(|f| f.body.take().map(|b| (f.kind, b)))
+        {
+            self.read_page(kind, &body, now);
+        }
+    }
+
+    fn read_page(&mut self, kind: FetchKind, body: &[u8], now: u64) {
         match kind {
             FetchKind::Replay => match json::from_slice::<ReplayPage>(body) {
                 Ok(page) => self.on_replay_page(page, now),
@@ -348,14 +364,18 @@ impl Client {
         self.fetch_retry(err, None, now);
     }
 
+    /// The page after the cursor: the prefetch if it asked for exactly
+    /// that, else a fresh request.
     fn next_page(&mut self, kind: FetchKind, now: u64) {
-        let limit = self.cfg.replay_page_limit;
-        let path = match kind {
-            FetchKind::Replay => paths::replay(&self.cfg.target, self.pos.cursor, limit)
-                .expect("replay pages only for sessions"),
-            FetchKind::Events => paths::events(&self.cfg.target, self.pos.cursor, limit),
-        };
-        self.issue_fetch(kind, path, 0, now);
+        if !self.promote_prefetch(kind) {
+            self.issue_fetch(kind, self.pos.cursor, 0, now);
+        }
+    }
+
+    /// The slot's request (and any prefetch) is over: the backlog is read.
+    fn end_fetch(&mut self) {
+        self.fetch = None;
+        self.drop_prefetch();
     }
 
     fn on_replay_page(&mut self, page: ReplayPage, now: u64) {
@@ -364,6 +384,7 @@ impl Client {
         if !self.check_epoch(&page.epoch, now) {
             return;
         }
+        self.saw_head(page.head);
         self.apply_page(&page.history);
         if page.has_more && !page.history.is_empty() {
             self.next_page(FetchKind::Replay, now);
@@ -377,7 +398,7 @@ impl Client {
                 ch,
             )
         });
-        self.fetch = None;
+        self.end_fetch();
         self.mode = Mode::Follow;
         self.drain(false, now);
     }
@@ -388,6 +409,7 @@ impl Client {
         if !self.check_epoch(&page.epoch, now) {
             return;
         }
+        self.saw_head(page.head);
         let verify = match &mut self.mode {
             Mode::Restore { verify } | Mode::Repair { verify, .. } => std::mem::take(verify),
             Mode::Follow => return,
@@ -415,7 +437,7 @@ impl Client {
             self.next_page(FetchKind::Events, now);
             return;
         }
-        self.fetch = None;
+        self.end_fetch();
         let lenient = if let Mode::Repair { from_cursor, .. } = self.mode {
             self.counters.gaps_repaired += 1;
             self.notices.push_back(Notice::GapRepaired {
