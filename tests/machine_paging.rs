@@ -11,7 +11,7 @@ mod machine_support;
 use machine_support::events::*;
 use machine_support::rig::*;
 use replay_client::core::machine::{Action, Config, Lifecycle, Notice, RequestId, State, Target};
-use replay_client::core::protocol::Envelope;
+use replay_client::core::protocol::{Envelope, TranscriptItem};
 use replay_client::core::transcript::fold;
 
 const LIMIT: u32 = 10;
@@ -438,4 +438,58 @@ fn a_long_repair_pipelines_after_its_verifying_page() {
         .collect();
     assert_eq!(repairs, [ev(4), ev(14), ev(24), ev(34), ev(44)]);
     assert_eq!(r.c.transcript().unwrap().items, fold(EPOCH, &log).items);
+}
+
+/// Mirrors the view from `poll_view_progress` the way the browser layer
+/// stages a restore's items: reset, in-place updates, appends.
+fn track(r: &mut Rig, staged: &mut Vec<TranscriptItem>) {
+    let Some(p) = r.c.poll_view_progress() else {
+        return;
+    };
+    let items = r.c.view().as_session().unwrap().items();
+    if p.reset {
+        staged.clear();
+    }
+    let have = staged.len();
+    for &i in p.items_updated.iter().filter(|&&i| i < have) {
+        staged[i] = items[i].clone();
+    }
+    staged.extend_from_slice(&items[have..]);
+}
+
+#[test]
+fn view_progress_flows_while_the_restore_withholds_the_view() {
+    let mut log = simple_log(25);
+    // A tool card on page 1 completed on page 2: an in-place update.
+    log[7] = tool_started(8, "t1", "c1");
+    log[13] = tool_completed(14, "t1", "c1", "done");
+    let mut r = restoring(25);
+    let mut staged = Vec::new();
+    r.answer(&page(&log, 0, 10));
+    assert!(r.changes().is_empty(), "the view change is withheld");
+    track(&mut r, &mut staged);
+    assert_eq!(staged.len(), r.c.view().as_session().unwrap().items().len());
+    let tool_at = staged
+        .iter()
+        .position(|i| matches!(i, TranscriptItem::Tool { .. }))
+        .unwrap();
+    r.answer(&page(&log, 10, 20));
+    let p = r.c.poll_view_progress().unwrap();
+    assert!(p.items_updated.contains(&tool_at), "{p:?}");
+    assert!(r.c.is_restoring());
+    // Put back what was taken, as if polled by the tracker.
+    let items = r.c.view().as_session().unwrap().items().to_vec();
+    staged[tool_at] = items[tool_at].clone();
+    let have = staged.len();
+    staged.extend_from_slice(&items[have..]);
+    r.answer(&page(&log, 20, 25));
+    track(&mut r, &mut staged);
+    assert!(!r.c.is_restoring());
+    assert_eq!(staged, r.c.view().as_session().unwrap().items());
+    restored_once(&r, 25);
+    assert_eq!(r.changes().len(), 1);
+    // An epoch change starts over: progress says reset.
+    r.send(&[hello("e_other", 25, BOOT)]);
+    let p = r.c.poll_view_progress().unwrap();
+    assert!(p.reset);
 }

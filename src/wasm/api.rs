@@ -1,6 +1,5 @@
 //! The JS API: `ReplayClient`, implementing `api.d.ts`.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
 use js_sys::{Function, Object, Promise};
@@ -16,7 +15,6 @@ use super::view::{self, ViewCache};
 #[wasm_bindgen]
 pub struct ReplayClient {
     client: Client,
-    cache: RefCell<ViewCache>,
 }
 
 #[wasm_bindgen]
@@ -27,10 +25,9 @@ impl ReplayClient {
         #[wasm_bindgen(unchecked_param_type = "ConnectOptions")] options: JsValue,
     ) -> Result<ReplayClient, JsValue> {
         let options = Options::from_js(&options)?;
-        Ok(ReplayClient {
-            client: Client::connect(options),
-            cache: RefCell::new(ViewCache::default()),
-        })
+        let client = Client::connect(options);
+        *client.shared().js_view.borrow_mut() = Some(ViewCache::default());
+        Ok(ReplayClient { client })
     }
 
     /// Calls `listener` after changes (once per animation frame by default);
@@ -57,7 +54,9 @@ impl ReplayClient {
     /// The current immutable snapshot; the same object until something changed.
     #[wasm_bindgen(unchecked_return_type = "View")]
     pub fn view(&self) -> JsValue {
-        self.cache.borrow_mut().get(self.client.shared())
+        let shared = self.client.shared();
+        let mut view = shared.js_view.borrow_mut();
+        view.get_or_insert_with(ViewCache::default).get(shared)
     }
 
     /// Connection status.

@@ -23,6 +23,7 @@ use super::lifecycle::{self, Listeners};
 use super::options::{Notify, Options};
 use super::requests;
 use super::storage::{Loaded, Store};
+use super::view::ViewCache;
 use crate::core::fold::ViewChange;
 use crate::core::machine::{
     Action, Client as Machine, Config, ErrorInfo, Lifecycle, Notice, RequestId, State, Status,
@@ -184,6 +185,9 @@ pub struct Shared {
     pub http: Http,
     /// What is followed.
     pub target: Target,
+    /// The JS view of a `ReplayClient` (Rust clients have none): the driver
+    /// feeds it view progress so a restore's repaint is prepared early.
+    pub js_view: RefCell<Option<ViewCache>>,
 }
 
 impl Shared {
@@ -223,6 +227,7 @@ impl Shared {
             store: RefCell::new(store),
             http: Http::new(&o),
             target: o.target,
+            js_view: RefCell::new(None),
         });
         if let Some(why) = unavailable {
             shared.storage_fallback(why);
@@ -393,6 +398,18 @@ impl Shared {
             self.execute(a);
         }
         self.arm_timer();
+        // After the next requests went out: prepare UI objects meanwhile.
+        let progress = {
+            let mut inner = self.inner.borrow_mut();
+            inner.machine.as_mut().and_then(Machine::poll_view_progress)
+        };
+        if let Some(p) = progress {
+            if let Some(view) = self.js_view.borrow_mut().as_mut() {
+                if let Some(m) = self.inner.borrow().machine.as_ref() {
+                    view.track(m, p);
+                }
+            }
+        }
         if changed {
             self.schedule_notify();
         }

@@ -15,6 +15,7 @@ mod js;
 mod lifecycle;
 mod options;
 mod requests;
+mod stage;
 mod storage;
 mod view;
 

@@ -9,6 +9,7 @@ use wasm_bindgen::JsValue;
 
 use super::driver::{Inner, Shared};
 use super::js;
+use super::stage::Staged;
 use crate::core::fold::{LogEntry, LogView, SessionView, View, ViewChange};
 use crate::core::json::RawJson;
 use crate::core::machine::{Client as Machine, Counters, ErrorInfo, State, Status, Target};
@@ -125,6 +126,8 @@ pub struct ViewCache {
     items: Array,
     /// Log views: absolute position of `items[0]`.
     log_first: u64,
+    /// A restore's items, converted while it runs.
+    staged: Staged,
     live: JsValue,
     /// The live text last handed to JS, and that JS string: a streaming
     /// answer grows by appends, so only the new tail crosses.
@@ -142,6 +145,7 @@ impl Default for ViewCache {
             view: JsValue::NULL,
             items: frozen(Array::new()),
             log_first: 0,
+            staged: Staged::default(),
             live: JsValue::NULL,
             live_text: String::new(),
             live_text_js: JsString::from(""),
@@ -161,9 +165,15 @@ impl ViewCache {
         }
         let change = std::mem::take(&mut inner.change);
         let full = self.version.is_none() || change.reset || change.restore_completed;
-        if let Some(m) = inner.machine.as_ref() {
+        if let Some(m) = inner.machine.as_mut() {
+            if let Some(p) = m.poll_view_progress() {
+                self.staged.track(m, p);
+            }
             match m.view() {
-                View::Session(s) => self.session(s, &change, full),
+                View::Session(s) => {
+                    let staged = full.then(|| self.staged.take(m, s.items().len()));
+                    self.session(s, &change, full, staged.flatten());
+                }
                 View::Log(l) => self.log(l, &change, full),
             }
         }
@@ -172,17 +182,25 @@ impl ViewCache {
         self.view.clone()
     }
 
-    fn session(&mut self, s: &SessionView, ch: &ViewChange, full: bool) {
+    /// Follows view progress between repaints (see [`Staged`]).
+    pub fn track(&mut self, m: &Machine, p: ViewChange) {
+        self.staged.track(m, p);
+    }
+
+    fn session(&mut self, s: &SessionView, ch: &ViewChange, full: bool, staged: Option<Array>) {
         let items = s.items();
-        let keep = if full {
-            0
-        } else {
-            ch.items_appended_from
-                .unwrap_or(items.len())
-                .min(self.items.length() as usize)
-                .min(items.len())
-        };
-        if full || ch.items_appended_from.is_some() || !ch.items_updated.is_empty() {
+        if let Some(staged) = staged {
+            // A whole repaint whose items were converted while they arrived.
+            self.items = frozen(staged);
+        } else if full || ch.items_appended_from.is_some() || !ch.items_updated.is_empty() {
+            let keep = if full {
+                0
+            } else {
+                ch.items_appended_from
+                    .unwrap_or(items.len())
+                    .min(self.items.length() as usize)
+                    .min(items.len())
+            };
             let next = self.items.slice(0, keep as u32);
             for &i in ch.items_updated.iter().filter(|&&i| i < keep && !full) {
                 next.set(i as u32, js::to_js(&items[i]));

@@ -139,6 +139,9 @@ pub struct Client {
     actions: VecDeque<Action>,
     notices: VecDeque<Notice>,
     change: ViewChange,
+    /// Every view change since the last `poll_view_progress`, restores
+    /// included (see there).
+    progress: ViewChange,
     state: State,
     since: u64,
     last_error: Option<ErrorInfo>,
@@ -193,6 +196,7 @@ impl Client {
             actions: VecDeque::new(),
             notices,
             change: ViewChange::default(),
+            progress: ViewChange::default(),
             state: State::Connecting,
             since: now,
             last_error: None,
@@ -365,6 +369,25 @@ impl Client {
         let mut c = std::mem::take(&mut self.change);
         c.normalise();
         Some(c)
+    }
+
+    /// Every change to [`Client::view`] since the last call, including those
+    /// a restore withholds from [`Client::poll_view_change`]: for preparing
+    /// UI objects while the backlog is still arriving, so the one repaint at
+    /// its end is cheap. `reset` means: start over from the whole view.
+    #[must_use]
+    pub fn poll_view_progress(&mut self) -> Option<ViewChange> {
+        if self.progress.is_empty() {
+            return None;
+        }
+        let mut c = std::mem::take(&mut self.progress);
+        c.normalise();
+        Some(c)
+    }
+
+    /// Whether a restore is in progress (its changes are withheld).
+    pub fn is_restoring(&self) -> bool {
+        self.restore.is_some()
     }
 
     /// Connection status.

@@ -40,6 +40,7 @@ impl Client {
         }
         if !ch.is_empty() {
             self.dirty |= persist;
+            self.progress.merge(ch.clone());
             self.change.merge(ch);
         }
     }
@@ -108,6 +109,7 @@ impl Client {
             reset: true,
             ..ViewChange::default()
         };
+        self.progress = self.change.clone();
         self.dirty = true;
         self.zero_restarts += 1;
         self.start_restore(now);
