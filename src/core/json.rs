@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 
 mod raw;
 mod write;
@@ -46,17 +46,18 @@ pub fn from_slice<T: FromJson>(b: &[u8]) -> Result<T, JsonError> {
     from_str(utf8(b)?)
 }
 
-/// [`from_slice`], keeping event payloads opaque: every envelope but `hello`
+/// [`from_str`], keeping event payloads opaque: every envelope but `hello`
 /// and `heartbeat` is read as [`Event::Unknown`](crate::core::protocol::Event)
 /// with its `data` as text. For logs, which show payloads but never look
 /// inside them.
-pub fn from_slice_opaque<T: FromJson>(b: &[u8]) -> Result<T, JsonError> {
-    let mut r = Reader::new(utf8(b)?);
+pub fn from_str_opaque<T: FromJson>(s: &str) -> Result<T, JsonError> {
+    let mut r = Reader::new(s);
     r.opaque = true;
     read_all(r)
 }
 
-fn utf8(b: &[u8]) -> Result<&str, JsonError> {
+/// Checks that bytes are UTF-8 (what every reading starts with).
+pub fn utf8(b: &[u8]) -> Result<&str, JsonError> {
     std::str::from_utf8(b).map_err(|e| JsonError::Syntax(e.valid_up_to()))
 }
 
@@ -88,7 +89,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Whether event payloads are kept as text ([`from_slice_opaque`]).
+    /// Whether event payloads are kept as text ([`from_str_opaque`]).
     pub fn opaque_events(&self) -> bool {
         self.opaque
     }
@@ -441,7 +442,7 @@ impl<T: FromJson> FromJson for VecDeque<T> {
     }
 }
 
-impl<T: FromJson + Eq + Hash> FromJson for HashSet<T> {
+impl<T: FromJson + Eq + Hash, S: BuildHasher + Default> FromJson for HashSet<T, S> {
     fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
         Vec::read(r).map(HashSet::from_iter)
     }

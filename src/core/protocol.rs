@@ -148,7 +148,7 @@ macro_rules! events {
         pub enum Event {
             $( $(#[$doc])* $variant($payload), )*
             /// A type this version does not know, or any event read with
-            /// [`json::from_slice_opaque`] (logs): `data` kept as text.
+            /// [`json::from_str_opaque`] (logs): `data` kept as text.
             Unknown {
                 /// The wire `type`.
                 type_name: String,

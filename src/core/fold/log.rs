@@ -11,7 +11,7 @@ use crate::core::protocol::{Envelope, Event, Scope};
 /// One event as a log keeps it: the envelope with its `data` as JSON text.
 ///
 /// The machine reads log targets with
-/// [`json::from_slice_opaque`](crate::core::json::from_slice_opaque), so
+/// [`json::from_str_opaque`](crate::core::json::from_str_opaque), so
 /// every payload arrives as text and is kept without being re-encoded (the
 /// wasm carries no encoder for typed payloads). A typed envelope given to a
 /// log directly keeps `null` as its data.

@@ -5,6 +5,7 @@
 //! [`LogView`]. Each applied event costs O(1) amortised and records what it
 //! touched in a [`ViewChange`], so the UI re-reads only the changed parts.
 
+mod hash;
 mod log;
 mod overlay;
 mod session;

@@ -1,9 +1,8 @@
 //! The session fold: committed items, prompts, tasks, the live overlay.
 
-use std::collections::{HashMap, HashSet};
-
 use serde::{Deserialize, Serialize};
 
+use super::hash::{IdMap, IdSet};
 use super::overlay::{InterruptedTurn, Overlay};
 use super::ViewChange;
 use crate::core::json::{FromJson, JsonError, Reader};
@@ -20,7 +19,7 @@ pub const REASON_BOOT_CHANGED: &str = "boot_changed";
 struct SessionData {
     items: Vec<TranscriptItem>,
     prompts: Vec<PendingPrompt>,
-    resolved_questions: HashSet<String>,
+    resolved_questions: IdSet,
     tasks: TasksSnapshot,
     overlay: Option<Overlay>,
     interrupted: Vec<InterruptedTurn>,
@@ -33,17 +32,17 @@ struct SessionData {
 pub struct SessionView {
     items: Vec<TranscriptItem>,
     prompts: Vec<PendingPrompt>,
-    resolved_questions: HashSet<String>,
+    resolved_questions: IdSet,
     tasks: TasksSnapshot,
     overlay: Option<Overlay>,
     interrupted: Vec<InterruptedTurn>,
     boot_id: String,
     #[serde(skip)]
-    tool_index: HashMap<String, usize>,
+    tool_index: IdMap<usize>,
     #[serde(skip)]
-    committed_messages: HashSet<String>,
+    committed_messages: IdSet,
     #[serde(skip)]
-    ended_turns: HashSet<String>,
+    ended_turns: IdSet,
 }
 
 impl From<SessionData> for SessionView {

@@ -127,11 +127,11 @@ impl Client {
 
     /// Reads a frame or page. Logs keep payloads as text: they show them
     /// and never look inside (and the wasm then needs no payload encoder).
-    fn read<T: json::FromJson>(&self, bytes: &[u8]) -> Result<T, JsonError> {
+    fn read<T: json::FromJson>(&self, text: &str) -> Result<T, JsonError> {
         if self.cfg.target.is_session() {
-            json::from_slice(bytes)
+            json::from_str(text)
         } else {
-            json::from_slice_opaque(bytes)
+            json::from_str_opaque(text)
         }
     }
 
@@ -165,7 +165,7 @@ impl Client {
     pub(super) fn on_sse_event(&mut self, ev: SseEvent, now: u64) {
         // The client's own reader (small in the wasm); the parser already
         // validated UTF-8.
-        let env = match self.read::<Envelope>(ev.data.as_bytes()) {
+        let env = match self.read::<Envelope>(&ev.data) {
             Ok(env) => env,
             Err(e) => {
                 // Nothing of a bad frame is applied; if it was durable (had an
@@ -352,7 +352,7 @@ impl Client {
                 Ok(page) => self.on_replay_page(page, now),
                 Err(e) => self.page_unreadable(e, now),
             },
-            FetchKind::Events => match self.read::<EventPage>(body) {
+            FetchKind::Events => match json::utf8(body).and_then(|t| self.read::<EventPage>(t)) {
                 Ok(page) => self.on_event_page(page, now),
                 Err(e) => self.page_unreadable(e, now),
             },
