@@ -31,13 +31,18 @@ pub fn run(record: &mut dyn FnMut(&str, f64)) -> Result {
             &["build", "--profile", "server", "-p", "replay-server"],
         )
     })?;
+    // A file, as a runtime keeps it (WAL: page reads run beside the writer).
+    let db = root().join("target/bench-browser.sqlite");
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
+    }
     let server = Server::start(
         &root().join("target/server/replay-server"),
         &[
             "--listen",
             "127.0.0.1:0",
             "--db",
-            ":memory:",
+            db.to_str().expect("utf-8 path"),
             "--faults",
             "--static",
             site.to_str().expect("utf-8 path"),
