@@ -245,3 +245,44 @@ async fn followers_of_other_scopes_share_the_machinery() {
     }
     follower.close();
 }
+
+#[wasm_bindgen_test]
+async fn a_multi_page_restore_paints_the_whole_transcript() {
+    // Over one replay page (2000), with a tool card started on the first page
+    // and completed on the second: the JS items (converted while pages
+    // arrived, see src/wasm/stage.rs and its deterministic unit test) must
+    // end up exactly as the server's transcript.
+    let session = create_session().await;
+    for i in 0..2040u32 {
+        let (ty, data) = match i {
+            1995 => (
+                "tool.started",
+                json!({"turn_id": "t1", "call_id": "c1", "name": "sh", "input": {"cmd": "ls"}}),
+            ),
+            2010 => (
+                "tool.completed",
+                json!({"turn_id": "t1", "call_id": "c1", "status": "ok", "output": "done"}),
+            ),
+            _ => (
+                "message.committed",
+                json!({"message_id": format!("m{i}"), "turn_id": "t1", "role": "user", "text": format!("é {i}")}),
+            ),
+        };
+        let body = json!({"scope": "session", "scope_id": session, "type": ty, "data": data});
+        let (status, reply) = call("POST", "/v1/admin/events", Some(body)).await;
+        assert!(status < 300, "append: {reply}");
+    }
+    let expected = server_transcript(&session).await;
+    let head = expected["cursor"].as_u64().unwrap();
+    let client = connect(json!({"baseUrl": server(), "sessionId": session, "storage": "memory"}));
+    let (notified, _off) = counter(&client);
+    let live = || {
+        let v = client.view();
+        get(&v, "status.state").as_string().as_deref() == Some("live")
+            && get(&v, "cursor").as_f64() == Some(head as f64)
+    };
+    assert!(wait_until(20_000, live).await, "restored and live");
+    assert_eq!(json_of(&get(&client.view(), "items")), expected["items"]);
+    assert_eq!(notified.get(), 1, "one repaint for the restore");
+    client.close();
+}

@@ -67,3 +67,96 @@ impl Staged {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::core::machine::{Action, Config, FetchKind, RequestId};
+
+    fn event(seq: u64, ty: &str, data: &str) -> String {
+        format!(
+            r#"{{"id":{seq},"scope":"session","scope_id":"s","seq":{seq},"type":"{ty}","critical":true,"ts":"t","data":{data}}}"#
+        )
+    }
+
+    fn page(events: &[String], head: u64, cursor: u64) -> Vec<u8> {
+        format!(
+            r#"{{"epoch":"e","boot_id":"b","cursor":{cursor},"head":{head},"has_more":{},"history":[{}],"live_turn":null,"tasks":null}}"#,
+            cursor < head,
+            events.join(",")
+        )
+        .into_bytes()
+    }
+
+    /// The replay fetches the machine asked for, by `after_cursor`.
+    fn replay_fetches(m: &mut Machine) -> Vec<(RequestId, String)> {
+        let mut out = Vec::new();
+        while let Some(a) = m.poll_action() {
+            if let Action::Fetch {
+                id,
+                kind: FetchKind::Replay,
+                path_and_query,
+            } = a
+            {
+                out.push((id, path_and_query));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn staged_items_follow_updates_across_pages() {
+        let mut cfg = Config::session("s");
+        cfg.replay_page_limit = 3;
+        let mut m = Machine::new(cfg, None, 0);
+        let msg = |seq: u64| {
+            let data = format!(r#"{{"message_id":"m{seq}","role":"user","text":"é {seq}"}}"#);
+            event(seq, "message.committed", &data)
+        };
+        let log = [
+            msg(1),
+            msg(2),
+            event(3, "tool.started", r#"{"call_id":"c","name":"sh"}"#),
+            msg(4),
+            event(
+                5,
+                "tool.completed",
+                r#"{"call_id":"c","status":"ok","output":"done"}"#,
+            ),
+            msg(6),
+            msg(7),
+        ];
+        let mut staged = Staged::default();
+        let mut sent = 0;
+        let mut asked = Vec::new();
+        for (from, to) in [(0, 3), (3, 6), (6, 7)] {
+            // Later pages may have been asked for ahead (pipelined paging).
+            asked.extend(replay_fetches(&mut m));
+            let id = asked
+                .iter()
+                .find(|(_, p)| p.contains(&format!("after_cursor={from}&")))
+                .map(|(id, _)| *id);
+            let id = id.expect("the page was asked for");
+            m.handle_replay_page(id, &page(&log[from..to], 7, to as u64), 0);
+            sent += 1;
+            if let Some(p) = m.poll_view_progress() {
+                staged.track(&m, p);
+            }
+        }
+        assert_eq!(sent, 3);
+        assert!(!m.is_restoring());
+        let items = m.view().as_session().unwrap().items();
+        let staged = staged
+            .take(&m, items.len())
+            .expect("staged for this restore");
+        let shown = js_sys::JSON::stringify(&staged)
+            .unwrap()
+            .as_string()
+            .unwrap();
+        // The tool card staged as running on page 1 was completed on page 2.
+        assert!(shown.contains(r#""status":"ok""#), "{shown}");
+        assert_eq!(shown, serde_json::to_string(items).unwrap());
+    }
+}
