@@ -7,41 +7,14 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 #[path = "browser_support/mod.rs"]
 mod support;
 
-use std::cell::Cell;
-use std::rc::Rc;
-
-use js_sys::{Array, Function, Object, Reflect};
+use js_sys::{Array, Object};
 use replay_client::wasm::ReplayClient;
-use serde_json::{json, Value};
+use serde_json::json;
 use support::*;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::wasm_bindgen_test;
-
-fn get(v: &JsValue, path: &str) -> JsValue {
-    path.split('.').fold(v.clone(), |o, k| {
-        Reflect::get(&o, &k.into()).unwrap_or(JsValue::UNDEFINED)
-    })
-}
-
-fn json_of(v: &JsValue) -> Value {
-    let text = js_sys::JSON::stringify(v).unwrap().as_string().unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-fn connect(options: Value) -> ReplayClient {
-    let o = js_sys::JSON::parse(&options.to_string()).unwrap();
-    ReplayClient::connect(o).unwrap_or_else(|e| panic!("connect: {e:?}"))
-}
-
-fn counter(client: &ReplayClient) -> (Rc<Cell<u32>>, Function) {
-    let n = Rc::new(Cell::new(0));
-    let m = n.clone();
-    let f = Closure::<dyn FnMut()>::new(move || m.set(m.get() + 1)).into_js_value();
-    let off = client.subscribe(f.unchecked_into());
-    (n, off.unchecked_into())
-}
 
 fn assert_replay_error(e: &JsValue, code: &str) {
     assert!(

@@ -8,7 +8,11 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
-use replay_client::wasm::{Client, Options, StorageChoice};
+use std::cell::Cell;
+use std::rc::Rc;
+
+use js_sys::Function;
+use replay_client::wasm::{Client, Options, ReplayClient, StorageChoice};
 
 #[wasm_bindgen]
 extern "C" {
@@ -177,4 +181,34 @@ impl Rng {
             .wrapping_add(1442695040888963407);
         (self.0 >> 33) % n
     }
+}
+
+// The JS surface (`ReplayClient`), as the JS suites drive it.
+
+/// `v.a.b` (undefined when absent).
+pub fn get(v: &JsValue, path: &str) -> JsValue {
+    path.split('.').fold(v.clone(), |o, k| {
+        Reflect::get(&o, &k.into()).unwrap_or(JsValue::UNDEFINED)
+    })
+}
+
+/// A JS value as JSON.
+pub fn json_of(v: &JsValue) -> Value {
+    let text = js_sys::JSON::stringify(v).unwrap().as_string().unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// `ReplayClient.connect(options)`; panics on a bad option.
+pub fn connect(options: Value) -> ReplayClient {
+    let o = js_sys::JSON::parse(&options.to_string()).unwrap();
+    ReplayClient::connect(o).unwrap_or_else(|e| panic!("connect: {e:?}"))
+}
+
+/// Subscribes a counter of notifications; returns it and the unsubscribe function.
+pub fn counter(client: &ReplayClient) -> (Rc<Cell<u32>>, Function) {
+    let n = Rc::new(Cell::new(0));
+    let m = n.clone();
+    let f = Closure::<dyn FnMut()>::new(move || m.set(m.get() + 1)).into_js_value();
+    let off = client.subscribe(f.unchecked_into());
+    (n, off.unchecked_into())
 }
