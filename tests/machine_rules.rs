@@ -124,16 +124,7 @@ fn rule_2_buffered_live_frames_are_applied_after_the_replay_dropping_overlap() {
     r.send(&log[3..6]);
     assert_eq!(r.c.cursor(), 0, "held behind the barrier");
     // The replay happened to read up to 5.
-    r.answer(&replay_page(
-        EPOCH,
-        BOOT,
-        0,
-        &log[..5],
-        5,
-        false,
-        None,
-        None,
-    ));
+    r.answer(&whole_page(&log[..5], 5));
     assert_eq!(r.c.cursor(), 6);
     assert_eq!(r.c.counters().duplicates_dropped, 2);
     assert_eq!(r.c.transcript().unwrap().items, fold(EPOCH, &log).items);
@@ -150,16 +141,7 @@ fn rule_2_hello_head_above_the_replayed_cursor_is_a_gap() {
     let mut r = Rig::new();
     r.open_ok();
     r.send(&[hello(EPOCH, 5, BOOT)]);
-    r.answer(&replay_page(
-        EPOCH,
-        BOOT,
-        0,
-        &log[..3],
-        3,
-        false,
-        None,
-        None,
-    ));
+    r.answer(&whole_page(&log[..3], 3));
     assert_eq!(r.c.status().state, State::Repairing);
     assert_eq!(
         r.fetch_path(),
@@ -643,16 +625,7 @@ fn rule_9_oversized_event_is_skipped_with_a_notice_and_repaired() {
     let mut r = Rig::with(cfg, None);
     r.open_ok();
     r.send(&[hello(EPOCH, 1, BOOT)]);
-    r.answer(&replay_page(
-        EPOCH,
-        BOOT,
-        0,
-        &simple_log(1),
-        1,
-        false,
-        None,
-        None,
-    ));
+    r.answer(&whole_page(&simple_log(1), 1));
     let big = user_msg(2, "u2", &"x".repeat(1000));
     r.send(&[big.clone(), user_msg(3, "u3", "small")]);
     assert!(r
@@ -684,7 +657,7 @@ fn rule_10_droppable_events_are_dropped_under_load_and_counted() {
     r.send(&frames);
     // Held: the hello marker, turn.started, one progress; the rest dropped.
     assert_eq!(r.c.counters().droppable_dropped, 9);
-    r.answer(&replay_page(EPOCH, BOOT, 0, &[], 0, false, None, None));
+    r.answer(&whole_page(&[], 0));
     assert_eq!(r.c.cursor(), 1);
 }
 
@@ -697,7 +670,7 @@ fn rule_10_buffer_bound_turns_durable_overflow_into_a_repair() {
     r.open_ok();
     r.send(&[hello(EPOCH, 0, BOOT)]);
     r.send(&log);
-    r.answer(&replay_page(EPOCH, BOOT, 0, &[], 0, false, None, None));
+    r.answer(&whole_page(&[], 0));
     // Four frames were held; the rest became a marker: repair fills it.
     assert_eq!(r.c.status().state, State::Repairing);
     r.answer(&event_page(EPOCH, &log[2..], 12, false));

@@ -221,6 +221,12 @@ pub fn replay_page(
     serde_json::to_vec(&page).unwrap()
 }
 
+/// A replay of `history` after cursor 0 in one last page, head `head`.
+pub fn whole_page(history: &[Envelope], head: u64) -> Vec<u8> {
+    use super::rig::{BOOT, EPOCH};
+    replay_page(EPOCH, BOOT, 0, history, head, false, None, None)
+}
+
 pub fn event_page(epoch: &str, events: &[Envelope], head: u64, has_more: bool) -> Vec<u8> {
     let page = EventPage {
         epoch: epoch.into(),
