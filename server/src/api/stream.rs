@@ -33,7 +33,7 @@ const BACKLOG_PAGE: usize = 1000;
 pub(super) fn scoped_events(scope: Scope) -> MethodRouter<Arc<App>> {
     get(
         move |st: State<Arc<App>>, Path(id): Path<String>, q: RawQuery, h: HeaderMap| async move {
-            events(st, scope, id, q, h)
+            events(st, scope, id, q, h).await
         },
     )
 }
@@ -43,7 +43,7 @@ pub(super) async fn system_events(
     q: RawQuery,
     h: HeaderMap,
 ) -> Result<Response, ApiError> {
-    events(st, Scope::System, SYSTEM_ID.to_owned(), q, h)
+    events(st, Scope::System, SYSTEM_ID.to_owned(), q, h).await
 }
 
 pub(super) async fn global_events(
@@ -53,11 +53,11 @@ pub(super) async fn global_events(
 ) -> Result<Response, ApiError> {
     let params = Params::parse(q.as_deref());
     if !wants_sse(&headers) {
-        return Ok(global_page(&app, &params)?.into_response());
+        return Ok(global_page(&app, &params).await?.into_response());
     }
     let cursor = cursor(&params, "after_id", &headers)?;
     let sub = app.log.hub.subscribe(Key::Global);
-    let info = app.log.db().global_info();
+    let info = app.log.global_info();
     if let Some(c) = cursor {
         check_ahead(c, &info.epoch, info.head)?;
     }
@@ -83,7 +83,7 @@ fn cursor(params: &Params, key: &str, headers: &HeaderMap) -> Result<Option<u64>
     }
 }
 
-fn events(
+async fn events(
     State(app): State<Arc<App>>,
     scope: Scope,
     id: String,
@@ -92,12 +92,13 @@ fn events(
 ) -> Result<Response, ApiError> {
     let params = Params::parse(q.as_deref());
     if !wants_sse(&headers) {
-        return Ok(scope_page(&app, scope, &id, &params)?.into_response());
+        return Ok(scope_page(&app, scope, id, &params).await?.into_response());
     }
     let cursor = cursor(&params, "after_seq", &headers)?;
-    // Subscribe before reading anything from the store (§4.3.1).
+    // Subscribe before reading anything from the store (§4.3.1). The head
+    // comes from memory: `hello` never waits for a query.
     let sub = app.log.hub.subscribe(Key::Scope(scope, id.clone()));
-    let info = app.log.db().log_info(scope, &id).ok_or_else(|| {
+    let info = app.log.log_info(scope, &id).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found",
@@ -187,11 +188,21 @@ impl Writer {
         // Backlog, then snapshots, then live; `last` dedups the handoff.
         let mut last = start;
         loop {
-            let page = {
-                let db = self.app.log.db();
-                match &self.scope {
-                    Some((scope, id)) => db.page(*scope, id, last, BACKLOG_PAGE),
-                    None => db.global_page(last, BACKLOG_PAGE),
+            // Each page is a new snapshot, begun after subscribing: it holds
+            // every event published before the subscription.
+            let after = last;
+            let page = match self.scope.clone() {
+                Some((scope, id)) => {
+                    self.app
+                        .log
+                        .read(move |s| s.page(scope, &id, after, BACKLOG_PAGE))
+                        .await
+                }
+                None => {
+                    self.app
+                        .log
+                        .read(move |s| s.global_page(after, BACKLOG_PAGE))
+                        .await
                 }
             };
             let page = page.map_err(|_| End::Closed)?;
@@ -207,11 +218,18 @@ impl Writer {
         if let Some((Scope::Session, id)) = self.scope.clone() {
             let worker = self.app.worker();
             let live_turn = worker.live_turn(&id);
-            let (tasks, head) = {
-                let db = self.app.log.db();
-                let head = db.log_info(Scope::Session, &id).map_or(0, |i| i.head);
-                (db.tasks(&id).map_err(|_| End::Closed)?, head)
-            };
+            let head = self
+                .app
+                .log
+                .log_info(Scope::Session, &id)
+                .map_or(0, |i| i.head);
+            let sid = id.clone();
+            let tasks = self
+                .app
+                .log
+                .read(move |s| s.tasks(&sid))
+                .await
+                .map_err(|_| End::Closed)?;
             self.write_transient(
                 Event::LiveTurnSnapshot(LiveTurnSnapshot { live_turn }),
                 head,
@@ -252,11 +270,11 @@ impl Writer {
         }
     }
 
+    /// The published head: every event up to it is in our buffer or sent.
     fn current_head(&self) -> u64 {
-        let db = self.app.log.db();
         match &self.scope {
-            Some((scope, id)) => db.log_info(*scope, id).map_or(0, |i| i.head),
-            None => db.global_info().head,
+            Some((scope, id)) => self.app.log.log_info(*scope, id).map_or(0, |i| i.head),
+            None => self.app.log.global_info().head,
         }
     }
 
