@@ -131,6 +131,21 @@ impl Log {
         self.read_inner(None, move |snap, _| f(snap)).await
     }
 
+    /// Runs a small read on this thread if a connection is free right now
+    /// (`None` otherwise): no thread hop, so it happens at once.
+    pub fn try_read_now<T>(
+        &self,
+        f: impl FnOnce(&Snapshot<'_>) -> StoreResult<T>,
+    ) -> Option<StoreResult<T>> {
+        match &self.readers {
+            Some(pool) => pool.try_run(|conn| f(&Snapshot::begin(conn)?)),
+            None => {
+                let db = self.db.try_lock().ok()?;
+                Some(db.snapshot().and_then(|snap| f(&snap)))
+            }
+        }
+    }
+
     /// Like [`Log::read`], with the session's `live_turn` taken atomically
     /// with the snapshot: the agent commits and edits the overlay under the
     /// session lock, so the view is begun under that lock too.

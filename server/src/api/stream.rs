@@ -23,11 +23,15 @@ use crate::faults::StreamFaults;
 use crate::hub::{Key, Subscription};
 use crate::log::transient;
 use crate::recovery::SYSTEM_ID;
+use crate::store::StoreResult;
 
 /// `retry:` sent first on every stream, in milliseconds.
 const RETRY_MS: u64 = 1000;
 /// Backlog page size while streaming.
 const BACKLOG_PAGE: usize = 1000;
+/// A backlog up to this long (by the head at subscription) is read inline:
+/// less than a millisecond, cheaper than a hop to a blocking thread.
+const INLINE_BACKLOG: u64 = 64;
 
 /// `GET /v1/{scope_path}/{id}/events` for one scope: a JSON page or a stream.
 pub(super) fn scoped_events(scope: Scope) -> MethodRouter<Arc<App>> {
@@ -176,6 +180,17 @@ impl Writer {
     ) -> Result<(), End> {
         self.app.faults.refresh_stream(&mut self.faults, true);
         self.close.mark_unchanged();
+        // The backlog is read as soon after subscribing as it can be, and
+        // `hello` never waits for a long read: a long backlog's first page is
+        // read while `hello` goes out, a short one right after it, inline.
+        let inline = head.saturating_sub(start) <= INLINE_BACKLOG;
+        let first = (!inline).then(|| {
+            tokio::spawn(backlog_page(
+                Arc::clone(&self.app),
+                self.scope.clone(),
+                start,
+            ))
+        });
         self.write(format!("retry: {RETRY_MS}\n\n")).await?;
         let boot_id = self.app.worker().boot_id.clone();
         let hello = Event::Hello(Hello {
@@ -187,33 +202,28 @@ impl Writer {
 
         // Backlog, then snapshots, then live; `last` dedups the handoff.
         let mut last = start;
+        let now = match first {
+            Some(_) => None,
+            None => self.app.log.try_read_now(|s| match &self.scope {
+                Some((scope, id)) => s.page(*scope, id, start, BACKLOG_PAGE),
+                None => s.global_page(start, BACKLOG_PAGE),
+            }),
+        };
+        let mut page = match (now, first) {
+            (Some(page), _) => page,
+            (None, Some(task)) => task.await.map_err(|_| End::Closed)?,
+            (None, None) => backlog_page(Arc::clone(&self.app), self.scope.clone(), start).await,
+        };
         loop {
-            // Each page is a new snapshot, begun after subscribing: it holds
-            // every event published before the subscription.
-            let after = last;
-            let page = match self.scope.clone() {
-                Some((scope, id)) => {
-                    self.app
-                        .log
-                        .read(move |s| s.page(scope, &id, after, BACKLOG_PAGE))
-                        .await
-                }
-                None => {
-                    self.app
-                        .log
-                        .read(move |s| s.global_page(after, BACKLOG_PAGE))
-                        .await
-                }
-            };
-            let page = page.map_err(|_| End::Closed)?;
-            let n = page.len();
-            for env in &page {
+            let events = page.map_err(|_| End::Closed)?;
+            for env in &events {
                 self.write_durable(env, &env.to_json()).await?;
                 last = self.cursor_of(env);
             }
-            if n < BACKLOG_PAGE {
+            if events.len() < BACKLOG_PAGE {
                 break;
             }
+            page = backlog_page(Arc::clone(&self.app), self.scope.clone(), last).await;
         }
         if let Some((Scope::Session, id)) = self.scope.clone() {
             let worker = self.app.worker();
@@ -355,6 +365,27 @@ impl Writer {
             }
         }
         Ok(())
+    }
+}
+
+/// A backlog page after `after`, in a new snapshot: begun after subscribing,
+/// it holds every event published before the subscription.
+async fn backlog_page(
+    app: Arc<App>,
+    scope: Option<(Scope, String)>,
+    after: u64,
+) -> StoreResult<Vec<Envelope>> {
+    match scope {
+        Some((scope, id)) => {
+            app.log
+                .read(move |s| s.page(scope, &id, after, BACKLOG_PAGE))
+                .await
+        }
+        None => {
+            app.log
+                .read(move |s| s.global_page(after, BACKLOG_PAGE))
+                .await
+        }
     }
 }
 

@@ -29,6 +29,8 @@ impl ReadPool {
             let conn = Connection::open_with_flags(path, flags)?;
             // Readers wait only in rare WAL recovery or checkpoint windows.
             conn.pragma_update(None, "busy_timeout", 5000)?;
+            conn.pragma_update(None, "cache_size", -16000)?;
+            conn.pragma_update(None, "mmap_size", 268435456)?;
             idle.push(conn);
         }
         Ok(ReadPool {
@@ -65,6 +67,20 @@ impl ReadPool {
             out
         })
         .await?
+    }
+
+    /// Runs `f` here and now if a connection is free (`None` otherwise):
+    /// for reads so small that a thread hop would cost more than the read.
+    pub fn try_run<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> StoreResult<T>,
+    ) -> Option<StoreResult<T>> {
+        let _permit = self.permits.try_acquire().ok()?;
+        let loan = Loan {
+            conn: self.take(),
+            pool: self,
+        };
+        Some(f(loan.conn.as_ref().expect("on loan")))
     }
 
     fn take(&self) -> Option<Connection> {
