@@ -33,9 +33,8 @@ pub struct App {
 impl App {
     /// Opens the store, runs startup recovery and starts a worker.
     pub fn boot(cfg: Config) -> StoreResult<Arc<App>> {
-        let db = Db::open(&cfg.db)?;
         let hub = Hub::new(cfg.subscriber_buffer, cfg.lag_policy);
-        let log = Log::new(db, hub);
+        let log = Log::open(&cfg.db, hub)?;
         let boot_id = random_id("b");
         let report = recovery::recover(&log, &boot_id)?;
         Ok(Arc::new(App {

@@ -30,6 +30,7 @@ pub mod worker;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::serve::ListenerExt;
 pub use hub::LagPolicy;
 
 /// Server configuration (the command-line flags).
@@ -158,6 +159,14 @@ pub async fn start(config: Config) -> Result<Running, ServerError> {
     tracing::info!(%addr, boot_id = %app.worker().boot_id, "replay-server started");
     let router = api::router(Arc::clone(&app));
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    // Stream frames are small writes: without TCP_NODELAY, Nagle holds each
+    // one until the previous is acknowledged (a delayed ACK: ~40 ms), so a
+    // stream's `hello` would trail its headers.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY");
+        }
+    });
     let task = tokio::spawn(async move {
         let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
             let _ = rx.await;

@@ -68,7 +68,20 @@ async fn connection(s: &Server, cursor: Cursor, frames: usize) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_subscribers_see_dense_sequences_while_a_writer_appends() {
-    let s = Arc::new(server().await);
+    race(server().await).await;
+}
+
+/// The same race on a file store, whose backlogs are read on the pool of
+/// read-only connections rather than under the writer's lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handoff_stays_race_free_on_a_file_store() {
+    let db = TempDb::new("race");
+    let path = db.0.clone();
+    race(server_with(move |c| c.db = path).await).await;
+}
+
+async fn race(s: Server) {
+    let s = Arc::new(s);
     s.append("team", "race", 0).await;
     let done = Arc::new(AtomicBool::new(false));
     let head = Arc::new(AtomicU64::new(1));

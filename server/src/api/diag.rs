@@ -13,15 +13,20 @@ use crate::hub::LagPolicy;
 
 pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
     let worker = app.worker();
-    let db = app.log.db();
-    let (sessions, events) = db.counts()?;
-    let global = db.global_info();
+    let (sessions, events, boots) = app
+        .log
+        .read(|s| {
+            let (sessions, events) = s.counts()?;
+            Ok((sessions, events, s.boot_count()?))
+        })
+        .await?;
+    let global = app.log.global_info();
     Ok(Json(json!({
         "boot_id": worker.boot_id,
         "epoch": global.epoch,
         "head": global.head,
         "started_at": app.started_at,
-        "boots": db.boot_count()?,
+        "boots": boots,
         "sessions": sessions,
         "events": events,
         "running_turns": worker.running_turns(),
@@ -52,7 +57,7 @@ pub(super) async fn recovery(State(app): State<Arc<App>>) -> Json<Value> {
 }
 
 pub(super) async fn processes(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
-    let processes = app.log.db().processes()?;
+    let processes = app.log.read(|s| s.processes()).await?;
     Ok(Json(json!({ "processes": processes })))
 }
 

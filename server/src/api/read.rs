@@ -6,11 +6,12 @@ use std::sync::Arc;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::Json;
-use replay_client::core::protocol::{EventPage, ReplayPage, Scope};
+use replay_client::core::protocol::{Envelope, EventPage, ReplayPage, Scope};
 use serde_json::json;
 
 use super::{check_ahead, parse_cursor, ApiError, Params};
 use crate::app::App;
+use crate::store::{LogInfo, StoreResult};
 use crate::transcript;
 
 pub(super) async fn replay(
@@ -26,42 +27,44 @@ pub(super) async fn replay(
         .unwrap_or(0);
     let limit = params.limit()?;
     let worker = app.worker();
-    if !app.log.db().session_exists(&id) {
+    if !app.log.session_exists(&id) {
         return Err(ApiError::not_found("session"));
     }
-    // The session lock, then the store lock (the order every writer uses):
-    // the agent commits its reply and clears the overlay under the session
-    // lock, so history and live_turn are read as one consistent view.
     let live = worker.session(&id);
-    let st = live.lock();
-    let live_turn = st.live_turn.clone();
-    let db = app.log.db();
-    let info = db
-        .log_info(Scope::Session, &id)
-        .ok_or_else(|| ApiError::not_found("session"))?;
-    check_ahead(after, &info.epoch, info.head)?;
-    let mut history = db.page(Scope::Session, &id, after, limit + 1)?;
-    let has_more = history.len() > limit;
-    history.truncate(limit);
-    let cursor = history.last().and_then(|e| e.seq).unwrap_or(after);
-    let tasks = db.tasks(&id)?;
-    Ok(Json(ReplayPage {
-        epoch: info.epoch,
-        boot_id: worker.boot_id.clone(),
-        cursor,
-        head: info.head,
-        has_more,
-        history,
-        live_turn,
-        tasks: Some(tasks),
-    }))
+    let boot_id = worker.boot_id.clone();
+    // History, head, live_turn and tasks from one view (see `read_session`).
+    app.log
+        .read_session(live, move |snap, live_turn| {
+            let Some(info) = snap.log_info(Scope::Session, &id)? else {
+                return Ok(Err(ApiError::not_found("session")));
+            };
+            if let Err(e) = check_ahead(after, &info.epoch, info.head) {
+                return Ok(Err(e));
+            }
+            let mut history = snap.page(Scope::Session, &id, after, limit + 1)?;
+            let has_more = history.len() > limit;
+            history.truncate(limit);
+            let cursor = history.last().and_then(|e| e.seq).unwrap_or(after);
+            let tasks = snap.tasks(&id)?;
+            Ok(Ok(Json(ReplayPage {
+                epoch: info.epoch,
+                boot_id,
+                cursor,
+                head: info.head,
+                has_more,
+                history,
+                live_turn,
+                tasks: Some(tasks),
+            })))
+        })
+        .await?
 }
 
 /// A JSON event page of one scope log.
-pub(super) fn scope_page(
+pub(super) async fn scope_page(
     app: &App,
     scope: Scope,
-    id: &str,
+    id: String,
     params: &Params,
 ) -> Result<Json<EventPage>, ApiError> {
     let after = params
@@ -70,24 +73,20 @@ pub(super) fn scope_page(
         .transpose()?
         .unwrap_or(0);
     let limit = params.limit()?;
-    let db = app.log.db();
-    let info = db
-        .log_info(scope, id)
-        .ok_or_else(|| ApiError::not_found(scope.as_str()))?;
-    check_ahead(after, &info.epoch, info.head)?;
-    let mut events = db.page(scope, id, after, limit + 1)?;
-    let has_more = events.len() > limit;
-    events.truncate(limit);
-    Ok(Json(EventPage {
-        epoch: info.epoch,
-        head: info.head,
-        events,
-        has_more,
-    }))
+    app.log
+        .read(move |snap| {
+            let Some(info) = snap.log_info(scope, &id)? else {
+                return Ok(Err(ApiError::not_found(scope.as_str())));
+            };
+            Ok(page_of(after, limit, info, |n| {
+                snap.page(scope, &id, after, n)
+            }))
+        })
+        .await?
 }
 
 /// The global JSON list (cursor = row id).
-pub(super) fn global_page(app: &App, params: &Params) -> Result<Json<EventPage>, ApiError> {
+pub(super) async fn global_page(app: &App, params: &Params) -> Result<Json<EventPage>, ApiError> {
     let after = params
         .get("after_id")
         .or_else(|| params.get("after_seq"))
@@ -95,10 +94,24 @@ pub(super) fn global_page(app: &App, params: &Params) -> Result<Json<EventPage>,
         .transpose()?
         .unwrap_or(0);
     let limit = params.limit()?;
-    let db = app.log.db();
-    let info = db.global_info();
+    app.log
+        .read(move |snap| {
+            let info = snap.global_info()?;
+            Ok(page_of(after, limit, info, |n| snap.global_page(after, n)))
+        })
+        .await?
+}
+
+/// One event page read in a snapshot whose head is `info.head`.
+fn page_of(
+    after: u64,
+    limit: usize,
+    info: LogInfo,
+    read: impl FnOnce(usize) -> StoreResult<Vec<Envelope>>,
+) -> Result<Json<EventPage>, ApiError> {
     check_ahead(after, &info.epoch, info.head)?;
-    let mut events = db.global_page(after, limit + 1)?;
+    // One more than asked tells whether there is more.
+    let mut events = read(limit + 1)?;
     let has_more = events.len() > limit;
     events.truncate(limit);
     Ok(Json(EventPage {
@@ -113,13 +126,16 @@ pub(super) async fn transcript(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
 ) -> Result<Json<replay_client::core::protocol::Transcript>, ApiError> {
-    let db = app.log.db();
-    let info = db
-        .log_info(Scope::Session, &id)
-        .ok_or_else(|| ApiError::not_found("session"))?;
-    let events = db.page(Scope::Session, &id, 0, usize::MAX >> 1)?;
-    let tasks = db.tasks(&id)?;
-    Ok(Json(transcript::fold(&info.epoch, &events, tasks)))
+    app.log
+        .read(move |snap| {
+            let Some(info) = snap.log_info(Scope::Session, &id)? else {
+                return Ok(Err(ApiError::not_found("session")));
+            };
+            let events = snap.page(Scope::Session, &id, 0, usize::MAX >> 1)?;
+            let tasks = snap.tasks(&id)?;
+            Ok(Ok(Json(transcript::fold(&info.epoch, &events, tasks))))
+        })
+        .await?
 }
 
 pub(super) async fn process_log(
@@ -138,10 +154,11 @@ pub(super) async fn process_log(
             )
         })?,
     };
+    let pid = id.clone();
     let (log, state) = app
         .log
-        .db()
-        .process_log(&id)?
+        .read(move |snap| snap.process_log(&pid))
+        .await?
         .ok_or_else(|| ApiError::not_found("process"))?;
     let mut start = offset.min(log.len());
     while !log.is_char_boundary(start) {

@@ -23,17 +23,21 @@ use crate::faults::StreamFaults;
 use crate::hub::{Key, Subscription};
 use crate::log::transient;
 use crate::recovery::SYSTEM_ID;
+use crate::store::StoreResult;
 
 /// `retry:` sent first on every stream, in milliseconds.
 const RETRY_MS: u64 = 1000;
 /// Backlog page size while streaming.
 const BACKLOG_PAGE: usize = 1000;
+/// A backlog up to this long (by the head at subscription) is read inline:
+/// less than a millisecond, cheaper than a hop to a blocking thread.
+const INLINE_BACKLOG: u64 = 64;
 
 /// `GET /v1/{scope_path}/{id}/events` for one scope: a JSON page or a stream.
 pub(super) fn scoped_events(scope: Scope) -> MethodRouter<Arc<App>> {
     get(
         move |st: State<Arc<App>>, Path(id): Path<String>, q: RawQuery, h: HeaderMap| async move {
-            events(st, scope, id, q, h)
+            events(st, scope, id, q, h).await
         },
     )
 }
@@ -43,7 +47,7 @@ pub(super) async fn system_events(
     q: RawQuery,
     h: HeaderMap,
 ) -> Result<Response, ApiError> {
-    events(st, Scope::System, SYSTEM_ID.to_owned(), q, h)
+    events(st, Scope::System, SYSTEM_ID.to_owned(), q, h).await
 }
 
 pub(super) async fn global_events(
@@ -53,11 +57,11 @@ pub(super) async fn global_events(
 ) -> Result<Response, ApiError> {
     let params = Params::parse(q.as_deref());
     if !wants_sse(&headers) {
-        return Ok(global_page(&app, &params)?.into_response());
+        return Ok(global_page(&app, &params).await?.into_response());
     }
     let cursor = cursor(&params, "after_id", &headers)?;
     let sub = app.log.hub.subscribe(Key::Global);
-    let info = app.log.db().global_info();
+    let info = app.log.global_info();
     if let Some(c) = cursor {
         check_ahead(c, &info.epoch, info.head)?;
     }
@@ -83,7 +87,7 @@ fn cursor(params: &Params, key: &str, headers: &HeaderMap) -> Result<Option<u64>
     }
 }
 
-fn events(
+async fn events(
     State(app): State<Arc<App>>,
     scope: Scope,
     id: String,
@@ -92,12 +96,13 @@ fn events(
 ) -> Result<Response, ApiError> {
     let params = Params::parse(q.as_deref());
     if !wants_sse(&headers) {
-        return Ok(scope_page(&app, scope, &id, &params)?.into_response());
+        return Ok(scope_page(&app, scope, id, &params).await?.into_response());
     }
     let cursor = cursor(&params, "after_seq", &headers)?;
-    // Subscribe before reading anything from the store (§4.3.1).
+    // Subscribe before reading anything from the store (§4.3.1). The head
+    // comes from memory: `hello` never waits for a query.
     let sub = app.log.hub.subscribe(Key::Scope(scope, id.clone()));
-    let info = app.log.db().log_info(scope, &id).ok_or_else(|| {
+    let info = app.log.log_info(scope, &id).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found",
@@ -175,6 +180,17 @@ impl Writer {
     ) -> Result<(), End> {
         self.app.faults.refresh_stream(&mut self.faults, true);
         self.close.mark_unchanged();
+        // The backlog is read as soon after subscribing as it can be, and
+        // `hello` never waits for a long read: a long backlog's first page is
+        // read while `hello` goes out, a short one right after it, inline.
+        let inline = head.saturating_sub(start) <= INLINE_BACKLOG;
+        let first = (!inline).then(|| {
+            tokio::spawn(backlog_page(
+                Arc::clone(&self.app),
+                self.scope.clone(),
+                start,
+            ))
+        });
         self.write(format!("retry: {RETRY_MS}\n\n")).await?;
         let boot_id = self.app.worker().boot_id.clone();
         let hello = Event::Hello(Hello {
@@ -186,32 +202,44 @@ impl Writer {
 
         // Backlog, then snapshots, then live; `last` dedups the handoff.
         let mut last = start;
+        let now = match first {
+            Some(_) => None,
+            None => self.app.log.try_read_now(|s| match &self.scope {
+                Some((scope, id)) => s.page(*scope, id, start, BACKLOG_PAGE),
+                None => s.global_page(start, BACKLOG_PAGE),
+            }),
+        };
+        let mut page = match (now, first) {
+            (Some(page), _) => page,
+            (None, Some(task)) => task.await.map_err(|_| End::Closed)?,
+            (None, None) => backlog_page(Arc::clone(&self.app), self.scope.clone(), start).await,
+        };
         loop {
-            let page = {
-                let db = self.app.log.db();
-                match &self.scope {
-                    Some((scope, id)) => db.page(*scope, id, last, BACKLOG_PAGE),
-                    None => db.global_page(last, BACKLOG_PAGE),
-                }
-            };
-            let page = page.map_err(|_| End::Closed)?;
-            let n = page.len();
-            for env in &page {
+            let events = page.map_err(|_| End::Closed)?;
+            for env in &events {
                 self.write_durable(env, &env.to_json()).await?;
                 last = self.cursor_of(env);
             }
-            if n < BACKLOG_PAGE {
+            if events.len() < BACKLOG_PAGE {
                 break;
             }
+            page = backlog_page(Arc::clone(&self.app), self.scope.clone(), last).await;
         }
         if let Some((Scope::Session, id)) = self.scope.clone() {
             let worker = self.app.worker();
             let live_turn = worker.live_turn(&id);
-            let (tasks, head) = {
-                let db = self.app.log.db();
-                let head = db.log_info(Scope::Session, &id).map_or(0, |i| i.head);
-                (db.tasks(&id).map_err(|_| End::Closed)?, head)
-            };
+            let head = self
+                .app
+                .log
+                .log_info(Scope::Session, &id)
+                .map_or(0, |i| i.head);
+            let sid = id.clone();
+            let tasks = self
+                .app
+                .log
+                .read(move |s| s.tasks(&sid))
+                .await
+                .map_err(|_| End::Closed)?;
             self.write_transient(
                 Event::LiveTurnSnapshot(LiveTurnSnapshot { live_turn }),
                 head,
@@ -252,11 +280,11 @@ impl Writer {
         }
     }
 
+    /// The published head: every event up to it is in our buffer or sent.
     fn current_head(&self) -> u64 {
-        let db = self.app.log.db();
         match &self.scope {
-            Some((scope, id)) => db.log_info(*scope, id).map_or(0, |i| i.head),
-            None => db.global_info().head,
+            Some((scope, id)) => self.app.log.log_info(*scope, id).map_or(0, |i| i.head),
+            None => self.app.log.global_info().head,
         }
     }
 
@@ -337,6 +365,27 @@ impl Writer {
             }
         }
         Ok(())
+    }
+}
+
+/// A backlog page after `after`, in a new snapshot: begun after subscribing,
+/// it holds every event published before the subscription.
+async fn backlog_page(
+    app: Arc<App>,
+    scope: Option<(Scope, String)>,
+    after: u64,
+) -> StoreResult<Vec<Envelope>> {
+    match scope {
+        Some((scope, id)) => {
+            app.log
+                .read(move |s| s.page(scope, &id, after, BACKLOG_PAGE))
+                .await
+        }
+        None => {
+            app.log
+                .read(move |s| s.global_page(after, BACKLOG_PAGE))
+                .await
+        }
     }
 }
 

@@ -81,7 +81,7 @@ pub(super) async fn answer(
     Path((id, qid)): Path<(String, String)>,
     JsonBody(body): JsonBody<AnswerQuestion>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    if !app.log.db().session_exists(&id) {
+    if !app.log.session_exists(&id) {
         return Err(ApiError::not_found("session"));
     }
     let waiter = app
@@ -118,7 +118,7 @@ pub(super) async fn cancel(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
-    if !app.log.db().session_exists(&id) {
+    if !app.log.session_exists(&id) {
         return Err(ApiError::not_found("session"));
     }
     let running = app.worker().session(&id).lock().running.clone();

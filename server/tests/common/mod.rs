@@ -36,6 +36,25 @@ pub fn test_config() -> Config {
     }
 }
 
+/// A database file in the temp directory, removed (with its WAL files) on drop.
+pub struct TempDb(pub String);
+
+impl TempDb {
+    pub fn new(name: &str) -> TempDb {
+        let dir = std::env::temp_dir();
+        let file = format!("replay-{name}-{}.sqlite", replay_server::util::entropy());
+        TempDb(dir.join(file).to_str().unwrap().to_owned())
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.0));
+        }
+    }
+}
+
 pub async fn server() -> Server {
     server_with(|_| {}).await
 }

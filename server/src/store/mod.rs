@@ -1,6 +1,11 @@
 //! The SQLite store: one events table with a dense per-scope `seq`, plus the
-//! projections the endpoints and startup recovery need. Synchronous; callers
-//! hold it behind one mutex so that commit order equals publish order.
+//! projections the endpoints and startup recovery need. Synchronous. [`Db`]
+//! is the one writer; callers hold it behind one mutex so that commit order
+//! equals publish order. Reads run in [`Snapshot`]s, on the writer's
+//! connection or on a [`ReadPool`] of read-only connections (WAL).
+
+mod pool;
+mod read;
 
 use std::collections::HashMap;
 
@@ -11,6 +16,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::util::{now_rfc3339, random_id};
 
+pub use pool::ReadPool;
+pub use read::Snapshot;
+
 /// Errors of the store layer.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -20,6 +28,9 @@ pub enum StoreError {
     /// A stored JSON value did not decode.
     #[error("stored json: {0}")]
     Json(#[from] serde_json::Error),
+    /// A read running off the async runtime panicked or was cancelled.
+    #[error("read task: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// Result of the store layer.
@@ -55,7 +66,7 @@ CREATE TABLE IF NOT EXISTS boots (boot_id TEXT PRIMARY KEY, started_at TEXT NOT 
 "#;
 
 /// A scope's log identity and head.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LogInfo {
     /// The log's epoch.
     pub epoch: String,
@@ -114,9 +125,11 @@ pub struct Db {
     conn: Connection,
     logs: HashMap<(Scope, String), LogInfo>,
     global: LogInfo,
+    /// Logs created or appended to since the last [`Db::take_changed`].
+    changed: Vec<(Scope, String)>,
 }
 
-fn scope_from_str(s: &str) -> Scope {
+pub(crate) fn scope_from_str(s: &str) -> Scope {
     match s {
         "session" => Scope::Session,
         "team" => Scope::Team,
@@ -184,6 +197,7 @@ impl Db {
         }
         Ok(Db {
             conn,
+            changed: logs.keys().cloned().collect(),
             logs,
             global: LogInfo {
                 epoch: global_epoch,
@@ -216,6 +230,7 @@ impl Db {
             params![scope.as_str(), scope_id, info.epoch, now_rfc3339()],
         )?;
         self.logs.insert((scope, scope_id.to_owned()), info.clone());
+        self.changed.push((scope, scope_id.to_owned()));
         Ok(info)
     }
 
@@ -248,9 +263,11 @@ impl Db {
         let id = tx.last_insert_rowid() as u64;
         project(&tx, scope, scope_id, event)?;
         tx.commit()?;
-        if let Some(info) = self.logs.get_mut(&(scope, scope_id.to_owned())) {
+        let key = (scope, scope_id.to_owned());
+        if let Some(info) = self.logs.get_mut(&key) {
             info.head = seq;
         }
+        self.changed.push(key);
         self.global.head = id;
         Ok(Envelope {
             id: Some(id),
@@ -272,71 +289,12 @@ impl Db {
         after: u64,
         limit: usize,
     ) -> StoreResult<Vec<Envelope>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT id, seq, type, ts, data FROM events
-             WHERE scope = ?1 AND scope_id = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4",
-        )?;
-        let rows = st.query_map(
-            params![scope.as_str(), scope_id, after, limit as i64],
-            |r| {
-                Ok((
-                    r.get::<_, u64>(0)?,
-                    r.get::<_, u64>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                ))
-            },
-        )?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, seq, ty, ts, data) = row?;
-            out.push(Envelope {
-                id: Some(id),
-                scope,
-                scope_id: scope_id.to_owned(),
-                seq: Some(seq),
-                after_seq: None,
-                critical: true,
-                ts,
-                event: Event::decode(&ty, Some(&data))?,
-            });
-        }
-        Ok(out)
+        read::page(&self.conn, scope, scope_id, after, limit)
     }
 
     /// Durable events of every scope with row `id > after_id`, ascending.
     pub fn global_page(&self, after_id: u64, limit: usize) -> StoreResult<Vec<Envelope>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT id, scope, scope_id, seq, type, ts, data FROM events
-             WHERE id > ?1 ORDER BY id LIMIT ?2",
-        )?;
-        let rows = st.query_map(params![after_id, limit as i64], |r| {
-            Ok((
-                r.get::<_, u64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, u64>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, String>(5)?,
-                r.get::<_, String>(6)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, scope, scope_id, seq, ty, ts, data) = row?;
-            out.push(Envelope {
-                id: Some(id),
-                scope: scope_from_str(&scope),
-                scope_id,
-                seq: Some(seq),
-                after_seq: None,
-                critical: true,
-                ts,
-                event: Event::decode(&ty, Some(&data))?,
-            });
-        }
-        Ok(out)
+        read::global_page(&self.conn, after_id, limit)
     }
 
     /// Registers a session row (its `session.created` event is appended by the caller).
@@ -451,18 +409,7 @@ impl Db {
 
     /// Every runtime-managed process.
     pub fn processes(&self) -> StoreResult<Vec<ProcessRow>> {
-        self.all(
-            "SELECT process_id, command, state, exit_code, length(CAST(log AS BLOB)) FROM processes ORDER BY rowid",
-            |r| {
-                Ok(ProcessRow {
-                    process_id: r.get(0)?,
-                    command: r.get(1)?,
-                    state: r.get(2)?,
-                    exit_code: r.get(3)?,
-                    log_bytes: r.get(4)?,
-                })
-            },
-        )
+        read::processes(&self.conn)
     }
 
     /// Appends process output to its log; returns the byte offset it starts at.
@@ -475,46 +422,14 @@ impl Db {
         )?)
     }
 
-    /// A process's log from byte `offset` (clamped to a char boundary), and its state.
+    /// A process's whole log and its state.
     pub fn process_log(&self, process_id: &str) -> StoreResult<Option<(String, String)>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT log, state FROM processes WHERE process_id = ?1",
-                [process_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?)
+        read::process_log(&self.conn, process_id)
     }
 
     /// The session's task state.
     pub fn tasks(&self, session_id: &str) -> StoreResult<TasksSnapshot> {
-        let (version, bg): (u64, Option<String>) = self
-            .conn
-            .query_row(
-                "SELECT tasks_version, background_wait FROM sessions WHERE session_id = ?1",
-                [session_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?
-            .unwrap_or((0, None));
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT json FROM tasks WHERE session_id = ?1 ORDER BY ord")?;
-        let rows = st.query_map([session_id], |r| r.get::<_, String>(0))?;
-        let mut tasks = Vec::new();
-        for row in rows {
-            tasks.push(serde_json::from_str::<Task>(&row?)?);
-        }
-        let background_wait = match bg {
-            Some(s) => serde_json::from_str::<Option<BackgroundWait>>(&s)?,
-            None => None,
-        };
-        Ok(TasksSnapshot {
-            version,
-            tasks,
-            background_wait,
-        })
+        read::tasks(&self.conn, session_id)
     }
 
     /// Replaces the session's task state and bumps its version; returns the new snapshot.
@@ -578,20 +493,27 @@ impl Db {
 
     /// Number of sessions and of durable events.
     pub fn counts(&self) -> StoreResult<(u64, u64)> {
-        let sessions = self
-            .conn
-            .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))?;
-        let events = self
-            .conn
-            .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))?;
-        Ok((sessions, events))
+        read::counts(&self.conn)
     }
 
     /// Number of boots recorded in this database.
     pub fn boot_count(&self) -> StoreResult<u64> {
-        Ok(self
-            .conn
-            .query_row("SELECT COUNT(*) FROM boots", [], |r| r.get(0))?)
+        read::boot_count(&self.conn)
+    }
+
+    /// A read transaction on the writer's own connection (the single-connection
+    /// store, `:memory:`); the caller holds the store lock while it lives.
+    pub fn snapshot(&self) -> StoreResult<Snapshot<'_>> {
+        Snapshot::begin(&self.conn)
+    }
+
+    /// Logs whose epoch or head changed since the last call, with their new
+    /// values (the in-memory heads of [`crate::log::Log`] follow them).
+    pub fn take_changed(&mut self) -> Vec<((Scope, String), LogInfo)> {
+        let keys = std::mem::take(&mut self.changed);
+        keys.into_iter()
+            .filter_map(|k| self.logs.get(&k).cloned().map(|i| (k, i)))
+            .collect()
     }
 }
 
