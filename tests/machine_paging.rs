@@ -196,6 +196,36 @@ fn an_early_prefetch_body_is_kept_until_its_turn() {
 }
 
 #[test]
+fn an_early_page_is_read_only_after_the_next_request_went_out() {
+    let log = simple_log(40);
+    let mut r = restoring(40);
+    r.answer_path(&rp(10), &page(&log, 10, 20));
+    // Page 0 arrives; the page after it is already here.
+    let (id, _, _) = r.fetch.clone().unwrap();
+    r.forget_fetch(id);
+    r.c.handle_replay_page(id, &page(&log, 0, 10), r.now);
+    r.pump();
+    assert!(r.c.has_waiting_page());
+    assert_eq!(
+        r.c.cursor(),
+        10,
+        "the early page is not read in the same input"
+    );
+    assert!(
+        r.fetch_paths().contains(&rp(20)),
+        "the request after it is queued first: {:?}",
+        r.fetch_paths()
+    );
+    r.c.handle_waiting_page(r.now);
+    r.pump_waiting_pages();
+    assert_eq!(r.c.cursor(), 20);
+    assert!(!r.c.has_waiting_page());
+    serve(&mut r, &log);
+    assert_eq!(r.c.transcript().unwrap().items, fold(EPOCH, &log).items);
+    restored_once(&r, 40);
+}
+
+#[test]
 fn a_short_page_aborts_the_prefetch_and_reads_on_from_the_cursor() {
     let log = simple_log(40);
     let mut r = restoring(40);

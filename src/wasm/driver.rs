@@ -413,6 +413,19 @@ impl Shared {
         if changed {
             self.schedule_notify();
         }
+        // A page that arrived early is read once the request after it is on
+        // the network (pipelined paging): spawned requests call fetch() when
+        // first polled, and this task is queued behind them.
+        let waiting = self
+            .inner
+            .borrow()
+            .machine
+            .as_ref()
+            .is_some_and(Machine::has_waiting_page);
+        if waiting {
+            let this = self.clone();
+            js::spawn(async move { this.input(|m, now| m.handle_waiting_page(now)) });
+        }
     }
 
     fn execute(self: &Rc<Self>, action: Action) {

@@ -140,6 +140,9 @@ mod tests {
                 .map(|(id, _)| *id);
             let id = id.expect("the page was asked for");
             m.handle_replay_page(id, &page(&log[from..to], 7, to as u64), 0);
+            while m.has_waiting_page() {
+                m.handle_waiting_page(0);
+            }
             sent += 1;
             if let Some(p) = m.poll_view_progress() {
                 staged.track(&m, p);

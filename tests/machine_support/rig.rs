@@ -75,6 +75,16 @@ impl Rig {
         out
     }
 
+    /// Pumps, then reads pages that arrived early, as the driver does
+    /// (after performing the actions each time).
+    pub fn pump_waiting_pages(&mut self) {
+        self.pump();
+        while self.c.has_waiting_page() {
+            self.c.handle_waiting_page(self.now);
+            self.pump();
+        }
+    }
+
     /// The fetch `id` is over (answered or aborted).
     pub fn forget_fetch(&mut self, id: RequestId) {
         self.fetches.retain(|f| f.0 != id);
@@ -101,7 +111,7 @@ impl Rig {
             FetchKind::Replay => self.c.handle_replay_page(id, body, self.now),
             FetchKind::Events => self.c.handle_event_page(id, body, self.now),
         }
-        self.pump();
+        self.pump_waiting_pages();
     }
 
     pub fn changes(&mut self) -> Vec<ViewChange> {
@@ -147,7 +157,7 @@ impl Rig {
             FetchKind::Replay => self.c.handle_replay_page(id, body, self.now),
             FetchKind::Events => self.c.handle_event_page(id, body, self.now),
         }
-        self.pump();
+        self.pump_waiting_pages();
     }
 
     pub fn http_error(

@@ -259,6 +259,12 @@ impl Sim {
         }
         while self.client.poll_view_change().is_some() {}
         self.check();
+        // Like the driver: a page that arrived early is read after the
+        // actions above were performed.
+        if self.client.has_waiting_page() {
+            self.client.handle_waiting_page(self.now);
+            self.pump();
+        }
     }
 
     /// A client built from persisted bytes shows exactly the oracle at its cursor.

@@ -265,6 +265,23 @@ impl Client {
         }
     }
 
+    /// Whether a page that arrived early (pipelined paging) waits to be
+    /// read: perform the queued actions (they include the request for the
+    /// page after it), then call [`handle_waiting_page`](Self::handle_waiting_page).
+    /// Split in two so that request is on the network while this page is
+    /// being decoded.
+    pub fn has_waiting_page(&self) -> bool {
+        !self.closed && self.fetch.as_ref().is_some_and(|f| f.body.is_some())
+    }
+
+    /// Reads the page [`has_waiting_page`](Self::has_waiting_page) reported.
+    pub fn handle_waiting_page(&mut self, now: u64) {
+        if !self.closed {
+            self.on_waiting_page(now);
+            self.after_input(now);
+        }
+    }
+
     /// A non-2xx answer to any request, with its `Retry-After` header and body
     /// (an [`ErrorBody`](crate::core::protocol::ErrorBody) when JSON).
     pub fn handle_http_error(

@@ -335,14 +335,26 @@ impl Client {
             _ => return,
         }
         self.read_page(kind, body, now);
-        // A promoted prefetch may already hold its page: read those in order
-        // here (a loop, however many pages were waiting).
-        while let Some((kind, body)) = self
+        self.before_waiting_page(now);
+    }
+
+    /// A promoted prefetch may already hold its page: it is read by the next
+    /// input (`handle_waiting_page`), after the request for the page after
+    /// it, queued here, went out.
+    fn before_waiting_page(&mut self, now: u64) {
+        if self.fetch.as_ref().is_some_and(|f| f.body.is_some()) {
+            self.maybe_prefetch(now);
+        }
+    }
+
+    pub(super) fn on_waiting_page(&mut self, now: u64) {
+        if let Some((kind, body)) = self
             .fetch
             .as_mut()
             .and_then(|f| f.body.take().map(|b| (f.kind, b)))
         {
             self.read_page(kind, &body, now);
+            self.before_waiting_page(now);
         }
     }
 
