@@ -398,7 +398,30 @@ impl Shared {
             self.execute(a);
         }
         self.arm_timer();
-        // After the next requests went out: prepare UI objects meanwhile.
+        if changed {
+            self.schedule_notify();
+        }
+        let waiting = self
+            .inner
+            .borrow()
+            .machine
+            .as_ref()
+            .is_some_and(Machine::has_waiting_page);
+        if waiting {
+            // A page that arrived early is read once the request after it is
+            // on the network (pipelined paging): spawned requests call
+            // fetch() when first polled, and this task is queued behind them.
+            let this = self.clone();
+            js::spawn(async move { this.input(|m, now| m.handle_waiting_page(now)) });
+        } else {
+            // Nothing to read: prepare UI objects while the network works.
+            self.stage_view();
+        }
+    }
+
+    /// Converts view progress (a restore's items) for the JS view ahead of
+    /// its repaint.
+    fn stage_view(&self) {
         let progress = {
             let mut inner = self.inner.borrow_mut();
             inner.machine.as_mut().and_then(Machine::poll_view_progress)
@@ -409,22 +432,6 @@ impl Shared {
                     view.track(m, p);
                 }
             }
-        }
-        if changed {
-            self.schedule_notify();
-        }
-        // A page that arrived early is read once the request after it is on
-        // the network (pipelined paging): spawned requests call fetch() when
-        // first polled, and this task is queued behind them.
-        let waiting = self
-            .inner
-            .borrow()
-            .machine
-            .as_ref()
-            .is_some_and(Machine::has_waiting_page);
-        if waiting {
-            let this = self.clone();
-            js::spawn(async move { this.input(|m, now| m.handle_waiting_page(now)) });
         }
     }
 

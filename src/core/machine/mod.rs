@@ -202,7 +202,9 @@ impl Client {
             last_error: None,
             counters: Counters::default(),
             dirty: false,
-            last_persist: None,
+            // The throttle runs from the start: a restore does not serialise its
+            // first page's state on the way (it is written within the throttle).
+            last_persist: Some(now),
         };
         c.start_restore(now);
         c.after_input(now);
