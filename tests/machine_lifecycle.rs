@@ -211,7 +211,7 @@ fn non_session_scopes_restore_from_event_pages_with_verification() {
     let mut r = Rig::with(Config::new(target.clone()), None);
     assert_eq!(
         r.fetch_path(),
-        "/v1/processes/proc_1/events?after_seq=0&limit=2000"
+        "/v1/processes/proc_1/events?after_seq=0&limit=500"
     );
     r.open_ok();
     r.send(&[hello(EPOCH, 1, BOOT)]);
@@ -250,7 +250,7 @@ fn non_session_scopes_restore_from_event_pages_with_verification() {
     let mut r2 = Rig::with(Config::new(target), Some(&stored));
     assert_eq!(
         r2.fetch_path(),
-        "/v1/processes/proc_1/events?after_seq=1&limit=2000"
+        "/v1/processes/proc_1/events?after_seq=1&limit=500"
     );
     r2.answer(&event_page(EPOCH, &log[1..], 2, false));
     assert_eq!(r2.c.cursor(), 2);
@@ -265,7 +265,7 @@ fn non_session_scopes_restore_from_event_pages_with_verification() {
 #[test]
 fn global_list_uses_row_ids_without_dense_gap_checks() {
     let mut r = Rig::with(Config::new(Target::Global), None);
-    assert_eq!(r.fetch_path(), "/v1/events?after_id=0&limit=2000");
+    assert_eq!(r.fetch_path(), "/v1/events?after_id=0&limit=500");
     r.open_ok();
     r.send(&[hello(EPOCH, 0, BOOT)]);
     r.answer(&event_page(EPOCH, &[], 0, false));
@@ -279,7 +279,7 @@ fn global_list_uses_row_ids_without_dense_gap_checks() {
     assert_eq!(r.c.status().state, State::Live);
     // A heartbeat above the row id still reveals missed rows.
     r.send(&[heartbeat(30)]);
-    assert_eq!(r.fetch_path(), "/v1/events?after_id=17&limit=2000");
+    assert_eq!(r.fetch_path(), "/v1/events?after_id=17&limit=500");
     let mut c = user_msg(9, "c", "c");
     c.id = Some(25);
     r.answer(&event_page(EPOCH, &[c], 30, false));

@@ -523,3 +523,30 @@ fn view_progress_flows_while_the_restore_withholds_the_view() {
     let p = r.c.poll_view_progress().unwrap();
     assert!(p.reset);
 }
+
+#[test]
+fn a_restore_starts_with_a_small_page_then_pipelines_full_ones() {
+    let mut cfg = Config::session(SES);
+    cfg.replay_page_limit = LIMIT;
+    cfg.first_page_limit = 4;
+    let log = simple_log(30);
+    let mut r = Rig::with(cfg, None);
+    r.open_ok();
+    r.send(&[hello(EPOCH, 30, BOOT)]);
+    let path = |after: u64, limit: u32| {
+        format!("/v1/sessions/ses_1/replay?after_cursor={after}&limit={limit}")
+    };
+    // The small first page, and at once the full-size page after it.
+    assert_eq!(r.fetch_paths(), [path(0, 4), path(4, LIMIT)]);
+    r.answer(&page(&log, 0, 4));
+    assert_eq!(r.fetch_paths(), [path(4, LIMIT), path(14, LIMIT)]);
+    r.answer(&page(&log, 4, 14));
+    r.answer(&page(&log, 14, 24));
+    r.answer(&page(&log, 24, 30));
+    assert_eq!(
+        fetches_issued(&r),
+        [path(0, 4), path(4, LIMIT), path(14, LIMIT), path(24, LIMIT)]
+    );
+    assert_eq!(r.c.transcript().unwrap().items, fold(EPOCH, &log).items);
+    restored_once(&r, 30);
+}

@@ -108,7 +108,7 @@ fn rule_2_restore_opens_live_stream_and_replay_at_the_same_time() {
     assert!(actions.iter().any(|a| matches!(a,
         Action::OpenStream { path_and_query, last_event_id: None, .. } if path_and_query == "/v1/sessions/ses_1/events")));
     assert!(actions.iter().any(|a| matches!(a,
-        Action::Fetch { path_and_query, kind: FetchKind::Replay, .. } if path_and_query == "/v1/sessions/ses_1/replay?after_cursor=3&limit=2000")));
+        Action::Fetch { path_and_query, kind: FetchKind::Replay, .. } if path_and_query == "/v1/sessions/ses_1/replay?after_cursor=3&limit=500")));
     assert_eq!(r.c.status().state, State::Restoring);
     r.open_ok();
     assert_eq!(r.c.status().state, State::Restoring);
@@ -145,7 +145,7 @@ fn rule_2_hello_head_above_the_replayed_cursor_is_a_gap() {
     assert_eq!(r.c.status().state, State::Repairing);
     assert_eq!(
         r.fetch_path(),
-        "/v1/sessions/ses_1/events?after_seq=2&limit=2000"
+        "/v1/sessions/ses_1/events?after_seq=2&limit=500"
     );
     r.answer(&event_page(EPOCH, &log[2..5], 5, false));
     assert_eq!(r.c.cursor(), 5);
@@ -225,7 +225,7 @@ fn rule_4_gap_in_seq_triggers_repair_from_cursor_minus_one() {
     assert_eq!(r.c.status().state, State::Repairing);
     assert_eq!(
         r.fetch_path(),
-        "/v1/sessions/ses_1/events?after_seq=2&limit=2000"
+        "/v1/sessions/ses_1/events?after_seq=2&limit=500"
     );
     // Live frames keep arriving and are held.
     r.send(&[user_msg(7, "u7", "seven")]);
@@ -252,7 +252,7 @@ fn rule_4_gap_from_heartbeat_head_triggers_repair() {
     assert_eq!(r.c.status().state, State::Repairing);
     assert_eq!(
         r.fetch_path(),
-        "/v1/sessions/ses_1/events?after_seq=1&limit=2000"
+        "/v1/sessions/ses_1/events?after_seq=1&limit=500"
     );
     r.answer(&event_page(EPOCH, &log[1..3], 4, true));
     assert_eq!(
@@ -270,7 +270,7 @@ fn rule_4_repair_from_zero_when_the_cursor_is_zero() {
     r.send(&[heartbeat(1)]);
     assert_eq!(
         r.fetch_path(),
-        "/v1/sessions/ses_1/events?after_seq=0&limit=2000"
+        "/v1/sessions/ses_1/events?after_seq=0&limit=500"
     );
     r.answer(&event_page(EPOCH, &simple_log(1), 1, false));
     assert_eq!(r.c.cursor(), 1);

@@ -81,7 +81,21 @@ impl Client {
 
     /// Replaces the pending fetch (and any prefetch) with the page after
     /// `after`; sends it after `delay` (0 = now).
-    pub(super) fn issue_fetch(&mut self, kind: FetchKind, after: u64, delay: u64, now: u64) {
+    /// Replaces the fetch with the page after `after`; `first` pages (of a
+    /// restore or repair) use [`Config::first_page_limit`](super::Config).
+    pub(super) fn issue_fetch(
+        &mut self,
+        kind: FetchKind,
+        after: u64,
+        first: bool,
+        delay: u64,
+        now: u64,
+    ) {
+        let limit = if first {
+            self.cfg.first_page_limit.min(self.cfg.replay_page_limit)
+        } else {
+            self.cfg.replay_page_limit
+        };
         self.drop_prefetch();
         if let Some(FetchSlot { id: Some(id), .. }) = self.fetch.take() {
             self.actions.push_back(Action::Abort { id });
@@ -89,8 +103,9 @@ impl Client {
         self.fetch = Some(FetchSlot {
             id: None,
             kind,
-            path: self.page_path(kind, after),
+            path: self.page_path(kind, after, limit),
             after,
+            limit,
             issued_at: now,
             retry_at: Some(now + delay),
             body: None,

@@ -79,6 +79,8 @@ struct FetchSlot {
     path: String,
     /// The page's cursor parameter (`after_cursor`, `after_seq` or `after_id`).
     after: u64,
+    /// The page's `limit`.
+    limit: u32,
     issued_at: u64,
     /// When to (re)send, if waiting.
     retry_at: Option<u64>,

@@ -18,8 +18,7 @@ use super::{paths, Client, FetchSlot, Mode, Prefetch};
 
 impl Client {
     /// The path of the page of `kind` after `after`.
-    pub(super) fn page_path(&self, kind: FetchKind, after: u64) -> String {
-        let limit = self.cfg.replay_page_limit;
+    pub(super) fn page_path(&self, kind: FetchKind, after: u64, limit: u32) -> String {
         match kind {
             FetchKind::Replay => paths::replay(&self.cfg.target, after, limit)
                 .expect("replay pages only for sessions"),
@@ -44,16 +43,19 @@ impl Client {
             self.mode,
             Mode::Restore { verify: false } | Mode::Repair { verify: false, .. }
         );
-        let limit = u64::from(self.cfg.replay_page_limit);
+        let limit = self.cfg.replay_page_limit;
         let head = self.known_head;
         let Some(f) = self.fetch.as_mut() else { return };
+        // A full page after `a` ends at `a + f.limit` (the first page of a
+        // restore is smaller); the speculative one is full-size.
+        let end = f.after + u64::from(f.limit);
         // Not while the slot waits to retry: the server is struggling.
-        if !plain || f.id.is_none() || f.speculated || head <= f.after + limit {
+        if !plain || f.id.is_none() || f.speculated || head <= end {
             return;
         }
         f.speculated = true;
-        let (kind, after) = (f.kind, f.after + limit);
-        let path = self.page_path(kind, after);
+        let (kind, after) = (f.kind, end);
+        let path = self.page_path(kind, after, limit);
         let id = self.alloc_id();
         self.actions.push_back(Action::Fetch {
             id,
@@ -97,6 +99,7 @@ impl Client {
                     kind,
                     path: p.path,
                     after: p.after,
+                    limit: self.cfg.replay_page_limit,
                     issued_at: p.issued_at,
                     retry_at: None,
                     body: p.body,

@@ -62,10 +62,10 @@ impl Client {
         };
         self.open_stream_after(delay, now);
         if self.cfg.target.is_session() {
-            self.issue_fetch(FetchKind::Replay, self.pos.cursor, delay, now);
+            self.issue_fetch(FetchKind::Replay, self.pos.cursor, true, delay, now);
         } else {
             let after = self.verify_from(verify);
-            self.issue_fetch(FetchKind::Events, after, delay, now);
+            self.issue_fetch(FetchKind::Events, after, true, delay, now);
         }
     }
 
@@ -94,7 +94,7 @@ impl Client {
             0
         };
         let after = self.verify_from(verify);
-        self.issue_fetch(FetchKind::Events, after, delay, now);
+        self.issue_fetch(FetchKind::Events, after, true, delay, now);
     }
 
     /// Rule 8 and rule 9 (invalid cursor): discard everything, restore from 0.
@@ -382,7 +382,7 @@ impl Client {
     /// that, else a fresh request.
     fn next_page(&mut self, kind: FetchKind, now: u64) {
         if !self.promote_prefetch(kind) {
-            self.issue_fetch(kind, self.pos.cursor, 0, now);
+            self.issue_fetch(kind, self.pos.cursor, false, 0, now);
         }
     }
 

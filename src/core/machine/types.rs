@@ -81,6 +81,10 @@ pub struct Config {
     pub max_event_size: usize,
     /// `limit` of replay and event page requests.
     pub replay_page_limit: u32,
+    /// `limit` of the first page of a restore or repair (capped at
+    /// `replay_page_limit`): a small first page is answered and decoded
+    /// sooner, while the full-size pages after it are already requested.
+    pub first_page_limit: u32,
     /// Reconnect and retry pacing.
     pub backoff: BackoffConfig,
     /// The stream is declared stalled after `stall_factor * heartbeat_ms`
@@ -109,6 +113,7 @@ impl Config {
             target,
             max_event_size: 1 << 20,
             replay_page_limit: 2_000,
+            first_page_limit: 500,
             backoff: BackoffConfig::default(),
             stall_factor: 2.5,
             heartbeat_ms: 15_000,
