@@ -525,10 +525,10 @@ fn view_progress_flows_while_the_restore_withholds_the_view() {
 }
 
 #[test]
-fn a_restore_starts_with_a_small_page_then_pipelines_full_ones() {
+fn a_restore_ramps_up_from_a_small_first_page() {
     let mut cfg = Config::session(SES);
     cfg.replay_page_limit = LIMIT;
-    cfg.first_page_limit = 4;
+    cfg.first_page_limit = 3;
     let log = simple_log(30);
     let mut r = Rig::with(cfg, None);
     r.open_ok();
@@ -536,16 +536,23 @@ fn a_restore_starts_with_a_small_page_then_pipelines_full_ones() {
     let path = |after: u64, limit: u32| {
         format!("/v1/sessions/ses_1/replay?after_cursor={after}&limit={limit}")
     };
-    // The small first page, and at once the full-size page after it.
-    assert_eq!(r.fetch_paths(), [path(0, 4), path(4, LIMIT)]);
-    r.answer(&page(&log, 0, 4));
-    assert_eq!(r.fetch_paths(), [path(4, LIMIT), path(14, LIMIT)]);
-    r.answer(&page(&log, 4, 14));
-    r.answer(&page(&log, 14, 24));
-    r.answer(&page(&log, 24, 30));
+    // The small first page, and at once the (twice as large) page after it.
+    assert_eq!(r.fetch_paths(), [path(0, 3), path(3, 6)]);
+    r.answer(&page(&log, 0, 3));
+    assert_eq!(r.fetch_paths(), [path(3, 6), path(9, LIMIT)]);
+    r.answer(&page(&log, 3, 9));
+    r.answer(&page(&log, 9, 19));
+    r.answer(&page(&log, 19, 29));
+    r.answer(&page(&log, 29, 30));
     assert_eq!(
         fetches_issued(&r),
-        [path(0, 4), path(4, LIMIT), path(14, LIMIT), path(24, LIMIT)]
+        [
+            path(0, 3),
+            path(3, 6),
+            path(9, LIMIT),
+            path(19, LIMIT),
+            path(29, LIMIT)
+        ]
     );
     assert_eq!(r.c.transcript().unwrap().items, fold(EPOCH, &log).items);
     restored_once(&r, 30);

@@ -257,7 +257,7 @@ fn rule_4_gap_from_heartbeat_head_triggers_repair() {
     r.answer(&event_page(EPOCH, &log[1..3], 4, true));
     assert_eq!(
         r.fetch_path(),
-        "/v1/sessions/ses_1/events?after_seq=3&limit=2000"
+        "/v1/sessions/ses_1/events?after_seq=3&limit=1000"
     );
     r.answer(&event_page(EPOCH, &log[3..4], 4, false));
     assert_eq!(r.c.cursor(), 4);

@@ -81,6 +81,16 @@ impl Client {
 
     /// Replaces the pending fetch (and any prefetch) with the page after
     /// `after`; sends it after `delay` (0 = now).
+    /// The `limit` of the page after the current one: double the current
+    /// page's, up to `replay_page_limit` (a restore ramps up from a small
+    /// first page, so decoding starts early and never waits long).
+    pub(super) fn next_limit(&self) -> u32 {
+        self.fetch
+            .as_ref()
+            .map_or(self.cfg.replay_page_limit, |f| f.limit.saturating_mul(2))
+            .min(self.cfg.replay_page_limit)
+    }
+
     /// Replaces the fetch with the page after `after`; `first` pages (of a
     /// restore or repair) use [`Config::first_page_limit`](super::Config).
     pub(super) fn issue_fetch(
@@ -94,7 +104,7 @@ impl Client {
         let limit = if first {
             self.cfg.first_page_limit.min(self.cfg.replay_page_limit)
         } else {
-            self.cfg.replay_page_limit
+            self.next_limit()
         };
         self.drop_prefetch();
         if let Some(FetchSlot { id: Some(id), .. }) = self.fetch.take() {

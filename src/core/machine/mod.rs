@@ -99,6 +99,7 @@ struct Prefetch {
     kind: FetchKind,
     path: String,
     after: u64,
+    limit: u32,
     issued_at: u64,
     /// Kept until promotion when it arrives early.
     body: Option<Vec<u8>>,

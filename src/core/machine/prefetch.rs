@@ -43,7 +43,7 @@ impl Client {
             self.mode,
             Mode::Restore { verify: false } | Mode::Repair { verify: false, .. }
         );
-        let limit = self.cfg.replay_page_limit;
+        let limit = self.next_limit();
         let head = self.known_head;
         let Some(f) = self.fetch.as_mut() else { return };
         // A full page after `a` ends at `a + f.limit` (the first page of a
@@ -67,6 +67,7 @@ impl Client {
             kind,
             path,
             after,
+            limit,
             issued_at: now,
             body: None,
         });
@@ -99,7 +100,7 @@ impl Client {
                     kind,
                     path: p.path,
                     after: p.after,
-                    limit: self.cfg.replay_page_limit,
+                    limit: p.limit,
                     issued_at: p.issued_at,
                     retry_at: None,
                     body: p.body,
