@@ -64,6 +64,27 @@ pub struct Envelope {
 }
 
 impl Envelope {
+    /// A durable event as a store hands it out: row id and seq, critical.
+    pub fn durable(
+        id: u64,
+        scope: Scope,
+        scope_id: String,
+        seq: u64,
+        ts: String,
+        event: Event,
+    ) -> Self {
+        Envelope {
+            id: Some(id),
+            scope,
+            scope_id,
+            seq: Some(seq),
+            after_seq: None,
+            critical: true,
+            ts,
+            event,
+        }
+    }
+
     /// True for events that carry a `seq` (persisted before sending).
     pub fn is_durable(&self) -> bool {
         self.seq.is_some()

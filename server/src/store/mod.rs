@@ -269,16 +269,14 @@ impl Db {
         }
         self.changed.push(key);
         self.global.head = id;
-        Ok(Envelope {
-            id: Some(id),
+        Ok(Envelope::durable(
+            id,
             scope,
-            scope_id: scope_id.to_owned(),
-            seq: Some(seq),
-            after_seq: None,
-            critical: true,
+            scope_id.to_owned(),
+            seq,
             ts,
-            event: event.clone(),
-        })
+            event.clone(),
+        ))
     }
 
     /// Durable events of one log with `seq > after`, ascending, at most `limit`.

@@ -124,16 +124,15 @@ pub fn page(
     let mut out = Vec::new();
     for row in rows {
         let (id, seq, ty, ts, data) = row?;
-        out.push(Envelope {
-            id: Some(id),
+        let event = Event::decode(&ty, Some(&data))?;
+        out.push(Envelope::durable(
+            id,
             scope,
-            scope_id: scope_id.to_owned(),
-            seq: Some(seq),
-            after_seq: None,
-            critical: true,
+            scope_id.to_owned(),
+            seq,
             ts,
-            event: Event::decode(&ty, Some(&data))?,
-        });
+            event,
+        ));
     }
     Ok(out)
 }
@@ -158,16 +157,15 @@ pub fn global_page(conn: &Connection, after_id: u64, limit: usize) -> StoreResul
     let mut out = Vec::new();
     for row in rows {
         let (id, scope, scope_id, seq, ty, ts, data) = row?;
-        out.push(Envelope {
-            id: Some(id),
-            scope: scope_from_str(&scope),
+        let event = Event::decode(&ty, Some(&data))?;
+        out.push(Envelope::durable(
+            id,
+            scope_from_str(&scope),
             scope_id,
-            seq: Some(seq),
-            after_seq: None,
-            critical: true,
+            seq,
             ts,
-            event: Event::decode(&ty, Some(&data))?,
-        });
+            event,
+        ));
     }
     Ok(out)
 }
