@@ -150,30 +150,16 @@ impl<'a> Reader<'a> {
         &mut self,
         f: &mut dyn FnMut(&mut Reader<'a>, &str) -> Result<(), JsonError>,
     ) -> Result<(), JsonError> {
-        if !self.eat(b'{') {
-            return Err(self.kind("an object"));
-        }
-        self.nest()?;
-        if !self.eat(b'}') {
-            loop {
-                if self.peek() != Some(b'"') {
-                    return Err(self.syntax());
-                }
-                let key = self.string()?;
-                if !self.eat(b':') {
-                    return Err(self.syntax());
-                }
-                f(self, &key)?;
-                if self.eat(b'}') {
-                    break;
-                }
-                if !self.eat(b',') {
-                    return Err(self.syntax());
-                }
+        self.members(b'{', b'}', "an object", |r| {
+            if r.peek() != Some(b'"') {
+                return Err(r.syntax());
             }
-        }
-        self.depth -= 1;
-        Ok(())
+            let key = r.string()?;
+            if !r.eat(b':') {
+                return Err(r.syntax());
+            }
+            f(r, &key)
+        })
     }
 
     /// Reads an array, calling `f` once per element; `f` must read it.
@@ -181,14 +167,25 @@ impl<'a> Reader<'a> {
         &mut self,
         f: &mut dyn FnMut(&mut Reader<'a>) -> Result<(), JsonError>,
     ) -> Result<(), JsonError> {
-        if !self.eat(b'[') {
-            return Err(self.kind("an array"));
+        self.members(b'[', b']', "an array", f)
+    }
+
+    /// The comma-separated members between `open` and `close`.
+    fn members(
+        &mut self,
+        open: u8,
+        close: u8,
+        what: &'static str,
+        mut member: impl FnMut(&mut Reader<'a>) -> Result<(), JsonError>,
+    ) -> Result<(), JsonError> {
+        if !self.eat(open) {
+            return Err(self.kind(what));
         }
         self.nest()?;
-        if !self.eat(b']') {
+        if !self.eat(close) {
             loop {
-                f(self)?;
-                if self.eat(b']') {
+                member(self)?;
+                if self.eat(close) {
                     break;
                 }
                 if !self.eat(b',') {

@@ -371,7 +371,7 @@ impl Shared {
                 inner.push_notice(n);
             }
             if let Some(c) = change {
-                inner.change.merge(c);
+                inner.change.merge(&c);
                 inner.change.normalise();
                 inner.version += 1;
                 changed = true;

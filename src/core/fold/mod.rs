@@ -149,11 +149,11 @@ impl ViewChange {
     }
 
     /// Merges a later change into this one.
-    pub fn merge(&mut self, later: ViewChange) {
+    pub fn merge(&mut self, later: &ViewChange) {
         if let Some(i) = later.items_appended_from {
             self.appended(i);
         }
-        for i in later.items_updated {
+        for &i in &later.items_updated {
             self.updated(i);
         }
         self.overlay |= later.overlay;
@@ -206,7 +206,7 @@ mod tests {
         b.appended(5);
         b.appended(9);
         b.tasks = true;
-        a.merge(b);
+        a.merge(&b);
         a.normalise();
         assert_eq!(a.items_appended_from, Some(5));
         assert_eq!(a.items_updated, vec![2], "7 is inside the appended range");

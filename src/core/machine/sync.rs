@@ -40,8 +40,8 @@ impl Client {
         }
         if !ch.is_empty() {
             self.dirty |= persist;
-            self.progress.merge(ch.clone());
-            self.change.merge(ch);
+            self.progress.merge(&ch);
+            self.change.merge(&ch);
         }
     }
 
