@@ -1,5 +1,6 @@
-//! Pipelined backlog paging: one speculative page request behind the one in
-//! flight, promoted when the cursor lands on it, dropped otherwise.
+//! Pipelined backlog paging at depth 1: one speculative page request behind
+//! the one in flight, promoted when the cursor lands on it, dropped
+//! otherwise. Deeper windows: `machine_prefetch_window.rs`.
 
 #[cfg(target_arch = "wasm32")]
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
@@ -9,104 +10,19 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 mod machine_support;
 
 use machine_support::events::*;
+use machine_support::paging::*;
 use machine_support::rig::*;
 use replay_client::core::machine::{Action, Config, Lifecycle, Notice, RequestId, State, Target};
 use replay_client::core::protocol::{Envelope, TranscriptItem};
 use replay_client::core::transcript::fold;
 
-const LIMIT: u32 = 10;
-
 fn rig() -> Rig {
-    let mut cfg = Config::session(SES);
-    cfg.replay_page_limit = LIMIT;
-    Rig::with(cfg, None)
-}
-
-fn rp(after: u64) -> String {
-    format!("/v1/sessions/ses_1/replay?after_cursor={after}&limit={LIMIT}")
-}
-
-fn ev(after: u64) -> String {
-    format!("/v1/sessions/ses_1/events?after_seq={after}&limit={LIMIT}")
-}
-
-/// The replay page `log[from..to]` of a server whose head is `log.len()`.
-fn page(log: &[Envelope], from: usize, to: usize) -> Vec<u8> {
-    replay_page(
-        EPOCH,
-        BOOT,
-        from as u64,
-        &log[from..to],
-        log.len() as u64,
-        to < log.len(),
-        None,
-        None,
-    )
-}
-
-/// Pages of `log` after `after`, as the server would cut them.
-fn page_after(log: &[Envelope], after: u64) -> Vec<u8> {
-    let from = after as usize;
-    page(log, from, (from + LIMIT as usize).min(log.len()))
+    paging_rig(1)
 }
 
 /// A rig in restore whose live-only stream said hello at `head`.
 fn restoring(head: u64) -> Rig {
-    let mut r = rig();
-    r.open_ok();
-    r.send(&[hello(EPOCH, head, BOOT)]);
-    r
-}
-
-fn fetches_issued(r: &Rig) -> Vec<String> {
-    r.log
-        .iter()
-        .filter_map(|a| match a {
-            Action::Fetch { path_and_query, .. } => Some(path_and_query.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn aborted(actions: &[Action], id: RequestId) -> bool {
-    actions.contains(&Action::Abort { id })
-}
-
-/// Answers the oldest fetch in flight from `log` until the restore is over.
-fn serve(r: &mut Rig, log: &[Envelope]) {
-    for _ in 0..100 {
-        let Some((_, _, path)) = r.fetch.clone() else {
-            return;
-        };
-        assert!(
-            r.fetches.len() <= 2,
-            "one prefetch at most: {:?}",
-            r.fetches
-        );
-        let after = path
-            .split("after_cursor=")
-            .nth(1)
-            .and_then(|q| q.split('&').next())
-            .and_then(|n| n.parse().ok())
-            .expect("a replay page");
-        r.answer(&page_after(log, after));
-    }
-    panic!("the restore did not end");
-}
-
-fn restored_once(r: &Rig, to_cursor: u64) {
-    let restored: Vec<_> = r
-        .notices
-        .iter()
-        .filter(|n| matches!(n, Notice::Restored { .. }))
-        .collect();
-    assert_eq!(
-        restored,
-        [&Notice::Restored {
-            from_cursor: 0,
-            to_cursor
-        }]
-    );
+    restoring_at_depth(head, 1)
 }
 
 #[test]
@@ -378,7 +294,7 @@ fn restart_from_zero_close_and_offline_abort_the_prefetch() {
         .all(|a| matches!(a, Action::Abort { .. } | Action::Persist(_))));
 
     // Offline: aborted; back online the page is sent again, and pipelining
-    // resumes with the next page.
+    // resumes at once.
     let mut r = restoring(30);
     let speculative = r.fetches[1].0;
     let before = r.log.len();
@@ -388,7 +304,7 @@ fn restart_from_zero_close_and_offline_abort_the_prefetch() {
     assert!(r.fetches.is_empty());
     r.c.handle_lifecycle(Lifecycle::Online, r.now);
     r.pump();
-    assert_eq!(r.fetch_paths(), [rp(0)]);
+    assert_eq!(r.fetch_paths(), [rp(0), rp(10)]);
     r.open_ok();
     r.answer(&page(&log, 0, 10));
     assert_eq!(r.fetch_paths(), [rp(10), rp(20)]);
@@ -451,10 +367,10 @@ fn a_long_repair_pipelines_after_its_verifying_page() {
     assert_eq!(r.c.status().state, State::Live);
     r.send(&[heartbeat(45)]);
     // The verifying page's first event is a check: no speculation behind it.
-    assert_eq!(r.fetch_paths(), [ev(4)]);
+    assert_eq!(r.fetch_paths(), [events_path(4)]);
     r.answer(&event_page(EPOCH, &log[4..14], 45, true));
     assert_eq!(r.c.cursor(), 14);
-    assert_eq!(r.fetch_paths(), [ev(14), ev(24)]);
+    assert_eq!(r.fetch_paths(), [events_path(14), events_path(24)]);
     for from in [14, 24, 34, 44] {
         let to = (from + 10).min(45);
         r.answer(&event_page(EPOCH, &log[from..to], 45, to < 45));
@@ -466,7 +382,16 @@ fn a_long_repair_pipelines_after_its_verifying_page() {
         .into_iter()
         .filter(|p| p.contains("/events?"))
         .collect();
-    assert_eq!(repairs, [ev(4), ev(14), ev(24), ev(34), ev(44)]);
+    assert_eq!(
+        repairs,
+        [
+            events_path(4),
+            events_path(14),
+            events_path(24),
+            events_path(34),
+            events_path(44)
+        ]
+    );
     assert_eq!(r.c.transcript().unwrap().items, fold(EPOCH, &log).items);
 }
 
@@ -529,6 +454,7 @@ fn a_restore_ramps_up_from_a_small_first_page() {
     let mut cfg = Config::session(SES);
     cfg.replay_page_limit = LIMIT;
     cfg.first_page_limit = 3;
+    cfg.prefetch_depth = 1;
     let log = simple_log(30);
     let mut r = Rig::with(cfg, None);
     r.open_ok();

@@ -2,6 +2,7 @@
 //! a fake server made of data, and a seeded fault-injecting simulation.
 
 pub mod events;
+pub mod paging;
 pub mod rig;
 pub mod server;
 pub mod sim;

@@ -28,7 +28,7 @@ impl Client {
             Some(Req::Stream)
         } else if self.fetch.as_ref().is_some_and(|f| f.id == Some(id)) {
             Some(Req::Fetch)
-        } else if self.prefetch.as_ref().is_some_and(|p| p.id == id) {
+        } else if self.prefetch.iter().any(|p| p.id == id) {
             Some(Req::Prefetch)
         } else {
             None
@@ -102,6 +102,8 @@ impl Client {
         now: u64,
     ) {
         let limit = if first {
+            // A new read of the backlog: earlier failures say nothing of it.
+            self.unspeculated = None;
             self.cfg.first_page_limit.min(self.cfg.replay_page_limit)
         } else {
             self.next_limit()
@@ -119,7 +121,6 @@ impl Client {
             issued_at: now,
             retry_at: Some(now + delay),
             body: None,
-            speculated: false,
         });
         if delay == 0 {
             self.send_fetch(now);
@@ -296,7 +297,7 @@ impl Client {
         match self.which(id) {
             Some(Req::Stream) => self.on_stream_end(id, Some(err), now),
             Some(Req::Fetch) => self.fetch_retry(err, None, now),
-            Some(Req::Prefetch) => self.prefetch = None,
+            Some(Req::Prefetch) => self.prefetch_failed(id),
             None => {}
         }
     }
@@ -321,7 +322,7 @@ impl Client {
             // The page is fetched again, normally, if it is still needed:
             // its errors (409, 401, 5xx…) are the normal request's to handle.
             Req::Prefetch => {
-                self.prefetch = None;
+                self.prefetch_failed(id);
                 return;
             }
         }
@@ -407,9 +408,7 @@ impl Client {
             self.actions.push_back(Action::Abort { id });
             self.fetch_retry(CoreError::Timeout { after_ms: waited }, None, now);
         }
-        if self.prefetch_deadline().is_some_and(|t| now >= t) {
-            self.drop_prefetch();
-        }
+        self.expire_prefetch(now);
         if self
             .fetch
             .as_ref()

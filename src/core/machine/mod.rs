@@ -86,12 +86,9 @@ struct FetchSlot {
     retry_at: Option<u64>,
     /// The answer, when it arrived while this was still a prefetch.
     body: Option<Vec<u8>>,
-    /// A prefetch was issued behind this page: at most one per page, so a
-    /// failing prefetch is never re-sent (the normal path has the backoff).
-    speculated: bool,
 }
 
-/// A speculative request for the page after the one in flight (pipelined
+/// A speculative request for a page after the one in flight (pipelined
 /// paging): promoted to the [`FetchSlot`] if the cursor lands on `after`.
 #[derive(Clone, Debug)]
 struct Prefetch {
@@ -124,7 +121,11 @@ pub struct Client {
     stream_retry_at: Option<u64>,
     stream_backoff: Backoff,
     fetch: Option<FetchSlot>,
-    prefetch: Option<Prefetch>,
+    /// Speculative page requests behind `fetch`, in page order.
+    prefetch: VecDeque<Prefetch>,
+    /// The `after` of a page whose prefetch failed or timed out: never
+    /// speculated again (the normal path fetches it, with its backoff).
+    unspeculated: Option<u64>,
     /// Highest durable head the server has shown in this epoch (hello,
     /// heartbeat, page, durable frame): how far speculative paging may go.
     known_head: u64,
@@ -185,7 +186,8 @@ impl Client {
             stream_retry_at: None,
             stream_backoff: Backoff::default(),
             fetch: None,
-            prefetch: None,
+            prefetch: VecDeque::new(),
+            unspeculated: None,
             known_head: 0,
             fetch_backoff: Backoff::default(),
             sse_retry: None,

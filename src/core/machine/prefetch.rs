@@ -1,17 +1,22 @@
 //! Pipelined backlog paging: while a scoped backlog is read page by page,
-//! one speculative request for the page after the one in flight keeps the
-//! server, the network and the client's decoding busy at the same time.
+//! up to [`Config::prefetch_depth`](super::Config) speculative requests for
+//! the pages after the one in flight keep the server, the network and the
+//! client's decoding busy at the same time. A browser's request latency
+//! (~20 ms on loopback) exceeds the decoding of a full page, so one page
+//! ahead still left the client waiting; two hide it.
 //!
 //! Seqs are dense per scope (PROTOCOL.md §2), so a full page after `a` with
 //! limit `L` ends at exactly `a + L`: the following page is `after = a + L`.
 //! It is asked for only when the server has shown a head beyond `a + L`
 //! (hello, heartbeat, a page or a durable frame), so a backlog of one page
-//! never costs an extra request. When the cursor lands on the prefetch's
-//! `after` it becomes the normal fetch (its body is read then, if it came
-//! early); otherwise (short or stopped page) it is aborted and the page is
-//! fetched normally. A prefetch that fails is dropped without a notice or a
-//! backoff: the normal path fetches that page with its own retries.
-//! The global list's cursor is a row id, not dense: it is never pipelined.
+//! never costs an extra request. When the cursor lands on the first
+//! prefetch's `after` it becomes the normal fetch (its body is read then,
+//! if it came early); otherwise (short or stopped page) every prefetch is
+//! aborted and the page is fetched normally. A prefetch that fails or times
+//! out is dropped with those behind it, without a notice or a backoff, and
+//! its page is never speculated again: the normal path fetches it with its
+//! own retries. The global list's cursor is a row id, not dense: it is
+//! never pipelined.
 
 use super::types::{Action, FetchKind, RequestId};
 use super::{paths, Client, FetchSlot, Mode, Prefetch};
@@ -31,10 +36,10 @@ impl Client {
         self.known_head = self.known_head.max(head);
     }
 
-    /// Issues the prefetch if the fetch in flight is a plain backlog page
-    /// and the known head lies beyond the page after it.
+    /// Extends the prefetches behind a plain backlog page in flight, up to
+    /// the configured depth and the known head.
     pub(super) fn maybe_prefetch(&mut self, now: u64) {
-        if self.prefetch.is_some() || !self.scoped() || self.halted() {
+        if !self.scoped() || self.halted() {
             return;
         }
         // A verifying page's first event is a check, not progress; pages of
@@ -43,93 +48,136 @@ impl Client {
             self.mode,
             Mode::Restore { verify: false } | Mode::Repair { verify: false, .. }
         );
-        let limit = self.next_limit();
-        let head = self.known_head;
-        let Some(f) = self.fetch.as_mut() else { return };
-        // A full page after `a` ends at `a + f.limit` (the first page of a
-        // restore is smaller); the speculative one is full-size.
-        let end = f.after + u64::from(f.limit);
+        let Some(f) = self.fetch.as_ref() else { return };
         // Not while the slot waits to retry: the server is struggling.
-        if !plain || f.id.is_none() || f.speculated || head <= end {
+        if !plain || f.id.is_none() {
             return;
         }
-        f.speculated = true;
-        let (kind, after) = (f.kind, end);
-        let path = self.page_path(kind, after, limit);
-        let id = self.alloc_id();
-        self.actions.push_back(Action::Fetch {
-            id,
-            path_and_query: path.clone(),
-            kind,
-        });
-        self.prefetch = Some(Prefetch {
-            id,
-            kind,
-            path,
-            after,
-            limit,
-            issued_at: now,
-            body: None,
-        });
+        let kind = f.kind;
+        let (mut after, mut limit) = match self.prefetch.back() {
+            Some(p) => (p.after, p.limit),
+            None => (f.after, f.limit),
+        };
+        while self.prefetch.len() < usize::from(self.cfg.prefetch_depth) {
+            // A full page after `after` ends at `after + limit`; each page
+            // behind it doubles the limit, up to the configured one.
+            let next = after + u64::from(limit);
+            if self.known_head <= next || self.unspeculated == Some(next) {
+                return;
+            }
+            after = next;
+            limit = limit.saturating_mul(2).min(self.cfg.replay_page_limit);
+            let path = self.page_path(kind, after, limit);
+            let id = self.alloc_id();
+            self.actions.push_back(Action::Fetch {
+                id,
+                path_and_query: path.clone(),
+                kind,
+            });
+            self.prefetch.push_back(Prefetch {
+                id,
+                kind,
+                path,
+                after,
+                limit,
+                issued_at: now,
+                body: None,
+            });
+        }
     }
 
-    /// Keeps the body of the prefetch until it is promoted; false if `id`
-    /// is not the prefetch.
+    /// Keeps the body of a prefetch until it is promoted; false if `id` is
+    /// not a prefetch waiting for its answer.
     pub(super) fn keep_prefetched(&mut self, id: RequestId, kind: FetchKind, body: &[u8]) -> bool {
-        match self.prefetch.as_mut() {
-            Some(p) if p.id == id && p.body.is_none() => {
-                if p.kind == kind {
-                    p.body = Some(body.to_vec());
-                } else {
-                    self.prefetch = None;
-                }
-                true
-            }
-            _ => false,
+        let Some(p) = self
+            .prefetch
+            .iter_mut()
+            .find(|p| p.id == id && p.body.is_none())
+        else {
+            return false;
+        };
+        if p.kind == kind {
+            p.body = Some(body.to_vec());
+        } else {
+            self.prefetch_failed(id);
         }
+        true
     }
 
-    /// Makes the prefetch the current fetch if it asked for the page after
-    /// the cursor; otherwise aborts it. True when promoted.
+    /// Makes the first prefetch the current fetch if it asked for the page
+    /// after the cursor; otherwise aborts them all. True when promoted.
     pub(super) fn promote_prefetch(&mut self, kind: FetchKind) -> bool {
-        match self.prefetch.take() {
-            Some(p) if p.kind == kind && p.after == self.pos.cursor => {
-                // The slot's own request just answered: nothing to abort.
-                self.fetch = Some(FetchSlot {
-                    id: Some(p.id),
-                    kind,
-                    path: p.path,
-                    after: p.after,
-                    limit: p.limit,
-                    issued_at: p.issued_at,
-                    retry_at: None,
-                    body: p.body,
-                    speculated: false,
-                });
-                true
-            }
-            other => {
-                self.prefetch = other;
-                self.drop_prefetch();
-                false
-            }
-        }
+        let cursor = self.pos.cursor;
+        let fits = |p: &Prefetch| p.kind == kind && p.after == cursor;
+        let Some(p) = self
+            .prefetch
+            .front()
+            .is_some_and(fits)
+            .then(|| self.prefetch.pop_front())
+            .flatten()
+        else {
+            self.drop_prefetch();
+            return false;
+        };
+        // The slot's own request just answered: nothing to abort.
+        self.fetch = Some(FetchSlot {
+            id: Some(p.id),
+            kind,
+            path: p.path,
+            after: p.after,
+            limit: p.limit,
+            issued_at: p.issued_at,
+            retry_at: None,
+            body: p.body,
+        });
+        true
     }
 
-    /// Forgets the prefetch, aborting it if it is still in flight.
+    /// Forgets every prefetch, aborting those still in flight.
     pub(super) fn drop_prefetch(&mut self) {
-        if let Some(p) = self.prefetch.take() {
+        self.cut_prefetch(0);
+    }
+
+    /// Forgets the prefetches from index `from` on, aborting those in flight.
+    fn cut_prefetch(&mut self, from: usize) {
+        for p in self.prefetch.drain(from.min(self.prefetch.len())..) {
             if p.body.is_none() {
                 self.actions.push_back(Action::Abort { id: p.id });
             }
         }
     }
 
-    /// When a prefetch still in flight has waited too long.
+    /// The prefetch `id` failed (its request is over): it is dropped with
+    /// those behind it, and its page is left to the normal path.
+    pub(super) fn prefetch_failed(&mut self, id: RequestId) {
+        if let Some(i) = self.prefetch.iter().position(|p| p.id == id) {
+            if let Some(p) = self.prefetch.remove(i) {
+                self.unspeculated = Some(p.after);
+            }
+            self.cut_prefetch(i);
+        }
+    }
+
+    /// Drops a prefetch in flight that has waited too long, with those
+    /// behind it; its page is left to the normal path.
+    pub(super) fn expire_prefetch(&mut self, now: u64) {
+        let timeout = self.cfg.fetch_timeout_ms;
+        let expired = self
+            .prefetch
+            .iter()
+            .position(|p| p.body.is_none() && now >= p.issued_at + timeout);
+        if let Some(i) = expired {
+            self.unspeculated = Some(self.prefetch[i].after);
+            self.cut_prefetch(i);
+        }
+    }
+
+    /// When the oldest prefetch still in flight will have waited too long.
     pub(super) fn prefetch_deadline(&self) -> Option<u64> {
         self.prefetch
-            .as_ref()
+            .iter()
             .filter(|p| p.body.is_none())
             .map(|p| p.issued_at + self.cfg.fetch_timeout_ms)
+            .min()
     }
 }

@@ -330,8 +330,9 @@ impl Client {
         if self.keep_prefetched(id, kind, body) {
             return;
         }
-        match &self.fetch {
-            Some(f) if f.id == Some(id) && f.kind == kind => {}
+        match self.fetch.as_mut() {
+            // Its request is over: nothing to abort when the slot moves on.
+            Some(f) if f.id == Some(id) && f.kind == kind => f.id = None,
             _ => return,
         }
         self.read_page(kind, body, now);
@@ -348,14 +349,13 @@ impl Client {
     }
 
     pub(super) fn on_waiting_page(&mut self, now: u64) {
-        if let Some((kind, body)) = self
-            .fetch
-            .as_mut()
-            .and_then(|f| f.body.take().map(|b| (f.kind, b)))
-        {
-            self.read_page(kind, &body, now);
-            self.before_waiting_page(now);
-        }
+        let Some(f) = self.fetch.as_mut() else { return };
+        let Some(body) = f.body.take() else { return };
+        // Its request is over: nothing to abort when the slot moves on.
+        f.id = None;
+        let kind = f.kind;
+        self.read_page(kind, &body, now);
+        self.before_waiting_page(now);
     }
 
     fn read_page(&mut self, kind: FetchKind, body: &[u8], now: u64) {

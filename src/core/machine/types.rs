@@ -85,6 +85,10 @@ pub struct Config {
     /// `replay_page_limit`): a small first page is answered and decoded
     /// sooner, while the full-size pages after it are already requested.
     pub first_page_limit: u32,
+    /// Speculative page requests kept in flight behind the page being
+    /// fetched while a backlog is read (pipelined paging; 0 turns it off).
+    /// Each takes one of the browser's ~6 connections per origin.
+    pub prefetch_depth: u8,
     /// Reconnect and retry pacing.
     pub backoff: BackoffConfig,
     /// The stream is declared stalled after `stall_factor * heartbeat_ms`
@@ -114,6 +118,7 @@ impl Config {
             max_event_size: 1 << 20,
             replay_page_limit: 2_000,
             first_page_limit: 500,
+            prefetch_depth: 2,
             backoff: BackoffConfig::default(),
             stall_factor: 2.5,
             heartbeat_ms: 15_000,
