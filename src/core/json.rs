@@ -215,14 +215,7 @@ impl<'a> Reader<'a> {
         let mut owned: Option<String> = None;
         let mut run = start;
         loop {
-            // Plain bytes first, one table lookup each (the hot loop of
-            // every page).
-            while b
-                .get(self.pos)
-                .is_some_and(|&c| !write::ESCAPED[c as usize])
-            {
-                self.pos += 1;
-            }
+            self.pos = write::plain_until(b, self.pos);
             let Some(&c) = b.get(self.pos) else {
                 return Err(self.syntax());
             };

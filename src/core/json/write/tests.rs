@@ -133,3 +133,45 @@ fn protocol_fixtures_round_trip_through_both_writers() {
     same(&TasksSnapshot::default());
     same(&Vec::<TranscriptItem>::new());
 }
+
+#[test]
+fn the_eight_byte_scan_stops_where_the_table_does() {
+    use super::{plain_until, ESCAPED};
+    let by_table = |b: &[u8], from: usize| {
+        (from..b.len())
+            .find(|&i| ESCAPED[b[i] as usize])
+            .unwrap_or(b.len())
+    };
+    // Every byte value, alone and in each lane of a word, after plain and
+    // after high (non-ASCII) neighbours: borrows must not hide or invent a hit.
+    for v in 0..=255u8 {
+        for fill in [b'a', 0x7f, 0x80, 0xff, 0x21, 0x5d, 0x20] {
+            for at in 0..20 {
+                let mut b = vec![fill; 20];
+                b[at] = v;
+                for from in [0, 1, 7, 8, 13] {
+                    assert_eq!(
+                        plain_until(&b, from),
+                        by_table(&b, from),
+                        "{v:#x} {fill:#x} {at} {from}"
+                    );
+                }
+            }
+        }
+    }
+    // Pseudo-random mixes with several hits per word.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..2000 {
+        let b: Vec<u8> = (0..37)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                [b'"', b'\\', 0x1f, 0x00, b'x', 0xc3, 0xa9, b' '][(x % 8) as usize]
+            })
+            .collect();
+        for from in 0..b.len() {
+            assert_eq!(plain_until(&b, from), by_table(&b, from));
+        }
+    }
+}
