@@ -345,6 +345,16 @@ pub enum Role {
     Assistant,
 }
 
+impl Role {
+    /// The role's name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
 /// `message.committed`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MessageCommitted {

@@ -11,6 +11,7 @@ mod client;
 mod driver;
 mod error;
 mod http;
+mod items;
 mod js;
 mod lifecycle;
 mod options;

@@ -7,7 +7,7 @@
 
 use js_sys::Array;
 
-use super::js;
+use super::items::{item_to_js, items_to_js};
 use crate::core::fold::{View, ViewChange};
 use crate::core::machine::Client as Machine;
 
@@ -46,10 +46,10 @@ impl Staged {
             return;
         }
         for &i in p.items_updated.iter().filter(|&&i| i < have) {
-            staged.set(i as u32, js::to_js(&items[i]));
+            staged.set(i as u32, item_to_js(&items[i]));
         }
         if have < items.len() {
-            let appended: Array = js::to_js(&items[have..]).into();
+            let appended = items_to_js(&items[have..]);
             *staged = staged.concat(&appended);
         }
     }

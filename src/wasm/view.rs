@@ -8,6 +8,7 @@ use serde::Serialize;
 use wasm_bindgen::JsValue;
 
 use super::driver::{Inner, Shared};
+use super::items::{item_to_js, items_to_js};
 use super::js;
 use super::stage::Staged;
 use crate::core::fold::{LogEntry, LogView, SessionView, View, ViewChange};
@@ -203,12 +204,12 @@ impl ViewCache {
             };
             let next = self.items.slice(0, keep as u32);
             for &i in ch.items_updated.iter().filter(|&&i| i < keep && !full) {
-                next.set(i as u32, js::to_js(&items[i]));
+                next.set(i as u32, item_to_js(&items[i]));
             }
-            // One JSON text and one JSON.parse for all appended items: a
-            // restore appends thousands, and per-item crossings dominate.
+            // One crossing for all appended items: a restore appends
+            // thousands, and per-item crossings dominate.
             if keep < items.len() {
-                let appended: Array = js::to_js(&items[keep..]).into();
+                let appended = items_to_js(&items[keep..]);
                 self.items = frozen(next.concat(&appended));
             } else {
                 self.items = frozen(next);
