@@ -57,7 +57,7 @@ try {
   await cdp.send("Performance.enable");
 
   const { id, head } = await seedBacklog();
-  const restore = await page.evaluate(([s, h]) => window.benchRestore(s, h, 5), [id, head]);
+  const restore = await page.evaluate(([s, h]) => window.benchRestore(s, h, 7), [id, head]);
   if (restore.items.sdk !== restore.items.baseline) {
     throw new Error(`SDK and baseline folded different item counts: ${JSON.stringify(restore.items)}`);
   }

@@ -59,8 +59,9 @@ impl View {
         }
     }
 
-    /// Applies one durable event (the caller checked its position).
-    pub fn apply_durable(&mut self, env: &Envelope, change: &mut ViewChange) {
+    /// Applies one durable event (the caller checked its position). Its
+    /// strings may be moved into the view: the event is spent afterwards.
+    pub fn apply_durable(&mut self, env: &mut Envelope, change: &mut ViewChange) {
         match self {
             View::Session(s) => s.apply_durable(env, change),
             View::Log(l) => l.apply_durable(env, change),

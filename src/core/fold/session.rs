@@ -1,5 +1,7 @@
 //! The session fold: committed items, prompts, tasks, the live overlay.
 
+use std::mem::take;
+
 use serde::{Deserialize, Serialize};
 
 use super::hash::{IdMap, IdSet};
@@ -180,26 +182,27 @@ impl SessionView {
         }
     }
 
-    /// Applies one durable event.
-    pub fn apply_durable(&mut self, env: &Envelope, ch: &mut ViewChange) {
-        match &env.event {
+    /// Applies one durable event, moving its strings into the view (a
+    /// restore folds thousands: no copy of each text).
+    pub fn apply_durable(&mut self, env: &mut Envelope, ch: &mut ViewChange) {
+        match &mut env.event {
             Event::MessageCommitted(m) => {
                 self.committed_messages.insert(m.message_id.clone());
+                self.drop_overlay_if(|o| o.message_id == m.message_id, ch);
                 self.push(
                     TranscriptItem::Message {
-                        message_id: m.message_id.clone(),
-                        turn_id: m.turn_id.clone(),
+                        message_id: take(&mut m.message_id),
+                        turn_id: take(&mut m.turn_id),
                         role: m.role,
-                        text: m.text.clone(),
+                        text: take(&mut m.text),
                     },
                     ch,
                 );
-                self.drop_overlay_if(|o| o.message_id == m.message_id, ch);
             }
             Event::ToolStarted(t) => {
                 if let Some(&i) = self.tool_index.get(&t.call_id) {
                     if let TranscriptItem::Tool { name, .. } = &mut self.items[i] {
-                        name.clone_from(&t.name);
+                        *name = take(&mut t.name);
                         ch.updated(i);
                     }
                     return;
@@ -207,9 +210,9 @@ impl SessionView {
                 self.tool_index.insert(t.call_id.clone(), self.items.len());
                 self.push(
                     TranscriptItem::Tool {
-                        call_id: t.call_id.clone(),
-                        turn_id: t.turn_id.clone(),
-                        name: t.name.clone(),
+                        call_id: take(&mut t.call_id),
+                        turn_id: take(&mut t.turn_id),
+                        name: take(&mut t.name),
                         status: "running".to_owned(),
                         output: None,
                     },
@@ -225,7 +228,7 @@ impl SessionView {
                     Some(&i) => {
                         if let TranscriptItem::Tool { status, output, .. } = &mut self.items[i] {
                             *status = new_status.to_owned();
-                            *output = Some(t.output.clone());
+                            *output = Some(take(&mut t.output));
                             ch.updated(i);
                         }
                     }
@@ -234,11 +237,11 @@ impl SessionView {
                         self.tool_index.insert(t.call_id.clone(), self.items.len());
                         self.push(
                             TranscriptItem::Tool {
-                                call_id: t.call_id.clone(),
-                                turn_id: t.turn_id.clone(),
+                                call_id: take(&mut t.call_id),
+                                turn_id: take(&mut t.turn_id),
                                 name: String::new(),
                                 status: new_status.to_owned(),
-                                output: Some(t.output.clone()),
+                                output: Some(take(&mut t.output)),
                             },
                             ch,
                         );
@@ -250,9 +253,9 @@ impl SessionView {
                     || self.prompts.iter().any(|p| p.question_id == q.question_id);
                 if !known {
                     self.prompts.push(PendingPrompt {
-                        question_id: q.question_id.clone(),
-                        prompt: q.prompt.clone(),
-                        options: q.options.clone(),
+                        question_id: take(&mut q.question_id),
+                        prompt: take(&mut q.prompt),
+                        options: take(&mut q.options),
                         persisted: true,
                     });
                     ch.prompts = true;

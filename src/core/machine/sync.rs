@@ -218,7 +218,8 @@ impl Client {
             self.hold(frame);
             return;
         }
-        if let Step::Gap { requeue } = self.apply_frame(&frame, false) {
+        let mut frame = frame;
+        if let Step::Gap { requeue } = self.apply_frame(&mut frame, false) {
             if requeue {
                 self.buffer.push_back(frame);
             }
@@ -258,7 +259,9 @@ impl Client {
 
     /// Rules 3–6 for one frame. `lenient` (right after a repair) applies a
     /// transient whose `after_seq` is still ahead instead of repairing again.
-    fn apply_frame(&mut self, frame: &Frame, lenient: bool) -> Step {
+    /// An applied durable event is spent (its strings moved into the view);
+    /// a frame that reports a gap is left whole, to be held again.
+    fn apply_frame(&mut self, frame: &mut Frame, lenient: bool) -> Step {
         let env = match frame {
             Frame::LiveFrom(head) if *head > self.pos.cursor => {
                 return Step::Gap { requeue: false }
@@ -292,8 +295,8 @@ impl Client {
     }
 
     /// Rule 3: apply only `key == cursor + 1` (any `key > cursor` on the
-    /// global list), drop duplicates, report gaps.
-    fn apply_durable(&mut self, env: &Envelope, key: u64) -> Step {
+    /// global list), drop duplicates, report gaps. Applying spends `env`.
+    fn apply_durable(&mut self, env: &mut Envelope, key: u64) -> Step {
         if key <= self.pos.cursor {
             self.counters.duplicates_dropped += 1;
             return Step::Done;
@@ -301,19 +304,33 @@ impl Client {
         if self.scoped() && key != self.pos.cursor + 1 {
             return Step::Gap { requeue: true };
         }
+        // Before the fold spends the event; the name's buffer is reused.
+        let type_name = env.event.type_name();
+        match &mut self.pos.last {
+            Some(last) => {
+                last.seq = key;
+                last.id = env.id;
+                if last.type_name != type_name {
+                    last.type_name.clear();
+                    last.type_name.push_str(type_name);
+                }
+            }
+            None => {
+                self.pos.last = Some(LastApplied {
+                    seq: key,
+                    id: env.id,
+                    type_name: type_name.to_owned(),
+                })
+            }
+        }
         self.with_view(true, |v, ch| v.apply_durable(env, ch));
         self.pos.cursor = key;
-        self.pos.last = Some(LastApplied {
-            seq: key,
-            id: env.id,
-            type_name: env.event.type_name().to_owned(),
-        });
         self.dirty = true;
         Step::Done
     }
 
     /// Applies a page's durable events in order; stops at a hole.
-    fn apply_page(&mut self, events: &[Envelope]) {
+    fn apply_page(&mut self, events: &mut [Envelope]) {
         self.counters.events += events.len() as u64;
         for env in events {
             let Some(key) = self.durable_key(env) else {
@@ -399,7 +416,8 @@ impl Client {
             return;
         }
         self.saw_head(page.head);
-        self.apply_page(&page.history);
+        let mut page = page;
+        self.apply_page(&mut page.history);
         if page.has_more && !page.history.is_empty() {
             self.next_page(FetchKind::Replay, now);
             return;
@@ -428,11 +446,12 @@ impl Client {
             Mode::Restore { verify } | Mode::Repair { verify, .. } => std::mem::take(verify),
             Mode::Follow => return,
         };
-        let mut events = &page.events[..];
+        let mut page = page;
+        let mut skip = 0;
         if verify {
             // The first event must be the one we applied last (rule 4).
             let last = self.pos.last.clone().unwrap_or_default();
-            let same = events.first().is_some_and(|e| {
+            let same = page.events.first().is_some_and(|e| {
                 e.seq == Some(self.pos.cursor)
                     && e.event.type_name() == last.type_name
                     && (e.id.is_none() || last.id.is_none() || e.id == last.id)
@@ -444,9 +463,9 @@ impl Client {
                 self.epoch_changed(err, now);
                 return;
             }
-            events = &events[1..];
+            skip = 1;
         }
-        self.apply_page(events);
+        self.apply_page(&mut page.events[skip..]);
         if page.has_more && !page.events.is_empty() {
             self.next_page(FetchKind::Events, now);
             return;
@@ -474,8 +493,8 @@ impl Client {
     /// Applies the held frames in order, dropping overlap; a new gap starts
     /// another repair. When all are applied a pending restore is painted.
     fn drain(&mut self, lenient: bool, now: u64) {
-        while let Some(frame) = self.buffer.pop_front() {
-            if let Step::Gap { requeue } = self.apply_frame(&frame, lenient) {
+        while let Some(mut frame) = self.buffer.pop_front() {
+            if let Step::Gap { requeue } = self.apply_frame(&mut frame, lenient) {
                 if requeue {
                     self.buffer.push_front(frame);
                 }
