@@ -66,6 +66,25 @@ try {
   console.log(`browser_baseline_restore_ms ${restore.baselineMs.toFixed(1)}`);
   console.log(`browser_restore_vs_baseline ${(restore.baselineMs / restore.sdkMs).toFixed(3)}`);
 
+  // Cold: the first restore of a first visit, SDK and baseline each in a
+  // browser context of their own (no HTTP or code cache; median of 3). V8
+  // runs wasm in its baseline compiler until hot functions are re-compiled,
+  // and caches the optimised code only for later visits.
+  const cold = { sdk: [], baseline: [] };
+  for (let i = 0; i < 3; i++) {
+    for (const which of ["sdk", "baseline"]) {
+      const context = await browser.newContext();
+      const fresh = await context.newPage();
+      await fresh.goto(url + "/bench/");
+      await fresh.waitForFunction(() => document.getElementById("out").textContent === "ready");
+      cold[which].push(await fresh.evaluate(([w, s, h]) => window.benchFirstRestore(w, s, h), [which, id, head]));
+      await context.close();
+    }
+  }
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  console.log(`browser_restore_cold_ms ${median(cold.sdk).toFixed(1)}`);
+  console.log(`browser_baseline_restore_cold_ms ${median(cold.baseline).toFixed(1)}`);
+
   // Live: a long streamed answer; script time per delta from the CDP metrics.
   const { session_id: live } = await api("POST", "/v1/sessions", { title: "live" });
   await page.evaluate(([s]) => window.benchLive(s, 1), [live]);

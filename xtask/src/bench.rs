@@ -126,6 +126,18 @@ const FIGURES: &[Figure] = &[
         target: Some((Goal::AtLeast, 1.0)),
     },
     Figure {
+        name: "browser_restore_cold_ms",
+        unit: "ms",
+        what: "the same restore as the first work of a first visit, SDK (median of 3 fresh browser contexts; wasm still in V8's baseline tier)",
+        target: None,
+    },
+    Figure {
+        name: "browser_baseline_restore_cold_ms",
+        unit: "ms",
+        what: "the same, plain-JS baseline (contexts of its own)",
+        target: None,
+    },
+    Figure {
         name: "browser_live_delta_us",
         unit: "µs",
         what: "main-thread script time per streamed event of a long answer (CDP ScriptDuration / events; fetch read, wasm, view, subscriber)",

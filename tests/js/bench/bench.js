@@ -87,6 +87,11 @@ window.benchRestore = async (sessionId, head, rounds) => {
   return { sdkMs: median(sdk), baselineMs: median(base), items };
 };
 
+// One restore as the first work of a fresh page: the wasm still runs its
+// baseline (Liftoff) code, as on an app's first load.
+window.benchFirstRestore = async (which, sessionId, head) =>
+  (which === "sdk" ? await sdkRestore(sessionId, head) : await baselineRestore(sessionId)).ms;
+
 // Follows a session while a long turn streams; counts notifications per frame.
 window.benchLive = async (sessionId, head) => {
   const client = ReplayClient.connect({ baseUrl, sessionId, storage: "memory" });
