@@ -31,6 +31,7 @@ fn invalid_options_throw_a_replay_error() {
         json!("nope"),
         json!({}),
         json!({"baseUrl": server(), "scope": "planet"}),
+        json!({"baseUrl": server(), "sessionId": "s", "prefetchDepth": -1}),
     ] {
         let o = js_sys::JSON::parse(&bad.to_string()).unwrap();
         match ReplayClient::connect(o) {
@@ -247,15 +248,24 @@ async fn a_multi_page_restore_paints_the_whole_transcript() {
     }
     let expected = server_transcript(&session).await;
     let head = expected["cursor"].as_u64().unwrap();
-    let client = connect(json!({"baseUrl": server(), "sessionId": session, "storage": "memory"}));
-    let (notified, _off) = counter(&client);
-    let live = || {
-        let v = client.view();
-        get(&v, "status.state").as_string().as_deref() == Some("live")
-            && get(&v, "cursor").as_f64() == Some(head as f64)
-    };
-    assert!(wait_until(20_000, live).await, "restored and live");
-    assert_eq!(json_of(&get(&client.view(), "items")), expected["items"]);
-    assert_eq!(notified.get(), 1, "one repaint for the restore");
-    client.close();
+    // The default window of prefetched pages, and none at all.
+    for options in [
+        json!({"baseUrl": server(), "sessionId": session, "storage": "memory"}),
+        json!({"baseUrl": server(), "sessionId": session, "storage": "memory", "prefetchDepth": 0}),
+    ] {
+        let client = connect(options.clone());
+        let (notified, _off) = counter(&client);
+        let live = || {
+            let v = client.view();
+            get(&v, "status.state").as_string().as_deref() == Some("live")
+                && get(&v, "cursor").as_f64() == Some(head as f64)
+        };
+        assert!(
+            wait_until(20_000, live).await,
+            "restored and live: {options}"
+        );
+        assert_eq!(json_of(&get(&client.view(), "items")), expected["items"]);
+        assert_eq!(notified.get(), 1, "one repaint for the restore: {options}");
+        client.close();
+    }
 }

@@ -31,6 +31,13 @@ export interface ConnectOptions {
   notify?: "frame" | "sync" | number;
   /** Abort a request that has not produced its first byte after this long (default 10 000 ms). */
   connectTimeoutMs?: number;
+  /**
+   * Backlog pages requested ahead while a restore or repair reads pages
+   * (default 2, at most 8; 0 turns it off). Each takes one of the browser's
+   * ~6 connections per origin over HTTP/1.1, beside each client's live stream:
+   * lower it when several clients restore at once on one HTTP/1.1 origin.
+   */
+  prefetchDepth?: number;
   /** Seed of the reconnect jitter (tests); random by default. */
   seed?: number;
 }

@@ -199,6 +199,7 @@ impl Shared {
             .seed
             .unwrap_or_else(|| (js_sys::Math::random() * 9_007_199_254_740_991.0) as u64);
         config.fetch_timeout_ms = config.fetch_timeout_ms.max(o.connect_timeout_ms as u64);
+        config.prefetch_depth = o.prefetch_depth;
         let key = "replay-client:".to_owned() + &o.base_url + "|" + &o.target.key();
         let (store, unavailable) = Store::open(&o.storage, key);
         let shared = Rc::new(Shared {

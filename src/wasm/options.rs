@@ -63,6 +63,9 @@ pub struct Options {
     pub notify: Notify,
     /// A request without its first byte after this long is aborted.
     pub connect_timeout_ms: u32,
+    /// Backlog pages requested ahead while restoring (`Config::prefetch_depth`);
+    /// each holds one of the browser's ~6 HTTP/1.1 connections per origin.
+    pub prefetch_depth: u8,
     /// Seed of the reconnect jitter; random when `None`.
     pub seed: Option<u64>,
 }
@@ -83,6 +86,7 @@ impl Options {
             storage: StorageChoice::Local,
             notify: Notify::Frame,
             connect_timeout_ms: 10_000,
+            prefetch_depth: 2,
             seed: None,
         }
     }
@@ -127,6 +131,9 @@ impl Options {
         };
         if let Some(ms) = optional_number(o, "connectTimeoutMs")? {
             opts.connect_timeout_ms = ms.clamp(1.0, u32::MAX as f64) as u32;
+        }
+        if let Some(n) = optional_number(o, "prefetchDepth")? {
+            opts.prefetch_depth = n.min(8.0) as u8;
         }
         opts.seed = optional_number(o, "seed")?.map(|s| s as u64);
         Ok(opts)

@@ -19,6 +19,7 @@ const options: ConnectOptions = {
   getToken: async () => "my-token",
   storage: "local",
   notify: "frame",
+  prefetchDepth: 2,
 };
 const client = ReplayClient.connect(options);
 
