@@ -64,11 +64,13 @@ thread_local! {
 fn key(name: &'static str) -> JsValue {
     KEYS.with(|keys| {
         let mut keys = keys.borrow_mut();
-        // A few dozen distinct literals: compare by address, then by text.
-        if let Some((_, v)) = keys
+        // A few dozen distinct literals: by address first (one comparison
+        // each), by text only if the same literal got another address.
+        let hit = keys
             .iter()
-            .find(|(k, _)| std::ptr::eq(*k, name) || *k == name)
-        {
+            .find(|(k, _)| std::ptr::eq(*k, name))
+            .or_else(|| keys.iter().find(|(k, _)| *k == name));
+        if let Some((_, v)) = hit {
             return v.clone();
         }
         let v = JsValue::from_str(name);
