@@ -156,9 +156,8 @@ pub enum BodyEnd {
 /// reading loop runs in JS (`body.js`): one crossing per chunk.
 pub async fn read_chunks(
     r: &ReadableStreamDefaultReader,
-    on_chunk: impl FnMut(Vec<u8>) -> bool + 'static,
+    mut on_chunk: impl FnMut(Vec<u8>) -> bool + 'static,
 ) -> Result<BodyEnd, WasmError> {
-    let mut on_chunk = on_chunk;
     let callback = Closure::<dyn FnMut(Uint8Array) -> bool>::new(move |chunk: Uint8Array| {
         on_chunk(chunk.to_vec())
     });

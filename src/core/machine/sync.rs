@@ -213,12 +213,11 @@ impl Client {
     }
 
     /// Applies a frame, or holds it while a barrier is up.
-    fn route(&mut self, frame: Frame, now: u64) {
+    fn route(&mut self, mut frame: Frame, now: u64) {
         if self.mode != Mode::Follow {
             self.hold(frame);
             return;
         }
-        let mut frame = frame;
         if let Step::Gap { requeue } = self.apply_frame(&mut frame, false) {
             if requeue {
                 self.buffer.push_back(frame);
@@ -409,14 +408,13 @@ impl Client {
         self.drop_prefetch();
     }
 
-    fn on_replay_page(&mut self, page: ReplayPage, now: u64) {
+    fn on_replay_page(&mut self, mut page: ReplayPage, now: u64) {
         self.fetch_backoff.reset();
         self.auth_refreshed = false;
         if !self.check_epoch(&page.epoch, now) {
             return;
         }
         self.saw_head(page.head);
-        let mut page = page;
         self.apply_page(&mut page.history);
         if page.has_more && !page.history.is_empty() {
             self.next_page(FetchKind::Replay, now);
@@ -435,7 +433,7 @@ impl Client {
         self.drain(false, now);
     }
 
-    fn on_event_page(&mut self, page: EventPage, now: u64) {
+    fn on_event_page(&mut self, mut page: EventPage, now: u64) {
         self.fetch_backoff.reset();
         self.auth_refreshed = false;
         if !self.check_epoch(&page.epoch, now) {
@@ -446,7 +444,6 @@ impl Client {
             Mode::Restore { verify } | Mode::Repair { verify, .. } => std::mem::take(verify),
             Mode::Follow => return,
         };
-        let mut page = page;
         let mut skip = 0;
         if verify {
             // The first event must be the one we applied last (rule 4).
