@@ -265,6 +265,13 @@ async fn a_multi_page_restore_paints_the_whole_transcript() {
             "restored and live: {options}"
         );
         assert_eq!(json_of(&get(&client.view(), "items")), expected["items"]);
+        // Subscribers hear once per animation frame: let that frame (and a
+        // few more) pass before counting.
+        assert!(
+            wait_until(2_000, || notified.get() > 0).await,
+            "told: {options}"
+        );
+        sleep(100).await;
         assert_eq!(notified.get(), 1, "one repaint for the restore: {options}");
         client.close();
     }
