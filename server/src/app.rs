@@ -10,7 +10,7 @@ use crate::faults::Faults;
 use crate::hub::{Frame, Hub};
 use crate::log::{transient, Log};
 use crate::recovery;
-use crate::store::{Db, StoreResult};
+use crate::store::{Db, Reads, StoreResult};
 use crate::util::{now_rfc3339, random_id};
 use crate::worker::Worker;
 use crate::Config;

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::app::publish_tasks;
 use crate::log::Log;
-use crate::store::StoreResult;
+use crate::store::{Reads, StoreResult};
 use crate::util::now_rfc3339;
 
 /// The system log's scope id.

@@ -12,6 +12,7 @@ use common::*;
 use replay_client::core::protocol::{Event, Scope, TeamMessage};
 use replay_server::app::App;
 use replay_server::log::READERS;
+use replay_server::store::Reads;
 use reqwest::StatusCode;
 use serde_json::Value;
 

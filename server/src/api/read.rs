@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::{check_ahead, parse_cursor, ApiError, Params};
 use crate::app::App;
-use crate::store::{LogInfo, StoreResult};
+use crate::store::{LogInfo, Reads, StoreResult};
 use crate::transcript;
 
 pub(super) async fn replay(

@@ -17,7 +17,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::util::{now_rfc3339, random_id};
 
 pub use pool::ReadPool;
-pub use read::Snapshot;
+pub use read::{Reads, Snapshot};
 
 /// Errors of the store layer.
 #[derive(Debug, thiserror::Error)]
@@ -279,22 +279,6 @@ impl Db {
         ))
     }
 
-    /// Durable events of one log with `seq > after`, ascending, at most `limit`.
-    pub fn page(
-        &self,
-        scope: Scope,
-        scope_id: &str,
-        after: u64,
-        limit: usize,
-    ) -> StoreResult<Vec<Envelope>> {
-        read::page(&self.conn, scope, scope_id, after, limit)
-    }
-
-    /// Durable events of every scope with row `id > after_id`, ascending.
-    pub fn global_page(&self, after_id: u64, limit: usize) -> StoreResult<Vec<Envelope>> {
-        read::global_page(&self.conn, after_id, limit)
-    }
-
     /// Registers a session row (its `session.created` event is appended by the caller).
     pub fn insert_session(&mut self, session_id: &str, title: &str) -> StoreResult<()> {
         self.conn.execute(
@@ -405,11 +389,6 @@ impl Db {
         )
     }
 
-    /// Every runtime-managed process.
-    pub fn processes(&self) -> StoreResult<Vec<ProcessRow>> {
-        read::processes(&self.conn)
-    }
-
     /// Appends process output to its log; returns the byte offset it starts at.
     pub fn append_process_log(&mut self, process_id: &str, text: &str) -> StoreResult<u64> {
         Ok(self.conn.query_row(
@@ -418,16 +397,6 @@ impl Db {
             params![process_id, text],
             |r| r.get(0),
         )?)
-    }
-
-    /// A process's whole log and its state.
-    pub fn process_log(&self, process_id: &str) -> StoreResult<Option<(String, String)>> {
-        read::process_log(&self.conn, process_id)
-    }
-
-    /// The session's task state.
-    pub fn tasks(&self, session_id: &str) -> StoreResult<TasksSnapshot> {
-        read::tasks(&self.conn, session_id)
     }
 
     /// Replaces the session's task state and bumps its version; returns the new snapshot.
@@ -489,16 +458,6 @@ impl Db {
         Ok(())
     }
 
-    /// Number of sessions and of durable events.
-    pub fn counts(&self) -> StoreResult<(u64, u64)> {
-        read::counts(&self.conn)
-    }
-
-    /// Number of boots recorded in this database.
-    pub fn boot_count(&self) -> StoreResult<u64> {
-        read::boot_count(&self.conn)
-    }
-
     /// A read transaction on the writer's own connection (the single-connection
     /// store, `:memory:`); the caller holds the store lock while it lives.
     pub fn snapshot(&self) -> StoreResult<Snapshot<'_>> {
@@ -516,6 +475,12 @@ impl Db {
 }
 
 /// Keeps the projections in step with the event just inserted.
+impl Reads for Db {
+    fn conn(&self) -> &Connection {
+        &self.conn
+    }
+}
+
 fn project(
     tx: &rusqlite::Transaction<'_>,
     scope: Scope,

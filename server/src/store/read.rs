@@ -49,46 +49,11 @@ impl<'c> Snapshot<'c> {
             head: global_head(&self.tx)?,
         })
     }
+}
 
-    /// See [`page`].
-    pub fn page(
-        &self,
-        scope: Scope,
-        scope_id: &str,
-        after: u64,
-        limit: usize,
-    ) -> StoreResult<Vec<Envelope>> {
-        page(&self.tx, scope, scope_id, after, limit)
-    }
-
-    /// See [`global_page`].
-    pub fn global_page(&self, after_id: u64, limit: usize) -> StoreResult<Vec<Envelope>> {
-        global_page(&self.tx, after_id, limit)
-    }
-
-    /// See [`tasks`].
-    pub fn tasks(&self, session_id: &str) -> StoreResult<TasksSnapshot> {
-        tasks(&self.tx, session_id)
-    }
-
-    /// See [`processes`].
-    pub fn processes(&self) -> StoreResult<Vec<ProcessRow>> {
-        processes(&self.tx)
-    }
-
-    /// See [`process_log`].
-    pub fn process_log(&self, process_id: &str) -> StoreResult<Option<(String, String)>> {
-        process_log(&self.tx, process_id)
-    }
-
-    /// See [`counts`].
-    pub fn counts(&self) -> StoreResult<(u64, u64)> {
-        counts(&self.tx)
-    }
-
-    /// See [`boot_count`].
-    pub fn boot_count(&self) -> StoreResult<u64> {
-        boot_count(&self.tx)
+impl Reads for Snapshot<'_> {
+    fn conn(&self) -> &Connection {
+        &self.tx
     }
 }
 
@@ -97,143 +62,157 @@ pub fn global_head(conn: &Connection) -> StoreResult<u64> {
     Ok(conn.query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?)
 }
 
-/// Durable events of one log with `seq > after`, ascending, at most `limit`.
-pub fn page(
-    conn: &Connection,
-    scope: Scope,
-    scope_id: &str,
-    after: u64,
-    limit: usize,
-) -> StoreResult<Vec<Envelope>> {
-    let mut st = conn.prepare_cached(
-        "SELECT id, seq, type, ts, data FROM events
+/// The read-only queries, on any connection: the writer's ([`super::Db`],
+/// under its lock) or a read transaction's ([`Snapshot`]).
+pub trait Reads {
+    /// The connection the queries run on.
+    fn conn(&self) -> &Connection;
+
+    /// Durable events of one log with `seq > after`, ascending, at most `limit`.
+    fn page(
+        &self,
+        scope: Scope,
+        scope_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<Envelope>> {
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
+            "SELECT id, seq, type, ts, data FROM events
          WHERE scope = ?1 AND scope_id = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4",
-    )?;
-    let rows = st.query_map(
-        params![scope.as_str(), scope_id, after, limit as i64],
-        |r| {
+        )?;
+        let rows = st.query_map(
+            params![scope.as_str(), scope_id, after, limit as i64],
+            |r| {
+                Ok((
+                    r.get::<_, u64>(0)?,
+                    r.get::<_, u64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            },
+        )?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, seq, ty, ts, data) = row?;
+            let event = Event::decode(&ty, Some(&data))?;
+            out.push(Envelope::durable(
+                id,
+                scope,
+                scope_id.to_owned(),
+                seq,
+                ts,
+                event,
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Durable events of every scope with row `id > after_id`, ascending.
+    fn global_page(&self, after_id: u64, limit: usize) -> StoreResult<Vec<Envelope>> {
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
+            "SELECT id, scope, scope_id, seq, type, ts, data FROM events
+         WHERE id > ?1 ORDER BY id LIMIT ?2",
+        )?;
+        let rows = st.query_map(params![after_id, limit as i64], |r| {
             Ok((
                 r.get::<_, u64>(0)?,
-                r.get::<_, u64>(1)?,
+                r.get::<_, String>(1)?,
                 r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
+                r.get::<_, u64>(3)?,
                 r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, String>(6)?,
             ))
-        },
-    )?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (id, seq, ty, ts, data) = row?;
-        let event = Event::decode(&ty, Some(&data))?;
-        out.push(Envelope::durable(
-            id,
-            scope,
-            scope_id.to_owned(),
-            seq,
-            ts,
-            event,
-        ));
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, scope, scope_id, seq, ty, ts, data) = row?;
+            let event = Event::decode(&ty, Some(&data))?;
+            out.push(Envelope::durable(
+                id,
+                scope_from_str(&scope),
+                scope_id,
+                seq,
+                ts,
+                event,
+            ));
+        }
+        Ok(out)
     }
-    Ok(out)
-}
 
-/// Durable events of every scope with row `id > after_id`, ascending.
-pub fn global_page(conn: &Connection, after_id: u64, limit: usize) -> StoreResult<Vec<Envelope>> {
-    let mut st = conn.prepare_cached(
-        "SELECT id, scope, scope_id, seq, type, ts, data FROM events
-         WHERE id > ?1 ORDER BY id LIMIT ?2",
-    )?;
-    let rows = st.query_map(params![after_id, limit as i64], |r| {
-        Ok((
-            r.get::<_, u64>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, u64>(3)?,
-            r.get::<_, String>(4)?,
-            r.get::<_, String>(5)?,
-            r.get::<_, String>(6)?,
-        ))
-    })?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (id, scope, scope_id, seq, ty, ts, data) = row?;
-        let event = Event::decode(&ty, Some(&data))?;
-        out.push(Envelope::durable(
-            id,
-            scope_from_str(&scope),
-            scope_id,
-            seq,
-            ts,
-            event,
-        ));
+    /// The session's task state.
+    fn tasks(&self, session_id: &str) -> StoreResult<TasksSnapshot> {
+        let conn = self.conn();
+        let (version, bg): (u64, Option<String>) = conn
+            .query_row(
+                "SELECT tasks_version, background_wait FROM sessions WHERE session_id = ?1",
+                [session_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?
+            .unwrap_or((0, None));
+        let mut st =
+            conn.prepare_cached("SELECT json FROM tasks WHERE session_id = ?1 ORDER BY ord")?;
+        let rows = st.query_map([session_id], |r| r.get::<_, String>(0))?;
+        let mut tasks = Vec::new();
+        for row in rows {
+            tasks.push(serde_json::from_str::<Task>(&row?)?);
+        }
+        let background_wait = match bg {
+            Some(s) => serde_json::from_str::<Option<BackgroundWait>>(&s)?,
+            None => None,
+        };
+        Ok(TasksSnapshot {
+            version,
+            tasks,
+            background_wait,
+        })
     }
-    Ok(out)
-}
 
-/// The session's task state.
-pub fn tasks(conn: &Connection, session_id: &str) -> StoreResult<TasksSnapshot> {
-    let (version, bg): (u64, Option<String>) = conn
-        .query_row(
-            "SELECT tasks_version, background_wait FROM sessions WHERE session_id = ?1",
-            [session_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?
-        .unwrap_or((0, None));
-    let mut st =
-        conn.prepare_cached("SELECT json FROM tasks WHERE session_id = ?1 ORDER BY ord")?;
-    let rows = st.query_map([session_id], |r| r.get::<_, String>(0))?;
-    let mut tasks = Vec::new();
-    for row in rows {
-        tasks.push(serde_json::from_str::<Task>(&row?)?);
-    }
-    let background_wait = match bg {
-        Some(s) => serde_json::from_str::<Option<BackgroundWait>>(&s)?,
-        None => None,
-    };
-    Ok(TasksSnapshot {
-        version,
-        tasks,
-        background_wait,
-    })
-}
-
-/// Every runtime-managed process.
-pub fn processes(conn: &Connection) -> StoreResult<Vec<ProcessRow>> {
-    let mut st = conn.prepare(
+    /// Every runtime-managed process.
+    fn processes(&self) -> StoreResult<Vec<ProcessRow>> {
+        let conn = self.conn();
+        let mut st = conn.prepare(
         "SELECT process_id, command, state, exit_code, length(CAST(log AS BLOB)) FROM processes ORDER BY rowid",
     )?;
-    let rows = st.query_map([], |r| {
-        Ok(ProcessRow {
-            process_id: r.get(0)?,
-            command: r.get(1)?,
-            state: r.get(2)?,
-            exit_code: r.get(3)?,
-            log_bytes: r.get(4)?,
-        })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
+        let rows = st.query_map([], |r| {
+            Ok(ProcessRow {
+                process_id: r.get(0)?,
+                command: r.get(1)?,
+                state: r.get(2)?,
+                exit_code: r.get(3)?,
+                log_bytes: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
 
-/// A process's whole log and its state.
-pub fn process_log(conn: &Connection, process_id: &str) -> StoreResult<Option<(String, String)>> {
-    Ok(conn
-        .query_row(
-            "SELECT log, state FROM processes WHERE process_id = ?1",
-            [process_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?)
-}
+    /// A process's whole log and its state.
+    fn process_log(&self, process_id: &str) -> StoreResult<Option<(String, String)>> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row(
+                "SELECT log, state FROM processes WHERE process_id = ?1",
+                [process_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
+    }
 
-/// Number of sessions and of durable events.
-pub fn counts(conn: &Connection) -> StoreResult<(u64, u64)> {
-    let sessions = conn.query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))?;
-    let events = conn.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))?;
-    Ok((sessions, events))
-}
+    /// Number of sessions and of durable events.
+    fn counts(&self) -> StoreResult<(u64, u64)> {
+        let conn = self.conn();
+        let sessions = conn.query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))?;
+        let events = conn.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))?;
+        Ok((sessions, events))
+    }
 
-/// Number of boots recorded in this database.
-pub fn boot_count(conn: &Connection) -> StoreResult<u64> {
-    Ok(conn.query_row("SELECT COUNT(*) FROM boots", [], |r| r.get(0))?)
+    /// Number of boots recorded in this database.
+    fn boot_count(&self) -> StoreResult<u64> {
+        let conn = self.conn();
+        Ok(conn.query_row("SELECT COUNT(*) FROM boots", [], |r| r.get(0))?)
+    }
 }
