@@ -492,6 +492,11 @@ fn project(
             .execute(params![turn_id, state])
             .map(|_| ())
     };
+    let question_state = |question_id: &str, state: &str| {
+        tx.prepare_cached("UPDATE questions SET state = ?2 WHERE question_id = ?1")?
+            .execute(params![question_id, state])
+            .map(|_| ())
+    };
     match event {
         Event::TurnStarted(t) => turn_state(&t.turn_id, "running")?,
         Event::TurnCompleted(t) => turn_state(&t.turn_id, "completed")?,
@@ -515,18 +520,8 @@ fn project(
                 params![q.question_id, scope_id, q.turn_id],
             )?;
         }
-        Event::QuestionAnswered(q) => {
-            tx.execute(
-                "UPDATE questions SET state = 'answered' WHERE question_id = ?1",
-                [&q.question_id],
-            )?;
-        }
-        Event::QuestionDeclined(q) => {
-            tx.execute(
-                "UPDATE questions SET state = 'declined' WHERE question_id = ?1",
-                [&q.question_id],
-            )?;
-        }
+        Event::QuestionAnswered(q) => question_state(&q.question_id, "answered")?,
+        Event::QuestionDeclined(q) => question_state(&q.question_id, "declined")?,
         Event::ProcessStarted(p) if scope == Scope::Process => {
             tx.execute(
                 "INSERT OR IGNORE INTO processes (process_id, command, state) VALUES (?1, ?2, 'running')",
