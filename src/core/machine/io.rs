@@ -79,20 +79,24 @@ impl Client {
         }
     }
 
-    /// Replaces the pending fetch (and any prefetch) with the page after
-    /// `after`; sends it after `delay` (0 = now).
     /// The `limit` of the page after the current one: double the current
     /// page's, up to `replay_page_limit` (a restore ramps up from a small
     /// first page, so decoding starts early and never waits long).
     pub(super) fn next_limit(&self) -> u32 {
         self.fetch
             .as_ref()
-            .map_or(self.cfg.replay_page_limit, |f| f.limit.saturating_mul(2))
-            .min(self.cfg.replay_page_limit)
+            .map_or(self.cfg.replay_page_limit, |f| self.limit_after(f.limit))
+    }
+
+    /// The limit of the page after one of `limit`: twice as large, up to
+    /// `replay_page_limit`.
+    pub(super) fn limit_after(&self, limit: u32) -> u32 {
+        limit.saturating_mul(2).min(self.cfg.replay_page_limit)
     }
 
     /// Replaces the fetch with the page after `after`; `first` pages (of a
     /// restore or repair) use [`Config::first_page_limit`](super::Config).
+    /// Any prefetch is dropped; the page is sent after `delay` (0 = now).
     pub(super) fn issue_fetch(
         &mut self,
         kind: FetchKind,

@@ -66,7 +66,7 @@ impl Client {
                 return;
             }
             after = next;
-            limit = limit.saturating_mul(2).min(self.cfg.replay_page_limit);
+            limit = self.limit_after(limit);
             let path = self.page_path(kind, after, limit);
             let id = self.alloc_id();
             self.actions.push_back(Action::Fetch {
