@@ -23,7 +23,7 @@ use crate::faults::StreamFaults;
 use crate::hub::{Key, Subscription};
 use crate::log::transient;
 use crate::recovery::SYSTEM_ID;
-use crate::store::{Reads, StoreResult};
+use crate::store::{LogInfo, Reads, Snapshot, StoreResult};
 
 /// `retry:` sent first on every stream, in milliseconds.
 const RETRY_MS: u64 = 1000;
@@ -62,11 +62,32 @@ pub(super) async fn global_events(
     let cursor = cursor(&params, "after_id", &headers)?;
     let sub = app.log.hub.subscribe(Key::Global);
     let info = app.log.global_info();
-    if let Some(c) = cursor {
-        check_ahead(c, &info.epoch, info.head)?;
-    }
+    let info = checked_head(&app, cursor, info, |snap| snap.global_info().map(Some)).await?;
     let start = cursor.unwrap_or(info.head);
     Ok(spawn_stream(app, None, sub, start, info.epoch, info.head))
+}
+
+/// Refuses a cursor above the head (§4.3). The head from memory is the
+/// published one, raised when the writer lets go of the store, just after it
+/// sent the events to subscribers: a client that got one and reconnects at
+/// once can be ahead of it. Such a cursor is checked against the committed
+/// head in the store (rarely: no query otherwise), whose info then serves.
+async fn checked_head(
+    app: &App,
+    cursor: Option<u64>,
+    published: LogInfo,
+    committed: impl FnOnce(&Snapshot<'_>) -> StoreResult<Option<LogInfo>> + Send + 'static,
+) -> Result<LogInfo, ApiError> {
+    let Some(c) = cursor else {
+        return Ok(published);
+    };
+    let info = if c > published.head {
+        app.log.read(committed).await?.unwrap_or(published)
+    } else {
+        published
+    };
+    check_ahead(c, &info.epoch, info.head)?;
+    Ok(info)
 }
 
 fn wants_sse(headers: &HeaderMap) -> bool {
@@ -109,9 +130,8 @@ async fn events(
             format!("{} not found", scope.as_str()),
         )
     })?;
-    if let Some(c) = cursor {
-        check_ahead(c, &info.epoch, info.head)?;
-    }
+    let key = id.clone();
+    let info = checked_head(&app, cursor, info, move |snap| snap.log_info(scope, &key)).await?;
     let start = cursor.unwrap_or(info.head);
     Ok(spawn_stream(
         app,
