@@ -1,20 +1,21 @@
-//! Transcript items handed to JS in one crossing per batch (see `items.js`):
-//! their strings as one UTF-8 buffer, decoded once in JS, and a layout of
-//! kinds and UTF-16 end offsets. Serialising to JSON and parsing it again
-//! cost ~20 ms for a 10 000-event restore; this is a few.
+//! Transcript items handed to JS in one crossing per batch (see
+//! `buildItems` in `browser.js`): their strings as one UTF-8 buffer, decoded
+//! once in JS, and a layout of kinds and UTF-16 end offsets. Serialising to
+//! JSON and parsing it again cost ~20 ms for a 10 000-event restore; this is
+//! a few.
 
 use js_sys::Array;
 use wasm_bindgen::prelude::*;
 
 use crate::core::protocol::TranscriptItem;
 
-#[wasm_bindgen(module = "/src/wasm/items.js")]
+#[wasm_bindgen(module = "/src/wasm/browser.js")]
 extern "C" {
     #[wasm_bindgen(js_name = buildItems)]
     fn build_items(text: &[u8], layout: &[u32]) -> Array;
 }
 
-/// The layout's mark of a null string (`items.js` agrees).
+/// The layout's mark of a null string (`browser.js` agrees).
 const NONE: u32 = u32::MAX;
 
 #[derive(Default)]

@@ -15,14 +15,14 @@ extern "C" {
     pub fn set_timeout(f: &Function, ms: i32) -> JsValue;
 }
 
-#[wasm_bindgen(module = "/src/wasm/replay_error.js")]
+#[wasm_bindgen(module = "/src/wasm/browser.js")]
 extern "C" {
     /// `new ReplayError(code, message, status)`.
     #[wasm_bindgen(js_name = makeReplayError)]
     pub fn make_replay_error(code: &str, message: &str, status: Option<u16>) -> JsValue;
 }
 
-#[wasm_bindgen(module = "/src/wasm/idb.js")]
+#[wasm_bindgen(module = "/src/wasm/browser.js")]
 extern "C" {
     /// Resolves to the stored string or `null`.
     #[wasm_bindgen(js_name = idbGet)]

@@ -142,17 +142,17 @@ fn minify(out: &Path) -> Result {
     Ok(())
 }
 
-/// The snippet folder wasm-bindgen made for `src/wasm/replay_error.js`, relative to `out`.
+/// The snippet folder wasm-bindgen made for `src/wasm/browser.js`, relative to `out`.
 fn error_snippet(out: &Path) -> Result<String> {
     let snippets = out.join("snippets");
     for entry in fs::read_dir(&snippets).map_err(|e| format!("{}: {e}", snippets.display()))? {
         let dir = entry.map_err(|e| e.to_string())?.path();
-        if dir.join("src/wasm/replay_error.js").exists() {
+        if dir.join("src/wasm/browser.js").exists() {
             let name = dir.file_name().expect("dir name").to_string_lossy();
-            return Ok(format!("./snippets/{name}/src/wasm/replay_error.js"));
+            return Ok(format!("./snippets/{name}/src/wasm/browser.js"));
         }
     }
-    Err("no snippet for src/wasm/replay_error.js".into())
+    Err("no snippet for src/wasm/browser.js".into())
 }
 
 fn write_index(out: &Path, target: &str) -> Result {

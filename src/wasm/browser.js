@@ -1,0 +1,108 @@
+// The JS half of the browser layer: what wasm cannot do, or does at a higher
+// cost in bytes or crossings. One module on purpose: every snippet file is
+// one more request for a page that loads the package unbundled.
+
+// --- Errors ---------------------------------------------------------------
+// The one error class of the JS API. Rust builds every thrown or rejected
+// value through `makeReplayError`, so `instanceof ReplayError` always holds.
+
+/** An error of the replay client; `code` is stable, `status` is the HTTP status when there was one. */
+export class ReplayError extends Error {
+  constructor(code, message, status) {
+    super(message);
+    this.name = "ReplayError";
+    this.code = code;
+    if (typeof status === "number") this.status = status;
+  }
+}
+
+export function makeReplayError(code, message, status) {
+  return new ReplayError(code, message, status);
+}
+
+// --- Transcript items -----------------------------------------------------
+// Builds transcript items from one UTF-8 buffer holding their strings back
+// to back and a layout: per item a kind code, then the UTF-16 end offset of
+// each string field (NONE for null). One decode for a whole batch instead
+// of a JSON text parsed again or a crossing per string. Properties are in
+// the order of the items' JSON, so both forms stringify the same.
+const decoder = new TextDecoder();
+const NONE = 0xffffffff;
+
+export function buildItems(bytes, layout) {
+  const text = decoder.decode(bytes);
+  const items = [];
+  let at = 0;
+  let i = 0;
+  const next = () => {
+    const end = layout[i++];
+    if (end === NONE) return null;
+    const s = text.slice(at, end);
+    at = end;
+    return s;
+  };
+  while (i < layout.length) {
+    switch (layout[i++]) {
+      case 0:
+        items.push({ kind: "message", message_id: next(), turn_id: next(), role: next(), text: next() });
+        break;
+      case 1:
+        items.push({ kind: "tool", call_id: next(), turn_id: next(), name: next(), status: next(), output: next() });
+        break;
+      default: {
+        const item = { kind: "turn_end", turn_id: next(), outcome: next() };
+        const reason = next();
+        if (reason !== null) item.reason = reason;
+        items.push(item);
+      }
+    }
+  }
+  return items;
+}
+
+// --- IndexedDB ------------------------------------------------------------
+// A minimal key-value store for the client's persisted value: database
+// "replay-client", object store "kv", string values. In JS because the
+// equivalent web-sys bindings cost more bytes.
+
+let dbPromise = null;
+
+function db() {
+  if (!dbPromise) {
+    dbPromise = new Promise((resolve, reject) => {
+      if (typeof indexedDB === "undefined") {
+        reject(new Error("indexedDB is not available"));
+        return;
+      }
+      const req = indexedDB.open("replay-client", 1);
+      req.onupgradeneeded = () => req.result.createObjectStore("kv");
+      req.onsuccess = () => resolve(req.result);
+      req.onerror = () => reject(req.error);
+    });
+    // A failed open may succeed later (e.g. after a private-mode prompt).
+    dbPromise.catch(() => { dbPromise = null; });
+  }
+  return dbPromise;
+}
+
+function run(mode, fn) {
+  return db().then((d) => new Promise((resolve, reject) => {
+    const tx = d.transaction("kv", mode);
+    const req = fn(tx.objectStore("kv"));
+    tx.oncomplete = () => resolve(req.result);
+    tx.onerror = () => reject(tx.error);
+    tx.onabort = () => reject(tx.error || new Error("transaction aborted"));
+  }));
+}
+
+export function idbGet(key) {
+  return run("readonly", (s) => s.get(key)).then((v) => (typeof v === "string" ? v : null));
+}
+
+export function idbSet(key, value) {
+  return run("readwrite", (s) => s.put(value, key)).then(() => undefined);
+}
+
+export function idbRemove(key) {
+  return run("readwrite", (s) => s.delete(key)).then(() => undefined);
+}
