@@ -5,8 +5,9 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use gloo_timers::callback::Timeout;
-use js_sys::{Promise, Uint8Array};
-use wasm_bindgen::{JsCast, JsValue};
+use js_sys::{Function, Promise, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{AbortController, ReadableStreamDefaultReader, Response};
 
@@ -136,17 +137,40 @@ pub fn reader(resp: &Response) -> Option<ReadableStreamDefaultReader> {
     resp.body().map(|b| b.get_reader().unchecked_into())
 }
 
-/// The next chunk copied into wasm memory; `None` at the end of the body.
-pub async fn read_chunk(r: &ReadableStreamDefaultReader) -> Result<Option<Vec<u8>>, WasmError> {
-    let result = JsFuture::from(r.read()).await.map_err(net)?;
-    if js::get(&result, "done").is_truthy() {
-        return Ok(None);
-    }
-    let value = js::get(&result, "value");
-    Ok(Some(match value.dyn_ref::<Uint8Array>() {
-        Some(bytes) => bytes.to_vec(),
-        None => Vec::new(),
-    }))
+#[wasm_bindgen(module = "/src/wasm/browser.js")]
+extern "C" {
+    #[wasm_bindgen(js_name = pumpBody)]
+    fn pump_body(reader: &ReadableStreamDefaultReader, on_chunk: &Function) -> Promise;
+}
+
+/// How a body that was read chunk by chunk ended.
+pub enum BodyEnd {
+    /// The server closed it.
+    Done,
+    /// `on_chunk` asked to stop (the body was cancelled).
+    Stopped,
+}
+
+/// Reads the body of `r` to its end, calling `on_chunk` with each chunk
+/// (copied into wasm memory) as it arrives; it returns false to stop. The
+/// reading loop runs in JS (`pumpBody` in `browser.js`): one crossing per chunk.
+pub async fn read_chunks(
+    r: &ReadableStreamDefaultReader,
+    mut on_chunk: impl FnMut(Vec<u8>) -> bool + 'static,
+) -> Result<BodyEnd, WasmError> {
+    let callback = Closure::<dyn FnMut(Uint8Array) -> bool>::new(move |chunk: Uint8Array| {
+        on_chunk(chunk.to_vec())
+    });
+    // The pump never calls back once its promise settled: `callback` lives
+    // until then.
+    let ended = JsFuture::from(pump_body(r, callback.as_ref().unchecked_ref()))
+        .await
+        .map_err(net)?;
+    Ok(if ended.is_truthy() {
+        BodyEnd::Done
+    } else {
+        BodyEnd::Stopped
+    })
 }
 
 /// Resolves after `ms` (a write's retry pause).

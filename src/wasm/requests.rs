@@ -1,6 +1,7 @@
 //! The machine's requests, executed: the live stream (bytes in, as they
 //! come), JSON pages, and the application's writes (send, answer, cancel).
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use wasm_bindgen::JsValue;
@@ -8,7 +9,7 @@ use web_sys::{AbortController, Response};
 
 use super::driver::Shared;
 use super::error::WasmError;
-use super::http::{self, Deadline};
+use super::http::{self, BodyEnd, Deadline};
 use crate::core::json;
 use crate::core::machine::{FetchKind, RequestId};
 use crate::core::protocol::ErrorBody;
@@ -82,27 +83,24 @@ pub async fn run_stream(
         return s.finish(id, |m, now| m.handle_stream_end(id, now));
     };
     // Armed until the first body byte: headers alone do not prove liveness.
-    let mut first_byte = Some(deadline);
-    loop {
-        let chunk = match http::read_chunk(&reader).await {
-            Ok(c) => c,
-            Err(e) => {
-                let e = match &first_byte {
-                    Some(d) => d.explain(e, ms),
-                    None => e,
-                };
-                return fail(&s, id, e);
-            }
-        };
-        first_byte = None;
-        match chunk {
-            None => return s.finish(id, |m, now| m.handle_stream_end(id, now)),
-            Some(bytes) => {
-                if !s.feed(id, |m, now| m.handle_stream_bytes(id, &bytes, now)) {
-                    let _ = reader.cancel();
-                    return;
-                }
-            }
+    let first_byte = Rc::new(RefCell::new(Some(deadline)));
+    let on_chunk = {
+        let (s, first_byte) = (s.clone(), first_byte.clone());
+        move |bytes: Vec<u8>| {
+            first_byte.borrow_mut().take();
+            s.feed(id, |m, now| m.handle_stream_bytes(id, &bytes, now))
+        }
+    };
+    match http::read_chunks(&reader, on_chunk).await {
+        Ok(BodyEnd::Done) => s.finish(id, |m, now| m.handle_stream_end(id, now)),
+        // No longer this client's stream: nothing to report.
+        Ok(BodyEnd::Stopped) => {}
+        Err(e) => {
+            let e = match first_byte.borrow_mut().take() {
+                Some(d) => d.explain(e, ms),
+                None => e,
+            };
+            fail(&s, id, e);
         }
     }
 }
