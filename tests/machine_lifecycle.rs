@@ -220,7 +220,7 @@ fn non_session_scopes_restore_from_event_pages_with_verification() {
     assert_eq!(r.c.cursor(), 2);
     let v = r.c.view().as_log().unwrap();
     assert_eq!(v.total(), 2);
-    assert_eq!(v.counts()["process.exited"], 1);
+    assert_eq!(v.counts().get("process.exited"), 1);
     // Payloads are kept as the server's text, from a page and from the stream,
     // and still decode to the typed events.
     let kept: Vec<_> = v.events().iter().map(|e| e.data.to_value()).collect();

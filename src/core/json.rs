@@ -7,7 +7,7 @@
 //! (required) or take their default.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::hash::{BuildHasher, Hash};
 
 mod raw;
@@ -179,11 +179,7 @@ impl<'a> Reader<'a> {
     /// `slots[i]`, other keys are skipped. One loop for every struct
     /// ([`json_struct!`](crate::json_struct)): per-struct matches cost ~2x the
     /// bytes.
-    pub fn fields(
-        &mut self,
-        keys: &[&str],
-        slots: &mut [&mut dyn Slot],
-    ) -> Result<(), JsonError> {
+    pub fn fields(&mut self, keys: &[&str], slots: &mut [&mut dyn Slot]) -> Result<(), JsonError> {
         self.object(&mut |r, key| match keys.iter().position(|k| *k == key) {
             Some(i) => slots[i].fill(r),
             None => r.skip(),
@@ -471,17 +467,6 @@ impl<T: FromJson> FromJson for VecDeque<T> {
 impl<T: FromJson + Eq + Hash, S: BuildHasher + Default> FromJson for HashSet<T, S> {
     fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
         Vec::read(r).map(HashSet::from_iter)
-    }
-}
-
-impl<T: FromJson> FromJson for BTreeMap<String, T> {
-    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
-        let mut m = BTreeMap::new();
-        r.object(&mut |r, key| {
-            m.insert(key.to_owned(), T::read(r)?);
-            Ok(())
-        })?;
-        Ok(m)
     }
 }
 

@@ -2,10 +2,11 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
 
 use super::ViewChange;
-use crate::core::json::RawJson;
+use crate::core::json::{FromJson, JsonError, RawJson, Reader};
 use crate::core::protocol::{Envelope, Event, Scope};
 
 /// One event as a log keeps it: the envelope with its `data` as JSON text.
@@ -80,7 +81,7 @@ pub struct LogView {
     capacity: usize,
     events: VecDeque<LogEntry>,
     total: u64,
-    counts: BTreeMap<String, u64>,
+    counts: TypeCounts,
     transient: u64,
     last_transient: Option<LogEntry>,
 }
@@ -92,7 +93,7 @@ impl LogView {
             capacity: capacity.max(1),
             events: VecDeque::new(),
             total: 0,
-            counts: BTreeMap::new(),
+            counts: TypeCounts::default(),
             transient: 0,
             last_transient: None,
         }
@@ -114,7 +115,7 @@ impl LogView {
     }
 
     /// Durable events applied, per `type`.
-    pub fn counts(&self) -> &BTreeMap<String, u64> {
+    pub fn counts(&self) -> &TypeCounts {
         &self.counts
     }
 
@@ -129,7 +130,7 @@ impl LogView {
             self.events.pop_front();
         }
         let entry = LogEntry::of(env);
-        *self.counts.entry(entry.type_name.clone()).or_insert(0) += 1;
+        self.counts.add(&entry.type_name);
         self.events.push_back(entry);
         ch.appended(self.total as usize);
         self.total += 1;
@@ -151,3 +152,88 @@ crate::json_struct!(LogView {
     transient: req,
     last_transient: def,
 });
+
+/// Durable events applied per `type`. A scope has a handful of types: a
+/// vector sorted by type replaces a `BTreeMap`, whose code was ~6 KB of wasm.
+/// Written as a JSON object, as the map was.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TypeCounts(Vec<(String, u64)>);
+
+impl TypeCounts {
+    /// Events of this `type` applied (0 if none).
+    pub fn get(&self, type_name: &str) -> u64 {
+        self.find(type_name).map_or(0, |i| self.0[i].1)
+    }
+
+    /// `(type, count)` pairs, sorted by type.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.0.iter().map(|(t, n)| (t.as_str(), *n))
+    }
+
+    fn find(&self, type_name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(t, _)| t.as_str().cmp(type_name))
+    }
+
+    fn add_n(&mut self, type_name: &str, n: u64) {
+        match self.find(type_name) {
+            Ok(i) => self.0[i].1 += n,
+            Err(i) => self.0.insert(i, (type_name.to_owned(), n)),
+        }
+    }
+
+    fn add(&mut self, type_name: &str) {
+        self.add_n(type_name, 1);
+    }
+}
+
+impl Serialize for TypeCounts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (t, n) in &self.0 {
+            map.serialize_entry(t, n)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for TypeCounts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map = BTreeMap::<String, u64>::deserialize(d)?;
+        Ok(TypeCounts(map.into_iter().collect()))
+    }
+}
+
+impl FromJson for TypeCounts {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        let mut counts = TypeCounts::default();
+        r.object(&mut |r, key| {
+            let n = u64::read(r)?;
+            counts.add_n(key, n);
+            Ok(())
+        })?;
+        Ok(counts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn type_counts_stay_sorted_and_round_trip_as_an_object() {
+        let mut c = TypeCounts::default();
+        for t in ["b.x", "a.y", "b.x", "c.z", "a.y", "b.x"] {
+            c.add(t);
+        }
+        let pairs: Vec<_> = c.iter().collect();
+        assert_eq!(pairs, [("a.y", 2), ("b.x", 3), ("c.z", 1)]);
+        assert_eq!(c.get("missing"), 0);
+        let text = crate::core::json::to_string(&c).unwrap();
+        assert_eq!(text, r#"{"a.y":2,"b.x":3,"c.z":1}"#);
+        // Any key order reads back sorted.
+        let back: TypeCounts = crate::core::json::from_str(r#"{"c.z":1,"b.x":3,"a.y":2}"#).unwrap();
+        assert_eq!(back, c);
+    }
+}
