@@ -1,5 +1,7 @@
-//! Credentials and writes in Chromium against a real replay-server:
-//! `getToken()` per request, one refresh after a 401, idempotent retries.
+//! Credentials, writes and request deadlines in Chromium against a real
+//! replay-server: `getToken()` per request, one refresh after a 401,
+//! idempotent retries, and the first-byte timeout of a request that gets
+//! no answer.
 #![cfg(target_arch = "wasm32")]
 
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
@@ -105,4 +107,57 @@ async fn writes_report_http_errors_and_refuse_after_close() {
     client.close();
     assert_eq!(client.send("hello", None).await, Err(WasmError::Closed));
     assert_eq!(client.cancel().await, Err(WasmError::Closed));
+}
+
+/// A client whose requests give up after `ms` without an answer.
+fn impatient_client(session: &str, ms: u32) -> Client {
+    let mut o = options(session, StorageChoice::Memory);
+    o.connect_timeout_ms = ms;
+    Client::connect(o)
+}
+
+#[wasm_bindgen_test]
+async fn a_stream_without_an_answer_times_out_and_reconnects() {
+    let session = create_session().await;
+    let client = impatient_client(&session, 400);
+    assert!(wait_until(5_000, || client.status().state == State::Live).await);
+    let before = client.counters().reconnects;
+    // The next stream request is answered only after 8 s.
+    fault(json!({"kind": "delay", "route": "stream", "ms": 8000})).await;
+    fault(json!({"kind": "close_streams"})).await;
+    // Reopened once (delayed), aborted after 400 ms, reopened again: well
+    // before the delay ends (backoff waits are at most 1 s, then 2 s).
+    assert!(
+        wait_until(6_000, || client.counters().reconnects >= before + 2).await,
+        "the silent request was abandoned: {:?}",
+        client.counters()
+    );
+    assert!(wait_until(5_000, || client.status().state == State::Live).await);
+    post_message(&session, "m1", "after the timeout").await;
+    converge(&client, &session, 15_000).await;
+    client.close();
+}
+
+#[wasm_bindgen_test]
+async fn a_write_without_an_answer_times_out_and_is_retried() {
+    let session = create_session().await;
+    let client = impatient_client(&session, 400);
+    fault(json!({"kind": "delay", "route": "messages", "ms": 8000})).await;
+    let started = js_sys::Date::now();
+    let turn = client.send("patience", Some("msg_late".to_owned())).await;
+    let took = js_sys::Date::now() - started;
+    assert!(turn.is_ok(), "retried after the timeout: {turn:?}");
+    assert!(
+        took < 6_000.0,
+        "did not wait for the delayed answer: {took} ms"
+    );
+    let server = converge(&client, &session, 15_000).await;
+    let users = server["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["message_id"] == "msg_late")
+        .count();
+    assert_eq!(users, 1, "started once: {server}");
+    client.close();
 }
