@@ -276,3 +276,76 @@ async fn a_multi_page_restore_paints_the_whole_transcript() {
         client.close();
     }
 }
+
+/// `ReplayClient.connect` with `getToken` set to a JS function of `body`.
+fn connect_with_token(session: &str, body: &str) -> ReplayClient {
+    let options = json!({"baseUrl": server(), "sessionId": session, "storage": "memory"});
+    let o = js_sys::JSON::parse(&options.to_string()).unwrap();
+    js_sys::Reflect::set(&o, &"getToken".into(), &js_sys::Function::new_no_args(body)).unwrap();
+    ReplayClient::connect(o).unwrap_or_else(|e| panic!("connect: {e:?}"))
+}
+
+fn token_calls() -> f64 {
+    get(&js_sys::global(), "tokenCalls").as_f64().unwrap_or(0.0)
+}
+
+#[wasm_bindgen_test]
+async fn a_js_get_token_is_awaited_for_every_request() {
+    let session = create_session().await;
+    js_sys::Reflect::set(&js_sys::global(), &"tokenCalls".into(), &0.into()).unwrap();
+    let client = connect_with_token(
+        &session,
+        "globalThis.tokenCalls++; return Promise.resolve('token-' + globalThis.tokenCalls);",
+    );
+    let live = || get(&client.status(), "state").as_string().as_deref() == Some("live");
+    assert!(wait_until(5_000, live).await);
+    let before = token_calls();
+    assert!(before >= 2.0, "stream and replay each asked: {before}");
+    JsFuture::from(client.send("with a token".into(), None))
+        .await
+        .unwrap();
+    assert_eq!(token_calls(), before + 1.0, "the write asked once more");
+    client.close();
+}
+
+/// The stream's failure is a network error whose text says why; a write
+/// rejects with `unauthorized`.
+#[wasm_bindgen_test]
+async fn a_failing_js_get_token_is_reported_as_the_last_error() {
+    let session = create_session().await;
+    for (body, expected) in [
+        (
+            "throw new Error('signed out')",
+            "getToken failed: signed out",
+        ),
+        (
+            "return Promise.reject(new Error('expired'))",
+            "getToken failed: expired",
+        ),
+        (
+            "return 42",
+            "getToken failed: getToken must return a string",
+        ),
+    ] {
+        let client = connect_with_token(&session, body);
+        let reported = || {
+            get(&client.status(), "lastError.message")
+                .as_string()
+                .is_some_and(|m| m.ends_with(expected))
+        };
+        assert!(
+            wait_until(5_000, reported).await,
+            "{body}: {:?}",
+            json_of(&client.status())
+        );
+        let rejected = JsFuture::from(client.send("no token".into(), None))
+            .await
+            .unwrap_err();
+        assert_replay_error(&rejected, "unauthorized");
+        assert_eq!(
+            get(&rejected, "message").as_string().as_deref(),
+            Some(expected)
+        );
+        client.close();
+    }
+}

@@ -8,6 +8,8 @@
 
 /** An error of the replay client; `code` is stable, `status` is the HTTP status when there was one. */
 export class ReplayError extends Error {
+  // Kept through minification (`ReplayError.name`).
+  static name = "ReplayError";
   constructor(code, message, status) {
     super(message);
     this.name = "ReplayError";
@@ -107,6 +109,67 @@ export function idbRemove(key) {
   return run("readwrite", (s) => s.delete(key)).then(() => undefined);
 }
 
+// --- Requests -------------------------------------------------------------
+// One HTTP exchange, from credentials to the last body byte. In JS because
+// fetch, Headers, the body reader and their promises cost several KB of wasm
+// through web-sys, and Rust only needs the outcome.
+//
+// `http` is [baseUrl, headers as [name, value] pairs, getToken or null,
+// timeoutMs]. getToken() is awaited for every request. A request with no
+// answer after timeoutMs is aborted: until its headers (`hold` false), its
+// whole body (`hold` true), or, when `open` is given, its first body byte
+// (a stream's headers alone do not prove it is alive).
+//
+// With `open`, a 2xx body is streamed: open(status, contentType, retryAfter)
+// returns false to stop, then chunk(bytes) per chunk (see pumpBody).
+// Resolves [status, contentType, retryAfter, body]: body is the whole body
+// (Uint8Array; empty if a non-2xx body failed), or, when streamed, true at
+// its end and false when stopped. Rejects [kind, message], kind one of
+// "timeout", "credentials", "options", "network".
+export async function exchange(http, method, path, accept, body, lastEventId, ctl, hold, open, chunk) {
+  const [base, pairs, getToken, ms] = http;
+  let late = false;
+  const timer = setTimeout(() => { late = true; ctl.abort(); }, ms);
+  const disarm = () => clearTimeout(timer);
+  const guard = (kind, f) => {
+    try { return f(); } catch (e) { throw [kind, text(e)]; }
+  };
+  try {
+    const headers = guard("options", () => new Headers(pairs));
+    headers.set("Accept", accept);
+    if (getToken) {
+      let token;
+      try { token = await getToken(); } catch (e) { throw ["credentials", text(e)]; }
+      if (typeof token !== "string") throw ["credentials", "getToken must return a string"];
+      guard("credentials", () => headers.set("Authorization", "Bearer " + token));
+    }
+    if (lastEventId != null) headers.set("Last-Event-ID", lastEventId);
+    if (body != null) headers.set("Content-Type", "application/json");
+    const r = await fetch(base + path, { method, headers, body, signal: ctl.signal });
+    const head = [r.status, r.headers.get("content-type"), r.headers.get("retry-after")];
+    if (open && r.ok) {
+      if (!open(...head)) {
+        if (r.body) r.body.cancel().catch(() => {});
+        return [...head, false];
+      }
+      if (!r.body) return [...head, true];
+      return [...head, await pumpBody(r.body.getReader(), (c) => { disarm(); return chunk(c); })];
+    }
+    if (!hold) disarm();
+    const bytes = r.arrayBuffer();
+    return [...head, new Uint8Array(await (r.ok ? bytes : bytes.catch(() => new ArrayBuffer(0))))];
+  } catch (e) {
+    // Whatever failed after the deadline fired failed because of it.
+    throw late ? ["timeout", ""] : Array.isArray(e) ? e : ["network", text(e)];
+  } finally {
+    disarm();
+  }
+}
+
+function text(e) {
+  return e instanceof Error ? e.message : typeof e === "string" ? e : "unknown JavaScript error";
+}
+
 // --- Response bodies ------------------------------------------------------
 // Reads a body to its end, handing each chunk to `onChunk`, which returns
 // false to stop reading. One call into wasm per chunk: awaiting each read()
@@ -114,7 +177,7 @@ export function idbRemove(key) {
 // a live answer arrives as thousands of small chunks.
 // Resolves true at the end of the body, false when stopped; rejects as
 // read() does (abort, network error).
-export async function pumpBody(reader, onChunk) {
+async function pumpBody(reader, onChunk) {
   for (;;) {
     const { done, value } = await reader.read();
     if (done) return true;

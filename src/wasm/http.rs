@@ -1,176 +1,160 @@
-//! `fetch` with headers, credentials, an `AbortSignal` and a connect
-//! timeout; body readers for streams and JSON pages.
+//! HTTP for the browser layer: one call per exchange into `exchange` of
+//! `browser.js`, which does `fetch`, headers, credentials, the first-byte
+//! deadline and the body. Rust gets the outcome: through web-sys the same
+//! calls cost several KB of wasm (docs/size.md).
 
-use std::cell::Cell;
-use std::rc::Rc;
-
-use gloo_timers::callback::Timeout;
-use js_sys::{Function, Promise, Uint8Array};
+use js_sys::{Array, Promise, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{AbortController, ReadableStreamDefaultReader, Response};
+use web_sys::AbortController;
 
 use super::error::WasmError;
 use super::js;
 use super::options::{Options, TokenSource};
 
-/// How requests are addressed and authenticated.
-pub struct Http {
-    base_url: String,
-    headers: Vec<(String, String)>,
-    get_token: Option<TokenSource>,
-    /// First-byte timeout of every request.
-    pub connect_timeout_ms: u32,
-}
-
-impl Http {
-    /// From the connect options.
-    pub fn new(o: &Options) -> Self {
-        Http {
-            base_url: o.base_url.clone(),
-            headers: o.headers.clone(),
-            get_token: o.get_token.clone(),
-            connect_timeout_ms: o.connect_timeout_ms,
-        }
-    }
-
-    /// Sends one request; resolves at the response headers. `getToken()` is
-    /// awaited for every request, so a refreshed token is always used.
-    pub async fn send(
-        &self,
+#[wasm_bindgen(module = "/src/wasm/browser.js")]
+extern "C" {
+    #[allow(clippy::too_many_arguments)]
+    fn exchange(
+        http: &JsValue,
         method: &str,
         path: &str,
         accept: &str,
         body: Option<&str>,
         last_event_id: Option<&str>,
         ctl: &AbortController,
-    ) -> Result<Response, WasmError> {
-        let token = match &self.get_token {
-            Some(f) => Some(f().await?),
-            None => None,
-        };
-        let headers = web_sys::Headers::new().map_err(net)?;
-        for (k, v) in &self.headers {
-            headers
-                .set(k, v)
-                .map_err(|e| WasmError::InvalidOptions(js::error_text(&e)))?;
-        }
-        headers.set("Accept", accept).map_err(net)?;
-        if let Some(t) = token {
-            headers
-                .set("Authorization", &("Bearer ".to_owned() + &t))
-                .map_err(|e| WasmError::Credentials(js::error_text(&e)))?;
-        }
-        if let Some(id) = last_event_id {
-            headers.set("Last-Event-ID", id).map_err(net)?;
-        }
-        let init = web_sys::RequestInit::new();
-        init.set_method(method);
-        init.set_headers(&headers);
-        init.set_signal(Some(&ctl.signal()));
-        if let Some(b) = body {
-            headers
-                .set("Content-Type", "application/json")
-                .map_err(net)?;
-            init.set_body(&JsValue::from_str(b));
-        }
-        let url = self.base_url.clone() + path;
-        let resp = JsFuture::from(js::fetch(&url, &init)).await.map_err(net)?;
-        Ok(resp.unchecked_into())
-    }
+        hold: bool,
+        open: &JsValue,
+        chunk: &JsValue,
+    ) -> Promise;
 }
 
-/// Aborts a request that has produced nothing after `ms`: a fetch queued
-/// behind the browser's per-origin connection limit neither fails nor
-/// resolves on its own. Dropping it disarms it.
-pub struct Deadline {
-    fired: Rc<Cell<bool>>,
-    _timer: Timeout,
+/// How requests are addressed and authenticated.
+pub struct Http {
+    /// `[baseUrl, headers, getToken, timeoutMs]` as `exchange` takes it.
+    config: JsValue,
+    /// First-byte timeout of every request.
+    pub connect_timeout_ms: u32,
 }
 
-impl Deadline {
-    /// Arms the deadline for `ctl`'s request.
-    pub fn start(ms: u32, ctl: &AbortController) -> Self {
-        let fired = Rc::new(Cell::new(false));
-        let (flag, ctl) = (fired.clone(), ctl.clone());
-        let timer = Timeout::new(ms, move || {
-            flag.set(true);
-            ctl.abort();
-        });
-        Deadline {
-            fired,
-            _timer: timer,
+/// One request.
+pub struct Request<'a> {
+    /// `GET` or `POST`.
+    pub method: &'a str,
+    /// Appended to the base URL.
+    pub path: &'a str,
+    /// The `Accept` header.
+    pub accept: &'a str,
+    /// A JSON body.
+    pub body: Option<&'a str>,
+    /// The `Last-Event-ID` header.
+    pub last_event_id: Option<&'a str>,
+    /// The deadline also covers the whole body (writes); otherwise it ends
+    /// at the headers, or at a stream's first byte.
+    pub hold: bool,
+}
+
+/// What came back (a stream's content type goes to `open`).
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// `Retry-After`.
+    pub retry_after: Option<String>,
+    /// The whole body; empty when it was streamed.
+    pub body: Vec<u8>,
+    /// A streamed body reached its end (false: the stream was stopped).
+    pub ended: bool,
+}
+
+impl Http {
+    /// From the connect options.
+    pub fn new(o: &Options) -> Self {
+        let headers: Array = o
+            .headers
+            .iter()
+            .map(|(k, v)| JsValue::from(Array::of2(&k.into(), &v.into())))
+            .collect();
+        let token = o.get_token.clone().map_or(JsValue::NULL, token_fn);
+        let config = Array::of4(
+            &o.base_url.as_str().into(),
+            &headers,
+            &token,
+            &o.connect_timeout_ms.into(),
+        );
+        Http {
+            config: config.into(),
+            connect_timeout_ms: o.connect_timeout_ms,
         }
     }
 
-    /// Maps a failure of the guarded request: a timeout if the deadline
-    /// aborted it.
-    pub fn explain(&self, e: WasmError, ms: u32) -> WasmError {
-        if self.fired.get() {
-            WasmError::Timeout(ms)
+    /// Sends one request. With `open` and `chunk` (JS functions, else
+    /// `undefined`) a 2xx body is streamed to them: `open(status,
+    /// contentType, retryAfter)` and `chunk(bytes)` return false to stop.
+    pub async fn send(
+        &self,
+        req: Request<'_>,
+        ctl: &AbortController,
+        open: &JsValue,
+        chunk: &JsValue,
+    ) -> Result<Answer, WasmError> {
+        let sent = exchange(
+            &self.config,
+            req.method,
+            req.path,
+            req.accept,
+            req.body,
+            req.last_event_id,
+            ctl,
+            req.hold,
+            open,
+            chunk,
+        );
+        let out: Array = JsFuture::from(sent)
+            .await
+            .map_err(|e| self.failure(e.unchecked_ref()))?
+            .unchecked_into();
+        let last = out.get(3);
+        let (body, ended) = if last.is_object() {
+            (last.unchecked_into::<Uint8Array>().to_vec(), true)
         } else {
-            e
+            (Vec::new(), last.is_truthy())
+        };
+        Ok(Answer {
+            status: out.get(0).as_f64().unwrap_or(0.0) as u16,
+            retry_after: out.get(2).as_string(),
+            body,
+            ended,
+        })
+    }
+
+    /// `exchange` rejects with `[kind, message]`.
+    fn failure(&self, e: &Array) -> WasmError {
+        let text = e.get(1).as_string().unwrap_or_default();
+        match e.get(0).as_string().as_deref() {
+            Some("timeout") => WasmError::Timeout(self.connect_timeout_ms),
+            Some("credentials") => WasmError::Credentials(text),
+            Some("options") => WasmError::InvalidOptions(text),
+            _ => WasmError::Network(text),
         }
     }
 }
 
-fn net(e: JsValue) -> WasmError {
-    WasmError::Network(js::error_text(&e))
-}
-
-/// A response header, if present.
-pub fn header(resp: &Response, name: &str) -> Option<String> {
-    resp.headers().get(name).ok().flatten()
-}
-
-/// The whole body as bytes.
-pub async fn read_body(resp: &Response) -> Result<Vec<u8>, WasmError> {
-    let buf = JsFuture::from(resp.array_buffer().map_err(net)?)
-        .await
-        .map_err(net)?;
-    Ok(Uint8Array::new(&buf).to_vec())
-}
-
-/// A reader of the body stream, if there is a body.
-pub fn reader(resp: &Response) -> Option<ReadableStreamDefaultReader> {
-    resp.body().map(|b| b.get_reader().unchecked_into())
-}
-
-#[wasm_bindgen(module = "/src/wasm/browser.js")]
-extern "C" {
-    #[wasm_bindgen(js_name = pumpBody)]
-    fn pump_body(reader: &ReadableStreamDefaultReader, on_chunk: &Function) -> Promise;
-}
-
-/// How a body that was read chunk by chunk ended.
-pub enum BodyEnd {
-    /// The server closed it.
-    Done,
-    /// `on_chunk` asked to stop (the body was cancelled).
-    Stopped,
-}
-
-/// Reads the body of `r` to its end, calling `on_chunk` with each chunk
-/// (copied into wasm memory) as it arrives; it returns false to stop. The
-/// reading loop runs in JS (`pumpBody` in `browser.js`): one crossing per chunk.
-pub async fn read_chunks(
-    r: &ReadableStreamDefaultReader,
-    mut on_chunk: impl FnMut(Vec<u8>) -> bool + 'static,
-) -> Result<BodyEnd, WasmError> {
-    let callback = Closure::<dyn FnMut(Uint8Array) -> bool>::new(move |chunk: Uint8Array| {
-        on_chunk(chunk.to_vec())
-    });
-    // The pump never calls back once its promise settled: `callback` lives
-    // until then.
-    let ended = JsFuture::from(pump_body(r, callback.as_ref().unchecked_ref()))
-        .await
-        .map_err(net)?;
-    Ok(if ended.is_truthy() {
-        BodyEnd::Done
-    } else {
-        BodyEnd::Stopped
+/// A token source as the JS function `exchange` awaits: resolves to the
+/// token, rejects with the reason's text.
+fn token_fn(f: TokenSource) -> JsValue {
+    Closure::<dyn Fn() -> Promise>::new(move || {
+        let token = f();
+        js::promise(async move {
+            token.await.map(JsValue::from).map_err(|e| {
+                JsValue::from(match e {
+                    WasmError::Credentials(text) => text,
+                    e => e.to_string(),
+                })
+            })
+        })
     })
+    .into_js_value()
 }
 
 /// Resolves after `ms` (a write's retry pause).

@@ -7,9 +7,6 @@ use wasm_bindgen::JsCast;
 
 #[wasm_bindgen]
 extern "C" {
-    /// `globalThis.fetch(url, init)`.
-    #[wasm_bindgen(js_name = fetch)]
-    pub fn fetch(url: &str, init: &web_sys::RequestInit) -> Promise;
     /// `globalThis.setTimeout(f, ms)`.
     #[wasm_bindgen(js_name = setTimeout)]
     pub fn set_timeout(f: &Function, ms: i32) -> JsValue;

@@ -1,15 +1,15 @@
 //! The machine's requests, executed: the live stream (bytes in, as they
 //! come), JSON pages, and the application's writes (send, answer, cancel).
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
-use wasm_bindgen::JsValue;
-use web_sys::{AbortController, Response};
+use js_sys::Uint8Array;
+use wasm_bindgen::prelude::*;
+use web_sys::AbortController;
 
 use super::driver::Shared;
 use super::error::WasmError;
-use super::http::{self, BodyEnd, Deadline};
+use super::http::{self, Answer, Request};
 use crate::core::json;
 use crate::core::machine::{FetchKind, RequestId};
 use crate::core::protocol::ErrorBody;
@@ -25,13 +25,22 @@ fn fail(s: &Rc<Shared>, id: RequestId, e: WasmError) {
 }
 
 /// A non-2xx answer goes to the machine with its body (an `ErrorBody`).
-async fn http_error(s: &Rc<Shared>, id: RequestId, resp: &Response) {
-    let status = resp.status();
-    let retry_after = http::header(resp, "retry-after");
-    let body = http::read_body(resp).await.unwrap_or_default();
+fn http_error(s: &Rc<Shared>, id: RequestId, a: Answer) {
     s.finish(id, |m, now| {
-        m.handle_http_error(id, status, retry_after.as_deref(), &body, now)
+        m.handle_http_error(id, a.status, a.retry_after.as_deref(), &a.body, now)
     });
+}
+
+/// A GET of `path` accepting `accept`.
+fn get<'a>(path: &'a str, accept: &'a str, last_event_id: Option<&'a str>) -> Request<'a> {
+    Request {
+        method: "GET",
+        path,
+        accept,
+        body: None,
+        last_event_id,
+        hold: false,
+    }
 }
 
 /// `Action::OpenStream`: every body chunk is copied into wasm and fed to
@@ -43,69 +52,43 @@ pub async fn run_stream(
     last_event_id: Option<String>,
     ctl: AbortController,
 ) {
-    let ms = s.http.connect_timeout_ms;
-    let deadline = Deadline::start(ms, &ctl);
-    let sent = s
-        .http
-        .send(
-            "GET",
-            &path,
-            "text/event-stream",
-            None,
-            last_event_id.as_deref(),
-            &ctl,
+    type Open = dyn FnMut(u16, Option<String>, Option<String>) -> bool;
+    let open = {
+        let s = s.clone();
+        Closure::<Open>::new(
+            move |status, content_type: Option<String>, retry_after: Option<String>| {
+                s.feed(id, |m, now| {
+                    m.handle_stream_opened(
+                        id,
+                        status,
+                        content_type.as_deref(),
+                        retry_after.as_deref(),
+                        now,
+                    )
+                })
+            },
         )
-        .await;
-    let resp = match sent {
-        Ok(r) => r,
-        Err(e) => return fail(&s, id, deadline.explain(e, ms)),
     };
-    if !is_success(resp.status()) {
-        drop(deadline);
-        return http_error(&s, id, &resp).await;
-    }
-    let status = resp.status();
-    let content_type = http::header(&resp, "content-type");
-    let retry_after = http::header(&resp, "retry-after");
-    let opened = s.feed(id, |m, now| {
-        m.handle_stream_opened(
-            id,
-            status,
-            content_type.as_deref(),
-            retry_after.as_deref(),
-            now,
-        )
-    });
-    if !opened {
-        return;
-    }
-    let Some(reader) = http::reader(&resp) else {
-        return s.finish(id, |m, now| m.handle_stream_end(id, now));
-    };
-    // Armed until the first body byte: headers alone do not prove liveness.
-    let first_byte = Rc::new(RefCell::new(Some(deadline)));
-    let on_chunk = {
-        let (s, first_byte) = (s.clone(), first_byte.clone());
-        move |bytes: Vec<u8>| {
-            first_byte.borrow_mut().take();
+    let chunk = {
+        let s = s.clone();
+        Closure::<dyn FnMut(Uint8Array) -> bool>::new(move |chunk: Uint8Array| {
+            let bytes = chunk.to_vec();
             s.feed(id, |m, now| m.handle_stream_bytes(id, &bytes, now))
-        }
+        })
     };
-    match http::read_chunks(&reader, on_chunk).await {
-        Ok(BodyEnd::Done) => s.finish(id, |m, now| m.handle_stream_end(id, now)),
-        // No longer this client's stream: nothing to report.
-        Ok(BodyEnd::Stopped) => {}
-        Err(e) => {
-            let e = match first_byte.borrow_mut().take() {
-                Some(d) => d.explain(e, ms),
-                None => e,
-            };
-            fail(&s, id, e);
-        }
+    // The closures live until the exchange settled: it never calls them after.
+    let req = get(&path, "text/event-stream", last_event_id.as_deref());
+    match s.http.send(req, &ctl, open.as_ref(), chunk.as_ref()).await {
+        Err(e) => fail(&s, id, e),
+        Ok(a) if !is_success(a.status) => http_error(&s, id, a),
+        Ok(a) if a.ended => s.finish(id, |m, now| m.handle_stream_end(id, now)),
+        // Stopped: no longer this client's stream, nothing to report.
+        Ok(_) => {}
     }
 }
 
-/// `Action::Fetch`: a replay or event page, handed over whole.
+/// `Action::Fetch`: a replay or event page, handed over whole. The
+/// machine's own fetch timeout covers a slow body.
 pub async fn run_fetch(
     s: Rc<Shared>,
     id: RequestId,
@@ -113,27 +96,18 @@ pub async fn run_fetch(
     kind: FetchKind,
     ctl: AbortController,
 ) {
-    let ms = s.http.connect_timeout_ms;
-    let deadline = Deadline::start(ms, &ctl);
-    let sent = s
+    let none = JsValue::UNDEFINED;
+    match s
         .http
-        .send("GET", &path, "application/json", None, None, &ctl)
-        .await;
-    let resp = match sent {
-        Ok(r) => r,
-        Err(e) => return fail(&s, id, deadline.explain(e, ms)),
-    };
-    // The machine's own fetch timeout covers a slow body.
-    drop(deadline);
-    if !is_success(resp.status()) {
-        return http_error(&s, id, &resp).await;
-    }
-    match http::read_body(&resp).await {
-        Ok(body) => s.finish(id, |m, now| match kind {
-            FetchKind::Replay => m.handle_replay_page(id, &body, now),
-            FetchKind::Events => m.handle_event_page(id, &body, now),
-        }),
+        .send(get(&path, "application/json", None), &ctl, &none, &none)
+        .await
+    {
         Err(e) => fail(&s, id, e),
+        Ok(a) if !is_success(a.status) => http_error(&s, id, a),
+        Ok(a) => s.finish(id, |m, now| match kind {
+            FetchKind::Replay => m.handle_replay_page(id, &a.body, now),
+            FetchKind::Events => m.handle_event_page(id, &a.body, now),
+        }),
     }
 }
 
@@ -170,32 +144,27 @@ pub async fn post(s: Rc<Shared>, path: String, body: String) -> Result<Vec<u8>, 
 }
 
 async fn post_once(s: &Rc<Shared>, path: &str, body: &str) -> Result<Vec<u8>, WasmError> {
-    let ctl = AbortController::new().map_err(|e| WasmError::Network(js_text(&e)))?;
-    let ms = s.http.connect_timeout_ms;
-    let deadline = Deadline::start(ms, &ctl);
-    let resp = s
-        .http
-        .send("POST", path, "application/json", Some(body), None, &ctl)
-        .await
-        .map_err(|e| deadline.explain(e, ms))?;
-    let status = resp.status();
-    let bytes = http::read_body(&resp)
-        .await
-        .map_err(|e| deadline.explain(e, ms))?;
-    if is_success(status) {
-        return Ok(bytes);
+    let ctl = AbortController::new().map_err(|e| WasmError::Network(super::js::error_text(&e)))?;
+    let req = Request {
+        method: "POST",
+        path,
+        accept: "application/json",
+        body: Some(body),
+        last_event_id: None,
+        hold: true,
+    };
+    let none = JsValue::UNDEFINED;
+    let a = s.http.send(req, &ctl, &none, &none).await?;
+    if is_success(a.status) {
+        return Ok(a.body);
     }
-    if status == 401 || status == 403 {
-        return Err(WasmError::Unauthorized(status));
+    if a.status == 401 || a.status == 403 {
+        return Err(WasmError::Unauthorized(a.status));
     }
-    let err: ErrorBody = json::from_slice(&bytes).unwrap_or_default();
+    let err: ErrorBody = json::from_slice(&a.body).unwrap_or_default();
     Err(WasmError::Http {
-        status,
+        status: a.status,
         code: err.error,
         message: err.message,
     })
-}
-
-fn js_text(e: &JsValue) -> String {
-    super::js::error_text(e)
 }
