@@ -9,6 +9,7 @@ mod bench;
 mod browser_bench;
 mod cmd;
 mod demo;
+mod names;
 mod pkg;
 mod server;
 mod setup;

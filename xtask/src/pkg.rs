@@ -1,12 +1,13 @@
 //! `cargo xtask pkg`: the npm package in `pkg/`.
 //!
 //! Release build for wasm32, wasm-bindgen for the `web` and `bundler` targets,
-//! wasm-opt (npm binaryen; Debian's is too old for reference types), then the
-//! files of `pkg-template/` merged in, with an `index.js` per target that also
+//! wasm-opt (npm binaryen; Debian's is too old for reference types), esbuild
+//! on the JS, short import names for `web` (`names.rs`), then the files of
+//! `pkg-template/` merged in, with an `index.js` per target that also
 //! exports the `ReplayError` class from the wasm-bindgen snippet.
 
 use crate::cmd::{self, root, run, Result};
-use crate::setup;
+use crate::{names, setup};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -36,6 +37,11 @@ pub fn build() -> Result<PathBuf> {
         })?;
         cmd::step(&format!("pkg: wasm-opt ({target})"), || optimise(&out))?;
         cmd::step(&format!("pkg: minify glue ({target})"), || minify(&out))?;
+        if target == "web" {
+            cmd::step("pkg: short import names (web)", || {
+                names::shorten_imports(&out)
+            })?;
+        }
         write_index(&out, target)?;
     }
     for file in ["package.json", "README.md"] {
