@@ -308,8 +308,8 @@ async fn a_js_get_token_is_awaited_for_every_request() {
     client.close();
 }
 
-/// The stream's failure is a network error whose text says why; a write
-/// rejects with `unauthorized`.
+/// The stream's requests fail with `unauthorized` and are retried (the
+/// application may sign in again); a write rejects with the same.
 #[wasm_bindgen_test]
 async fn a_failing_js_get_token_is_reported_as_the_last_error() {
     let session = create_session().await;
@@ -329,9 +329,10 @@ async fn a_failing_js_get_token_is_reported_as_the_last_error() {
     ] {
         let client = connect_with_token(&session, body);
         let reported = || {
-            get(&client.status(), "lastError.message")
-                .as_string()
-                .is_some_and(|m| m.ends_with(expected))
+            let status = client.status();
+            get(&status, "lastError.code").as_string().as_deref() == Some("unauthorized")
+                && get(&status, "lastError.message").as_string().as_deref() == Some(expected)
+                && get(&status, "state").as_string().as_deref() != Some("failed")
         };
         assert!(
             wait_until(5_000, reported).await,

@@ -10,8 +10,36 @@ mod machine_support;
 
 use machine_support::events::*;
 use machine_support::rig::*;
-use replay_client::core::machine::{Action, Config, FetchKind, Lifecycle, Notice, State, Target};
+use replay_client::core::machine::{
+    Action, Config, CoreError, FetchKind, Lifecycle, Notice, State, Target,
+};
 use replay_client::core::protocol::*;
+
+/// What the IO layer knows about a failed request reaches the status; each
+/// is retried like a network error, none is fatal.
+#[test]
+fn a_timeout_or_a_credentials_failure_is_reported_as_such_and_retried() {
+    for (error, code) in [
+        (CoreError::Timeout { after_ms: 400 }, "timeout"),
+        (CoreError::Credentials("signed out".into()), "unauthorized"),
+        (CoreError::Network("reset".into()), "network"),
+    ] {
+        let mut r = Rig::new();
+        r.open_ok();
+        r.send(&[hello(EPOCH, 0, BOOT)]);
+        r.answer(&replay_page(EPOCH, BOOT, 0, &[], 0, false, None, None));
+        let id = r.stream_id();
+        let message = error.to_string();
+        r.c.handle_request_failed(id, error, r.now);
+        r.pump();
+        let st = r.c.status();
+        assert_eq!(st.state, State::Backoff, "{code}");
+        let last = st.last_error.unwrap();
+        assert_eq!((last.code.as_str(), last.message), (code, message));
+        r.until_reconnect();
+        assert_eq!(r.c.status().state, State::Connecting, "{code}");
+    }
+}
 
 #[test]
 fn status_walks_connecting_restoring_live_backoff() {

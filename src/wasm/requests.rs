@@ -11,17 +11,24 @@ use super::driver::Shared;
 use super::error::WasmError;
 use super::http::{self, Answer, Request};
 use crate::core::json;
-use crate::core::machine::{FetchKind, RequestId};
+use crate::core::machine::{CoreError, FetchKind, RequestId};
 use crate::core::protocol::ErrorBody;
 
 fn is_success(status: u16) -> bool {
     (200..300).contains(&status)
 }
 
-/// Reports a transport failure of request `id` and forgets it.
+/// Reports a failure of request `id` before any answer, and forgets it.
 fn fail(s: &Rc<Shared>, id: RequestId, e: WasmError) {
-    let msg = e.to_string();
-    s.finish(id, |m, now| m.handle_network_error(id, &msg, now));
+    let error = match e {
+        WasmError::Timeout(ms) => CoreError::Timeout {
+            after_ms: ms.into(),
+        },
+        WasmError::Credentials(why) => CoreError::Credentials(why),
+        WasmError::Network(why) => CoreError::Network(why),
+        e => CoreError::Network(e.to_string()),
+    };
+    s.finish(id, |m, now| m.handle_request_failed(id, error, now));
 }
 
 /// A non-2xx answer goes to the machine with its body (an `ErrorBody`).

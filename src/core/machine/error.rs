@@ -75,6 +75,10 @@ pub enum CoreError {
     /// The transport failed (fetch rejected, body errored).
     #[error("network error: {0}")]
     Network(String),
+    /// The application's credentials source failed (`getToken()` threw,
+    /// rejected or returned no string); code `unauthorized`.
+    #[error("getToken failed: {0}")]
+    Credentials(String),
 }
 
 impl CoreError {
@@ -94,6 +98,7 @@ impl CoreError {
             CoreError::Timeout { .. } => "timeout",
             CoreError::CorruptStorage(_) => "corrupt_storage",
             CoreError::Network(_) => "network",
+            CoreError::Credentials(_) => "unauthorized",
         }
     }
 

@@ -296,8 +296,7 @@ impl Client {
         self.stream_retry(err, None, now);
     }
 
-    pub(super) fn on_network_error(&mut self, id: RequestId, message: &str, now: u64) {
-        let err = CoreError::Network(message.to_owned());
+    pub(super) fn on_request_failed(&mut self, id: RequestId, err: CoreError, now: u64) {
         match self.which(id) {
             Some(Req::Stream) => self.on_stream_end(id, Some(err), now),
             Some(Req::Fetch) => self.fetch_retry(err, None, now),

@@ -250,8 +250,17 @@ impl Client {
 
     /// A request (stream or fetch) failed at the transport level.
     pub fn handle_network_error(&mut self, id: RequestId, message: &str, now: u64) {
+        self.handle_request_failed(id, CoreError::Network(message.to_owned()), now);
+    }
+
+    /// A request (stream or fetch) failed before any answer, for a reason the
+    /// IO layer knows better than "network": its connect deadline passed
+    /// ([`CoreError::Timeout`]) or the credentials could not be obtained
+    /// ([`CoreError::Credentials`]). Retried like a network error; the error
+    /// becomes `Status::last_error`.
+    pub fn handle_request_failed(&mut self, id: RequestId, error: CoreError, now: u64) {
         if !self.closed {
-            self.on_network_error(id, message, now);
+            self.on_request_failed(id, error, now);
             self.after_input(now);
         }
     }
