@@ -169,6 +169,30 @@ fn pagehide_flushes_the_state_and_pageshow_resumes_from_the_cursor() {
 }
 
 #[test]
+fn without_a_place_to_keep_it_nothing_is_encoded() {
+    let mut cfg = Config::session(SES);
+    cfg.persist = false;
+    let mut r = Rig::with(cfg, None);
+    r.open_ok();
+    r.send(&[hello(EPOCH, 2, BOOT)]);
+    r.answer(&replay_page(
+        EPOCH,
+        BOOT,
+        0,
+        &simple_log(2),
+        2,
+        false,
+        None,
+        None,
+    ));
+    r.advance(5_000);
+    r.c.handle_lifecycle(Lifecycle::PageHide, r.now);
+    r.pump();
+    assert_eq!(r.c.cursor(), 2);
+    assert!(!r.log.iter().any(|a| matches!(a, Action::Persist(_))));
+}
+
+#[test]
 fn visible_after_a_long_sleep_verifies_the_stream() {
     let mut r = Rig::live_with(&simple_log(1));
     let id = r.stream_id();

@@ -202,6 +202,7 @@ impl Shared {
         config.prefetch_depth = o.prefetch_depth;
         let key = "replay-client:".to_owned() + &o.base_url + "|" + &o.target.key();
         let (store, unavailable) = Store::open(&o.storage, key);
+        config.persist = !store.keeps_nothing();
         let shared = Rc::new(Shared {
             inner: RefCell::new(Inner {
                 machine: None,

@@ -64,6 +64,11 @@ impl Store {
         }
     }
 
+    /// True when nothing is kept (memory, or a fallback to it).
+    pub fn keeps_nothing(&self) -> bool {
+        matches!(self.backend, Backend::Memory)
+    }
+
     /// `local`, `session`, `indexeddb`, `memory`, `custom` or `memory-fallback`.
     pub fn label(&self) -> &'static str {
         self.label

@@ -495,8 +495,10 @@ impl Client {
 
     fn flush_persist(&mut self, now: u64) {
         if self.dirty {
-            self.actions
-                .push_back(Action::Persist(self.persisted_value()));
+            if self.cfg.persist {
+                self.actions
+                    .push_back(Action::Persist(self.persisted_value()));
+            }
             self.dirty = false;
             self.last_persist = Some(now);
         }

@@ -99,6 +99,10 @@ pub struct Config {
     /// At most one `Persist` per this many ms (flushed at once on pagehide
     /// and close).
     pub persist_throttle_ms: u64,
+    /// Emit `Action::Persist` at all. Off when nothing keeps the value
+    /// (memory storage): encoding a 10 000-item view took a few ms of
+    /// every restore for nothing.
+    pub persist: bool,
     /// A fetch without an answer for this long is aborted and retried.
     pub fetch_timeout_ms: u64,
     /// Frames held by a barrier (restore or repair) above which droppable
@@ -123,6 +127,7 @@ impl Config {
             stall_factor: 2.5,
             heartbeat_ms: 15_000,
             persist_throttle_ms: 1_000,
+            persist: true,
             fetch_timeout_ms: 30_000,
             buffer_limit: 10_000,
             log_capacity: 1_000,
