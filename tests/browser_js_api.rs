@@ -27,17 +27,111 @@ fn assert_replay_error(e: &JsValue, code: &str) {
 
 #[wasm_bindgen_test]
 fn invalid_options_throw_a_replay_error() {
-    for bad in [
-        json!("nope"),
-        json!({}),
-        json!({"baseUrl": server(), "scope": "planet"}),
-        json!({"baseUrl": server(), "sessionId": "s", "prefetchDepth": -1}),
+    let url = server();
+    let session = |extra: serde_json::Value| {
+        let mut o = json!({"baseUrl": url, "sessionId": "s"});
+        o.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        o
+    };
+    for (bad, why) in [
+        (json!("nope"), "options must be an object"),
+        (json!({}), "baseUrl must be a non-empty string"),
+        (json!({"baseUrl": ""}), "baseUrl must be a non-empty string"),
+        (json!({"baseUrl": url, "scope": "planet"}), "unknown scope"),
+        (
+            json!({"baseUrl": url}),
+            "sessionId or scopeId is required for this scope",
+        ),
+        (
+            json!({"baseUrl": url, "scope": "team", "sessionId": "s"}),
+            "sessionId or scopeId is required for this scope",
+        ),
+        (
+            session(json!({"prefetchDepth": -1})),
+            "prefetchDepth must be a number >= 0",
+        ),
+        (session(json!({"seed": null})), "seed must be a number >= 0"),
+        (
+            session(json!({"connectTimeoutMs": "5"})),
+            "connectTimeoutMs must be a number >= 0",
+        ),
+        (
+            session(json!({"headers": {"x-a": 1}})),
+            "headers values must be strings",
+        ),
+        (
+            session(json!({"headers": "x"})),
+            "headers must be an object",
+        ),
+        (
+            session(json!({"getToken": 1})),
+            "getToken must be a function",
+        ),
+        (session(json!({"storage": "disk"})), "unknown storage kind"),
+        (
+            session(json!({"storage": {"get": 1}})),
+            "storage must be a kind or an object with get, set and remove",
+        ),
+        (
+            session(json!({"notify": "often"})),
+            "notify must be \"frame\", \"sync\" or a number",
+        ),
+        (
+            session(json!({"notify": -5})),
+            "notify must be \"frame\", \"sync\" or a number",
+        ),
     ] {
         let o = js_sys::JSON::parse(&bad.to_string()).unwrap();
         match ReplayClient::connect(o) {
-            Err(e) => assert_replay_error(&e, "invalid_options"),
+            Err(e) => {
+                assert_replay_error(&e, "invalid_options");
+                assert_eq!(
+                    get(&e, "message").as_string().unwrap(),
+                    format!("invalid options: {why}"),
+                    "{bad}"
+                );
+            }
             Ok(_) => panic!("accepted {bad}"),
         }
+    }
+    // Defaults and the scopes that need no id.
+    for (good, scope, scope_id) in [
+        (
+            session(json!({"storage": "memory", "notify": 16, "seed": 7})),
+            "session",
+            "s",
+        ),
+        (
+            json!({"baseUrl": url, "scopeId": "t", "scope": "team", "storage": "memory"}),
+            "team",
+            "t",
+        ),
+        (
+            json!({"baseUrl": url, "scope": "system", "storage": "memory"}),
+            "system",
+            "runtime",
+        ),
+        (
+            json!({"baseUrl": url, "scope": "global", "storage": "memory"}),
+            "global",
+            "",
+        ),
+    ] {
+        let client = connect(good.clone());
+        let view = client.view();
+        assert_eq!(
+            get(&view, "scope").as_string().as_deref(),
+            Some(scope),
+            "{good}"
+        );
+        assert_eq!(
+            get(&view, "scopeId").as_string().as_deref(),
+            Some(scope_id),
+            "{good}"
+        );
+        client.close();
     }
 }
 

@@ -22,6 +22,55 @@ export function makeReplayError(code, message, status) {
   return new ReplayError(code, message, status);
 }
 
+// --- Connect options --------------------------------------------------------
+// Checks a ConnectOptions object (api.d.ts) and returns it positionally for
+// Rust: [baseUrl, scope index (SCOPES), scope id, header pairs, getToken or
+// null, storage index (STORAGES) or adapter, notify (-1 frame, -2 sync, else
+// ms), connectTimeoutMs, prefetchDepth, seed (null when absent)]. Throws an
+// Error whose message says what is wrong. In JS because the same checks
+// through js-sys cost ~2 KB gzipped of wasm.
+const SCOPES = ["session", "team", "process", "worktree", "system", "global"];
+const STORAGES = ["local", "session", "indexeddb", "memory"];
+
+export function connectOptions(o) {
+  const bad = (message) => { throw new Error(message); };
+  const isObject = (v) => typeof v === "object" && v !== null;
+  const text = (v) => (typeof v === "string" ? v : undefined);
+  if (!isObject(o)) bad("options must be an object");
+  const baseUrl = text(o.baseUrl);
+  if (!baseUrl) bad("baseUrl must be a non-empty string");
+  const scope = SCOPES.indexOf(text(o.scope) ?? "session");
+  if (scope < 0) bad("unknown scope");
+  const scopeId = text(o.scopeId);
+  const id = [text(o.sessionId) ?? scopeId, scopeId, scopeId, scopeId, scopeId ?? "runtime", "-"][scope];
+  if (!id) bad("sessionId or scopeId is required for this scope");
+  const { headers, getToken, storage, notify } = o;
+  let pairs = [];
+  if (isObject(headers)) {
+    pairs = Object.entries(headers);
+    if (pairs.some(([, v]) => typeof v !== "string")) bad("headers values must be strings");
+  } else if (headers !== undefined) bad("headers must be an object");
+  if (getToken !== undefined && typeof getToken !== "function") bad("getToken must be a function");
+  let store = storage === undefined ? 0 : STORAGES.indexOf(storage);
+  if (typeof storage === "string" && store < 0) bad("unknown storage kind");
+  if (store < 0) {
+    if (!isObject(storage) || !["get", "set", "remove"].every((m) => typeof storage[m] === "function")) {
+      bad("storage must be a kind or an object with get, set and remove");
+    }
+    store = storage;
+  }
+  const pace = notify === undefined || notify === "frame" ? -1 : notify === "sync" ? -2 : notify >= 0 ? notify : NaN;
+  if (typeof pace !== "number" || Number.isNaN(pace)) bad('notify must be "frame", "sync" or a number');
+  const number = (name) => {
+    const v = o[name];
+    if (v === undefined) return null;
+    if (typeof v !== "number" || !Number.isFinite(v) || v < 0) bad(name + " must be a number >= 0");
+    return v;
+  };
+  return [baseUrl, scope, id, pairs, getToken ?? null, store, pace,
+    number("connectTimeoutMs"), number("prefetchDepth"), number("seed")];
+}
+
 // --- Transcript items -----------------------------------------------------
 // Builds transcript items from one UTF-8 buffer holding their strings back
 // to back and a layout: per item a kind code, then the UTF-16 end offset of

@@ -6,7 +6,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 
 use js_sys::{Array, Function, Object};
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
 use super::error::WasmError;
@@ -91,117 +92,69 @@ impl Options {
         }
     }
 
-    /// Parses a JS `ConnectOptions` object.
+    /// Parses a JS `ConnectOptions` object (checked by `connectOptions` in
+    /// `browser.js`).
     pub fn from_js(o: &JsValue) -> Result<Options, WasmError> {
-        if !o.is_object() {
-            return Err(invalid("options must be an object"));
-        }
-        let base_url = js::get(o, "baseUrl")
-            .as_string()
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| invalid("baseUrl must be a non-empty string"))?;
-        let mut opts = Options::new(&base_url, target_from_js(o)?);
-        let headers = js::get(o, "headers");
-        if headers.is_object() {
-            for entry in Object::entries(headers.unchecked_ref()).iter() {
-                let pair: Array = entry.unchecked_into();
-                let (k, v) = (pair.get(0).as_string(), pair.get(1).as_string());
-                match (k, v) {
-                    (Some(k), Some(v)) => opts.headers.push((k, v)),
-                    _ => return Err(invalid("headers values must be strings")),
-                }
-            }
-        } else if !headers.is_undefined() {
-            return Err(invalid("headers must be an object"));
-        }
-        let get_token = js::get(o, "getToken");
-        if let Some(f) = get_token.dyn_ref::<Function>() {
-            opts.get_token = Some(js_token_source(f.clone()));
-        } else if !get_token.is_undefined() {
-            return Err(invalid("getToken must be a function"));
-        }
-        opts.storage = storage_from_js(&js::get(o, "storage"))?;
-        let notify = js::get(o, "notify");
-        opts.notify = match (notify.as_string().as_deref(), notify.as_f64()) {
-            (Some("frame"), _) => Notify::Frame,
-            (Some("sync"), _) => Notify::Sync,
-            (_, Some(ms)) if ms >= 0.0 => Notify::Every(ms as u32),
-            _ if notify.is_undefined() => Notify::Frame,
-            _ => return Err(invalid("notify must be \"frame\", \"sync\" or a number")),
+        let a = connect_options(o).map_err(|e| WasmError::InvalidOptions(js::error_text(&e)))?;
+        let text = |i| a.get(i).as_string().unwrap_or_default();
+        let number = |i| a.get(i).as_f64();
+        const SCOPES: [Scope; 5] = [
+            Scope::Session,
+            Scope::Team,
+            Scope::Process,
+            Scope::Worktree,
+            Scope::System,
+        ];
+        let target = match SCOPES.get(number(1).unwrap_or(0.0) as usize) {
+            Some(&scope) => Target::Scoped {
+                scope,
+                scope_id: text(2),
+            },
+            None => Target::Global,
         };
-        if let Some(ms) = optional_number(o, "connectTimeoutMs")? {
+        let mut opts = Options::new(&text(0), target);
+        let pairs: Array = a.get(3).unchecked_into();
+        for pair in pairs.iter() {
+            let pair: Array = pair.unchecked_into();
+            opts.headers.push((
+                pair.get(0).as_string().unwrap_or_default(),
+                pair.get(1).as_string().unwrap_or_default(),
+            ));
+        }
+        if let Some(f) = a.get(4).dyn_ref::<Function>() {
+            opts.get_token = Some(js_token_source(f.clone()));
+        }
+        let storage = a.get(5);
+        opts.storage = match storage.as_f64() {
+            Some(n) => [
+                StorageChoice::Local,
+                StorageChoice::Session,
+                StorageChoice::IndexedDb,
+                StorageChoice::Memory,
+            ][(n as usize).min(3)]
+            .clone(),
+            None => StorageChoice::Custom(storage.unchecked_into()),
+        };
+        opts.notify = match number(6) {
+            Some(ms) if ms >= 0.0 => Notify::Every(ms as u32),
+            Some(-2.0) => Notify::Sync,
+            _ => Notify::Frame,
+        };
+        if let Some(ms) = number(7) {
             opts.connect_timeout_ms = ms.clamp(1.0, u32::MAX as f64) as u32;
         }
-        if let Some(n) = optional_number(o, "prefetchDepth")? {
+        if let Some(n) = number(8) {
             opts.prefetch_depth = n.min(8.0) as u8;
         }
-        opts.seed = optional_number(o, "seed")?.map(|s| s as u64);
+        opts.seed = number(9).map(|s| s as u64);
         Ok(opts)
     }
 }
 
-fn invalid(msg: &str) -> WasmError {
-    WasmError::InvalidOptions(msg.to_owned())
-}
-
-fn optional_number(o: &JsValue, name: &'static str) -> Result<Option<f64>, WasmError> {
-    let v = js::get(o, name);
-    match v.as_f64() {
-        Some(n) if n.is_finite() && n >= 0.0 => Ok(Some(n)),
-        _ if v.is_undefined() => Ok(None),
-        _ => Err(WasmError::InvalidOptions(
-            name.to_owned() + " must be a number >= 0",
-        )),
-    }
-}
-
-fn target_from_js(o: &JsValue) -> Result<Target, WasmError> {
-    let session_id = js::get(o, "sessionId").as_string();
-    let scope = js::get(o, "scope").as_string();
-    let scope_id = js::get(o, "scopeId").as_string();
-    let scope = match scope.as_deref() {
-        None | Some("session") => Scope::Session,
-        Some("team") => Scope::Team,
-        Some("process") => Scope::Process,
-        Some("worktree") => Scope::Worktree,
-        Some("system") => Scope::System,
-        Some("global") => return Ok(Target::Global),
-        Some(_) => return Err(invalid("unknown scope")),
-    };
-    let id = match scope {
-        Scope::Session => session_id.or(scope_id),
-        Scope::System => Some(scope_id.unwrap_or_else(|| "runtime".to_owned())),
-        _ => scope_id,
-    };
-    match id {
-        Some(scope_id) if !scope_id.is_empty() => Ok(Target::Scoped { scope, scope_id }),
-        _ => Err(invalid("sessionId or scopeId is required for this scope")),
-    }
-}
-
-fn storage_from_js(v: &JsValue) -> Result<StorageChoice, WasmError> {
-    if v.is_undefined() {
-        return Ok(StorageChoice::Local);
-    }
-    if let Some(s) = v.as_string() {
-        return match s.as_str() {
-            "local" => Ok(StorageChoice::Local),
-            "session" => Ok(StorageChoice::Session),
-            "indexeddb" => Ok(StorageChoice::IndexedDb),
-            "memory" => Ok(StorageChoice::Memory),
-            _ => Err(invalid("unknown storage kind")),
-        };
-    }
-    let complete = ["get", "set", "remove"]
-        .iter()
-        .all(|m| js::get(v, m).is_function());
-    if v.is_object() && complete {
-        Ok(StorageChoice::Custom(v.clone().unchecked_into()))
-    } else {
-        Err(invalid(
-            "storage must be a kind or an object with get, set and remove",
-        ))
-    }
+#[wasm_bindgen(module = "/src/wasm/browser.js")]
+extern "C" {
+    #[wasm_bindgen(js_name = connectOptions, catch)]
+    fn connect_options(options: &JsValue) -> Result<Array, JsValue>;
 }
 
 /// Wraps a JS `getToken` (returning a string or a Promise of one).
