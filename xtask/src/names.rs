@@ -43,37 +43,37 @@ pub fn shorten_imports(out: &Path) -> Result {
 /// `key:` as an object key (not preceded by a name character) must occur
 /// exactly once in `js`; it becomes `new:`.
 fn replace_key(js: &str, key: &str, new: &str) -> Result<String> {
-    let pattern = format!("{key}:");
-    let hits: Vec<usize> = js
-        .match_indices(&pattern)
-        .map(|(i, _)| i)
-        .filter(|&i| !js[..i].ends_with(is_name))
-        .collect();
-    let [at] = hits[..] else {
-        return Err(format!(
-            "glue: expected one key {key}, found {}",
-            hits.len()
-        ));
-    };
-    Ok(format!("{}{new}:{}", &js[..at], &js[at + pattern.len()..]))
+    let fits = |i: usize| !js[..i].ends_with(is_name);
+    replace_once(js, &format!("{key}:"), &format!("{new}:"), fits)
 }
 
 /// `.name` (a member access, not followed by a name character) must occur
 /// exactly once in `js`; it becomes `.new`.
 fn replace_member(js: &str, name: &str, new: &str) -> Result<String> {
     let pattern = format!(".{name}");
+    let fits = |i: usize| !js[i + pattern.len()..].starts_with(is_name);
+    replace_once(js, &pattern, &format!(".{new}"), fits)
+}
+
+/// Replaces the one occurrence of `pattern` at an index that `fits`.
+fn replace_once(
+    js: &str,
+    pattern: &str,
+    with: &str,
+    fits: impl Fn(usize) -> bool,
+) -> Result<String> {
     let hits: Vec<usize> = js
-        .match_indices(&pattern)
+        .match_indices(pattern)
         .map(|(i, _)| i)
-        .filter(|&i| !js[i + pattern.len()..].starts_with(|c: char| is_name(c)))
+        .filter(|&i| fits(i))
         .collect();
     let [at] = hits[..] else {
         return Err(format!(
-            "glue: expected one use of {name}, found {}",
+            "glue: expected {pattern} once, found {}",
             hits.len()
         ));
     };
-    Ok(format!("{}.{new}{}", &js[..at], &js[at + pattern.len()..]))
+    Ok(format!("{}{with}{}", &js[..at], &js[at + pattern.len()..]))
 }
 
 fn is_name(c: char) -> bool {
@@ -125,62 +125,68 @@ fn rename_imports(wasm: &[u8]) -> Result<(Vec<u8>, Renames, Renames)> {
 }
 
 fn rename_in_import_section(body: &[u8], renamed: &mut Renames) -> Result<Vec<u8>> {
-    let mut r = Bytes { b: body, at: 0 };
-    let count = r.leb()?;
-    let mut out = Vec::new();
-    write_leb(&mut out, count);
-    for _ in 0..count {
+    rewrite_entries(body, |r, out| {
         let module = r.name()?;
         let field = r.name()?;
         let desc_start = r.at;
-        let kind = r.byte()?;
-        if kind != 0 {
+        if r.byte()? != 0 {
             return Err(format!("import {module}.{field}: only functions expected"));
         }
         r.leb()?; // type index
-        let desc = &body[desc_start..r.at];
-        let (module, field) = if module == GLUE_MODULE {
+        if module == GLUE_MODULE {
             let short = short_name(renamed.len());
-            renamed.push((field.to_owned(), short.clone()));
-            ("a".to_owned(), short)
+            write_name(out, "a");
+            write_name(out, &short);
+            renamed.push((field.to_owned(), short));
         } else {
-            (module.to_owned(), field.to_owned())
-        };
-        for name in [&module, &field] {
-            write_leb(&mut out, name.len() as u64);
-            out.extend_from_slice(name.as_bytes());
+            write_name(out, module);
+            write_name(out, field);
         }
-        out.extend_from_slice(desc);
-    }
-    Ok(out)
+        out.extend_from_slice(&body[desc_start..r.at]);
+        Ok(())
+    })
 }
 
 /// wasm-bindgen exports one adapter per closure signature, named after the
 /// whole signature (up to ~330 characters); the glue calls each once.
 fn rename_in_export_section(body: &[u8], renamed: &mut Renames) -> Result<Vec<u8>> {
+    rewrite_entries(body, |r, out| {
+        let name = r.name()?;
+        let desc_start = r.at;
+        r.byte()?; // kind
+        r.leb()?; // index
+        if name.starts_with(CLOSURE_ADAPTER) {
+            // Exports share no namespace with imports; `z` keeps them apart
+            // from the glue's own short names anyway.
+            let short = format!("z{}", short_name(renamed.len()));
+            write_name(out, &short);
+            renamed.push((name.to_owned(), short));
+        } else {
+            write_name(out, name);
+        }
+        out.extend_from_slice(&body[desc_start..r.at]);
+        Ok(())
+    })
+}
+
+/// A section that is a vector of entries, rewritten by `entry` one by one.
+fn rewrite_entries<'a>(
+    body: &'a [u8],
+    mut entry: impl FnMut(&mut Bytes<'a>, &mut Vec<u8>) -> Result,
+) -> Result<Vec<u8>> {
     let mut r = Bytes { b: body, at: 0 };
     let count = r.leb()?;
     let mut out = Vec::new();
     write_leb(&mut out, count);
     for _ in 0..count {
-        let name = r.name()?;
-        let desc_start = r.at;
-        r.byte()?; // kind
-        r.leb()?; // index
-        let name = if name.starts_with(CLOSURE_ADAPTER) {
-            // Exports share no namespace with imports; `z` keeps them apart
-            // from the glue's own short names anyway.
-            let short = format!("z{}", short_name(renamed.len()));
-            renamed.push((name.to_owned(), short.clone()));
-            short
-        } else {
-            name.to_owned()
-        };
-        write_leb(&mut out, name.len() as u64);
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(&body[desc_start..r.at]);
+        entry(&mut r, &mut out)?;
     }
     Ok(out)
+}
+
+fn write_name(out: &mut Vec<u8>, name: &str) {
+    write_leb(out, name.len() as u64);
+    out.extend_from_slice(name.as_bytes());
 }
 
 fn write_leb(out: &mut Vec<u8>, mut v: u64) {
