@@ -52,10 +52,12 @@ pub fn run(record: &mut dyn FnMut(&str, f64)) -> Result {
             "1000",
         ],
     )?;
+    let tmp = setup::browser_tmp()?;
     cmd::step("bench: headless Chromium (tests/js/bench.mjs)", || {
         let out = Command::new("node")
             .arg("bench.mjs")
             .current_dir(setup::js_dir())
+            .env("TMPDIR", &tmp)
             .env("BENCH_URL", &server.url)
             .env("BENCH_CHROMIUM", setup::CHROMIUM)
             .output()

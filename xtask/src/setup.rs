@@ -124,6 +124,17 @@ fn ensure_chromium() -> Result {
     )
 }
 
+/// A fresh `TMPDIR` for a browser run, `target/browser-tmp`. Chromium
+/// leaves a ~20 MB `org.chromium.Chromium.scoped_dir.*` profile in `TMPDIR`
+/// for most pages the wasm-bindgen test runner opens (17 per run, ~340 MB);
+/// here they are removed by the next run instead of filling `/tmp`.
+pub fn browser_tmp() -> Result<PathBuf> {
+    let dir = root().join("target/browser-tmp");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
 /// The npm tooling folder (TypeScript, Vite, Playwright core, binaryen).
 pub fn js_dir() -> PathBuf {
     root().join("tests/js")

@@ -109,6 +109,7 @@ fn in_chromium() -> Result {
     let server = test_server(&[])?;
     println!("replay-server for the browser suites: {}", server.url);
     let path = path_with(&[setup::js_dir().join("node_modules/.bin")]);
+    let tmp = setup::browser_tmp()?;
     run_in(
         &root(),
         "wasm-pack",
@@ -127,6 +128,7 @@ fn in_chromium() -> Result {
             ("CHROMEDRIVER", setup::CHROMEDRIVER),
             ("WASM_BINDGEN_TEST_TIMEOUT", "300"),
             ("REPLAY_SERVER_URL", &server.url),
+            ("TMPDIR", tmp.to_str().expect("utf-8 path")),
         ],
     )
 }
@@ -201,11 +203,13 @@ fn e2e() -> Result {
     let artifacts = root().join("tests/artifacts");
     fs::create_dir_all(&artifacts).map_err(|e| e.to_string())?;
     let js = setup::js_dir();
+    let tmp = setup::browser_tmp()?;
     run_in(
         &js,
         "node",
         &["--test", "--test-reporter=spec", "e2e.test.mjs"],
         &[
+            ("TMPDIR", tmp.to_str().expect("utf-8 path")),
             ("E2E_URL", &server.url),
             ("E2E_ARTIFACTS", artifacts.to_str().expect("utf-8")),
             ("E2E_CHROMIUM", setup::CHROMIUM),
