@@ -3,7 +3,7 @@
 //! everything read through it describes the same committed state.
 
 use replay_client::core::protocol::{BackgroundWait, Envelope, Event, Scope, Task, TasksSnapshot};
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use rusqlite::{params, CachedStatement, Connection, OptionalExtension, Params, Row, Transaction};
 
 use super::{scope_from_str, LogInfo, ProcessRow, StoreResult};
 
@@ -62,6 +62,31 @@ pub fn global_head(conn: &Connection) -> StoreResult<u64> {
     Ok(conn.query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?)
 }
 
+/// Runs `st` and decodes each row `(id, seq, type, ts, data, …)` into a
+/// durable envelope; `log` gives the row's scope and scope id.
+fn envelopes(
+    st: &mut CachedStatement<'_>,
+    params: impl Params,
+    log: impl Fn(&Row<'_>) -> rusqlite::Result<(Scope, String)>,
+) -> StoreResult<Vec<Envelope>> {
+    let rows = st.query_map(params, |r| {
+        Ok((
+            r.get::<_, u64>(0)?,
+            r.get::<_, u64>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+            r.get::<_, String>(4)?,
+            log(r)?,
+        ))
+    })?;
+    rows.map(|row| {
+        let (id, seq, ty, ts, data, (scope, scope_id)) = row?;
+        let event = Event::decode(&ty, Some(&data))?;
+        Ok(Envelope::durable(id, scope, scope_id, seq, ts, event))
+    })
+    .collect()
+}
+
 /// The read-only queries, on any connection: the writer's ([`super::Db`],
 /// under its lock) or a read transaction's ([`Snapshot`]).
 pub trait Reads {
@@ -76,71 +101,23 @@ pub trait Reads {
         after: u64,
         limit: usize,
     ) -> StoreResult<Vec<Envelope>> {
-        let conn = self.conn();
-        let mut st = conn.prepare_cached(
+        let mut st = self.conn().prepare_cached(
             "SELECT id, seq, type, ts, data FROM events
          WHERE scope = ?1 AND scope_id = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4",
         )?;
-        let rows = st.query_map(
-            params![scope.as_str(), scope_id, after, limit as i64],
-            |r| {
-                Ok((
-                    r.get::<_, u64>(0)?,
-                    r.get::<_, u64>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                ))
-            },
-        )?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, seq, ty, ts, data) = row?;
-            let event = Event::decode(&ty, Some(&data))?;
-            out.push(Envelope::durable(
-                id,
-                scope,
-                scope_id.to_owned(),
-                seq,
-                ts,
-                event,
-            ));
-        }
-        Ok(out)
+        let params = params![scope.as_str(), scope_id, after, limit as i64];
+        envelopes(&mut st, params, |_| Ok((scope, scope_id.to_owned())))
     }
 
     /// Durable events of every scope with row `id > after_id`, ascending.
     fn global_page(&self, after_id: u64, limit: usize) -> StoreResult<Vec<Envelope>> {
-        let conn = self.conn();
-        let mut st = conn.prepare_cached(
-            "SELECT id, scope, scope_id, seq, type, ts, data FROM events
+        let mut st = self.conn().prepare_cached(
+            "SELECT id, seq, type, ts, data, scope, scope_id FROM events
          WHERE id > ?1 ORDER BY id LIMIT ?2",
         )?;
-        let rows = st.query_map(params![after_id, limit as i64], |r| {
-            Ok((
-                r.get::<_, u64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, u64>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, String>(5)?,
-                r.get::<_, String>(6)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, scope, scope_id, seq, ty, ts, data) = row?;
-            let event = Event::decode(&ty, Some(&data))?;
-            out.push(Envelope::durable(
-                id,
-                scope_from_str(&scope),
-                scope_id,
-                seq,
-                ts,
-                event,
-            ));
-        }
-        Ok(out)
+        envelopes(&mut st, params![after_id, limit as i64], |r| {
+            Ok((scope_from_str(&r.get::<_, String>(5)?), r.get(6)?))
+        })
     }
 
     /// The session's task state.
