@@ -136,7 +136,13 @@ impl Server {
                 self.pending_opens.retain(|(i, _)| i != id);
                 self.pending_fetches.retain(|(i, _, _)| i != id);
             }
-            Action::Persist(_) | Action::RefreshCredentials => {}
+            // Writes and storage are tested on their own (machine_writes,
+            // machine_storage); the simulated server has no write API.
+            Action::Persist(_)
+            | Action::RefreshCredentials
+            | Action::Post { .. }
+            | Action::LoadStored
+            | Action::RemoveStored => {}
         }
     }
 

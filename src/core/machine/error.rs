@@ -79,6 +79,15 @@ pub enum CoreError {
     /// rejected or returned no string); code `unauthorized`.
     #[error("getToken failed: {0}")]
     Credentials(String),
+    /// The client was closed; nothing more is sent.
+    #[error("the client is closed")]
+    Closed,
+    /// Writes go to a session: this client follows another target.
+    #[error("writes need a session client")]
+    NotASession,
+    /// The storage failed or did not answer; state is kept in memory.
+    #[error("storage unavailable, keeping state in memory: {0}")]
+    StorageUnavailable(String),
 }
 
 impl CoreError {
@@ -99,6 +108,9 @@ impl CoreError {
             CoreError::CorruptStorage(_) => "corrupt_storage",
             CoreError::Network(_) => "network",
             CoreError::Credentials(_) => "unauthorized",
+            CoreError::Closed => "closed",
+            CoreError::NotASession => "invalid_options",
+            CoreError::StorageUnavailable(_) => "storage_fallback",
         }
     }
 

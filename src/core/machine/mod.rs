@@ -15,20 +15,24 @@
 
 mod backoff;
 mod error;
+mod feed;
 mod io;
 mod paths;
 mod persist;
 mod prefetch;
 mod sync;
 mod types;
+mod writes;
 
 pub use backoff::{parse_retry_after, Backoff, SplitMix64};
 pub use error::{CoreError, ErrorInfo};
+pub use feed::{ClientNotice, Notify, NotifyAt, NotifyPacer, NOTICE_CAPACITY};
 pub use persist::{LastApplied, Position, STORAGE_VERSION};
 pub use types::{
     Action, BackoffConfig, Config, Counters, FetchKind, Lifecycle, Notice, RequestId, State,
     Status, Target,
 };
+pub use writes::{Write, WriteDone, WriteId, WriteOutcome};
 
 use std::collections::VecDeque;
 
@@ -143,8 +147,8 @@ pub struct Client {
     actions: VecDeque<Action>,
     notices: VecDeque<Notice>,
     change: ViewChange,
-    /// Every view change since the last `poll_view_progress`, restores
-    /// included (see there).
+    /// The view changes of the restore in progress since the last
+    /// `poll_view_progress` (see there).
     progress: ViewChange,
     state: State,
     since: u64,
@@ -152,6 +156,14 @@ pub struct Client {
     counters: Counters,
     dirty: bool,
     last_persist: Option<u64>,
+    /// While the stored value is being read: give up at this time.
+    loading: Option<u64>,
+    /// The storage failed: nothing is persisted any more.
+    storage_failed: bool,
+    /// Notices at the back of `notices` already recorded in `feed`.
+    notices_recorded: usize,
+    feed: feed::Feed,
+    writes: writes::Writes,
 }
 
 impl Client {
@@ -160,21 +172,88 @@ impl Client {
     /// [`Notice::StorageDiscarded`] and the scope is restored from 0. The
     /// first actions (stream + backlog) are queued at once (rule 2).
     pub fn new(config: Config, stored: Option<&[u8]>, now: u64) -> Self {
-        let empty = View::empty(config.target.is_session(), config.log_capacity);
-        let mut notices = VecDeque::new();
-        let (pos, view) = match stored.map(|b| persist::decode(b, &config.target)) {
-            Some(Ok(pv)) => pv,
-            Some(Err(e)) => {
-                notices.push_back(Notice::StorageDiscarded { error: e.info() });
-                (Position::default(), empty)
+        let mut c = Client::idle(config, now);
+        c.begin(stored, now);
+        c.after_input(now);
+        c
+    }
+
+    /// Like [`new`](Self::new) for a stored value that must be read first:
+    /// the first action is [`Action::LoadStored`]; answer it with
+    /// [`handle_stored`](Self::handle_stored) or
+    /// [`handle_storage_failed`](Self::handle_storage_failed). Nothing else
+    /// happens until then, or until `Config::storage_timeout_ms` passed (the
+    /// client then starts without it, keeping its state in memory, with a
+    /// [`Notice::StorageFallback`]). Lifecycle inputs meanwhile are kept.
+    pub fn load(config: Config, now: u64) -> Self {
+        let mut c = Client::idle(config, now);
+        c.loading = Some(now.saturating_add(c.cfg.storage_timeout_ms));
+        c.actions.push_back(Action::LoadStored);
+        c.after_input(now);
+        c
+    }
+
+    /// The stored value asked for by [`Action::LoadStored`] (`None`: none).
+    pub fn handle_stored(&mut self, stored: Option<&[u8]>, now: u64) {
+        if !self.closed && self.loading.take().is_some() {
+            self.begin(stored, now);
+            self.after_input(now);
+        }
+    }
+
+    /// Reading or writing the storage failed (`why`): state is kept in
+    /// memory from now on; a pending load starts without a stored value.
+    pub fn handle_storage_failed(&mut self, why: &str, now: u64) {
+        if !self.closed {
+            self.storage_fell_back(why);
+            if self.loading.take().is_some() {
+                self.begin(None, now);
             }
-            None => (Position::default(), empty),
-        };
-        let mut c = Client {
+            self.after_input(now);
+        }
+    }
+
+    /// True once the storage failed and state is kept in memory only.
+    pub fn storage_fell_back_to_memory(&self) -> bool {
+        self.storage_failed
+    }
+
+    fn storage_fell_back(&mut self, why: &str) {
+        if !self.storage_failed {
+            self.storage_failed = true;
+            self.cfg.persist = false;
+            let error = CoreError::StorageUnavailable(why.to_owned()).info();
+            self.notices.push_back(Notice::StorageFallback { error });
+        }
+    }
+
+    /// Decodes the stored value (a corrupt one is removed) and starts the
+    /// restore (rule 2).
+    fn begin(&mut self, stored: Option<&[u8]>, now: u64) {
+        if let Some(b) = stored {
+            match persist::decode(b, &self.cfg.target) {
+                Ok((pos, view)) => {
+                    self.pos = pos;
+                    self.view = view;
+                }
+                Err(e) => {
+                    self.notices
+                        .push_back(Notice::StorageDiscarded { error: e.info() });
+                    self.actions.push_back(Action::RemoveStored);
+                }
+            }
+        }
+        self.start_restore(now);
+    }
+
+    /// A machine with nothing loaded and nothing asked for yet.
+    fn idle(config: Config, now: u64) -> Self {
+        let view = View::empty(config.target.is_session(), config.log_capacity);
+        Client {
             parser: SseParser::with_max_event_size(config.max_event_size),
             rng: SplitMix64::new(config.seed),
             cfg: config,
-            pos,
+            pos: Position::default(),
             view,
             mode: Mode::Follow,
             buffer: VecDeque::new(),
@@ -199,7 +278,7 @@ impl Client {
             offline: false,
             suspended: false,
             actions: VecDeque::new(),
-            notices,
+            notices: VecDeque::new(),
             change: ViewChange::default(),
             progress: ViewChange::default(),
             state: State::Connecting,
@@ -210,10 +289,12 @@ impl Client {
             // The throttle runs from the start: a restore does not serialise its
             // first page's state on the way (it is written within the throttle).
             last_persist: Some(now),
-        };
-        c.start_restore(now);
-        c.after_input(now);
-        c
+            loading: None,
+            storage_failed: false,
+            notices_recorded: 0,
+            feed: feed::Feed::default(),
+            writes: writes::Writes::default(),
+        }
     }
 
     /// The stream answered with `status` (call this for 2xx; for other
@@ -260,7 +341,11 @@ impl Client {
     /// becomes `Status::last_error`.
     pub fn handle_request_failed(&mut self, id: RequestId, error: CoreError, now: u64) {
         if !self.closed {
-            self.on_request_failed(id, error, now);
+            if self.writes.owns(id) {
+                self.write_failed(id, error, now);
+            } else {
+                self.on_request_failed(id, error, now);
+            }
             self.after_input(now);
         }
     }
@@ -309,7 +394,11 @@ impl Client {
         now: u64,
     ) {
         if !self.closed {
-            self.on_http_error(id, status, retry_after, body, now);
+            if self.writes.owns(id) {
+                self.write_http_error(id, status, retry_after, body, now);
+            } else {
+                self.on_http_error(id, status, retry_after, body, now);
+            }
             self.after_input(now);
         }
     }
@@ -317,6 +406,12 @@ impl Client {
     /// The timer armed at [`poll_timeout`](Self::poll_timeout) fired (late is fine).
     pub fn handle_timeout(&mut self, now: u64) {
         if !self.closed {
+            if self.loading.is_some_and(|t| now >= t) {
+                let waited = self.cfg.storage_timeout_ms;
+                let why = "no answer after ".to_owned() + &waited.to_string() + " ms";
+                self.handle_storage_failed(&why, now);
+            }
+            self.write_timers(now);
             self.on_timeout(now);
             self.after_input(now);
         }
@@ -339,8 +434,10 @@ impl Client {
         }
         self.actions.clear();
         self.notices.clear();
+        self.notices_recorded = 0;
         self.change = ViewChange::default();
         self.abort_all();
+        self.close_writes();
         self.flush_persist(now);
         self.closed = true;
         self.restore = None;
@@ -370,6 +467,8 @@ impl Client {
         if self.dirty {
             at(Some(self.persist_due()));
         }
+        at(self.loading);
+        at(self.writes.deadline(self.cfg.fetch_timeout_ms));
         if !self.halted() {
             at(self.stream_retry_at);
             at(self
@@ -388,7 +487,30 @@ impl Client {
     /// The next notice for the application.
     #[must_use]
     pub fn poll_notice(&mut self) -> Option<Notice> {
-        self.notices.pop_front()
+        let n = self.notices.pop_front()?;
+        // Recorded ones sit at the back: fewer remain unpolled.
+        self.notices_recorded = self.notices_recorded.min(self.notices.len());
+        Some(n)
+    }
+
+    /// Moves whenever anything a UI shows changed: the painted view (see
+    /// [`poll_view_change`](Self::poll_view_change)), the status or the
+    /// notices. One counter for a UI's cache of the whole snapshot.
+    pub fn revision(&self) -> u64 {
+        self.feed.revision()
+    }
+
+    /// Whether subscribers should be told of the changes since the last
+    /// call: view changes and notices are, the error-free `connecting` and
+    /// `restoring` steps are not (a restore is one notification).
+    pub fn take_notify(&mut self) -> bool {
+        self.feed.take_notify()
+    }
+
+    /// The application's notices, oldest first (the last
+    /// [`NOTICE_CAPACITY`]); retries are shown by the status instead.
+    pub fn recent_notices(&self) -> &VecDeque<ClientNotice> {
+        self.feed.notices()
     }
 
     /// What changed in the view since the last call. Nothing is reported
@@ -401,13 +523,15 @@ impl Client {
         }
         let mut c = std::mem::take(&mut self.change);
         c.normalise();
+        self.feed.view_change_taken();
         Some(c)
     }
 
-    /// Every change to [`Client::view`] since the last call, including those
-    /// a restore withholds from [`Client::poll_view_change`]: for preparing
-    /// UI objects while the backlog is still arriving, so the one repaint at
-    /// its end is cheap. `reset` means: start over from the whole view.
+    /// The changes a restore withholds from [`Client::poll_view_change`],
+    /// since the last call: for preparing UI objects while the backlog is
+    /// still arriving, so the one repaint at its end is cheap. Each restore
+    /// starts with `reset` (stage from the whole view); the input that
+    /// completes it is the last one reported; outside restores, nothing.
     #[must_use]
     pub fn poll_view_progress(&mut self) -> Option<ViewChange> {
         if self.progress.is_empty() {
@@ -481,7 +605,7 @@ impl Client {
     }
 
     fn halted(&self) -> bool {
-        self.closed || self.failed || self.offline || self.suspended
+        self.closed || self.failed || self.offline || self.suspended || self.loading.is_some()
     }
 
     fn stall_ms(&self) -> u64 {
@@ -520,6 +644,20 @@ impl Client {
                 self.last_error = None;
             }
         }
+        self.record_for_feed(now);
+    }
+
+    /// Counts what a UI would show differently after this input.
+    fn record_for_feed(&mut self, now: u64) {
+        let unrecorded = self.notices.len() - self.notices_recorded;
+        for n in self.notices.iter().skip(self.notices_recorded) {
+            self.feed.notice(n, now);
+        }
+        self.notices_recorded += unrecorded;
+        if self.restore.is_none() && !self.change.is_empty() {
+            self.feed.view_changed();
+        }
+        self.feed.status(self.status());
     }
 
     fn derive_state(&self) -> State {

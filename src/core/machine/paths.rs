@@ -68,6 +68,32 @@ pub fn replay(target: &Target, after_cursor: u64, limit: u32) -> Option<String> 
     })
 }
 
+/// `/v1/sessions/{id}` + `suffix`.
+fn session(session_id: &str, suffix: &str) -> String {
+    let mut p = String::from("/v1/sessions/");
+    segment(&mut p, session_id);
+    p.push_str(suffix);
+    p
+}
+
+/// `POST`: a user message (PROTOCOL.md §4.4).
+pub fn post_message(session_id: &str) -> String {
+    session(session_id, "/messages")
+}
+
+/// `POST`: the answer to a pending question.
+pub fn answer(session_id: &str, question_id: &str) -> String {
+    let mut p = session(session_id, "/questions/");
+    segment(&mut p, question_id);
+    p.push_str("/answer");
+    p
+}
+
+/// `POST`: stop a turn.
+pub fn cancel(session_id: &str) -> String {
+    session(session_id, "/cancel")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +122,9 @@ mod tests {
             "/v1/processes/proc%2042/events?after_seq=1"
         );
         assert_eq!(replay(&p, 0, 1), None);
+        assert_eq!(post_message("ses 1"), "/v1/sessions/ses%201/messages");
+        assert_eq!(answer("s", "q/1"), "/v1/sessions/s/questions/q%2F1/answer");
+        assert_eq!(cancel("s"), "/v1/sessions/s/cancel");
         let sys = Target::Scoped {
             scope: Scope::System,
             scope_id: "runtime".into(),

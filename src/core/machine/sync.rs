@@ -40,7 +40,9 @@ impl Client {
         }
         if !ch.is_empty() {
             self.dirty |= persist;
-            self.progress.merge(&ch);
+            if self.restore.is_some() {
+                self.progress.merge(&ch);
+            }
             self.change.merge(&ch);
         }
     }
@@ -52,6 +54,11 @@ impl Client {
         self.mode = Mode::Restore { verify };
         self.restore = Some(self.pos.cursor);
         self.counters.restores += 1;
+        // A consumer of the progress stages this restore from the whole view.
+        self.progress = ViewChange {
+            reset: true,
+            ..ViewChange::default()
+        };
         self.buffer.clear();
         // Back-to-back restarts from 0 (a server that keeps rejecting) are paced.
         let delay = if self.zero_restarts > 1 {

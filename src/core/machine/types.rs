@@ -105,6 +105,14 @@ pub struct Config {
     pub persist: bool,
     /// A fetch without an answer for this long is aborted and retried.
     pub fetch_timeout_ms: u64,
+    /// A stored value not read within this long is given up: the client
+    /// starts without it and keeps its state in memory.
+    pub storage_timeout_ms: u64,
+    /// Attempts of one write (send, answer, cancel) before its error is
+    /// returned.
+    pub write_attempts: u32,
+    /// Pacing of write retries.
+    pub write_backoff: BackoffConfig,
     /// Frames held by a barrier (restore or repair) above which droppable
     /// events are dropped and durable ones are summarised as a gap.
     pub buffer_limit: usize,
@@ -129,6 +137,13 @@ impl Config {
             persist_throttle_ms: 1_000,
             persist: true,
             fetch_timeout_ms: 30_000,
+            storage_timeout_ms: 10_000,
+            write_attempts: 5,
+            write_backoff: BackoffConfig {
+                initial_ms: 250,
+                max_ms: 4_000,
+                multiplier: 2.0,
+            },
             buffer_limit: 10_000,
             log_capacity: 1_000,
             seed: 0x5eed,
@@ -189,6 +204,22 @@ pub enum Action {
     Persist(Vec<u8>),
     /// Obtain fresh credentials before performing the actions after this one.
     RefreshCredentials,
+    /// `POST base + path_and_query` with this JSON body (`Content-Type:
+    /// application/json`); the deadline covers the whole answer. Report a
+    /// 2xx body with `handle_post_answer`, others as for any request.
+    Post {
+        /// Carried back by the answer.
+        id: RequestId,
+        /// E.g. `/v1/sessions/ses_1/messages`.
+        path_and_query: String,
+        /// The JSON body.
+        body: String,
+    },
+    /// Read the stored value; answer with `handle_stored` or
+    /// `handle_storage_failed` (see [`Client::load`](super::Client::load)).
+    LoadStored,
+    /// Delete the stored value (it was unusable).
+    RemoveStored,
 }
 
 /// Page lifecycle and connectivity events of the browser.
@@ -248,6 +279,12 @@ pub enum Notice {
     },
     /// The stored value was unusable and was discarded.
     StorageDiscarded {
+        /// Why.
+        error: ErrorInfo,
+    },
+    /// The storage failed or did not answer in time: nothing is persisted
+    /// from now on (the state is kept in memory).
+    StorageFallback {
         /// Why.
         error: ErrorInfo,
     },

@@ -1,0 +1,263 @@
+//! What a UI is told, and when: the one revision counter of everything a
+//! snapshot shows (view, status, notices), the application's notice list,
+//! and the pacing of subscriber calls. The browser layer only delivers.
+
+use std::collections::VecDeque;
+
+use serde::Serialize;
+
+use super::error::ErrorInfo;
+use super::types::{Notice, State, Status};
+
+/// How many notices [`Client::recent_notices`](super::Client::recent_notices)
+/// keeps (oldest dropped first).
+pub const NOTICE_CAPACITY: usize = 50;
+
+/// Something the application should know, in the JS `Notice` shape.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClientNotice {
+    /// Stable code, e.g. `cursor_reset`, `storage_fallback`, `restored`.
+    pub code: String,
+    /// Human text.
+    pub message: String,
+    /// When (`now` of the input that raised it).
+    pub at: u64,
+    /// HTTP status, when the notice came from an answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+}
+
+impl ClientNotice {
+    fn new(code: &str, message: String, at: u64) -> Self {
+        ClientNotice {
+            code: code.to_owned(),
+            message,
+            at,
+            status: None,
+        }
+    }
+
+    fn from_error(code: &str, e: &ErrorInfo, at: u64) -> Self {
+        ClientNotice {
+            code: code.to_owned(),
+            message: e.message.clone(),
+            at,
+            status: e.status,
+        }
+    }
+
+    /// The application-facing form of a machine notice; `None` for retries,
+    /// which the status already shows.
+    pub fn from_notice(n: &Notice, at: u64) -> Option<Self> {
+        let range = |what: &str, from: u64, to: u64| {
+            what.to_owned() + " from cursor " + &from.to_string() + " to " + &to.to_string()
+        };
+        Some(match n {
+            Notice::Restored {
+                from_cursor,
+                to_cursor,
+            } => Self::new("restored", range("restored", *from_cursor, *to_cursor), at),
+            Notice::GapRepaired {
+                from_cursor,
+                to_cursor,
+            } => Self::new(
+                "gap_repaired",
+                range("gap repaired", *from_cursor, *to_cursor),
+                at,
+            ),
+            Notice::EpochChanged { error } => Self::from_error("epoch_changed", error, at),
+            Notice::CursorRejected { error, .. } => Self::from_error("cursor_reset", error, at),
+            Notice::StorageDiscarded { error } => Self::from_error("corrupt_storage", error, at),
+            Notice::StorageFallback { error } => Self::from_error("storage_fallback", error, at),
+            Notice::FrameSkipped { error } | Notice::Failed { error } => {
+                Self::from_error(&error.code, error, at)
+            }
+            Notice::TurnInterrupted { turn_id, reason } => Self::new(
+                "turn_interrupted",
+                turn_id.clone() + " interrupted: " + reason,
+                at,
+            ),
+            Notice::Retrying { .. } => return None,
+        })
+    }
+}
+
+/// The revision counter and the notice list (see the module docs).
+#[derive(Debug, Default)]
+pub(super) struct Feed {
+    revision: u64,
+    notices: VecDeque<ClientNotice>,
+    last_status: Option<Status>,
+    /// Subscribers should be told (cleared by `take_notify`).
+    due: bool,
+    /// The pending view change was already counted.
+    change_counted: bool,
+}
+
+impl Feed {
+    pub(super) fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    pub(super) fn notices(&self) -> &VecDeque<ClientNotice> {
+        &self.notices
+    }
+
+    fn bump(&mut self, notify: bool) {
+        self.revision += 1;
+        self.due |= notify;
+    }
+
+    /// A machine notice was raised.
+    pub(super) fn notice(&mut self, n: &Notice, now: u64) {
+        if let Some(n) = ClientNotice::from_notice(n, now) {
+            if self.notices.len() == NOTICE_CAPACITY {
+                self.notices.pop_front();
+            }
+            self.notices.push_back(n);
+            self.bump(true);
+        }
+    }
+
+    /// The status after an input. A snapshot always shows the current
+    /// status, but the error-free connecting/restoring steps notify nobody:
+    /// a restore is one notification (its completion, together with `live`).
+    pub(super) fn status(&mut self, status: Status) {
+        if self.last_status.as_ref() != Some(&status) {
+            let quiet = matches!(status.state, State::Connecting | State::Restoring)
+                && status.last_error.is_none();
+            self.last_status = Some(status);
+            self.bump(!quiet);
+        }
+    }
+
+    /// A view change is ready for `poll_view_change` (once per change).
+    pub(super) fn view_changed(&mut self) {
+        if !self.change_counted {
+            self.change_counted = true;
+            self.bump(true);
+        }
+    }
+
+    /// `poll_view_change` took the change.
+    pub(super) fn view_change_taken(&mut self) {
+        self.change_counted = false;
+    }
+
+    /// Whether subscribers are due; clears the flag.
+    pub(super) fn take_notify(&mut self) -> bool {
+        std::mem::take(&mut self.due)
+    }
+}
+
+/// When subscribers are told about a change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notify {
+    /// At most once per animation frame (`setTimeout(0)` where there is none).
+    Frame,
+    /// Right after the input that changed something.
+    Sync,
+    /// At most once per this many milliseconds.
+    Every(u32),
+}
+
+/// When the subscribers of a due change are called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotifyAt {
+    /// Now, synchronously.
+    Now,
+    /// At the next animation frame.
+    NextFrame,
+    /// After this many milliseconds.
+    After(u64),
+}
+
+/// Paces subscriber calls: at most one call in flight, spaced as
+/// [`Notify`] says. Pure: the caller passes the time.
+#[derive(Clone, Debug)]
+pub struct NotifyPacer {
+    mode: Notify,
+    scheduled: bool,
+    last: u64,
+}
+
+impl NotifyPacer {
+    /// A pacer for `mode`.
+    pub fn new(mode: Notify) -> Self {
+        NotifyPacer {
+            mode,
+            scheduled: false,
+            last: 0,
+        }
+    }
+
+    /// Something is due at `now`: when to call the subscribers, or `None`
+    /// when a call is already scheduled (it will see this change too).
+    pub fn schedule(&mut self, now: u64) -> Option<NotifyAt> {
+        if self.scheduled {
+            return None;
+        }
+        let at = match self.mode {
+            Notify::Sync => return Some(NotifyAt::Now),
+            Notify::Frame => NotifyAt::NextFrame,
+            Notify::Every(ms) => {
+                NotifyAt::After(self.last.saturating_add(ms.into()).saturating_sub(now))
+            }
+        };
+        self.scheduled = true;
+        Some(at)
+    }
+
+    /// The subscribers are being called at `now`.
+    pub fn delivered(&mut self, now: u64) {
+        self.scheduled = false;
+        self.last = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pacer_keeps_one_call_in_flight_and_spaces_calls() {
+        let mut p = NotifyPacer::new(Notify::Every(100));
+        assert_eq!(p.schedule(1_000), Some(NotifyAt::After(0)));
+        assert_eq!(p.schedule(1_001), None, "already scheduled");
+        p.delivered(1_010);
+        assert_eq!(p.schedule(1_050), Some(NotifyAt::After(60)));
+        p.delivered(1_110);
+        assert_eq!(p.schedule(5_000), Some(NotifyAt::After(0)));
+        let mut f = NotifyPacer::new(Notify::Frame);
+        assert_eq!(f.schedule(0), Some(NotifyAt::NextFrame));
+        assert_eq!(f.schedule(0), None);
+        let mut s = NotifyPacer::new(Notify::Sync);
+        assert_eq!(s.schedule(0), Some(NotifyAt::Now));
+        assert_eq!(s.schedule(0), Some(NotifyAt::Now));
+    }
+
+    #[test]
+    fn quiet_status_steps_count_but_do_not_notify() {
+        let mut f = Feed::default();
+        let status = |state| Status {
+            state,
+            since: 0,
+            next_retry_at: None,
+            last_error: None,
+        };
+        f.status(status(State::Connecting));
+        f.status(status(State::Restoring));
+        assert_eq!(f.revision(), 2);
+        assert!(!f.take_notify());
+        f.status(status(State::Live));
+        assert!(f.take_notify());
+        f.status(status(State::Live));
+        assert_eq!(f.revision(), 3, "unchanged status counts nothing");
+        f.view_changed();
+        f.view_changed();
+        assert_eq!(f.revision(), 4, "one count per change taken");
+        f.view_change_taken();
+        f.view_changed();
+        assert_eq!(f.revision(), 5);
+    }
+}

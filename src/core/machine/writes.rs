@@ -1,0 +1,406 @@
+//! The application's writes (PROTOCOL.md §4.4) as machine work: a write
+//! enters as [`Client::handle_write`], leaves as [`Action::Post`] requests,
+//! and ends as one [`WriteDone`] from [`Client::poll_write_done`].
+//!
+//! Every write carries what makes a repeat harmless (rule 11): a message its
+//! client-chosen `message_id`, an answer its question, a cancel the turn it
+//! stops. So transport failures, timeouts, 408/429/5xx are retried with the
+//! writes' own backoff; a 401/403 refreshes the credentials once.
+
+use super::backoff::{parse_retry_after, Backoff};
+use super::error::CoreError;
+use super::types::{Action, RequestId};
+use super::{paths, Client};
+use crate::core::json;
+use crate::core::protocol::{AnswerQuestion, ErrorBody, MessageAccepted, PostMessage};
+
+/// A write the application asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Write {
+    /// `POST /v1/sessions/{id}/messages`: starts a turn once per `message_id`.
+    Send {
+        /// Client-chosen idempotency key, kept across retries.
+        message_id: String,
+        /// The user's text.
+        text: String,
+    },
+    /// `POST /v1/sessions/{id}/questions/{question_id}/answer`.
+    Answer {
+        /// The pending question.
+        question_id: String,
+        /// The answer.
+        answer: String,
+    },
+    /// `POST /v1/sessions/{id}/cancel`: stops `turn_id`, or, when `None`, the
+    /// turn the view shows as live (see [`Client::handle_write`]).
+    Cancel {
+        /// The turn to stop.
+        turn_id: Option<String>,
+    },
+}
+
+/// How a successful write ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The message was accepted (once, however often it was sent).
+    Sent {
+        /// The turn it started.
+        turn_id: String,
+    },
+    /// The answer was committed.
+    Answered,
+    /// The cancel was accepted; `turn_id` is the turn it stopped, `None` when
+    /// that turn was no longer running.
+    Cancelled {
+        /// The stopped turn.
+        turn_id: Option<String>,
+    },
+}
+
+/// Identifies one write across its retries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WriteId(pub u64);
+
+/// A write that ended, for good or not.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WriteDone {
+    /// The write, as [`Client::handle_write`] returned it.
+    pub id: WriteId,
+    /// Its outcome, or the error that ended it.
+    pub result: Result<WriteOutcome, CoreError>,
+}
+
+/// What kind of write is pending, for reading its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Send,
+    Answer,
+    Cancel,
+}
+
+/// One write between its first request and its outcome.
+#[derive(Debug)]
+pub(super) struct PendingWrite {
+    id: WriteId,
+    kind: Kind,
+    path: String,
+    body: String,
+    /// The attempt in flight; `None` while waiting for `retry_at`.
+    request: Option<RequestId>,
+    issued_at: u64,
+    retry_at: Option<u64>,
+    backoff: Backoff,
+    refreshed: bool,
+    /// An earlier attempt may have been applied (no answer came back).
+    maybe_applied: bool,
+}
+
+/// The machine's writes in flight.
+#[derive(Debug, Default)]
+pub(super) struct Writes {
+    pending: Vec<PendingWrite>,
+    done: std::collections::VecDeque<WriteDone>,
+    next_id: u64,
+}
+
+impl Writes {
+    /// The earliest time a write needs the timer (retry or attempt timeout).
+    pub(super) fn deadline(&self, timeout_ms: u64) -> Option<u64> {
+        self.pending
+            .iter()
+            .map(|w| match w.request {
+                Some(_) => w.issued_at.saturating_add(timeout_ms),
+                None => w.retry_at.unwrap_or(0),
+            })
+            .min()
+    }
+
+    fn position(&self, request: RequestId) -> Option<usize> {
+        self.pending.iter().position(|w| w.request == Some(request))
+    }
+
+    /// True when `request` is an attempt of a pending write.
+    pub(super) fn owns(&self, request: RequestId) -> bool {
+        self.position(request).is_some()
+    }
+}
+
+/// What an answer means for a write.
+enum Verdict {
+    Done(Result<WriteOutcome, CoreError>),
+    Retry { error: CoreError, hint: Option<u64> },
+    Refresh,
+}
+
+impl Client {
+    /// Starts a write; its outcome comes from [`poll_write_done`](Self::poll_write_done).
+    /// Writes need a session target; after [`close`](Self::close) they fail
+    /// with `closed`. A `Cancel` without a turn names the turn the view shows
+    /// live, so that a retried cancel can never stop the turn after it.
+    pub fn handle_write(&mut self, write: Write, now: u64) -> WriteId {
+        self.writes.next_id += 1;
+        let id = WriteId(self.writes.next_id);
+        let session = match &self.cfg.target {
+            super::Target::Scoped { scope_id, .. } if self.cfg.target.is_session() => {
+                Some(scope_id.clone())
+            }
+            _ => None,
+        };
+        let Some(session) = session.filter(|_| !self.closed) else {
+            let error = if self.closed {
+                CoreError::Closed
+            } else {
+                CoreError::NotASession
+            };
+            self.writes.done.push_back(WriteDone {
+                id,
+                result: Err(error),
+            });
+            return id;
+        };
+        let (kind, path, body) = match write {
+            Write::Send { message_id, text } => (
+                Kind::Send,
+                paths::post_message(&session),
+                json::to_string(&PostMessage { message_id, text }),
+            ),
+            Write::Answer {
+                question_id,
+                answer,
+            } => (
+                Kind::Answer,
+                paths::answer(&session, &question_id),
+                json::to_string(&AnswerQuestion { answer }),
+            ),
+            Write::Cancel { turn_id } => {
+                let live = self
+                    .view
+                    .as_session()
+                    .and_then(|s| s.overlay())
+                    .map(|o| o.turn_id.clone());
+                let turn_id = turn_id.or(live);
+                (
+                    Kind::Cancel,
+                    paths::cancel(&session),
+                    json::to_string(&CancelBody { turn_id }),
+                )
+            }
+        };
+        // The bodies are plain structs of strings: encoding cannot fail.
+        let body = body.unwrap_or_default();
+        self.writes.pending.push(PendingWrite {
+            id,
+            kind,
+            path,
+            body,
+            request: None,
+            issued_at: now,
+            retry_at: Some(now),
+            backoff: Backoff::default(),
+            refreshed: false,
+            maybe_applied: false,
+        });
+        self.send_write(id, now);
+        self.after_input(now);
+        id
+    }
+
+    /// The 2xx answer to an [`Action::Post`], with its body.
+    pub fn handle_post_answer(&mut self, id: RequestId, body: &[u8], now: u64) {
+        if let Some(i) = self.writes.position(id) {
+            let kind = self.writes.pending[i].kind;
+            self.settle_write(i, Verdict::Done(read_success(kind, body)), now);
+            self.after_input(now);
+        }
+    }
+
+    /// The next write that ended.
+    #[must_use]
+    pub fn poll_write_done(&mut self) -> Option<WriteDone> {
+        self.writes.done.pop_front()
+    }
+
+    /// Writes not yet ended.
+    pub fn writes_pending(&self) -> usize {
+        self.writes.pending.len()
+    }
+
+    fn send_write(&mut self, id: WriteId, now: u64) {
+        let request = self.alloc_id();
+        let Some(w) = self.writes.pending.iter_mut().find(|w| w.id == id) else {
+            return;
+        };
+        w.request = Some(request);
+        w.issued_at = now;
+        w.retry_at = None;
+        self.actions.push_back(Action::Post {
+            id: request,
+            path_and_query: w.path.clone(),
+            body: w.body.clone(),
+        });
+    }
+
+    /// A transport failure or timeout of a write attempt.
+    pub(super) fn write_failed(&mut self, id: RequestId, error: CoreError, now: u64) -> bool {
+        let Some(i) = self.writes.position(id) else {
+            return false;
+        };
+        // No answer: the server may have applied it. Retrying is safe (the
+        // write is idempotent) and tells us.
+        self.writes.pending[i].maybe_applied = true;
+        let verdict = match error {
+            CoreError::Credentials(_) => Verdict::Done(Err(error)),
+            error => Verdict::Retry { error, hint: None },
+        };
+        self.settle_write(i, verdict, now);
+        true
+    }
+
+    /// A non-2xx answer to a write attempt (rule 9, as for reads).
+    pub(super) fn write_http_error(
+        &mut self,
+        id: RequestId,
+        status: u16,
+        retry_after: Option<&str>,
+        body: &[u8],
+        now: u64,
+    ) -> bool {
+        let Some(i) = self.writes.position(id) else {
+            return false;
+        };
+        let w = &self.writes.pending[i];
+        let parsed: ErrorBody = json::from_slice(body).unwrap_or_default();
+        let verdict = match status {
+            401 | 403 if !w.refreshed => Verdict::Refresh,
+            401 | 403 => Verdict::Done(Err(CoreError::Unauthorized { status })),
+            // The answer's first try was committed, its reply lost.
+            409 if w.kind == Kind::Answer
+                && w.maybe_applied
+                && parsed.error == "question_closed" =>
+            {
+                Verdict::Done(Ok(WriteOutcome::Answered))
+            }
+            408 | 429 | 500..=599 => Verdict::Retry {
+                error: http_status(status, parsed),
+                hint: retry_after.and_then(|v| parse_retry_after(v, now)),
+            },
+            _ => Verdict::Done(Err(http_status(status, parsed))),
+        };
+        self.settle_write(i, verdict, now);
+        true
+    }
+
+    fn settle_write(&mut self, i: usize, verdict: Verdict, now: u64) {
+        let w = &mut self.writes.pending[i];
+        w.request = None;
+        let id = w.id;
+        let result = match verdict {
+            Verdict::Done(result) => result,
+            Verdict::Refresh => {
+                w.refreshed = true;
+                self.actions.push_back(Action::RefreshCredentials);
+                self.send_write(id, now);
+                return;
+            }
+            Verdict::Retry { error, hint } => {
+                if w.backoff.attempts() + 1 >= self.cfg.write_attempts {
+                    Err(error)
+                } else {
+                    let delay = w.backoff.next_delay(
+                        &self.cfg.write_backoff,
+                        &mut self.rng,
+                        hint.unwrap_or(0),
+                    );
+                    w.retry_at = Some(now.saturating_add(delay));
+                    return;
+                }
+            }
+        };
+        self.writes.pending.remove(i);
+        self.writes.done.push_back(WriteDone { id, result });
+    }
+
+    /// Timer work of writes: attempts past the timeout are aborted and
+    /// retried, due retries are sent.
+    pub(super) fn write_timers(&mut self, now: u64) {
+        let timeout = self.cfg.fetch_timeout_ms;
+        let late: Vec<(RequestId, u64)> = self
+            .writes
+            .pending
+            .iter()
+            .filter_map(|w| {
+                let waited = now.saturating_sub(w.issued_at);
+                w.request.filter(|_| waited >= timeout).map(|r| (r, waited))
+            })
+            .collect();
+        for (request, waited) in late {
+            self.actions.push_back(Action::Abort { id: request });
+            self.write_failed(request, CoreError::Timeout { after_ms: waited }, now);
+        }
+        let due: Vec<WriteId> = self
+            .writes
+            .pending
+            .iter()
+            .filter(|w| w.request.is_none() && w.retry_at.is_some_and(|t| now >= t))
+            .map(|w| w.id)
+            .collect();
+        for id in due {
+            self.send_write(id, now);
+        }
+    }
+
+    /// `close()`: every pending write ends with `closed`, its request aborted.
+    pub(super) fn close_writes(&mut self) {
+        for w in std::mem::take(&mut self.writes.pending) {
+            if let Some(id) = w.request {
+                self.actions.push_back(Action::Abort { id });
+            }
+            self.writes.done.push_back(WriteDone {
+                id: w.id,
+                result: Err(CoreError::Closed),
+            });
+        }
+    }
+}
+
+/// The cancel body: the turn to stop, when known.
+#[derive(serde::Serialize)]
+struct CancelBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn_id: Option<String>,
+}
+
+/// The reply to a cancel: the turn that was stopped, if any.
+#[derive(Default)]
+struct CancelReply {
+    turn_id: Option<String>,
+}
+
+crate::json_struct!(CancelReply { turn_id: def });
+
+fn http_status(status: u16, body: ErrorBody) -> CoreError {
+    CoreError::HttpStatus {
+        status,
+        code: body.error,
+        message: body.message,
+    }
+}
+
+fn read_success(kind: Kind, body: &[u8]) -> Result<WriteOutcome, CoreError> {
+    let bad = |e: json::JsonError| CoreError::BadJson(e.to_string());
+    match kind {
+        Kind::Send => {
+            let accepted: MessageAccepted = json::from_slice(body).map_err(bad)?;
+            Ok(WriteOutcome::Sent {
+                turn_id: accepted.turn_id,
+            })
+        }
+        Kind::Answer => Ok(WriteOutcome::Answered),
+        Kind::Cancel => {
+            let reply: CancelReply = json::from_slice(body).unwrap_or_default();
+            Ok(WriteOutcome::Cancelled {
+                turn_id: reply.turn_id,
+            })
+        }
+    }
+}
