@@ -9,7 +9,7 @@ use super::client::Client;
 use super::error::WasmError;
 use super::js;
 use super::options::Options;
-use super::view::{self, ViewCache};
+use super::view;
 
 /// A client following one scope of an agent runtime (see `ConnectOptions`).
 #[wasm_bindgen]
@@ -25,9 +25,9 @@ impl ReplayClient {
         #[wasm_bindgen(unchecked_param_type = "ConnectOptions")] options: JsValue,
     ) -> Result<ReplayClient, JsValue> {
         let options = Options::from_js(&options)?;
-        let client = Client::connect(options);
-        *client.shared().js_view.borrow_mut() = Some(ViewCache::default());
-        Ok(ReplayClient { client })
+        Ok(ReplayClient {
+            client: Client::connect_for_js(options),
+        })
     }
 
     /// Calls `listener` after changes (once per animation frame by default);
@@ -37,12 +37,12 @@ impl ReplayClient {
         &self,
         #[wasm_bindgen(unchecked_param_type = "() => void")] listener: Function,
     ) -> JsValue {
-        let shared = self.client.shared();
+        let driver = self.client.driver();
         // A throwing listener must not keep the others from running.
-        let id = shared.subscribe(Rc::new(move || {
+        let id = driver.subscribe(Rc::new(move || {
             let _ = listener.call0(&JsValue::UNDEFINED);
         }));
-        let weak = Rc::downgrade(shared);
+        let weak = Rc::downgrade(driver);
         Closure::<dyn FnMut()>::new(move || {
             if let Some(s) = weak.upgrade() {
                 s.unsubscribe(id);
@@ -54,9 +54,7 @@ impl ReplayClient {
     /// The current immutable snapshot; the same object until something changed.
     #[wasm_bindgen(unchecked_return_type = "View")]
     pub fn view(&self) -> JsValue {
-        let shared = self.client.shared();
-        let mut view = shared.js_view.borrow_mut();
-        view.get_or_insert_with(ViewCache::default).get(shared)
+        self.client.driver().js_view()
     }
 
     /// Connection status.
@@ -68,7 +66,9 @@ impl ReplayClient {
     /// Status, counters, position and storage in use.
     #[wasm_bindgen(unchecked_return_type = "Diagnostics")]
     pub fn diagnostics(&self) -> JsValue {
-        view::diagnostics_js(self.client.shared())
+        let driver = self.client.driver();
+        let storage = driver.storage_label();
+        driver.with_machine(|m| view::diagnostics_js(m, storage))
     }
 
     /// The canonical transcript (PROTOCOL.md §7); throws for non-session scopes.
@@ -114,10 +114,11 @@ impl ReplayClient {
         })
     }
 
-    /// Stops the running turn.
+    /// Stops `turnId`, or the turn the view shows live; a retry never stops
+    /// the turn after it.
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
-    pub fn cancel(&self) -> Promise {
-        let done = self.client.cancel();
+    pub fn cancel(&self, #[wasm_bindgen(js_name = turnId)] turn_id: Option<String>) -> Promise {
+        let done = self.client.cancel_turn(turn_id);
         js::promise(async move {
             done.await?;
             Ok(JsValue::UNDEFINED)

@@ -4,14 +4,14 @@
 use std::future::Future;
 use std::rc::{Rc, Weak};
 
-use super::driver::{ClientNotice, Shared};
+use super::driver::Driver;
 use super::error::WasmError;
 use super::options::Options;
-use super::requests;
 use crate::core::fold::View;
-use crate::core::json;
-use crate::core::machine::{Counters, Position, Status, Target};
-use crate::core::protocol::{AnswerQuestion, MessageAccepted, PostMessage, Transcript};
+use crate::core::machine::{
+    Client as Machine, ClientNotice, Counters, Position, Status, Target, Write, WriteOutcome,
+};
+use crate::core::protocol::Transcript;
 
 /// A client following one scope: connected on creation, closed on
 /// [`close`](Client::close) or drop.
@@ -38,57 +38,56 @@ use crate::core::protocol::{AnswerQuestion, MessageAccepted, PostMessage, Transc
 /// # fn log<T>(_: T) {}
 /// ```
 pub struct Client {
-    shared: Rc<Shared>,
+    driver: Rc<Driver>,
 }
 
 /// A non-owning handle to a [`Client`] (for callbacks that must not keep it alive).
 #[derive(Clone)]
 pub struct WeakClient {
-    shared: Weak<Shared>,
+    driver: Weak<Driver>,
 }
 
 impl WeakClient {
     /// A temporary handle, if the client still exists. Dropping it does not
     /// close the client.
     pub fn upgrade(&self) -> Option<ClientRef> {
-        self.shared.upgrade().map(|shared| ClientRef { shared })
+        self.driver.upgrade().map(|driver| ClientRef { driver })
     }
 }
 
 /// A borrowed view of a live [`Client`]: reads only, no close on drop.
 pub struct ClientRef {
-    shared: Rc<Shared>,
+    driver: Rc<Driver>,
 }
 
 impl ClientRef {
     /// See [`Client::with_view`].
     pub fn with_view<R>(&self, f: impl FnOnce(Option<&View>) -> R) -> R {
-        with_view(&self.shared, f)
+        with_view(&self.driver, f)
     }
 
     /// See [`Client::status`].
     pub fn status(&self) -> Status {
-        self.shared.inner.borrow().status()
+        self.driver.with_machine(Machine::status)
     }
 }
 
 /// Keeps a change callback registered; dropping it unsubscribes.
 pub struct Subscription {
-    shared: Weak<Shared>,
+    driver: Weak<Driver>,
     id: u32,
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        if let Some(s) = self.shared.upgrade() {
-            s.unsubscribe(self.id);
+        if let Some(d) = self.driver.upgrade() {
+            d.unsubscribe(self.id);
         }
     }
 }
 
-fn with_view<R>(shared: &Shared, f: impl FnOnce(Option<&View>) -> R) -> R {
-    let inner = shared.inner.borrow();
-    f(inner.machine.as_ref().map(|m| m.view()))
+fn with_view<R>(driver: &Driver, f: impl FnOnce(Option<&View>) -> R) -> R {
+    driver.with_machine(|m| f((!m.is_loading()).then(|| m.view())))
 }
 
 impl Client {
@@ -97,18 +96,25 @@ impl Client {
     /// adapter the status stays `connecting` until it is read.
     pub fn connect(options: Options) -> Client {
         Client {
-            shared: Shared::connect(options),
+            driver: Driver::connect(options, false),
         }
     }
 
-    pub(crate) fn shared(&self) -> &Rc<Shared> {
-        &self.shared
+    /// A client whose driver also keeps the JS snapshot (`ReplayClient`).
+    pub(crate) fn connect_for_js(options: Options) -> Client {
+        Client {
+            driver: Driver::connect(options, true),
+        }
+    }
+
+    pub(crate) fn driver(&self) -> &Rc<Driver> {
+        &self.driver
     }
 
     /// A handle that does not keep the client alive.
     pub fn downgrade(&self) -> WeakClient {
         WeakClient {
-            shared: Rc::downgrade(&self.shared),
+            driver: Rc::downgrade(&self.driver),
         }
     }
 
@@ -116,61 +122,51 @@ impl Client {
     /// runs with no borrow held: it may read the view or close the client.
     pub fn on_change(&self, f: impl Fn() + 'static) -> Subscription {
         Subscription {
-            shared: Rc::downgrade(&self.shared),
-            id: self.shared.subscribe(Rc::new(f)),
+            driver: Rc::downgrade(&self.driver),
+            id: self.driver.subscribe(Rc::new(f)),
         }
     }
 
     /// Reads the folded view (`None` until the stored value is read). Do not
     /// call into the client from `f`.
     pub fn with_view<R>(&self, f: impl FnOnce(Option<&View>) -> R) -> R {
-        with_view(&self.shared, f)
+        with_view(&self.driver, f)
     }
 
     /// Connection status.
     pub fn status(&self) -> Status {
-        self.shared.inner.borrow().status()
+        self.driver.with_machine(Machine::status)
     }
 
     /// Running totals.
     pub fn counters(&self) -> Counters {
-        let inner = self.shared.inner.borrow();
-        inner
-            .machine
-            .as_ref()
-            .map(|m| m.counters().clone())
-            .unwrap_or_default()
+        self.driver.with_machine(|m| m.counters().clone())
     }
 
     /// Epoch, cursor and last applied event.
     pub fn position(&self) -> Position {
-        let inner = self.shared.inner.borrow();
-        inner
-            .machine
-            .as_ref()
-            .map(|m| m.position().clone())
-            .unwrap_or_default()
+        self.driver.with_machine(|m| m.position().clone())
     }
 
     /// The canonical transcript (session targets).
     pub fn transcript(&self) -> Option<Transcript> {
-        let inner = self.shared.inner.borrow();
-        inner.machine.as_ref().and_then(|m| m.transcript())
+        self.driver.with_machine(Machine::transcript)
     }
 
     /// Notices so far (the last 50).
     pub fn notices(&self) -> Vec<ClientNotice> {
-        self.shared.inner.borrow().notices.iter().cloned().collect()
+        self.driver
+            .with_machine(|m| m.recent_notices().iter().cloned().collect())
     }
 
     /// What is followed.
     pub fn target(&self) -> &Target {
-        &self.shared.target
+        self.driver.target()
     }
 
     /// `local`, `session`, `indexeddb`, `memory`, `custom` or `memory-fallback`.
     pub fn storage_label(&self) -> &'static str {
-        self.shared.store.borrow().label()
+        self.driver.storage_label()
     }
 
     /// Sends a user message; resolves to the turn id. `message_id` defaults
@@ -181,81 +177,75 @@ impl Client {
         text: &str,
         message_id: Option<String>,
     ) -> impl Future<Output = Result<String, WasmError>> + 'static {
-        let body = PostMessage {
+        let write = Write::Send {
             message_id: message_id.unwrap_or_else(fresh_message_id),
             text: text.to_owned(),
         };
-        let path = self.session_path("/messages");
-        let shared = self.shared.clone();
+        let done = self.driver.write(write);
         async move {
-            let body = json::to_string(&body).map_err(|e| WasmError::BadJson(e.to_string()))?;
-            let answer = requests::post(shared, path?, body).await?;
-            let accepted: MessageAccepted =
-                json::from_slice(&answer).map_err(|e| WasmError::BadJson(e.to_string()))?;
-            Ok(accepted.turn_id)
+            match done.await? {
+                WriteOutcome::Sent { turn_id } => Ok(turn_id),
+                other => Err(unexpected(other)),
+            }
         }
     }
 
-    /// Answers a pending question.
+    /// Answers a pending question. A retry whose first try was committed
+    /// (its reply lost) resolves too.
     pub fn answer(
         &self,
         question_id: &str,
         answer: &str,
     ) -> impl Future<Output = Result<(), WasmError>> + 'static {
-        let path = self
-            .session_path("/questions/")
-            .map(|p| p + &encode(question_id) + "/answer");
-        let body = json::to_string(&AnswerQuestion {
+        let done = self.driver.write(Write::Answer {
+            question_id: question_id.to_owned(),
             answer: answer.to_owned(),
         });
-        let shared = self.shared.clone();
-        async move {
-            let body = body.map_err(|e| WasmError::BadJson(e.to_string()))?;
-            requests::post(shared, path?, body).await.map(|_| ())
-        }
+        async move { done.await.map(|_| ()).map_err(WasmError::from) }
     }
 
-    /// Stops the running turn (closing a stream never does).
-    pub fn cancel(&self) -> impl Future<Output = Result<(), WasmError>> + 'static {
-        let path = self.session_path("/cancel");
-        let shared = self.shared.clone();
+    /// Stops the turn the view shows live (closing a stream never does); see
+    /// [`cancel_turn`](Self::cancel_turn).
+    pub fn cancel(&self) -> impl Future<Output = Result<Option<String>, WasmError>> + 'static {
+        self.cancel_turn(None)
+    }
+
+    /// Stops `turn_id` (or, with `None`, the turn the view shows live).
+    /// Resolves to the turn that was stopped (`None`: it was no longer
+    /// running). The turn is named, so a retry never stops the next one.
+    pub fn cancel_turn(
+        &self,
+        turn_id: Option<String>,
+    ) -> impl Future<Output = Result<Option<String>, WasmError>> + 'static {
+        let done = self.driver.write(Write::Cancel { turn_id });
         async move {
-            requests::post(shared, path?, "{}".to_owned())
-                .await
-                .map(|_| ())
+            match done.await? {
+                WriteOutcome::Cancelled { turn_id } => Ok(turn_id),
+                other => Err(unexpected(other)),
+            }
         }
     }
 
     /// Stops everything; the last state is flushed to storage and nothing is
     /// dispatched afterwards. Idempotent.
     pub fn close(&self) {
-        self.shared.close();
-    }
-
-    /// `/v1/sessions/{id}` + `suffix`, or an error for other scopes.
-    fn session_path(&self, suffix: &str) -> Result<String, WasmError> {
-        match &self.shared.target {
-            Target::Scoped { scope_id, .. } if self.shared.target.is_session() => {
-                Ok("/v1/sessions/".to_owned() + &encode(scope_id) + suffix)
-            }
-            _ => Err(WasmError::InvalidOptions(
-                "writes need a session client".to_owned(),
-            )),
-        }
+        self.driver.close();
     }
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
-        self.shared.close();
+        self.driver.close();
     }
 }
 
-fn encode(segment: &str) -> String {
-    String::from(js_sys::encode_uri_component(segment))
+/// A write resolved with another kind's outcome: cannot happen.
+fn unexpected(outcome: WriteOutcome) -> WasmError {
+    WasmError::BadJson(format!("unexpected write outcome {outcome:?}"))
 }
 
-/// `msg_` and 64 random bits in hex.
+/// `msg_` and 64 random bits in hex: the randomness is the browser's, so
+/// two tabs never pick the same id.
 fn fresh_message_id() -> String {
     let hi = (js_sys::Math::random() * 4_294_967_296.0) as u64;
     let lo = (js_sys::Math::random() * 4_294_967_296.0) as u64;

@@ -1,109 +1,32 @@
-//! The one driver loop: feed an input to the machine, drain its actions,
-//! notices and view changes, execute the actions, arm the timer, schedule
-//! subscribers. The layer decides nothing; the machine does.
+//! The one driver loop: deliver an input to the machine, then carry out
+//! what it asks for (requests, storage, the timer, subscriber calls, write
+//! outcomes). Every decision is the machine's; this file only delivers and
+//! executes.
 //!
 //! Borrow discipline: no `RefCell` borrow is held while user JS runs
-//! (`getToken`, a custom storage, subscribers); outputs are queued, the
-//! borrow released, then they are executed.
+//! (`getToken`, a custom storage, subscribers): outputs are taken under the
+//! borrow, then carried out after it is released.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 
-use gloo_timers::callback::Timeout;
-use serde::Serialize;
-use wasm_bindgen::closure::Closure;
-use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::AbortController;
 
 use super::http::Http;
 use super::js;
 use super::lifecycle::{self, Listeners};
-use super::options::{Notify, Options};
+use super::notify::{self, Subscriber, Subscribers};
+use super::options::Options;
+use super::outcomes::{Outcomes, WriteFuture};
+use super::port::Port;
 use super::requests;
 use super::storage::{Loaded, Store};
+use super::timer::Timer;
 use super::view::ViewCache;
-use crate::core::fold::ViewChange;
 use crate::core::machine::{
-    Action, Client as Machine, Config, ErrorInfo, Lifecycle, Notice, RequestId, State, Status,
-    Target,
+    Action, Client as Machine, Config, Lifecycle, NotifyAt, RequestId, Target, Write,
 };
-
-/// How many notices the view keeps (oldest dropped first).
-const NOTICE_CAPACITY: usize = 50;
-
-/// Something the application should know, in the JS `Notice` shape.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ClientNotice {
-    /// Stable code, e.g. `cursor_reset`, `storage_fallback`, `restored`.
-    pub code: String,
-    /// Human text.
-    pub message: String,
-    /// When (`Date.now()` ms).
-    pub at: u64,
-    /// HTTP status, when the notice came from an answer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
-}
-
-impl ClientNotice {
-    fn new(code: &str, message: String, at: u64) -> Self {
-        ClientNotice {
-            code: code.to_owned(),
-            message,
-            at,
-            status: None,
-        }
-    }
-
-    fn from_error(code: &str, e: ErrorInfo, at: u64) -> Self {
-        ClientNotice {
-            code: code.to_owned(),
-            message: e.message,
-            at,
-            status: e.status,
-        }
-    }
-
-    /// The application-facing form of a machine notice; `None` for retries,
-    /// which the status already shows.
-    fn from_machine(n: Notice, at: u64) -> Option<Self> {
-        Some(match n {
-            Notice::Restored {
-                from_cursor,
-                to_cursor,
-            } => Self::new("restored", range("restored", from_cursor, to_cursor), at),
-            Notice::GapRepaired {
-                from_cursor,
-                to_cursor,
-            } => Self::new(
-                "gap_repaired",
-                range("gap repaired", from_cursor, to_cursor),
-                at,
-            ),
-            Notice::EpochChanged { error } => Self::from_error("epoch_changed", error, at),
-            Notice::CursorRejected { error, .. } => Self::from_error("cursor_reset", error, at),
-            Notice::StorageDiscarded { error } => Self::from_error("corrupt_storage", error, at),
-            Notice::FrameSkipped { error } => {
-                let code = error.code.clone();
-                Self::from_error(&code, error, at)
-            }
-            Notice::TurnInterrupted { turn_id, reason } => {
-                Self::new("turn_interrupted", turn_id + " interrupted: " + &reason, at)
-            }
-            Notice::Failed { error } => {
-                let code = error.code.clone();
-                Self::from_error(&code, error, at)
-            }
-            Notice::Retrying { .. } => return None,
-        })
-    }
-}
-
-fn range(what: &str, from: u64, to: u64) -> String {
-    what.to_owned() + " from cursor " + &from.to_string() + " to " + &to.to_string()
-}
 
 /// An in-flight request; dropping it aborts the fetch.
 struct Req {
@@ -117,298 +40,235 @@ impl Drop for Req {
     }
 }
 
-/// Mutable state of one client.
-pub struct Inner {
-    /// `None` while an asynchronous storage is read.
-    pub machine: Option<Machine>,
-    config: Option<Config>,
-    /// Set by `close()`: nothing more is dispatched.
-    pub closed: bool,
+/// Everything mutable of one client but the store and the JS view.
+struct State {
+    machine: Machine,
+    /// Set by `close()`: nothing more is carried out.
+    closed: bool,
     reqs: Vec<Req>,
-    timer: Option<(u64, Timeout)>,
-    /// A timer that fired; dropped on the next arm, not inside its own callback.
-    spent_timer: Option<Timeout>,
+    timer: Timer,
     listeners: Option<Listeners>,
-    early: Vec<Lifecycle>,
-    /// Notices for the view, oldest first.
-    pub notices: VecDeque<ClientNotice>,
-    /// View changes not yet consumed by the JS view cache.
-    pub change: ViewChange,
-    /// Bumped on every visible change; the JS view is rebuilt when it moved.
-    pub version: u64,
-    subscribers: Vec<(u32, Rc<dyn Fn()>)>,
-    next_sub: u32,
-    notify: Notify,
-    notify_pending: bool,
-    last_notify: u64,
-    /// `RefreshCredentials` actions seen.
-    pub refreshes: u64,
-    fallback_noticed: bool,
-    last_status: Option<Status>,
-    created: u64,
+    subscribers: Subscribers,
+    outcomes: Outcomes,
 }
 
-impl Inner {
-    /// Status, `connecting` while the machine waits for the stored value.
-    pub fn status(&self) -> Status {
-        match &self.machine {
-            Some(m) => m.status(),
-            None => Status {
-                state: if self.closed {
-                    State::Stopped
-                } else {
-                    State::Connecting
-                },
-                since: self.created,
-                next_retry_at: None,
-                last_error: None,
-            },
-        }
-    }
-
-    fn push_notice(&mut self, n: ClientNotice) {
-        if self.notices.len() == NOTICE_CAPACITY {
-            self.notices.pop_front();
-        }
-        self.notices.push_back(n);
-        self.version += 1;
-    }
-}
-
-/// One client's state, shared by its tasks, timers and listeners.
-pub struct Shared {
-    /// Everything mutable but the store.
-    pub inner: RefCell<Inner>,
+/// One client: its machine and the browser resources that execute it.
+pub struct Driver {
+    state: RefCell<State>,
     /// Kept apart: a custom storage is user JS and may re-enter the client.
-    pub store: RefCell<Store>,
-    /// Request addressing and credentials.
-    pub http: Http,
-    /// What is followed.
-    pub target: Target,
-    /// The JS view of a `ReplayClient` (Rust clients have none): the driver
-    /// feeds it view progress so a restore's repaint is prepared early.
-    pub js_view: RefCell<Option<ViewCache>>,
+    store: RefCell<Store>,
+    http: Http,
+    target: Target,
+    /// The JS snapshot of a `ReplayClient` (Rust clients read the core view).
+    js_view: RefCell<Option<ViewCache>>,
 }
 
-impl Shared {
-    /// Creates the client and starts it (now, or once the stored value is read).
-    pub fn connect(o: Options) -> Rc<Shared> {
+/// The handle a request runner delivers through.
+#[derive(Clone)]
+struct DriverPort(Weak<Driver>);
+
+impl Port for DriverPort {
+    fn feed(&self, id: RequestId, input: impl FnOnce(&mut Machine, u64)) -> bool {
+        self.0.upgrade().is_some_and(|d| d.feed(id, input))
+    }
+
+    fn finish(&self, id: RequestId, input: impl FnOnce(&mut Machine, u64)) {
+        if let Some(d) = self.0.upgrade() {
+            d.finish(id, input);
+        }
+    }
+}
+
+impl Driver {
+    /// Creates the client and starts it: the machine first asks for the
+    /// stored value (read at once from a synchronous storage).
+    pub fn connect(o: Options, with_js_view: bool) -> Rc<Driver> {
         let now = js::now();
         let mut config = Config::new(o.target.clone());
         config.seed = o
             .seed
             .unwrap_or_else(|| (js_sys::Math::random() * 9_007_199_254_740_991.0) as u64);
-        config.fetch_timeout_ms = config.fetch_timeout_ms.max(o.connect_timeout_ms as u64);
+        let connect_timeout = u64::from(o.connect_timeout_ms);
+        config.fetch_timeout_ms = config.fetch_timeout_ms.max(connect_timeout);
+        config.storage_timeout_ms = connect_timeout;
         config.prefetch_depth = o.prefetch_depth;
         let key = "replay-client:".to_owned() + &o.base_url + "|" + &o.target.key();
         let (store, unavailable) = Store::open(&o.storage, key);
+        // Nothing to persist into: the machine need not encode its state.
         config.persist = !store.keeps_nothing();
-        let shared = Rc::new(Shared {
-            inner: RefCell::new(Inner {
-                machine: None,
-                config: Some(config),
+        let driver = Rc::new(Driver {
+            state: RefCell::new(State {
+                machine: Machine::load(config, now),
                 closed: false,
                 reqs: Vec::new(),
-                timer: None,
-                spent_timer: None,
+                timer: Timer::default(),
                 listeners: None,
-                early: Vec::new(),
-                notices: VecDeque::new(),
-                change: ViewChange::default(),
-                version: 0,
-                subscribers: Vec::new(),
-                next_sub: 0,
-                notify: o.notify,
-                notify_pending: false,
-                last_notify: 0,
-                refreshes: 0,
-                fallback_noticed: false,
-                last_status: None,
-                created: now,
+                subscribers: Subscribers::new(o.notify),
+                outcomes: Outcomes::default(),
             }),
             store: RefCell::new(store),
             http: Http::new(&o),
             target: o.target,
-            js_view: RefCell::new(None),
+            js_view: RefCell::new(with_js_view.then(ViewCache::default)),
         });
-        if let Some(why) = unavailable {
-            shared.storage_fallback(why);
-        }
-        let weak = Rc::downgrade(&shared);
+        let weak = Rc::downgrade(&driver);
         let listeners = lifecycle::install(Rc::new(move |ev| {
-            if let Some(s) = weak.upgrade() {
-                s.lifecycle(ev);
+            if let Some(d) = weak.upgrade() {
+                d.input(|m, now| m.handle_lifecycle(ev, now));
             }
         }));
-        shared.inner.borrow_mut().listeners = Some(listeners);
-        // A custom `get` is user JS: call it through a clone, unborrowed.
-        let store = shared.store.borrow().clone();
-        let loaded = store.load();
-        match loaded {
-            Ok(Loaded::Ready(v)) => shared.start(v),
-            Ok(Loaded::Pending(p)) => {
-                let s = shared.clone();
-                js::spawn(async move {
-                    match JsFuture::from(p).await {
-                        Ok(v) => s.start(v.as_string()),
-                        Err(e) => {
-                            s.storage_fallback(js::error_text(&e));
-                            s.start(None);
-                        }
-                    }
-                });
-            }
-            Err(why) => {
-                shared.storage_fallback(why);
-                shared.start(None);
-            }
+        driver.state.borrow_mut().listeners = Some(listeners);
+        if let Some(why) = unavailable {
+            driver.input(|m, now| m.handle_storage_failed(&why, now));
         }
-        shared
+        if lifecycle::starts_offline() {
+            driver.input(|m, now| m.handle_lifecycle(Lifecycle::Offline, now));
+        }
+        driver.drive();
+        driver
     }
 
-    /// Builds the machine from the stored value and runs the first drive.
-    fn start(self: &Rc<Self>, stored: Option<String>) {
-        {
-            let mut inner = self.inner.borrow_mut();
-            let Some(config) = inner.config.take().filter(|_| !inner.closed) else {
-                return;
-            };
-            let now = js::now();
-            let mut m = Machine::new(config, stored.as_deref().map(str::as_bytes), now);
-            for ev in std::mem::take(&mut inner.early) {
-                m.handle_lifecycle(ev, now);
-            }
-            if lifecycle::starts_offline() {
-                m.handle_lifecycle(Lifecycle::Offline, now);
-            }
-            inner.machine = Some(m);
-            inner.version += 1;
+    /// What is followed.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Reads the machine. Do not call into the client from `f`.
+    pub fn with_machine<R>(&self, f: impl FnOnce(&Machine) -> R) -> R {
+        f(&self.state.borrow().machine)
+    }
+
+    /// `local`, `session`, `indexeddb`, `memory`, `custom`, or
+    /// `memory-fallback` once the machine gave the storage up.
+    pub fn storage_label(&self) -> &'static str {
+        if self.with_machine(Machine::storage_fell_back_to_memory) {
+            "memory-fallback"
+        } else {
+            self.store.borrow().label()
         }
+    }
+
+    /// The JS snapshot (`ReplayClient.view()`): the same object until the
+    /// machine's revision moved.
+    pub fn js_view(&self) -> wasm_bindgen::JsValue {
+        let mut state = self.state.borrow_mut();
+        let mut view = self.js_view.borrow_mut();
+        let view = view.get_or_insert_with(ViewCache::default);
+        view.get(&mut state.machine, &self.target)
+    }
+
+    /// Starts a write; resolves to its outcome.
+    pub fn write(self: &Rc<Self>, write: Write) -> WriteFuture {
+        let future = {
+            let mut state = self.state.borrow_mut();
+            let id = state.machine.handle_write(write, js::now());
+            state.outcomes.wait(id)
+        };
         self.drive();
+        future
     }
 
-    fn lifecycle(self: &Rc<Self>, ev: Lifecycle) {
-        {
-            let mut inner = self.inner.borrow_mut();
-            if inner.machine.is_none() {
-                inner.early.push(ev);
-                return;
-            }
-        }
-        self.input(|m, now| m.handle_lifecycle(ev, now));
+    /// Adds a subscriber; returns its id for [`unsubscribe`](Self::unsubscribe).
+    pub fn subscribe(&self, f: Subscriber) -> u32 {
+        self.state.borrow_mut().subscribers.add(f)
     }
 
-    /// True once `close()` ran.
-    pub fn is_closed(&self) -> bool {
-        self.inner.borrow().closed
+    /// Removes a subscriber (idempotent).
+    pub fn unsubscribe(&self, id: u32) {
+        let gone = self.state.borrow_mut().subscribers.remove(id);
+        drop(gone);
     }
 
     /// True while request `id` is in flight and the client open.
-    pub fn is_current(&self, id: RequestId) -> bool {
-        let inner = self.inner.borrow();
-        !inner.closed && inner.reqs.iter().any(|r| r.id == id)
+    fn is_current(&self, id: RequestId) -> bool {
+        let state = self.state.borrow();
+        !state.closed && state.reqs.iter().any(|r| r.id == id)
     }
 
-    /// Feeds one input for request `id` if it is still wanted; returns
-    /// whether it still is afterwards.
-    pub fn feed(self: &Rc<Self>, id: RequestId, f: impl FnOnce(&mut Machine, u64)) -> bool {
+    fn feed(self: &Rc<Self>, id: RequestId, input: impl FnOnce(&mut Machine, u64)) -> bool {
         if !self.is_current(id) {
             return false;
         }
-        self.input(f);
+        self.input(input);
         self.is_current(id)
     }
 
-    /// Feeds the last input of request `id` and forgets it.
-    pub fn finish(self: &Rc<Self>, id: RequestId, f: impl FnOnce(&mut Machine, u64)) {
-        if self.feed(id, f) {
+    fn finish(self: &Rc<Self>, id: RequestId, input: impl FnOnce(&mut Machine, u64)) {
+        if self.feed(id, input) {
             let done = {
-                let mut inner = self.inner.borrow_mut();
-                let i = inner.reqs.iter().position(|r| r.id == id);
-                i.map(|i| inner.reqs.swap_remove(i))
+                let mut state = self.state.borrow_mut();
+                let i = state.reqs.iter().position(|r| r.id == id);
+                i.map(|i| state.reqs.swap_remove(i))
             };
             // Aborting a finished fetch is a no-op; drop outside the borrow.
             drop(done);
         }
     }
 
-    /// Feeds any input, then drives.
-    pub fn input(self: &Rc<Self>, f: impl FnOnce(&mut Machine, u64)) {
+    /// Delivers one input, then carries out what follows.
+    fn input(self: &Rc<Self>, input: impl FnOnce(&mut Machine, u64)) {
         {
-            let mut inner = self.inner.borrow_mut();
-            if inner.closed {
+            let mut state = self.state.borrow_mut();
+            if state.closed {
                 return;
             }
-            match inner.machine.as_mut() {
-                Some(m) => f(m, js::now()),
-                None => return,
-            }
+            input(&mut state.machine, js::now());
         }
         self.drive();
     }
 
-    /// Drains the machine's outputs and executes them.
+    /// Carries out the machine's outputs, in order. An action may deliver an
+    /// input at once (a synchronous storage read), which drives again: the
+    /// machine's queue keeps the order.
     fn drive(self: &Rc<Self>) {
-        let (actions, changed, discard) = {
-            let mut inner = self.inner.borrow_mut();
-            let inner = &mut *inner;
-            let Some(m) = inner.machine.as_mut().filter(|_| !inner.closed) else {
-                return;
+        loop {
+            let action = {
+                let mut state = self.state.borrow_mut();
+                if state.closed {
+                    return;
+                }
+                state.machine.poll_action()
             };
-            let mut actions = Vec::new();
-            while let Some(a) = m.poll_action() {
-                actions.push(a);
+            match action {
+                Some(a) => self.execute(a),
+                None => break,
             }
-            let now = js::now();
-            let mut notices = Vec::new();
-            let mut discard = false;
-            while let Some(n) = m.poll_notice() {
-                discard |= matches!(n, Notice::StorageDiscarded { .. });
-                notices.extend(ClientNotice::from_machine(n, now));
+        }
+        let (wakers, notify_at, waiting) = {
+            let mut state = self.state.borrow_mut();
+            let state = &mut *state;
+            let m = &mut state.machine;
+            let mut wakers = Vec::new();
+            while let Some(done) = m.poll_write_done() {
+                wakers.extend(state.outcomes.complete(done));
             }
-            let change = m.poll_view_change();
-            let status = m.status();
-            let mut changed = !notices.is_empty();
-            for n in notices {
-                inner.push_notice(n);
+            // Notices are kept by the machine for the snapshot.
+            while m.poll_notice().is_some() {}
+            if let Some(change) = m.poll_view_change() {
+                if let Some(view) = self.js_view.borrow_mut().as_mut() {
+                    view.pending(change);
+                }
             }
-            if let Some(c) = change {
-                inner.change.merge(&c);
-                inner.change.normalise();
-                inner.version += 1;
-                changed = true;
-            }
-            // Status moves during a restore too, when the machine reports no
-            // view change: the view always shows it, but the error-free
-            // connecting/restoring steps notify nobody, so a restore is
-            // still one notification (its completion, together with `live`).
-            if inner.last_status.as_ref() != Some(&status) {
-                let quiet = matches!(status.state, State::Connecting | State::Restoring)
-                    && status.last_error.is_none();
-                changed |= !quiet;
-                inner.last_status = Some(status);
-                inner.version += 1;
-            }
-            (actions, changed, discard)
+            let notify_at = if m.take_notify() {
+                state.subscribers.schedule(js::now())
+            } else {
+                None
+            };
+            let weak = Rc::downgrade(self);
+            state.timer.arm(m.poll_timeout(), move || {
+                if let Some(d) = weak.upgrade() {
+                    d.state.borrow_mut().timer.fired();
+                    d.input(|m, now| m.handle_timeout(now));
+                }
+            });
+            (wakers, notify_at, m.has_waiting_page())
         };
-        if discard {
-            // The machine dropped a corrupt stored value; so does the store.
-            let store = self.store.borrow().clone();
-            store.remove();
+        for w in wakers {
+            w.wake();
         }
-        for a in actions {
-            self.execute(a);
+        if let Some(at) = notify_at {
+            self.notify(at);
         }
-        self.arm_timer();
-        if changed {
-            self.schedule_notify();
-        }
-        let waiting = self
-            .inner
-            .borrow()
-            .machine
-            .as_ref()
-            .is_some_and(Machine::has_waiting_page);
         if waiting {
             // A page that arrived early is read once the request after it is
             // on the network (pipelined paging): spawned requests call
@@ -421,23 +281,20 @@ impl Shared {
         }
     }
 
-    /// Converts view progress (a restore's items) for the JS view ahead of
-    /// its repaint.
+    /// Hands a restore's progress to the JS view, to convert its items
+    /// ahead of the one repaint at the end.
     fn stage_view(&self) {
-        let progress = {
-            let mut inner = self.inner.borrow_mut();
-            inner.machine.as_mut().and_then(Machine::poll_view_progress)
-        };
-        if let Some(p) = progress {
-            if let Some(view) = self.js_view.borrow_mut().as_mut() {
-                if let Some(m) = self.inner.borrow().machine.as_ref() {
-                    view.track(m, p);
-                }
-            }
+        let mut view = self.js_view.borrow_mut();
+        let Some(view) = view.as_mut() else { return };
+        let mut state = self.state.borrow_mut();
+        let m = &mut state.machine;
+        if let Some(p) = m.poll_view_progress() {
+            view.stage(m, p);
         }
     }
 
     fn execute(self: &Rc<Self>, action: Action) {
+        let port = || DriverPort(Rc::downgrade(self));
         match action {
             Action::OpenStream {
                 id,
@@ -445,13 +302,19 @@ impl Shared {
                 last_event_id,
             } => {
                 if let Some(ctl) = self.register(id) {
-                    js::spawn(requests::run_stream(
-                        self.clone(),
-                        id,
-                        path_and_query,
-                        last_event_id,
-                        ctl,
-                    ));
+                    let this = self.clone();
+                    js::spawn(async move {
+                        let port = DriverPort(Rc::downgrade(&this));
+                        let run = requests::run_stream(
+                            port,
+                            &this.http,
+                            id,
+                            path_and_query,
+                            last_event_id,
+                            ctl,
+                        );
+                        run.await
+                    });
                 }
             }
             Action::Fetch {
@@ -460,40 +323,79 @@ impl Shared {
                 kind,
             } => {
                 if let Some(ctl) = self.register(id) {
-                    js::spawn(requests::run_fetch(
-                        self.clone(),
-                        id,
-                        path_and_query,
-                        kind,
-                        ctl,
-                    ));
+                    let (this, port) = (self.clone(), port());
+                    js::spawn(async move {
+                        requests::run_fetch(port, &this.http, id, path_and_query, kind, ctl).await
+                    });
+                }
+            }
+            Action::Post {
+                id,
+                path_and_query,
+                body,
+            } => {
+                if let Some(ctl) = self.register(id) {
+                    let (this, port) = (self.clone(), port());
+                    js::spawn(async move {
+                        requests::run_post(port, &this.http, id, path_and_query, body, ctl).await
+                    });
                 }
             }
             Action::Abort { id } => {
                 let gone = {
-                    let mut inner = self.inner.borrow_mut();
-                    let i = inner.reqs.iter().position(|r| r.id == id);
-                    i.map(|i| inner.reqs.swap_remove(i))
+                    let mut state = self.state.borrow_mut();
+                    let i = state.reqs.iter().position(|r| r.id == id);
+                    i.map(|i| state.reqs.swap_remove(i))
                 };
                 drop(gone);
             }
-            Action::Persist(bytes) => self.persist(bytes),
+            Action::Persist(bytes) => self.save(bytes),
+            Action::LoadStored => self.load(),
+            Action::RemoveStored => {
+                let store = self.store.borrow().clone();
+                store.remove();
+            }
             // getToken() is awaited before every request, so the requests
-            // that follow this action already use fresh credentials.
-            Action::RefreshCredentials => self.inner.borrow_mut().refreshes += 1,
+            // after this action already use fresh credentials.
+            Action::RefreshCredentials => {}
         }
     }
 
     fn register(&self, id: RequestId) -> Option<AbortController> {
         let ctl = AbortController::new().ok()?;
-        self.inner.borrow_mut().reqs.push(Req {
+        self.state.borrow_mut().reqs.push(Req {
             id,
             ctl: ctl.clone(),
         });
         Some(ctl)
     }
 
-    fn persist(self: &Rc<Self>, bytes: Vec<u8>) {
+    /// `Action::LoadStored`: the value goes back to the machine, now or when
+    /// an asynchronous storage answers.
+    fn load(self: &Rc<Self>) {
+        // A custom `get` is user JS: call it through a clone, unborrowed.
+        let store = self.store.borrow().clone();
+        match store.load() {
+            Ok(Loaded::Ready(v)) => {
+                self.input(|m, now| m.handle_stored(v.as_deref().map(str::as_bytes), now))
+            }
+            Ok(Loaded::Pending(p)) => {
+                let this = self.clone();
+                js::spawn(async move {
+                    match JsFuture::from(p).await {
+                        Ok(v) => this.input(|m, now| {
+                            m.handle_stored(v.as_string().as_deref().map(str::as_bytes), now)
+                        }),
+                        Err(e) => this.storage_failed(js::error_text(&e)),
+                    }
+                });
+            }
+            Err(why) => self.storage_failed(why),
+        }
+    }
+
+    /// `Action::Persist`: stores the value; a failure goes back to the machine.
+    fn save(self: &Rc<Self>, bytes: Vec<u8>) {
         // The machine persists JSON, which is always UTF-8.
         let Ok(value) = String::from_utf8(bytes) else {
             return;
@@ -503,168 +405,83 @@ impl Shared {
         match store.save(&value) {
             Ok(None) => {}
             Ok(Some(pending)) => {
-                let s = self.clone();
+                let this = self.clone();
                 js::spawn(async move {
                     if let Err(e) = JsFuture::from(pending).await {
-                        s.storage_fallback(js::error_text(&e));
+                        this.storage_failed(js::error_text(&e));
                     }
                 });
             }
-            Err(why) => self.storage_fallback(why),
+            Err(why) => self.storage_failed(why),
         }
     }
 
-    /// Switches to memory with a `storage_fallback` notice (once).
-    pub fn storage_fallback(self: &Rc<Self>, why: String) {
-        self.store.borrow_mut().fall_back();
-        {
-            let mut inner = self.inner.borrow_mut();
-            if inner.closed || inner.fallback_noticed {
-                return;
-            }
-            inner.fallback_noticed = true;
-            let msg = "storage unavailable, keeping state in memory: ".to_owned() + &why;
-            inner.push_notice(ClientNotice::new("storage_fallback", msg, js::now()));
-        }
-        self.schedule_notify();
+    fn storage_failed(self: &Rc<Self>, why: String) {
+        self.input(|m, now| m.handle_storage_failed(&why, now));
     }
 
-    fn arm_timer(self: &Rc<Self>) {
-        let mut inner = self.inner.borrow_mut();
-        let deadline = inner.machine.as_ref().and_then(|m| m.poll_timeout());
-        // The stall watchdog moves the deadline later on every chunk; keeping
-        // a timer that fires no later than needed saves a clearTimeout and a
-        // setTimeout per chunk. An early wake-up is harmless: nothing is due,
-        // and the timer is re-armed for the new deadline then.
-        let keep = match (inner.timer.as_ref(), deadline) {
-            (Some(&(armed, _)), Some(at)) => armed <= at,
-            (Some(_), None) => true,
-            (None, at) => at.is_none(),
-        };
-        if inner.closed || keep {
-            return;
-        }
-        inner.spent_timer = None;
-        inner.timer = deadline.map(|at| {
-            let delay = at.saturating_sub(js::now()).min(i32::MAX as u64) as u32;
-            let weak = Rc::downgrade(self);
-            let t = Timeout::new(delay, move || {
-                if let Some(s) = weak.upgrade() {
-                    {
-                        let mut inner = s.inner.borrow_mut();
-                        inner.spent_timer = inner.timer.take().map(|t| t.1);
-                    }
-                    s.input(|m, now| m.handle_timeout(now));
-                }
-            });
-            (at, t)
-        });
-    }
-
-    /// Adds a subscriber; returns its id for [`unsubscribe`](Self::unsubscribe).
-    pub fn subscribe(&self, f: Rc<dyn Fn()>) -> u32 {
-        let mut inner = self.inner.borrow_mut();
-        inner.next_sub += 1;
-        let id = inner.next_sub;
-        inner.subscribers.push((id, f));
-        id
-    }
-
-    /// Removes a subscriber (idempotent).
-    pub fn unsubscribe(&self, id: u32) {
-        let gone = {
-            let mut inner = self.inner.borrow_mut();
-            let i = inner.subscribers.iter().position(|s| s.0 == id);
-            i.map(|i| inner.subscribers.remove(i))
-        };
-        drop(gone);
-    }
-
-    fn schedule_notify(self: &Rc<Self>) {
-        let (mode, delay) = {
-            let mut inner = self.inner.borrow_mut();
-            if inner.closed || inner.notify_pending {
-                return;
-            }
-            let delay = match inner.notify {
-                Notify::Sync => None,
-                Notify::Frame => Some(0),
-                Notify::Every(ms) => {
-                    Some((inner.last_notify + ms as u64).saturating_sub(js::now()) as i32)
-                }
-            };
-            inner.notify_pending = delay.is_some();
-            (inner.notify, delay)
-        };
-        let Some(delay) = delay else {
+    /// Calls the subscribers at `at`, with no borrow held.
+    fn notify(self: &Rc<Self>, at: NotifyAt) {
+        if at == NotifyAt::Now {
             return self.notify_now();
-        };
-        let weak: Weak<Shared> = Rc::downgrade(self);
-        let cb = Closure::once_into_js(move || {
-            if let Some(s) = weak.upgrade() {
-                s.notify_now();
+        }
+        let weak = Rc::downgrade(self);
+        notify::defer(at, move || {
+            if let Some(d) = weak.upgrade() {
+                d.notify_now();
             }
         });
-        let raf = match mode {
-            Notify::Frame => js::global_fn("requestAnimationFrame"),
-            _ => None,
-        };
-        match raf {
-            Some(raf) => {
-                let _ = raf.call1(&JsValue::UNDEFINED, &cb);
-            }
-            None => {
-                let _ = js::set_timeout(wasm_bindgen::JsCast::unchecked_ref(&cb), delay);
-            }
-        }
     }
 
     fn notify_now(&self) {
-        let subs: Vec<Rc<dyn Fn()>> = {
-            let mut inner = self.inner.borrow_mut();
-            inner.notify_pending = false;
-            if inner.closed {
+        let subs = {
+            let mut state = self.state.borrow_mut();
+            if state.closed {
                 return;
             }
-            inner.last_notify = js::now();
-            inner.subscribers.iter().map(|s| s.1.clone()).collect()
+            state.subscribers.deliver(js::now())
         };
         for f in subs {
             f();
         }
     }
 
-    /// Stops everything: aborts requests, clears the timer and listeners,
-    /// flushes the last state; nothing is dispatched afterwards.
+    /// Stops everything: aborts requests, ends pending writes with `closed`,
+    /// clears the timer and listeners, flushes the last state; nothing is
+    /// carried out afterwards.
     pub fn close(self: &Rc<Self>) {
-        let (reqs, persist, timers, listeners) = {
-            let mut inner = self.inner.borrow_mut();
-            if inner.closed {
+        let (reqs, persist, wakers, rest) = {
+            let mut state = self.state.borrow_mut();
+            let state = &mut *state;
+            if state.closed {
                 return;
             }
+            state.machine.close(js::now());
             let mut persist = Vec::new();
-            if let Some(m) = inner.machine.as_mut() {
-                m.close(js::now());
-                while let Some(a) = m.poll_action() {
-                    if let Action::Persist(b) = a {
-                        persist.push(b);
-                    }
+            while let Some(a) = state.machine.poll_action() {
+                // The requests are dropped (aborted) below.
+                if let Action::Persist(b) = a {
+                    persist.push(b);
                 }
             }
-            inner.closed = true;
-            inner.config = None;
-            inner.subscribers.clear();
-            inner.version += 1;
-            (
-                std::mem::take(&mut inner.reqs),
-                persist,
-                (inner.timer.take(), inner.spent_timer.take()),
-                inner.listeners.take(),
-            )
+            let mut wakers = Vec::new();
+            while let Some(done) = state.machine.poll_write_done() {
+                wakers.extend(state.outcomes.complete(done));
+            }
+            state.closed = true;
+            let rest = (
+                std::mem::take(&mut state.timer),
+                state.listeners.take(),
+                state.subscribers.clear(),
+            );
+            (std::mem::take(&mut state.reqs), persist, wakers, rest)
         };
-        drop((reqs, timers, listeners));
+        drop((reqs, rest));
+        for w in wakers {
+            w.wake();
+        }
         for b in persist {
-            self.persist(b);
+            self.save(b);
         }
     }
 }

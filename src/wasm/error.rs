@@ -3,6 +3,7 @@
 use wasm_bindgen::JsValue;
 
 use super::js;
+use crate::core::machine::CoreError;
 
 /// Everything the browser layer itself can fail with. Protocol failures of
 /// the followed stream are the core's [`CoreError`](crate::core::machine::CoreError)
@@ -64,18 +65,51 @@ impl WasmError {
         }
     }
 
-    /// True when the same request may succeed if sent again.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            WasmError::Network(_) | WasmError::Timeout(_) => true,
-            WasmError::Http { status, .. } => *status >= 500 || *status == 429,
-            _ => false,
-        }
-    }
-
     /// A `ReplayError` instance for JS.
     pub fn to_js(&self) -> JsValue {
         js::make_replay_error(self.code(), &self.to_string(), self.status())
+    }
+}
+
+/// What the IO layer reports to the machine about a request that failed
+/// before any answer.
+impl From<WasmError> for CoreError {
+    fn from(e: WasmError) -> CoreError {
+        match e {
+            WasmError::Timeout(ms) => CoreError::Timeout {
+                after_ms: ms.into(),
+            },
+            WasmError::Credentials(why) => CoreError::Credentials(why),
+            WasmError::Network(why) => CoreError::Network(why),
+            e => CoreError::Network(e.to_string()),
+        }
+    }
+}
+
+/// How a write that the machine ended in error reaches the application.
+impl From<CoreError> for WasmError {
+    fn from(e: CoreError) -> WasmError {
+        match e {
+            CoreError::Closed => WasmError::Closed,
+            CoreError::NotASession => WasmError::InvalidOptions(e.to_string()),
+            CoreError::Network(why) => WasmError::Network(why),
+            CoreError::Timeout { after_ms } => {
+                WasmError::Timeout(after_ms.min(u32::MAX.into()) as u32)
+            }
+            CoreError::Credentials(why) => WasmError::Credentials(why),
+            CoreError::Unauthorized { status } => WasmError::Unauthorized(status),
+            CoreError::HttpStatus {
+                status,
+                code,
+                message,
+            } => WasmError::Http {
+                status,
+                code,
+                message,
+            },
+            CoreError::BadJson(why) => WasmError::BadJson(why),
+            e => WasmError::Network(e.to_string()),
+        }
     }
 }
 

@@ -55,6 +55,20 @@ pub struct Request<'a> {
     pub hold: bool,
 }
 
+impl<'a> Request<'a> {
+    /// A GET of `path` accepting `accept`.
+    pub fn get(path: &'a str, accept: &'a str, last_event_id: Option<&'a str>) -> Self {
+        Request {
+            method: "GET",
+            path,
+            accept,
+            body: None,
+            last_event_id,
+            hold: false,
+        }
+    }
+}
+
 /// What came back (a stream's content type goes to `open`).
 pub struct Answer {
     /// The HTTP status.
@@ -155,12 +169,4 @@ fn token_fn(f: TokenSource) -> JsValue {
         })
     })
     .into_js_value()
-}
-
-/// Resolves after `ms` (a write's retry pause).
-pub async fn sleep(ms: u32) {
-    let p = Promise::new(&mut |resolve, _| {
-        let _ = js::set_timeout(&resolve, ms as i32);
-    });
-    let _ = JsFuture::from(p).await;
 }

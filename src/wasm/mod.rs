@@ -14,15 +14,19 @@ mod http;
 mod items;
 mod js;
 mod lifecycle;
+mod notify;
 mod options;
+mod outcomes;
+mod port;
 mod requests;
 mod stage;
 mod storage;
+mod timer;
 mod view;
 
+pub use crate::core::machine::ClientNotice;
 pub use api::ReplayClient;
 pub use client::{Client, ClientRef, Subscription, WeakClient};
-pub use driver::ClientNotice;
 pub use error::WasmError;
 pub use options::{Notify, Options, StorageChoice, TokenFuture, TokenSource};
 

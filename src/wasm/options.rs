@@ -12,6 +12,7 @@ use wasm_bindgen_futures::JsFuture;
 
 use super::error::WasmError;
 use super::js;
+pub use crate::core::machine::Notify;
 use crate::core::machine::Target;
 use crate::core::protocol::Scope;
 
@@ -34,17 +35,6 @@ pub enum StorageChoice {
     Memory,
     /// A JS object with `get`, `set`, `remove` (each sync or Promise).
     Custom(Object),
-}
-
-/// When subscribers are told about a change.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Notify {
-    /// At most once per animation frame (`setTimeout(0)` where there is none).
-    Frame,
-    /// Right after the input that changed something.
-    Sync,
-    /// At most once per this many milliseconds.
-    Every(u32),
 }
 
 /// Options of [`Client::connect`](super::Client::connect).

@@ -9,31 +9,23 @@ use js_sys::Array;
 
 use super::items::{item_to_js, items_to_js};
 use crate::core::fold::{View, ViewChange};
-use crate::core::machine::Client as Machine;
 
-/// Items `0..len` of the machine's session view as JS objects, built during
-/// restore number `restore`.
+/// Items `0..len` of the session view as JS objects, staged from the
+/// machine's restore progress: each restore starts with `reset` and ends
+/// with the input that completed it (`Client::poll_view_progress`).
 #[derive(Default)]
 pub struct Staged {
     items: Option<Array>,
-    restore: u64,
 }
 
 impl Staged {
-    /// Follows one batch of view progress (`Machine::poll_view_progress`).
-    /// Only while a restore runs, or until its staged items are used.
-    pub fn track(&mut self, m: &Machine, p: ViewChange) {
-        let View::Session(s) = m.view() else {
+    /// Follows one batch of restore progress.
+    pub fn track(&mut self, view: &View, p: ViewChange) {
+        let View::Session(s) = view else {
             return;
         };
-        let restore = m.counters().restores;
-        let current = self.items.is_some() && self.restore == restore;
-        if !m.is_restoring() && !current {
-            return;
-        }
-        if p.reset || !current {
+        if p.reset {
             self.items = Some(Array::new());
-            self.restore = restore;
         }
         let Some(staged) = self.items.as_mut() else {
             return;
@@ -54,17 +46,12 @@ impl Staged {
         }
     }
 
-    /// The staged items if they are exactly the view's `len` items after the
-    /// restore completed; staging then stops until the next restore.
-    pub fn take(&mut self, m: &Machine, len: usize) -> Option<Array> {
-        let usable = !m.is_restoring()
-            && self.restore == m.counters().restores
-            && self.items.as_ref()?.length() as usize == len;
-        if usable {
-            self.items.take()
-        } else {
-            None
-        }
+    /// The staged items, if they are exactly the view's `len` items: called
+    /// on the repaint that completes a restore. Staging then stops until the
+    /// next restore starts.
+    pub fn take(&mut self, len: usize) -> Option<Array> {
+        let items = self.items.take()?;
+        (items.length() as usize == len).then_some(items)
     }
 }
 
@@ -73,7 +60,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
-    use crate::core::machine::{Action, Config, FetchKind, RequestId};
+    use crate::core::machine::{Action, Client as Machine, Config, FetchKind, RequestId};
 
     fn event(seq: u64, ty: &str, data: &str) -> String {
         format!(
@@ -145,15 +132,13 @@ mod tests {
             }
             sent += 1;
             if let Some(p) = m.poll_view_progress() {
-                staged.track(&m, p);
+                staged.track(m.view(), p);
             }
         }
         assert_eq!(sent, 3);
         assert!(!m.is_restoring());
         let items = m.view().as_session().unwrap().items();
-        let staged = staged
-            .take(&m, items.len())
-            .expect("staged for this restore");
+        let staged = staged.take(items.len()).expect("staged for this restore");
         let shown = js_sys::JSON::stringify(&staged)
             .unwrap()
             .as_string()

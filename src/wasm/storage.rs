@@ -3,8 +3,8 @@
 //! on pagehide); this module only reads and writes one string per key.
 //!
 //! Any failure (no storage in this context, quota exceeded, a rejected
-//! promise) switches to memory: the client keeps working, and the caller
-//! tells the application with a `storage_fallback` notice.
+//! promise) is reported to the machine, which then keeps its state in memory
+//! and tells the application with a `storage_fallback` notice.
 
 use js_sys::{Object, Promise};
 use wasm_bindgen::{JsCast, JsValue};
@@ -47,21 +47,16 @@ impl Store {
             StorageChoice::Memory => (Ok(Backend::Memory), "memory"),
             StorageChoice::Custom(o) => (Ok(Backend::Custom(o.clone())), "custom"),
         };
-        let mut store = Store {
+        let (backend, unavailable) = match backend {
+            Ok(b) => (b, None),
+            Err(e) => (Backend::Memory, Some(e)),
+        };
+        let store = Store {
             key,
-            backend: Backend::Memory,
+            backend,
             label,
         };
-        match backend {
-            Ok(b) => {
-                store.backend = b;
-                (store, None)
-            }
-            Err(e) => {
-                store.fall_back();
-                (store, Some(e))
-            }
-        }
+        (store, unavailable)
     }
 
     /// True when nothing is kept (memory, or a fallback to it).
@@ -69,7 +64,7 @@ impl Store {
         matches!(self.backend, Backend::Memory)
     }
 
-    /// `local`, `session`, `indexeddb`, `memory`, `custom` or `memory-fallback`.
+    /// The storage chosen: `local`, `session`, `indexeddb`, `memory` or `custom`.
     pub fn label(&self) -> &'static str {
         self.label
     }
@@ -126,12 +121,6 @@ impl Store {
                 let _ = call(o, "remove", &self.key, None);
             }
         }
-    }
-
-    /// Keeps state in memory only from now on.
-    pub fn fall_back(&mut self) {
-        self.backend = Backend::Memory;
-        self.label = "memory-fallback";
     }
 }
 

@@ -7,7 +7,6 @@ use js_sys::{Array, JsString, Object};
 use serde::Serialize;
 use wasm_bindgen::JsValue;
 
-use super::driver::{Inner, Shared};
 use super::items::{item_to_js, items_to_js};
 use super::js;
 use super::stage::Staged;
@@ -75,15 +74,12 @@ pub fn status_js(s: &Status) -> JsValue {
     })
 }
 
-/// The JS `Diagnostics` object.
-pub fn diagnostics_js(shared: &Shared) -> JsValue {
-    let storage = shared.store.borrow().label();
-    let inner = shared.inner.borrow();
-    let status = inner.status();
-    let m = inner.machine.as_ref();
-    let counters = m.map(|m| m.counters().clone()).unwrap_or_default();
+/// The JS `Diagnostics` object; `storage` is the label of the storage in use.
+pub fn diagnostics_js(m: &Machine, storage: &str) -> JsValue {
+    let status = m.status();
     let boot = m
-        .and_then(|m| m.view().as_session())
+        .view()
+        .as_session()
         .map(SessionView::boot_id)
         .filter(|b| !b.is_empty());
     js::to_js(&DiagnosticsJs {
@@ -93,9 +89,9 @@ pub fn diagnostics_js(shared: &Shared) -> JsValue {
             next_retry_at: status.next_retry_at,
             last_error: status.last_error.as_ref(),
         },
-        counters: &counters,
-        epoch: m.and_then(Machine::epoch),
-        cursor: m.map_or(0, Machine::cursor),
+        counters: m.counters(),
+        epoch: m.epoch(),
+        cursor: m.cursor(),
         boot_id: boot,
         storage,
     })
@@ -121,8 +117,10 @@ fn log_entry(e: &LogEntry) -> JsValue {
 
 /// The cached JS view of one client.
 pub struct ViewCache {
-    /// `Inner::version` the view reflects; `None` before the first build.
-    version: Option<u64>,
+    /// The machine's revision the view reflects; `None` before the first build.
+    revision: Option<u64>,
+    /// View changes since the last build.
+    change: ViewChange,
     view: JsValue,
     items: Array,
     /// Log views: absolute position of `items[0]`.
@@ -142,7 +140,8 @@ pub struct ViewCache {
 impl Default for ViewCache {
     fn default() -> Self {
         ViewCache {
-            version: None,
+            revision: None,
+            change: ViewChange::default(),
             view: JsValue::NULL,
             items: frozen(Array::new()),
             log_first: 0,
@@ -158,34 +157,41 @@ impl Default for ViewCache {
 }
 
 impl ViewCache {
-    /// The current snapshot: the same object until something changed.
-    pub fn get(&mut self, shared: &Shared) -> JsValue {
-        let mut inner = shared.inner.borrow_mut();
-        if self.version == Some(inner.version) {
+    /// The current snapshot: the same object until the machine's revision
+    /// moved.
+    pub fn get(&mut self, m: &mut Machine, target: &Target) -> JsValue {
+        if self.revision == Some(m.revision()) {
             return self.view.clone();
         }
-        let change = std::mem::take(&mut inner.change);
-        let full = self.version.is_none() || change.reset || change.restore_completed;
-        if let Some(m) = inner.machine.as_mut() {
-            if let Some(p) = m.poll_view_progress() {
-                self.staged.track(m, p);
-            }
-            match m.view() {
-                View::Session(s) => {
-                    let staged = full.then(|| self.staged.take(m, s.items().len()));
-                    self.session(s, &change, full, staged.flatten());
-                }
-                View::Log(l) => self.log(l, &change, full),
-            }
+        let change = std::mem::take(&mut self.change);
+        let full = self.revision.is_none() || change.reset || change.restore_completed;
+        if let Some(p) = m.poll_view_progress() {
+            self.staged.track(m.view(), p);
         }
-        self.view = self.assemble(&inner, &shared.target);
-        self.version = Some(inner.version);
+        match m.view() {
+            View::Session(s) => {
+                // Staged items are used by the repaint that completes a restore.
+                let done = change.restore_completed;
+                let staged = done.then(|| self.staged.take(s.items().len()));
+                self.session(s, &change, full, staged.flatten());
+            }
+            View::Log(l) => self.log(l, &change, full),
+        }
+        self.view = self.assemble(m, target);
+        self.revision = Some(m.revision());
         self.view.clone()
     }
 
-    /// Follows view progress between repaints (see [`Staged`]).
-    pub fn track(&mut self, m: &Machine, p: ViewChange) {
-        self.staged.track(m, p);
+    /// A view change of the machine (`poll_view_change`), for the next build.
+    pub fn pending(&mut self, change: ViewChange) {
+        self.change.merge(&change);
+        self.change.normalise();
+    }
+
+    /// A restore's progress (`poll_view_progress`), converted ahead of its
+    /// repaint (see [`Staged`]).
+    pub fn stage(&mut self, m: &Machine, p: ViewChange) {
+        self.staged.track(m.view(), p);
     }
 
     fn session(&mut self, s: &SessionView, ch: &ViewChange, full: bool, staged: Option<Array>) {
@@ -294,19 +300,18 @@ impl ViewCache {
         self.log_first = first;
     }
 
-    fn assemble(&self, inner: &Inner, target: &Target) -> JsValue {
+    fn assemble(&self, m: &Machine, target: &Target) -> JsValue {
         let o = Object::new();
         let (scope, scope_id) = match target {
             Target::Scoped { scope, scope_id } => (scope.as_str(), scope_id.as_str()),
             Target::Global => ("global", ""),
         };
-        let m = inner.machine.as_ref();
-        let session = m.is_none_or(|m| m.view().as_session().is_some());
+        let session = m.view().as_session().is_some();
         js::set(&o, "scope", &JsValue::from_str(scope));
         js::set(&o, "scopeId", &JsValue::from_str(scope_id));
-        let epoch = m.and_then(Machine::epoch);
+        let epoch = m.epoch();
         js::set(&o, "epoch", &epoch.map_or(JsValue::NULL, JsValue::from_str));
-        let cursor = m.map_or(0, Machine::cursor) as f64;
+        let cursor = m.cursor() as f64;
         js::set(&o, "cursor", &JsValue::from_f64(cursor));
         let (items, events) = if session {
             (self.items.clone().into(), empty_array())
@@ -324,8 +329,8 @@ impl ViewCache {
             self.tasks.clone()
         };
         js::set(&o, "tasks", &tasks);
-        js::set(&o, "status", &status_js(&inner.status()));
-        let notices: Vec<_> = inner.notices.iter().collect();
+        js::set(&o, "status", &status_js(&m.status()));
+        let notices: Vec<_> = m.recent_notices().iter().collect();
         js::set(&o, "notices", &frozen(js::to_js(&notices).into()).into());
         Object::freeze(&o).into()
     }

@@ -213,6 +213,11 @@ impl Client {
         }
     }
 
+    /// True while the stored value is being read ([`Client::load`]).
+    pub fn is_loading(&self) -> bool {
+        self.loading.is_some()
+    }
+
     /// True once the storage failed and state is kept in memory only.
     pub fn storage_fell_back_to_memory(&self) -> bool {
         self.storage_failed

@@ -1,0 +1,82 @@
+//! Subscribers and their calls, paced as the core's [`NotifyPacer`] says:
+//! now, at the next animation frame (`setTimeout(0)` where there is none),
+//! or after a delay.
+
+use std::rc::Rc;
+
+use wasm_bindgen::closure::Closure;
+use wasm_bindgen::{JsCast, JsValue};
+
+use super::js;
+use crate::core::machine::{Notify, NotifyAt, NotifyPacer};
+
+/// A subscriber callback.
+pub type Subscriber = Rc<dyn Fn()>;
+
+/// The subscribers of one client.
+pub struct Subscribers {
+    list: Vec<(u32, Subscriber)>,
+    next_id: u32,
+    pacer: NotifyPacer,
+}
+
+impl Subscribers {
+    /// No subscribers yet, calls paced by `mode`.
+    pub fn new(mode: Notify) -> Self {
+        Subscribers {
+            list: Vec::new(),
+            next_id: 0,
+            pacer: NotifyPacer::new(mode),
+        }
+    }
+
+    /// Adds `f`; returns its id for [`remove`](Self::remove).
+    pub fn add(&mut self, f: Subscriber) -> u32 {
+        self.next_id += 1;
+        self.list.push((self.next_id, f));
+        self.next_id
+    }
+
+    /// Removes a subscriber (idempotent); returns it, to drop unborrowed.
+    pub fn remove(&mut self, id: u32) -> Option<Subscriber> {
+        let i = self.list.iter().position(|s| s.0 == id)?;
+        Some(self.list.remove(i).1)
+    }
+
+    /// Forgets every subscriber.
+    pub fn clear(&mut self) -> Vec<(u32, Subscriber)> {
+        std::mem::take(&mut self.list)
+    }
+
+    /// A change is due: when to call, per the pacer.
+    pub fn schedule(&mut self, now: u64) -> Option<NotifyAt> {
+        self.pacer.schedule(now)
+    }
+
+    /// The subscribers to call now (call them with no borrow held).
+    pub fn deliver(&mut self, now: u64) -> Vec<Subscriber> {
+        self.pacer.delivered(now);
+        self.list.iter().map(|s| s.1.clone()).collect()
+    }
+}
+
+/// Runs `f` at `at` (never synchronously: `NotifyAt::Now` is the caller's).
+pub fn defer(at: NotifyAt, f: impl FnOnce() + 'static) {
+    let cb = Closure::once_into_js(f);
+    let raf = match at {
+        NotifyAt::NextFrame => js::global_fn("requestAnimationFrame"),
+        _ => None,
+    };
+    let delay = match at {
+        NotifyAt::After(ms) => ms.min(i32::MAX as u64) as i32,
+        _ => 0,
+    };
+    match raf {
+        Some(raf) => {
+            let _ = raf.call1(&JsValue::UNDEFINED, &cb);
+        }
+        None => {
+            let _ = js::set_timeout(cb.unchecked_ref(), delay);
+        }
+    }
+}
