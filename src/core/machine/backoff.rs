@@ -3,6 +3,10 @@
 
 use super::types::BackoffConfig;
 
+/// The most a retry hint (`retry:`, `Retry-After`) may make a client wait
+/// (PROTOCOL.md §6 rule 9): a larger or far-future hint is read as this.
+pub const MAX_RETRY_HINT_MS: u64 = 5 * 60 * 1_000;
+
 /// SplitMix64: tiny, fast, deterministic; good enough for jitter and tests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SplitMix64(u64);
@@ -49,12 +53,15 @@ impl Backoff {
         (grown.min(cfg.max_ms as f64) as u64).min(cfg.max_ms)
     }
 
-    /// The wait before the next try: full jitter below the ceiling, but never
-    /// less than the server's hint (`retry:` or `Retry-After`). Counts the attempt.
+    /// The wait before the next try: the server's hint (`retry:` or
+    /// `Retry-After`, capped at [`MAX_RETRY_HINT_MS`]) as a floor, plus full
+    /// jitter up to the ceiling (rule 9). The jitter lies above the floor so
+    /// that clients told the same hint (a restarting server) do not all
+    /// return in the same instant. Counts the attempt.
     pub fn next_delay(&mut self, cfg: &BackoffConfig, rng: &mut SplitMix64, floor: u64) -> u64 {
         let jitter = rng.up_to(self.ceiling(cfg));
         self.attempt = self.attempt.saturating_add(1);
-        jitter.max(floor)
+        floor.min(MAX_RETRY_HINT_MS).saturating_add(jitter)
     }
 
     /// Attempts made since the last success.
@@ -158,13 +165,35 @@ mod tests {
     }
 
     #[test]
-    fn backoff_honours_the_server_floor() {
+    fn backoff_honours_the_server_floor_and_jitters_above_it() {
         let cfg = BackoffConfig::default();
         let mut rng = SplitMix64::new(1);
         let mut b = Backoff::default();
+        let mut above = 0;
         for _ in 0..20 {
-            assert!(b.next_delay(&cfg, &mut rng, 45_000) >= 45_000);
+            let ceiling = b.ceiling(&cfg);
+            let d = b.next_delay(&cfg, &mut rng, 45_000);
+            assert!((45_000..=45_000 + ceiling).contains(&d), "{d}");
+            above += usize::from(d > 45_000);
         }
+        assert!(above > 15, "jitter lies above the floor");
+    }
+
+    #[test]
+    fn a_huge_floor_is_capped_at_five_minutes() {
+        let cfg = BackoffConfig::default();
+        let mut rng = SplitMix64::new(3);
+        let mut b = Backoff::default();
+        for floor in [MAX_RETRY_HINT_MS + 1, u64::MAX / 1000 * 1000, u64::MAX] {
+            let d = b.next_delay(&cfg, &mut rng, floor);
+            assert!((MAX_RETRY_HINT_MS..=MAX_RETRY_HINT_MS + cfg.max_ms).contains(&d));
+        }
+        let huge = BackoffConfig {
+            initial_ms: u64::MAX,
+            max_ms: u64::MAX,
+            multiplier: 2.0,
+        };
+        assert!(b.next_delay(&huge, &mut rng, u64::MAX) >= MAX_RETRY_HINT_MS);
     }
 
     #[test]
