@@ -49,7 +49,10 @@ pub struct Backoff {
 impl Backoff {
     /// Upper bound of the wait for the current attempt.
     pub fn ceiling(&self, cfg: &BackoffConfig) -> u64 {
-        let grown = cfg.initial_ms as f64 * cfg.multiplier.max(1.0).powi(self.attempt as i32);
+        // The exponent must not wrap negative after 2^31 attempts; growth
+        // to infinity is capped at `max_ms` below.
+        let exponent = self.attempt.min(1_024) as i32;
+        let grown = cfg.initial_ms as f64 * cfg.multiplier.max(1.0).powi(exponent);
         (grown.min(cfg.max_ms as f64) as u64).min(cfg.max_ms)
     }
 
@@ -111,7 +114,12 @@ fn parse_imf_fixdate(v: &str) -> Option<u64> {
         "Dec" => 12,
         _ => return None,
     };
-    let year: i64 = parts.next()?.parse().ok()?;
+    // Four digits (RFC 9110 §5.6.7): keeps the day arithmetic far from overflow.
+    let year = parts.next()?;
+    if year.len() != 4 || !year.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let year: i64 = year.parse().ok()?;
     let mut hms = parts.next()?.split(':').map(|x| x.parse::<u64>().ok());
     let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
     if parts.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
@@ -212,6 +220,18 @@ mod tests {
         );
         assert_eq!(parse_retry_after("soon", 0), None);
         assert_eq!(parse_retry_after("-1", 0), None);
+    }
+
+    #[test]
+    fn retry_after_dates_out_of_range_are_refused_not_overflowed() {
+        for v in [
+            "Fri, 31 Dec 9223372036854775807 23:59:59 GMT",
+            "Fri, 31 Dec -9223372036854775807 23:59:59 GMT",
+            "Fri, 31 Dec 99999 23:59:59 GMT",
+        ] {
+            assert_eq!(parse_retry_after(v, 0), None, "{v}");
+        }
+        assert!(parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", 0).is_some());
     }
 
     #[test]
