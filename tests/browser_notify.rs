@@ -116,7 +116,8 @@ async fn view_status_follows_retries_during_restore_and_live() {
         json_of(&get(&client.view(), "status"))
     );
     let status = json_of(&get(&client.view(), "status"));
-    assert_eq!(status["state"], "restoring");
+    // The replay waits to be retried: shown as such, not as "restoring".
+    assert_eq!(status["state"], "backoff", "{status}");
     assert!(status["nextRetryAt"].as_f64().is_some(), "{status}");
     assert!(calls.get() >= 1, "a retry is worth a notification");
     assert!(wait_until(15_000, || state(&client).as_deref() == Some("live")).await);

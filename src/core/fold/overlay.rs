@@ -46,6 +46,11 @@ pub struct InterruptedTurn {
     pub reason: String,
 }
 
+/// Most scalar values the overlay's text keeps: the server's bound on
+/// `live_turn.text` (PROTOCOL.md §5, 16 384), so what is shown and what is
+/// persisted stay bounded however long a turn writes or a peer sends.
+pub(crate) const TEXT_MAX: u64 = 16_384;
+
 fn scalars(s: &str) -> u64 {
     s.chars().count() as u64
 }
@@ -53,7 +58,7 @@ fn scalars(s: &str) -> u64 {
 impl Overlay {
     /// Builds the overlay from a `live_turn` object.
     pub fn from_live(live: &LiveTurn, boot_id: &str) -> Self {
-        Overlay {
+        let mut o = Overlay {
             turn_id: live.turn_id.clone(),
             message_id: live.message_id.clone(),
             rev: live.rev,
@@ -65,7 +70,9 @@ impl Overlay {
             pending_question: live.pending_question.clone(),
             stale: false,
             boot_id: boot_id.to_owned(),
-        }
+        };
+        o.keep_tail();
+        o
     }
 
     /// Starts an overlay from a delta when no snapshot was seen.
@@ -89,12 +96,29 @@ impl Overlay {
 
     /// Offset just past the last known character.
     pub fn end(&self) -> u64 {
-        self.text_offset + self.text_len
+        self.text_offset.saturating_add(self.text_len)
+    }
+
+    /// Cuts the text to its last [`TEXT_MAX`] scalars, moving `text_offset`
+    /// on as the server does.
+    fn keep_tail(&mut self) {
+        let Some(cut) = self.text_len.checked_sub(TEXT_MAX).filter(|&c| c > 0) else {
+            return;
+        };
+        let byte = self
+            .text
+            .char_indices()
+            .nth(cut as usize)
+            .map_or(self.text.len(), |(b, _)| b);
+        self.text.drain(..byte);
+        self.text_offset = self.text_offset.saturating_add(cut);
+        self.text_len = TEXT_MAX;
     }
 
     /// Aligns a delta by offset: append at the end, trim an overlap, mark a
-    /// hole stale. A delta of another message of the same turn restarts the
-    /// text. Returns whether anything visible changed.
+    /// hole stale; the text keeps its last [`TEXT_MAX`] scalars. A delta of
+    /// another message of the same turn restarts the text. Returns whether
+    /// anything visible changed.
     pub fn apply_delta(&mut self, delta: &TurnDelta) -> bool {
         if delta.message_id != self.message_id {
             self.message_id = delta.message_id.clone();
@@ -120,6 +144,7 @@ impl Overlay {
         };
         self.text.push_str(&delta.text[from..]);
         self.text_len += added - skip;
+        self.keep_tail();
         true
     }
 
@@ -202,6 +227,32 @@ mod tests {
         assert!(o.apply_delta(&delta("m", 5, "zz")));
         assert!(o.stale);
         assert_eq!(o.text, "ab");
+    }
+
+    #[test]
+    fn the_text_keeps_its_last_16384_scalars_and_aligns_after_the_cut() {
+        let mut o = Overlay::from_delta(&delta("m", 0, &"é".repeat(16_000)), "b");
+        assert_eq!((o.text_len, o.text_offset), (16_000, 0));
+        assert!(o.apply_delta(&delta("m", 16_000, &"ab".repeat(500))));
+        assert_eq!((o.text_len, o.text_offset, o.end()), (16_384, 616, 17_000));
+        assert_eq!(o.text.chars().count(), 16_384);
+        assert!(o.text.starts_with('é') && o.text.ends_with("ab"));
+        // Overlap with the cut part is trimmed by offset, as before.
+        assert!(o.apply_delta(&delta("m", 10, &"x".repeat(16_991))));
+        assert_eq!((o.end(), o.text_len), (17_001, 16_384));
+        assert!(o.text.ends_with("abx"));
+        // A delta of 100 000 scalars at once keeps only its tail.
+        assert!(o.apply_delta(&delta("m", 17_001, &"z".repeat(100_000))));
+        assert_eq!((o.text_offset, o.text_len), (117_001 - 16_384, 16_384));
+        assert!(o.text.chars().all(|c| c == 'z'));
+    }
+
+    #[test]
+    fn offsets_near_the_top_of_the_range_saturate() {
+        let mut o = Overlay::from_delta(&delta("m", 0, "ab"), "b");
+        o.text_offset = u64::MAX - 1;
+        assert_eq!(o.end(), u64::MAX);
+        assert!(!o.apply_delta(&delta("m", u64::MAX, "")));
     }
 
     #[test]

@@ -3,6 +3,10 @@
 
 use super::types::BackoffConfig;
 
+/// The most a retry hint (`retry:`, `Retry-After`) may make a client wait
+/// (PROTOCOL.md §6 rule 9): a larger or far-future hint is read as this.
+pub const MAX_RETRY_HINT_MS: u64 = 5 * 60 * 1_000;
+
 /// SplitMix64: tiny, fast, deterministic; good enough for jitter and tests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SplitMix64(u64);
@@ -45,16 +49,22 @@ pub struct Backoff {
 impl Backoff {
     /// Upper bound of the wait for the current attempt.
     pub fn ceiling(&self, cfg: &BackoffConfig) -> u64 {
-        let grown = cfg.initial_ms as f64 * cfg.multiplier.max(1.0).powi(self.attempt as i32);
+        // The exponent must not wrap negative after 2^31 attempts; growth
+        // to infinity is capped at `max_ms` below.
+        let exponent = self.attempt.min(1_024) as i32;
+        let grown = cfg.initial_ms as f64 * cfg.multiplier.max(1.0).powi(exponent);
         (grown.min(cfg.max_ms as f64) as u64).min(cfg.max_ms)
     }
 
-    /// The wait before the next try: full jitter below the ceiling, but never
-    /// less than the server's hint (`retry:` or `Retry-After`). Counts the attempt.
+    /// The wait before the next try: the server's hint (`retry:` or
+    /// `Retry-After`, capped at [`MAX_RETRY_HINT_MS`]) as a floor, plus full
+    /// jitter up to the ceiling (rule 9). The jitter lies above the floor so
+    /// that clients told the same hint (a restarting server) do not all
+    /// return in the same instant. Counts the attempt.
     pub fn next_delay(&mut self, cfg: &BackoffConfig, rng: &mut SplitMix64, floor: u64) -> u64 {
         let jitter = rng.up_to(self.ceiling(cfg));
         self.attempt = self.attempt.saturating_add(1);
-        jitter.max(floor)
+        floor.min(MAX_RETRY_HINT_MS).saturating_add(jitter)
     }
 
     /// Attempts made since the last success.
@@ -104,7 +114,12 @@ fn parse_imf_fixdate(v: &str) -> Option<u64> {
         "Dec" => 12,
         _ => return None,
     };
-    let year: i64 = parts.next()?.parse().ok()?;
+    // Four digits (RFC 9110 §5.6.7): keeps the day arithmetic far from overflow.
+    let year = parts.next()?;
+    if year.len() != 4 || !year.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let year: i64 = year.parse().ok()?;
     let mut hms = parts.next()?.split(':').map(|x| x.parse::<u64>().ok());
     let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
     if parts.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
@@ -158,13 +173,35 @@ mod tests {
     }
 
     #[test]
-    fn backoff_honours_the_server_floor() {
+    fn backoff_honours_the_server_floor_and_jitters_above_it() {
         let cfg = BackoffConfig::default();
         let mut rng = SplitMix64::new(1);
         let mut b = Backoff::default();
+        let mut above = 0;
         for _ in 0..20 {
-            assert!(b.next_delay(&cfg, &mut rng, 45_000) >= 45_000);
+            let ceiling = b.ceiling(&cfg);
+            let d = b.next_delay(&cfg, &mut rng, 45_000);
+            assert!((45_000..=45_000 + ceiling).contains(&d), "{d}");
+            above += usize::from(d > 45_000);
         }
+        assert!(above > 15, "jitter lies above the floor");
+    }
+
+    #[test]
+    fn a_huge_floor_is_capped_at_five_minutes() {
+        let cfg = BackoffConfig::default();
+        let mut rng = SplitMix64::new(3);
+        let mut b = Backoff::default();
+        for floor in [MAX_RETRY_HINT_MS + 1, u64::MAX / 1000 * 1000, u64::MAX] {
+            let d = b.next_delay(&cfg, &mut rng, floor);
+            assert!((MAX_RETRY_HINT_MS..=MAX_RETRY_HINT_MS + cfg.max_ms).contains(&d));
+        }
+        let huge = BackoffConfig {
+            initial_ms: u64::MAX,
+            max_ms: u64::MAX,
+            multiplier: 2.0,
+        };
+        assert!(b.next_delay(&huge, &mut rng, u64::MAX) >= MAX_RETRY_HINT_MS);
     }
 
     #[test]
@@ -183,6 +220,18 @@ mod tests {
         );
         assert_eq!(parse_retry_after("soon", 0), None);
         assert_eq!(parse_retry_after("-1", 0), None);
+    }
+
+    #[test]
+    fn retry_after_dates_out_of_range_are_refused_not_overflowed() {
+        for v in [
+            "Fri, 31 Dec 9223372036854775807 23:59:59 GMT",
+            "Fri, 31 Dec -9223372036854775807 23:59:59 GMT",
+            "Fri, 31 Dec 99999 23:59:59 GMT",
+        ] {
+            assert_eq!(parse_retry_after(v, 0), None, "{v}");
+        }
+        assert!(parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", 0).is_some());
     }
 
     #[test]

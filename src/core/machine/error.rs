@@ -57,6 +57,13 @@ pub enum CoreError {
         /// The cursor that no longer matches.
         cursor: u64,
     },
+    /// A page said `has_more` but did not move the cursor (a broken proxy
+    /// or cache would have it asked for again and again).
+    #[error("a page with more to come did not move the cursor from {cursor}")]
+    PageNotAdvancing {
+        /// The cursor the page was asked from.
+        cursor: u64,
+    },
     /// No bytes on the stream for too long.
     #[error("stream stalled for {idle_ms} ms")]
     Stalled {
@@ -103,6 +110,7 @@ impl CoreError {
             CoreError::WrongContentType(_) => "wrong_content_type",
             CoreError::EpochChanged { .. } => "epoch_changed",
             CoreError::HistoryMismatch { .. } => "history_mismatch",
+            CoreError::PageNotAdvancing { .. } => "page_not_advancing",
             CoreError::Stalled { .. } => "stalled",
             CoreError::Timeout { .. } => "timeout",
             CoreError::CorruptStorage(_) => "corrupt_storage",

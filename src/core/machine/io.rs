@@ -1,13 +1,24 @@
 //! Requests and their fate: opening the stream, fetching pages, retrying with
-//! backoff, classifying HTTP errors (rule 9), the stall watchdog, lifecycle.
+//! backoff, acting on HTTP error classes (rule 9, [`classify`]), the stall
+//! watchdog, lifecycle.
 
-use super::backoff::parse_retry_after;
+use super::classify::{classify, HttpClass};
 use super::error::CoreError;
 use super::types::{Action, FetchKind, Lifecycle, Notice, RequestId};
 use super::{paths, Client, FetchSlot, Mode, StreamConn};
-use crate::core::json;
-use crate::core::protocol::ErrorBody;
 use crate::core::sse::SseItem;
+
+/// How the runtime looks from the request that gates progress (the page
+/// fetch behind a barrier, else the stream), for the status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reach {
+    /// Nothing failed since the last answer, or the runtime answered since.
+    Answering,
+    /// The request failed and waits for its retry timer.
+    Waiting,
+    /// Its retry is in flight, and nothing has answered since it failed.
+    Retrying,
+}
 
 /// Which request an answer is about.
 enum Req {
@@ -21,6 +32,50 @@ impl Client {
     pub(super) fn alloc_id(&mut self) -> RequestId {
         self.next_id += 1;
         RequestId(self.next_id)
+    }
+
+    /// See [`Reach`]: during a restore or repair the page fetch gates
+    /// progress, so its failures show as `backoff` even behind a barrier
+    /// (after a reload that painted from storage, a person sees that the
+    /// runtime is being retried, not "restoring" for as long as it is down).
+    pub(super) fn reach(&self) -> Reach {
+        let stream_answered = self.stream.as_ref().is_some_and(|s| s.hello_seen);
+        match &self.fetch {
+            Some(f) if self.mode != Mode::Follow => {
+                if f.id.is_none() && f.retry_at.is_some() {
+                    Reach::Waiting
+                } else if f.id.is_some() && self.fetch_backoff.attempts() > 0 && !stream_answered {
+                    Reach::Retrying
+                } else {
+                    Reach::Answering
+                }
+            }
+            _ => {
+                if self.stream.is_none() && self.stream_retry_at.is_some() {
+                    Reach::Waiting
+                } else if self.stream.is_some()
+                    && self.stream_backoff.attempts() > 0
+                    && !stream_answered
+                {
+                    Reach::Retrying
+                } else {
+                    Reach::Answering
+                }
+            }
+        }
+    }
+
+    /// The earliest retry timer of the stream or the page fetch.
+    pub(super) fn next_retry_at(&self) -> Option<u64> {
+        let fetch = self
+            .fetch
+            .as_ref()
+            .filter(|f| f.id.is_none())
+            .and_then(|f| f.retry_at);
+        match (self.stream_retry_at, fetch) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn which(&self, id: RequestId) -> Option<Req> {
@@ -75,7 +130,7 @@ impl Client {
             if let Some(old) = self.stream.take() {
                 self.actions.push_back(Action::Abort { id: old.id });
             }
-            self.stream_retry_at = Some(now + delay);
+            self.stream_retry_at = Some(now.saturating_add(delay));
         }
     }
 
@@ -123,7 +178,7 @@ impl Client {
             after,
             limit,
             issued_at: now,
-            retry_at: Some(now + delay),
+            retry_at: Some(now.saturating_add(delay)),
             body: None,
         });
         if delay == 0 {
@@ -207,19 +262,21 @@ impl Client {
         let delay = self
             .stream_backoff
             .next_delay(&self.cfg.backoff, &mut self.rng, floor);
-        self.stream_retry_at = Some(now + delay);
-        self.retrying(err, now + delay);
+        let at = now.saturating_add(delay);
+        self.stream_retry_at = Some(at);
+        self.retrying(err, at);
     }
 
     pub(super) fn fetch_retry(&mut self, err: CoreError, hint: Option<u64>, now: u64) {
         let delay =
             self.fetch_backoff
                 .next_delay(&self.cfg.backoff, &mut self.rng, hint.unwrap_or(0));
+        let at = now.saturating_add(delay);
         if let Some(f) = self.fetch.as_mut() {
             f.id = None;
-            f.retry_at = Some(now + delay);
+            f.retry_at = Some(at);
         }
-        self.retrying(Some(err), now + delay);
+        self.retrying(Some(err), at);
     }
 
     /// Stops for good (rule 9: other 4xx, second 401/403).
@@ -329,21 +386,10 @@ impl Client {
                 return;
             }
         }
-        let parsed: Option<ErrorBody> = json::from_slice(body).ok();
-        let code = parsed.as_ref().map(|b| b.error.clone()).unwrap_or_default();
-        let message = parsed
-            .as_ref()
-            .map(|b| b.message.clone())
-            .unwrap_or_default();
-        let hint = retry_after.and_then(|v| parse_retry_after(v, now));
-        let retry = |c: &mut Client, err: CoreError| match req {
-            Req::Stream => c.stream_retry(Some(err), hint, now),
-            Req::Fetch | Req::Prefetch => c.fetch_retry(err, hint, now),
-        };
-        match status {
-            401 | 403 => {
+        match classify(status, retry_after, body, now) {
+            HttpClass::RefreshCredentials { error } => {
                 if self.auth_refreshed {
-                    self.fail(CoreError::Unauthorized { status });
+                    self.fail(error);
                     return;
                 }
                 // Refresh once, then try again at once (rule 9).
@@ -354,31 +400,12 @@ impl Client {
                     Req::Fetch | Req::Prefetch => self.send_fetch(now),
                 }
             }
-            400 if code.is_empty() || code == "invalid_cursor" => {
-                self.cursor_rejected(CoreError::InvalidCursor(message), now)
-            }
-            409 => self.cursor_rejected(CoreError::CursorAhead(message), now),
-            408 | 429 | 500..=599 => retry(
-                self,
-                CoreError::HttpStatus {
-                    status,
-                    code,
-                    message,
-                },
-            ),
-            400..=499 => self.fail(CoreError::HttpStatus {
-                status,
-                code,
-                message,
-            }),
-            _ => retry(
-                self,
-                CoreError::HttpStatus {
-                    status,
-                    code,
-                    message,
-                },
-            ),
+            HttpClass::CursorRejected { error } => self.cursor_rejected(error, now),
+            HttpClass::Retry { after, error } => match req {
+                Req::Stream => self.stream_retry(Some(error), after, now),
+                Req::Fetch | Req::Prefetch => self.fetch_retry(error, after, now),
+            },
+            HttpClass::Fail(error) => self.fail(error),
         }
     }
 

@@ -14,8 +14,10 @@
 //! never be applied.
 
 mod backoff;
+pub(crate) mod classify;
 mod error;
 mod feed;
+mod held;
 mod io;
 mod paths;
 mod persist;
@@ -24,7 +26,7 @@ mod sync;
 mod types;
 mod writes;
 
-pub use backoff::{parse_retry_after, Backoff, SplitMix64};
+pub use backoff::{parse_retry_after, Backoff, SplitMix64, MAX_RETRY_HINT_MS};
 pub use error::{CoreError, ErrorInfo};
 pub use feed::{ClientNotice, Notify, NotifyAt, NotifyPacer, NOTICE_CAPACITY};
 pub use persist::{LastApplied, Position, STORAGE_VERSION};
@@ -479,10 +481,10 @@ impl Client {
             at(self
                 .stream
                 .as_ref()
-                .map(|s| s.last_byte_at + self.stall_ms()));
+                .map(|s| s.last_byte_at.saturating_add(self.stall_ms())));
             if let Some(f) = &self.fetch {
                 at(f.retry_at);
-                at(f.id.map(|_| f.issued_at + self.cfg.fetch_timeout_ms));
+                at(f.id.map(|_| f.issued_at.saturating_add(self.cfg.fetch_timeout_ms)));
             }
             at(self.prefetch_deadline());
         }
@@ -560,8 +562,7 @@ impl Client {
             next_retry_at: if self.halted() {
                 None
             } else {
-                self.stream_retry_at
-                    .or_else(|| self.fetch.as_ref().and_then(|f| f.retry_at))
+                self.next_retry_at()
             },
             last_error: self.last_error.clone(),
         }
@@ -674,6 +675,13 @@ impl Client {
         }
         if self.offline {
             return State::Offline;
+        }
+        // A failed request, waiting or being retried, shows as such even
+        // behind a barrier (see `Client::reach`).
+        match self.reach() {
+            io::Reach::Waiting => return State::Backoff,
+            io::Reach::Retrying => return State::Connecting,
+            io::Reach::Answering => {}
         }
         match (&self.mode, &self.stream) {
             (Mode::Restore { .. }, _) => State::Restoring,

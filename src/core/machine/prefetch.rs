@@ -61,7 +61,7 @@ impl Client {
         while self.prefetch.len() < usize::from(self.cfg.prefetch_depth) {
             // A full page after `after` ends at `after + limit`; each page
             // behind it doubles the limit, up to the configured one.
-            let next = after + u64::from(limit);
+            let next = after.saturating_add(u64::from(limit));
             if self.known_head <= next || self.unspeculated == Some(next) {
                 return;
             }
@@ -165,7 +165,7 @@ impl Client {
         let expired = self
             .prefetch
             .iter()
-            .position(|p| p.body.is_none() && now >= p.issued_at + timeout);
+            .position(|p| p.body.is_none() && now >= p.issued_at.saturating_add(timeout));
         if let Some(i) = expired {
             self.unspeculated = Some(self.prefetch[i].after);
             self.cut_prefetch(i);
@@ -177,7 +177,7 @@ impl Client {
         self.prefetch
             .iter()
             .filter(|p| p.body.is_none())
-            .map(|p| p.issued_at + self.cfg.fetch_timeout_ms)
+            .map(|p| p.issued_at.saturating_add(self.cfg.fetch_timeout_ms))
             .min()
     }
 }

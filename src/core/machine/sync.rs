@@ -233,30 +233,9 @@ impl Client {
         }
     }
 
-    /// Rule 10: beyond the bound, droppable frames are dropped (counted) and
-    /// durable ones are summarised as a marker that gap repair will fill.
-    fn hold(&mut self, frame: Frame) {
-        if self.buffer.len() >= self.cfg.buffer_limit {
-            if let Frame::Event(env) = &frame {
-                if !env.critical {
-                    self.counters.droppable_dropped += 1;
-                    return;
-                }
-                if let Some(key) = self.durable_key(env) {
-                    match self.buffer.back_mut() {
-                        Some(Frame::LiveFrom(m)) => *m = (*m).max(key),
-                        _ => self.buffer.push_back(Frame::LiveFrom(key)),
-                    }
-                    return;
-                }
-            }
-        }
-        self.buffer.push_back(frame);
-    }
-
     /// The cursor value of a durable event: `seq`, or the row id on the
     /// global list (where `seq` is per scope and not a position).
-    fn durable_key(&self, env: &Envelope) -> Option<u64> {
+    pub(super) fn durable_key(&self, env: &Envelope) -> Option<u64> {
         match self.cfg.target {
             Target::Global => env.id,
             Target::Scoped { .. } => env.seq,
@@ -307,7 +286,7 @@ impl Client {
             self.counters.duplicates_dropped += 1;
             return Step::Done;
         }
-        if self.scoped() && key != self.pos.cursor + 1 {
+        if self.scoped() && Some(key) != self.pos.cursor.checked_add(1) {
             return Step::Gap { requeue: true };
         }
         // Before the fold spends the event; the name's buffer is reused.
@@ -382,16 +361,31 @@ impl Client {
     }
 
     fn read_page(&mut self, kind: FetchKind, body: &[u8], now: u64) {
+        // Where the page was asked from: it must move the cursor past that.
+        let asked = self.fetch.as_ref().map_or(self.pos.cursor, |f| f.after);
         match kind {
             FetchKind::Replay => match json::from_slice::<ReplayPage>(body) {
-                Ok(page) => self.on_replay_page(page, now),
+                Ok(page) => self.on_replay_page(page, asked, now),
                 Err(e) => self.page_unreadable(e, now),
             },
             FetchKind::Events => match json::utf8(body).and_then(|t| self.read::<EventPage>(t)) {
-                Ok(page) => self.on_event_page(page, now),
+                Ok(page) => self.on_event_page(page, asked, now),
                 Err(e) => self.page_unreadable(e, now),
             },
         }
+    }
+
+    /// A page that says more is to come but would be asked for again from
+    /// the same place (a broken proxy or cache, an empty page, a page that
+    /// starts past a hole) is an error, retried with backoff instead of at
+    /// once, forever. True when that is the case.
+    fn not_advancing(&mut self, asked: u64, now: u64) -> bool {
+        if self.pos.cursor != asked {
+            return false;
+        }
+        self.drop_prefetch();
+        self.fetch_retry(CoreError::PageNotAdvancing { cursor: asked }, None, now);
+        true
     }
 
     fn page_unreadable(&mut self, e: JsonError, now: u64) {
@@ -415,15 +409,18 @@ impl Client {
         self.drop_prefetch();
     }
 
-    fn on_replay_page(&mut self, mut page: ReplayPage, now: u64) {
-        self.fetch_backoff.reset();
+    fn on_replay_page(&mut self, mut page: ReplayPage, asked: u64, now: u64) {
         self.auth_refreshed = false;
         if !self.check_epoch(&page.epoch, now) {
             return;
         }
         self.saw_head(page.head);
         self.apply_page(&mut page.history);
-        if page.has_more && !page.history.is_empty() {
+        if page.has_more && self.not_advancing(asked, now) {
+            return;
+        }
+        self.fetch_backoff.reset();
+        if page.has_more {
             self.next_page(FetchKind::Replay, now);
             return;
         }
@@ -440,8 +437,7 @@ impl Client {
         self.drain(false, now);
     }
 
-    fn on_event_page(&mut self, mut page: EventPage, now: u64) {
-        self.fetch_backoff.reset();
+    fn on_event_page(&mut self, mut page: EventPage, asked: u64, now: u64) {
         self.auth_refreshed = false;
         if !self.check_epoch(&page.epoch, now) {
             return;
@@ -470,7 +466,11 @@ impl Client {
             skip = 1;
         }
         self.apply_page(&mut page.events[skip..]);
-        if page.has_more && !page.events.is_empty() {
+        if page.has_more && self.not_advancing(asked, now) {
+            return;
+        }
+        self.fetch_backoff.reset();
+        if page.has_more {
             self.next_page(FetchKind::Events, now);
             return;
         }

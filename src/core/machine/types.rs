@@ -114,7 +114,8 @@ pub struct Config {
     /// Pacing of write retries.
     pub write_backoff: BackoffConfig,
     /// Frames held by a barrier (restore or repair) above which droppable
-    /// events are dropped and durable ones are summarised as a gap.
+    /// events are dropped and the others are summarised, newest per kind
+    /// (durable ones as a gap; see `docs/architecture.md`).
     pub buffer_limit: usize,
     /// How many events the generic log view of non-session scopes keeps.
     pub log_capacity: usize,
@@ -358,7 +359,8 @@ pub struct Counters {
     pub gaps_repaired: u64,
     /// Durable events received again and dropped.
     pub duplicates_dropped: u64,
-    /// `critical: false` events dropped under load.
+    /// `critical: false` events dropped under load (and critical transients
+    /// of unknown types beyond the barrier's bound).
     pub droppable_dropped: u64,
     /// Stream bytes received.
     pub bytes: u64,

@@ -7,12 +7,13 @@
 //! stops. So transport failures, timeouts, 408/429/5xx are retried with the
 //! writes' own backoff; a 401/403 refreshes the credentials once.
 
-use super::backoff::{parse_retry_after, Backoff};
+use super::backoff::Backoff;
+use super::classify::{classify, HttpClass};
 use super::error::CoreError;
 use super::types::{Action, RequestId};
 use super::{paths, Client};
 use crate::core::json;
-use crate::core::protocol::{AnswerQuestion, ErrorBody, MessageAccepted, PostMessage};
+use crate::core::protocol::{AnswerQuestion, MessageAccepted, PostMessage};
 
 /// A write the application asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -269,22 +270,19 @@ impl Client {
             return false;
         };
         let w = &self.writes.pending[i];
-        let parsed: ErrorBody = json::from_slice(body).unwrap_or_default();
-        let verdict = match status {
-            401 | 403 if !w.refreshed => Verdict::Refresh,
-            401 | 403 => Verdict::Done(Err(CoreError::Unauthorized { status })),
+        // The one classifier of reads and writes (rule 9).
+        let verdict = match classify(status, retry_after, body, now) {
+            HttpClass::RefreshCredentials { .. } if !w.refreshed => Verdict::Refresh,
+            HttpClass::Retry { after, error } => Verdict::Retry { error, hint: after },
             // The answer's first try was committed, its reply lost.
-            409 if w.kind == Kind::Answer
-                && w.maybe_applied
-                && parsed.error == "question_closed" =>
-            {
+            HttpClass::Fail(CoreError::HttpStatus {
+                status: 409, code, ..
+            }) if w.kind == Kind::Answer && w.maybe_applied && code == "question_closed" => {
                 Verdict::Done(Ok(WriteOutcome::Answered))
             }
-            408 | 429 | 500..=599 => Verdict::Retry {
-                error: http_status(status, parsed),
-                hint: retry_after.and_then(|v| parse_retry_after(v, now)),
-            },
-            _ => Verdict::Done(Err(http_status(status, parsed))),
+            HttpClass::RefreshCredentials { error }
+            | HttpClass::CursorRejected { error }
+            | HttpClass::Fail(error) => Verdict::Done(Err(error)),
         };
         self.settle_write(i, verdict, now);
         true
@@ -377,14 +375,6 @@ struct CancelReply {
 }
 
 crate::json_struct!(CancelReply { turn_id: def });
-
-fn http_status(status: u16, body: ErrorBody) -> CoreError {
-    CoreError::HttpStatus {
-        status,
-        code: body.error,
-        message: body.message,
-    }
-}
 
 fn read_success(kind: Kind, body: &[u8]) -> Result<WriteOutcome, CoreError> {
     let bad = |e: json::JsonError| CoreError::BadJson(e.to_string());
