@@ -135,6 +135,47 @@ fn invalid_options_throw_a_replay_error() {
     }
 }
 
+/// Each name of `ConnectOptions` arrives as the setting it names (the
+/// options cross from JS to Rust by name).
+#[wasm_bindgen_test]
+fn named_options_reach_the_client() {
+    let url = server();
+    for (scope, scope_id) in [
+        ("process", "proc_1"),
+        ("worktree", "wt_1"),
+        ("session", "s"),
+    ] {
+        let client = connect(
+            json!({"baseUrl": url, "scope": scope, "scopeId": scope_id, "storage": "memory"}),
+        );
+        let view = client.view();
+        assert_eq!(get(&view, "scope").as_string().as_deref(), Some(scope));
+        assert_eq!(get(&view, "scopeId").as_string().as_deref(), Some(scope_id));
+        client.close();
+    }
+    let adapter = Object::new();
+    for method in ["get", "set", "remove"] {
+        let f = js_sys::Function::new_no_args("return null");
+        js_sys::Reflect::set(&adapter, &method.into(), &f).unwrap();
+    }
+    for (storage, label) in [
+        (JsValue::UNDEFINED, "local"),
+        ("local".into(), "local"),
+        ("session".into(), "session"),
+        ("indexeddb".into(), "indexeddb"),
+        ("memory".into(), "memory"),
+        (adapter.into(), "custom"),
+    ] {
+        let o =
+            js_sys::JSON::parse(&json!({"baseUrl": url, "sessionId": "s"}).to_string()).unwrap();
+        js_sys::Reflect::set(&o, &"storage".into(), &storage).unwrap();
+        let client = ReplayClient::connect(o).unwrap_or_else(|e| panic!("connect: {e:?}"));
+        let diag = json_of(&client.diagnostics());
+        assert_eq!(diag["storage"], label, "{storage:?}");
+        client.close();
+    }
+}
+
 #[wasm_bindgen_test]
 async fn view_is_one_frozen_object_until_something_changed() {
     let session = create_session().await;

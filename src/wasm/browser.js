@@ -23,12 +23,14 @@ export function makeReplayError(code, message, status) {
 }
 
 // --- Connect options --------------------------------------------------------
-// Checks a ConnectOptions object (api.d.ts) and returns it positionally for
-// Rust: [baseUrl, scope index (SCOPES), scope id, header pairs, getToken or
-// null, storage index (STORAGES) or adapter, notify (-1 frame, -2 sync, else
-// ms), connectTimeoutMs, prefetchDepth, seed (null when absent)]. Throws an
-// Error whose message says what is wrong. In JS because the same checks
-// through js-sys cost ~2 KB gzipped of wasm.
+// Checks a ConnectOptions object (api.d.ts) and returns it normalised for
+// Rust, which reads it by name (`CheckedOptions` in options.rs): `scope` a
+// name, `scopeId` the id that scope follows (absent for "global"), `headers`
+// as [name, value] pairs, `storage` a kind name or the adapter, `notify`
+// "frame", "sync" or milliseconds. What the caller left out stays undefined
+// and Rust's defaults apply. Throws an Error whose message says what is
+// wrong. In JS because the same checks through js-sys cost ~2 KB gzipped of
+// wasm.
 const SCOPES = ["session", "team", "process", "worktree", "system", "global"];
 const STORAGES = ["local", "session", "indexeddb", "memory"];
 
@@ -39,11 +41,13 @@ export function connectOptions(o) {
   if (!isObject(o)) bad("options must be an object");
   const baseUrl = text(o.baseUrl);
   if (!baseUrl) bad("baseUrl must be a non-empty string");
-  const scope = SCOPES.indexOf(text(o.scope) ?? "session");
-  if (scope < 0) bad("unknown scope");
-  const scopeId = text(o.scopeId);
-  const id = [text(o.sessionId) ?? scopeId, scopeId, scopeId, scopeId, scopeId ?? "runtime", "-"][scope];
-  if (!id) bad("sessionId or scopeId is required for this scope");
+  const scope = text(o.scope) ?? "session";
+  if (!SCOPES.includes(scope)) bad("unknown scope");
+  let scopeId = text(o.scopeId);
+  if (scope === "session") scopeId = text(o.sessionId) ?? scopeId;
+  if (scope === "system") scopeId ??= "runtime";
+  if (scope === "global") scopeId = undefined;
+  else if (!scopeId) bad("sessionId or scopeId is required for this scope");
   const { headers, getToken, storage, notify } = o;
   let pairs = [];
   if (isObject(headers)) {
@@ -51,24 +55,23 @@ export function connectOptions(o) {
     if (pairs.some(([, v]) => typeof v !== "string")) bad("headers values must be strings");
   } else if (headers !== undefined) bad("headers must be an object");
   if (getToken !== undefined && typeof getToken !== "function") bad("getToken must be a function");
-  let store = storage === undefined ? 0 : STORAGES.indexOf(storage);
-  if (typeof storage === "string" && store < 0) bad("unknown storage kind");
-  if (store < 0) {
-    if (!isObject(storage) || !["get", "set", "remove"].every((m) => typeof storage[m] === "function")) {
-      bad("storage must be a kind or an object with get, set and remove");
-    }
-    store = storage;
+  if (typeof storage === "string" && !STORAGES.includes(storage)) bad("unknown storage kind");
+  if (storage !== undefined && typeof storage !== "string"
+    && !(isObject(storage) && ["get", "set", "remove"].every((m) => typeof storage[m] === "function"))) {
+    bad("storage must be a kind or an object with get, set and remove");
   }
-  const pace = notify === undefined || notify === "frame" ? -1 : notify === "sync" ? -2 : notify >= 0 ? notify : NaN;
-  if (typeof pace !== "number" || Number.isNaN(pace)) bad('notify must be "frame", "sync" or a number');
+  if (notify !== undefined && notify !== "frame" && notify !== "sync" && !(typeof notify === "number" && notify >= 0)) {
+    bad('notify must be "frame", "sync" or a number');
+  }
   const number = (name) => {
     const v = o[name];
-    if (v === undefined) return null;
-    if (typeof v !== "number" || !Number.isFinite(v) || v < 0) bad(name + " must be a number >= 0");
+    if (v !== undefined && (typeof v !== "number" || !Number.isFinite(v) || v < 0)) bad(name + " must be a number >= 0");
     return v;
   };
-  return [baseUrl, scope, id, pairs, getToken ?? null, store, pace,
-    number("connectTimeoutMs"), number("prefetchDepth"), number("seed")];
+  return {
+    baseUrl, scope, scopeId, headers: pairs, getToken, storage, notify,
+    connectTimeoutMs: number("connectTimeoutMs"), prefetchDepth: number("prefetchDepth"), seed: number("seed"),
+  };
 }
 
 // --- Transcript items -----------------------------------------------------

@@ -83,68 +83,108 @@ impl Options {
     }
 
     /// Parses a JS `ConnectOptions` object (checked by `connectOptions` in
-    /// `browser.js`).
+    /// `browser.js`, then read by name).
     pub fn from_js(o: &JsValue) -> Result<Options, WasmError> {
-        let a = connect_options(o).map_err(|e| WasmError::InvalidOptions(js::error_text(&e)))?;
-        let text = |i| a.get(i).as_string().unwrap_or_default();
-        let number = |i| a.get(i).as_f64();
-        const SCOPES: [Scope; 5] = [
-            Scope::Session,
-            Scope::Team,
-            Scope::Process,
-            Scope::Worktree,
-            Scope::System,
-        ];
-        let target = match SCOPES.get(number(1).unwrap_or(0.0) as usize) {
-            Some(&scope) => Target::Scoped {
-                scope,
-                scope_id: text(2),
-            },
-            None => Target::Global,
+        let o = connect_options(o).map_err(|e| invalid(&js::error_text(&e)))?;
+        let target = match o.scope().as_str() {
+            "global" => Target::Global,
+            name => {
+                let scope = SCOPES
+                    .into_iter()
+                    .find(|s| s.as_str() == name)
+                    .ok_or_else(|| invalid("unknown scope"))?;
+                Target::Scoped {
+                    scope,
+                    scope_id: o.scope_id(),
+                }
+            }
         };
-        let mut opts = Options::new(&text(0), target);
-        let pairs: Array = a.get(3).unchecked_into();
-        for pair in pairs.iter() {
+        let mut opts = Options::new(&o.base_url(), target);
+        for pair in o.headers().iter() {
             let pair: Array = pair.unchecked_into();
             opts.headers.push((
                 pair.get(0).as_string().unwrap_or_default(),
                 pair.get(1).as_string().unwrap_or_default(),
             ));
         }
-        if let Some(f) = a.get(4).dyn_ref::<Function>() {
-            opts.get_token = Some(js_token_source(f.clone()));
-        }
-        let storage = a.get(5);
-        opts.storage = match storage.as_f64() {
-            Some(n) => [
-                StorageChoice::Local,
-                StorageChoice::Session,
-                StorageChoice::IndexedDb,
-                StorageChoice::Memory,
-            ][(n as usize).min(3)]
-            .clone(),
+        opts.get_token = o.get_token().map(js_token_source);
+        // `connectOptions` has checked every value; the arms that reject
+        // keep a disagreement between it and this reader from passing silently.
+        let storage = o.storage();
+        opts.storage = match storage.as_string().as_deref() {
+            Some("local") => StorageChoice::Local,
+            Some("session") => StorageChoice::Session,
+            Some("indexeddb") => StorageChoice::IndexedDb,
+            Some("memory") => StorageChoice::Memory,
+            Some(_) => return Err(invalid("unknown storage kind")),
+            None if storage.is_undefined() => StorageChoice::Local,
             None => StorageChoice::Custom(storage.unchecked_into()),
         };
-        opts.notify = match number(6) {
-            Some(ms) if ms >= 0.0 => Notify::Every(ms as u32),
-            Some(-2.0) => Notify::Sync,
-            _ => Notify::Frame,
+        let notify = o.notify();
+        opts.notify = match (notify.as_string().as_deref(), notify.as_f64()) {
+            (Some("frame"), _) => Notify::Frame,
+            (Some("sync"), _) => Notify::Sync,
+            (None, Some(ms)) if ms >= 0.0 => Notify::Every(ms as u32),
+            (None, None) if notify.is_undefined() => Notify::Frame,
+            _ => return Err(invalid("notify must be \"frame\", \"sync\" or a number")),
         };
-        if let Some(ms) = number(7) {
+        if let Some(ms) = o.connect_timeout_ms() {
             opts.connect_timeout_ms = ms.clamp(1.0, u32::MAX as f64) as u32;
         }
-        if let Some(n) = number(8) {
+        if let Some(n) = o.prefetch_depth() {
             opts.prefetch_depth = n.min(8.0) as u8;
         }
-        opts.seed = number(9).map(|s| s as u64);
+        opts.seed = o.seed().map(|s| s as u64);
         Ok(opts)
     }
 }
 
+/// The scopes a `ConnectOptions.scope` may name, besides `"global"`.
+const SCOPES: [Scope; 5] = [
+    Scope::Session,
+    Scope::Team,
+    Scope::Process,
+    Scope::Worktree,
+    Scope::System,
+];
+
+fn invalid(why: &str) -> WasmError {
+    WasmError::InvalidOptions(why.to_owned())
+}
+
 #[wasm_bindgen(module = "/src/wasm/browser.js")]
 extern "C" {
+    /// A `ConnectOptions` checked and normalised by `connectOptions`: names
+    /// resolved, what the caller left out undefined (see `browser.js`).
+    type CheckedOptions;
+
     #[wasm_bindgen(js_name = connectOptions, catch)]
-    fn connect_options(options: &JsValue) -> Result<Array, JsValue>;
+    fn connect_options(options: &JsValue) -> Result<CheckedOptions, JsValue>;
+
+    #[wasm_bindgen(method, getter, js_name = baseUrl)]
+    fn base_url(this: &CheckedOptions) -> String;
+    #[wasm_bindgen(method, getter)]
+    fn scope(this: &CheckedOptions) -> String;
+    /// Present for every scope but `"global"`.
+    #[wasm_bindgen(method, getter, js_name = scopeId)]
+    fn scope_id(this: &CheckedOptions) -> String;
+    /// `[name, value]` pairs.
+    #[wasm_bindgen(method, getter)]
+    fn headers(this: &CheckedOptions) -> Array;
+    #[wasm_bindgen(method, getter, js_name = getToken)]
+    fn get_token(this: &CheckedOptions) -> Option<Function>;
+    /// A kind name, a `{get, set, remove}` adapter, or undefined.
+    #[wasm_bindgen(method, getter)]
+    fn storage(this: &CheckedOptions) -> JsValue;
+    /// `"frame"`, `"sync"`, milliseconds, or undefined.
+    #[wasm_bindgen(method, getter)]
+    fn notify(this: &CheckedOptions) -> JsValue;
+    #[wasm_bindgen(method, getter, js_name = connectTimeoutMs)]
+    fn connect_timeout_ms(this: &CheckedOptions) -> Option<f64>;
+    #[wasm_bindgen(method, getter, js_name = prefetchDepth)]
+    fn prefetch_depth(this: &CheckedOptions) -> Option<f64>;
+    #[wasm_bindgen(method, getter)]
+    fn seed(this: &CheckedOptions) -> Option<f64>;
 }
 
 /// Wraps a JS `getToken` (returning a string or a Promise of one).

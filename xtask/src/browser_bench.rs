@@ -9,6 +9,8 @@ use std::process::Command;
 
 /// Measures and reports each figure through `record`.
 pub fn run(record: &mut dyn FnMut(&str, f64)) -> Result {
+    setup::ensure_package_tools()?;
+    setup::ensure_browser()?;
     let site = demo::build_site()?;
     demo::copy_dir(&root().join("tests/js/bench"), &site.join("bench"))?;
     // [wasm, js]: raw and gzipped bytes; JS sums every file a page loads.

@@ -1,9 +1,11 @@
-//! `cargo xtask`: the project's only entry points.
+//! `cargo xtask`: the project's only entry points. Each installs what it
+//! needs and is missing first (`setup.rs`), so each works on a fresh clone.
 //!
-//! - `cargo xtask test`: installs what is missing, then runs every test layer.
+//! - `cargo xtask test`: runs every test layer.
 //! - `cargo xtask bench`: measures and rewrites `docs/benchmarks.md`.
 //! - `cargo xtask pkg`: builds the npm package into `pkg/`.
 //! - `cargo xtask demo`: builds, starts the reference server and serves the demo.
+//! - `cargo xtask setup`: only the set-up of all of them.
 
 mod bench;
 mod browser_bench;

@@ -53,9 +53,11 @@ pub fn build() -> Result<PathBuf> {
 
 /// Flags of the size build: std rebuilt with `panic=immediate-abort`, no
 /// panic locations, no `Debug` text. Measured on this crate (wasm-opt -Oz,
-/// gzip -9): 103.9 KB -> 93.6 KB. They are unstable flags, enabled on the
-/// stable toolchain with RUSTC_BOOTSTRAP; they change only what a panic
-/// prints (nothing: the module aborts) and what `{:?}` writes.
+/// gzip -9): 103.9 KB -> 93.6 KB. They are unstable flags, enabled with
+/// RUSTC_BOOTSTRAP on the stable release pinned in `rust-toolchain.toml`
+/// (so the bytes do not depend on the machine's default toolchain); they
+/// change only what a panic prints (nothing: the module aborts) and what
+/// `{:?}` writes.
 const SIZE_RUSTFLAGS: &str =
     "-Zunstable-options -Cpanic=immediate-abort -Zlocation-detail=none -Zfmt-debug=none";
 
@@ -255,8 +257,9 @@ fn gzip_len(file: &Path) -> Result<u64> {
     Ok(out.stdout.len() as u64)
 }
 
-/// `cargo xtask pkg`: build, print sizes, and `npm pack` into `target/npm/`.
+/// `cargo xtask pkg`: set up, build, print sizes, and `npm pack` into `target/npm/`.
 pub fn run_task() -> Result {
+    setup::ensure_package_tools()?;
     let pkg = build()?;
     for (name, raw, gz) in sizes(&pkg)? {
         println!("{name}: {raw} bytes, {gz} gzipped");

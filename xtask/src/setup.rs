@@ -2,6 +2,9 @@
 //!
 //! Fresh machines and CI start without the wasm toolchain, Chromium or the npm
 //! tools; everything comes from the package registries this machine reaches.
+//! Every task calls what it needs first, so any of them works on a fresh
+//! clone. The Rust toolchain itself is pinned in `rust-toolchain.toml`;
+//! the rustup steps below act on that toolchain (they run in the workspace).
 
 use crate::cmd::{self, output, root, run, Result};
 use std::path::{Path, PathBuf};
@@ -11,17 +14,28 @@ pub const CHROMIUM: &str = "/usr/bin/chromium";
 /// ChromeDriver for wasm-bindgen-test.
 pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
-/// Everything, in dependency order.
+/// Everything `test` and `demo` use, in dependency order.
 pub fn ensure_all() -> Result {
+    ensure_package_tools()?;
+    cmd::step("setup: wasm-pack", ensure_wasm_pack)?;
+    ensure_browser()
+}
+
+/// What `xtask pkg` needs: the wasm32 target, rust-src, wasm-bindgen-cli and
+/// the npm tools (binaryen's wasm-opt, esbuild).
+pub fn ensure_package_tools() -> Result {
     cmd::step("setup: wasm32 target", ensure_wasm_target)?;
     cmd::step(
         "setup: rust-src (size build of the package)",
         ensure_rust_src,
     )?;
     cmd::step("setup: wasm-bindgen-cli", ensure_wasm_bindgen)?;
-    cmd::step("setup: wasm-pack", ensure_wasm_pack)?;
-    cmd::step("setup: chromium", ensure_chromium)?;
     cmd::step("setup: npm tools", ensure_node_tools)
+}
+
+/// Headless Chromium and its driver, for the browser tests and benchmarks.
+pub fn ensure_browser() -> Result {
+    cmd::step("setup: chromium", ensure_chromium)
 }
 
 /// std's sources, for the package's size build. Not fatal: without them

@@ -15,16 +15,19 @@ use crate::{demo, pkg, setup};
 use std::fs;
 use std::path::Path;
 
-/// Runs every layer; `--skip-setup` trusts the machine as it is, and
+/// Runs every layer; `--skip-setup` trusts the machine as it is,
 /// `--only a,b` runs just the named layers (fmt, clippy, native, chromium,
-/// package, e2e) while developing.
+/// package, e2e) and `--test NAME` only that test target in Chromium (e.g.
+/// `browser_js_api`), while developing.
 pub fn run(args: &[String]) -> Result {
     use cmd::run;
-    let only: Option<Vec<&str>> = args
-        .iter()
-        .position(|a| a == "--only")
-        .and_then(|i| args.get(i + 1))
-        .map(|list| list.split(',').collect());
+    let value_of = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+    };
+    let only: Option<Vec<&str>> = value_of("--only").map(|list| list.split(',').collect());
+    let test_target = value_of("--test").map(String::as_str);
     let wanted = |layer: &str| only.as_ref().is_none_or(|o| o.contains(&layer));
     if !args.iter().any(|a| a == "--skip-setup") {
         setup::ensure_all()?;
@@ -67,7 +70,9 @@ pub fn run(args: &[String]) -> Result {
         cmd::step("native tests", || run("cargo", &["test", "--workspace"]))?;
     }
     if wanted("chromium") {
-        cmd::step("core + browser SDK tests in headless Chromium", in_chromium)?;
+        cmd::step("core + browser SDK tests in headless Chromium", || {
+            in_chromium(test_target)
+        })?;
     }
     if wanted("package") {
         cmd::step("npm package: pack, tsc --strict, vite build", package)?;
@@ -103,26 +108,31 @@ fn test_server(extra: &[&str]) -> Result<Server> {
     Server::start(&server_binary(), &args)
 }
 
-/// Core suite plus `tests/browser_*.rs`, compiled to wasm32, in Chromium.
-fn in_chromium() -> Result {
+/// Core suite plus `tests/browser_*.rs` (or only the test target `only`),
+/// compiled to wasm32, in Chromium.
+fn in_chromium(only: Option<&str>) -> Result {
     cmd::run("cargo", &["build", "-p", "replay-server"])?;
     let server = test_server(&[])?;
     println!("replay-server for the browser suites: {}", server.url);
     let path = path_with(&[setup::js_dir().join("node_modules/.bin")]);
     let tmp = setup::browser_tmp()?;
+    let mut args = vec![
+        "test",
+        "--headless",
+        "--chrome",
+        "--chromedriver",
+        setup::CHROMEDRIVER,
+        "--",
+        "-p",
+        "replay-client",
+    ];
+    if let Some(target) = only {
+        args.extend(["--test", target]);
+    }
     run_in(
         &root(),
         "wasm-pack",
-        &[
-            "test",
-            "--headless",
-            "--chrome",
-            "--chromedriver",
-            setup::CHROMEDRIVER,
-            "--",
-            "-p",
-            "replay-client",
-        ],
+        &args,
         &[
             ("PATH", &path),
             ("CHROMEDRIVER", setup::CHROMEDRIVER),
