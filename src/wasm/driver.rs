@@ -225,7 +225,7 @@ impl Driver {
             let action = {
                 let mut state = self.state.borrow_mut();
                 if state.closed {
-                    return;
+                    break;
                 }
                 state.machine.poll_action()
             };
@@ -239,33 +239,41 @@ impl Driver {
             let state = &mut *state;
             let m = &mut state.machine;
             let mut wakers = Vec::new();
+            // Even after close(): a write started then ends with `closed`.
             while let Some(done) = m.poll_write_done() {
                 wakers.extend(state.outcomes.complete(done));
             }
-            // Notices are kept by the machine for the snapshot.
-            while m.poll_notice().is_some() {}
-            if let Some(change) = m.poll_view_change() {
-                if let Some(view) = self.js_view.borrow_mut().as_mut() {
-                    view.pending(change);
-                }
-            }
-            let notify_at = if m.take_notify() {
-                state.subscribers.schedule(js::now())
+            if state.closed {
+                (wakers, None, None)
             } else {
-                None
-            };
-            let weak = Rc::downgrade(self);
-            state.timer.arm(m.poll_timeout(), move || {
-                if let Some(d) = weak.upgrade() {
-                    d.state.borrow_mut().timer.fired();
-                    d.input(|m, now| m.handle_timeout(now));
+                // Notices are kept by the machine for the snapshot.
+                while m.poll_notice().is_some() {}
+                if let Some(change) = m.poll_view_change() {
+                    if let Some(view) = self.js_view.borrow_mut().as_mut() {
+                        view.pending(change);
+                    }
                 }
-            });
-            (wakers, notify_at, m.has_waiting_page())
+                let notify_at = if m.take_notify() {
+                    state.subscribers.schedule(js::now())
+                } else {
+                    None
+                };
+                let weak = Rc::downgrade(self);
+                state.timer.arm(m.poll_timeout(), move || {
+                    if let Some(d) = weak.upgrade() {
+                        d.state.borrow_mut().timer.fired();
+                        d.input(|m, now| m.handle_timeout(now));
+                    }
+                });
+                (wakers, notify_at, Some(m.has_waiting_page()))
+            }
         };
         for w in wakers {
             w.wake();
         }
+        let Some(waiting) = waiting else {
+            return;
+        };
         if let Some(at) = notify_at {
             self.notify(at);
         }
