@@ -36,7 +36,11 @@ fn leader_and_two_followers_converge_on_one_connection() {
     }
     w.advance(50);
     w.assert_converged();
-    assert_eq!(w.server.conns.len(), 1, "one connection for the whole browser");
+    assert_eq!(
+        w.server.conns.len(),
+        1,
+        "one connection for the whole browser"
+    );
     assert_eq!(w.conns_of(0), 1);
     assert_eq!(w.carried().len(), 3);
     let d0 = w.ctxs[0].share.diagnostics();
@@ -66,7 +70,8 @@ fn a_late_follower_goes_live_and_repairs_its_own_gap() {
     let (t, m) = ms[4];
     assert_eq!(t, 2);
     let now = w.now;
-    w.machine_mut(t, m).handle_lifecycle(Lifecycle::Offline, now);
+    w.machine_mut(t, m)
+        .handle_lifecycle(Lifecycle::Offline, now);
     w.settle();
     for _ in 0..4 {
         w.server.append("a");
@@ -132,7 +137,11 @@ fn a_set_change_loses_and_duplicates_nothing() {
         c.paused = false;
     }
     w.settle();
-    assert_eq!(w.server.conns.len(), 1, "old connection closed after the hellos");
+    assert_eq!(
+        w.server.conns.len(),
+        1,
+        "old connection closed after the hellos"
+    );
     assert_ne!(w.server.conns[0].id, first);
     w.server.append("a");
     w.advance(10);
@@ -141,7 +150,12 @@ fn a_set_change_loses_and_duplicates_nothing() {
             if m.config().target.key() == "session:c_missing" {
                 continue;
             }
-            assert_eq!(m.counters().duplicates_dropped, 0, "{:?}", m.config().target);
+            assert_eq!(
+                m.counters().duplicates_dropped,
+                0,
+                "{:?}",
+                m.config().target
+            );
             assert_eq!(m.counters().gaps_repaired, 0);
             assert_eq!(m.counters().reconnects, 0);
         }

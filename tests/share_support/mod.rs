@@ -46,7 +46,12 @@ fn control(sid: &str, type_name: &str, data: serde_json::Value) -> Envelope {
 
 /// A frame of the multiplexed stream: no `id:` line (PROTOCOL.md §4.6).
 fn frame(env: &Envelope) -> Vec<u8> {
-    format!("event: {}\ndata: {}\n\n", env.event.type_name(), env.to_json()).into_bytes()
+    format!(
+        "event: {}\ndata: {}\n\n",
+        env.event.type_name(),
+        env.to_json()
+    )
+    .into_bytes()
 }
 
 /// One multiplexed connection the server is writing.
@@ -111,7 +116,9 @@ impl Server {
     /// `GET /v1/stream?sub=…`: every scope's hello and backlog at once.
     pub fn open(&mut self, ctx: usize, id: RequestId, path: &str) {
         self.opened.push((ctx, path.to_owned()));
-        let query = path.strip_prefix("/v1/stream?").expect("a multiplexed path");
+        let query = path
+            .strip_prefix("/v1/stream?")
+            .expect("a multiplexed path");
         let mut conn = Conn {
             ctx,
             id,
@@ -134,21 +141,31 @@ impl Server {
             let after = (!after.is_empty()).then(|| after.parse::<u64>().unwrap());
             conn.subs.push((key.clone(), after));
             let Some(log) = self.logs.get(sid) else {
-                let err = control(sid, "subscription.error",
-                                  json!({"error": "not_found", "message": "no such session"}));
+                let err = control(
+                    sid,
+                    "subscription.error",
+                    json!({"error": "not_found", "message": "no such session"}),
+                );
                 conn.out.extend(frame(&err));
                 conn.refused.insert(key);
                 continue;
             };
             let head = log.len() as u64;
             if after.is_some_and(|a| a > head) {
-                let err = control(sid, "subscription.error",
-                                  json!({"error": "cursor_ahead", "message": "ahead"}));
+                let err = control(
+                    sid,
+                    "subscription.error",
+                    json!({"error": "cursor_ahead", "message": "ahead"}),
+                );
                 conn.out.extend(frame(&err));
                 conn.refused.insert(key);
                 continue;
             }
-            let hello = control(sid, "hello", json!({"epoch": EPOCH, "head": head, "boot_id": BOOT}));
+            let hello = control(
+                sid,
+                "hello",
+                json!({"epoch": EPOCH, "head": head, "boot_id": BOOT}),
+            );
             conn.out.extend(frame(&hello));
             for e in &log[after.unwrap_or(head) as usize..] {
                 conn.out.extend(frame(e));
@@ -180,7 +197,14 @@ impl Server {
                 _ => {}
             }
         }
-        let error = |status, code: &str| (status, json!({"error": code, "message": code}).to_string().into_bytes());
+        let error = |status, code: &str| {
+            (
+                status,
+                json!({"error": code, "message": code})
+                    .to_string()
+                    .into_bytes(),
+            )
+        };
         let Some(log) = self.logs.get(sid) else {
             return Err(error(404, "not_found"));
         };
@@ -281,7 +305,12 @@ impl World {
     }
 
     pub fn machine(&self, ctx: usize, key: u64) -> &Client {
-        &self.ctxs[ctx].machines.iter().find(|(k, _)| *k == key).unwrap().1
+        &self.ctxs[ctx]
+            .machines
+            .iter()
+            .find(|(k, _)| *k == key)
+            .unwrap()
+            .1
     }
 
     pub fn machine_mut(&mut self, ctx: usize, key: u64) -> &mut Client {
@@ -405,7 +434,13 @@ impl World {
                                 body,
                             } => {
                                 ctx.ends += 1;
-                                m.handle_http_error(stream, status, retry_after.as_deref(), &body, now)
+                                m.handle_http_error(
+                                    stream,
+                                    status,
+                                    retry_after.as_deref(),
+                                    &body,
+                                    now,
+                                )
                             }
                         }
                     }
@@ -427,9 +462,13 @@ impl World {
             if !c.opened {
                 c.opened = true;
                 moved = true;
-                self.ctxs[ci]
-                    .share
-                    .handle_mux_opened(id, 200, Some("text/event-stream"), None, now);
+                self.ctxs[ci].share.handle_mux_opened(
+                    id,
+                    200,
+                    Some("text/event-stream"),
+                    None,
+                    now,
+                );
             }
             let c = &mut self.server.conns[i];
             if !c.out.is_empty() {
@@ -472,7 +511,15 @@ impl World {
             spins += 1;
             if spins > 100_000 {
                 let hubs: Vec<_> = self.ctxs.iter().map(|c| c.share.poll_timeout()).collect();
-                let ms: Vec<_> = self.ctxs.iter().flat_map(|c| c.machines.iter().map(|(k, m)| (*k, m.poll_timeout(), m.status().state))).collect();
+                let ms: Vec<_> = self
+                    .ctxs
+                    .iter()
+                    .flat_map(|c| {
+                        c.machines
+                            .iter()
+                            .map(|(k, m)| (*k, m.poll_timeout(), m.status().state))
+                    })
+                    .collect();
                 panic!("timers spin at {}: hubs {hubs:?} machines {ms:?}", self.now);
             }
             self.now = self.now.max(t);
@@ -510,7 +557,10 @@ impl World {
                 kind: FetchKind::Replay,
             } = a
             {
-                let body = self.server.page(&path_and_query, FetchKind::Replay).unwrap();
+                let body = self
+                    .server
+                    .page(&path_and_query, FetchKind::Replay)
+                    .unwrap();
                 m.handle_replay_page(id, &body, 0);
             }
         }

@@ -184,11 +184,10 @@ impl Share {
     /// the old one is closed.
     fn maybe_finish_switch(&mut self, now: u64) {
         let done = match (&self.mux, &self.old) {
-            (Some(new), Some(old)) => old.subs.keys().all(|k| {
-                new.subs
-                    .get(k)
-                    .is_none_or(|s| s.hello || s.refused)
-            }),
+            (Some(new), Some(old)) => old
+                .subs
+                .keys()
+                .all(|k| new.subs.get(k).is_none_or(|s| s.hello || s.refused)),
             _ => false,
         };
         if done {

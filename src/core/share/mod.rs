@@ -41,7 +41,7 @@ use crate::core::machine::{
 use crate::core::protocol::Envelope;
 use crate::core::sse::{SseEvent, SseItem};
 use mux::Mux;
-use route::{min_after, target_key, Router, Routed};
+use route::{min_after, target_key, Routed, Router};
 use wire::Body;
 
 /// A set change waits this long, so a burst of subscriptions (a page
@@ -314,7 +314,8 @@ impl Share {
         }
         let after = last_event_id.and_then(|v| v.parse::<u64>().ok());
         self.idle_since.remove(&key);
-        self.router.subscribe(machine, id, key, after, &mut self.out);
+        self.router
+            .subscribe(machine, id, key, after, &mut self.out);
         self.subscriptions_changed(now);
         true
     }

@@ -65,7 +65,12 @@ pub struct Mux {
 
 impl Mux {
     /// A connection for these scopes.
-    pub fn new(id: RequestId, subs: &BTreeMap<String, Option<u64>>, max_event: usize, now: u64) -> Self {
+    pub fn new(
+        id: RequestId,
+        subs: &BTreeMap<String, Option<u64>>,
+        max_event: usize,
+        now: u64,
+    ) -> Self {
         Mux {
             id,
             subs: subs

@@ -138,7 +138,10 @@ fn subscription_error(data: &str) -> Delivery {
         error: String,
         message: String,
     }
-    crate::json_struct!(SubError { error: def, message: def });
+    crate::json_struct!(SubError {
+        error: def,
+        message: def
+    });
     let e: SubError = json::from_str(data).unwrap_or_default();
     let status = match e.error.as_str() {
         "not_found" => 404,
@@ -381,7 +384,10 @@ mod tests {
             ("new_thing", 502),
         ] {
             let data = format!(r#"{{"error":"{code}","message":"m","head":3}}"#);
-            let Delivery::HttpError { status: s, body, .. } = subscription_error(&data) else {
+            let Delivery::HttpError {
+                status: s, body, ..
+            } = subscription_error(&data)
+            else {
                 panic!("an HTTP answer");
             };
             assert_eq!(s, status);

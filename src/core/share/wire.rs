@@ -242,7 +242,10 @@ mod tests {
     #[test]
     fn every_message_round_trips() {
         let bodies = [
-            Body::Sub(vec![("session:s1".into(), Some(17)), ("team:t".into(), None)]),
+            Body::Sub(vec![
+                ("session:s1".into(), Some(17)),
+                ("team:t".into(), None),
+            ]),
             Body::Leader,
             Body::Resign,
             Body::Bye,
