@@ -322,3 +322,29 @@ fn a_stalled_connection_is_replaced() {
     w.advance(5_000);
     w.assert_converged();
 }
+
+#[test]
+fn a_refused_connection_reaches_every_machine_as_its_answer() {
+    let (mut w, ms) = three_tabs();
+    let id = w.server.conns[0].id;
+    w.server.close(0, id);
+    let now = w.now;
+    let body = br#"{"error":"overloaded","message":"later"}"#;
+    w.ctxs[0]
+        .share
+        .handle_mux_http_error(id, 503, Some("3"), body, now);
+    w.settle();
+    // Every machine, here and on the followers, retries no sooner than the hint.
+    for (t, m) in ms {
+        let s = w.machine(t, m).status();
+        assert_eq!(s.state, State::Backoff, "tab {t}");
+        assert_eq!(s.last_error.unwrap().status, Some(503));
+        assert!(s.next_retry_at.unwrap() >= now + 3_000);
+    }
+    // So does the hub.
+    assert!(w.ctxs[0].share.poll_timeout().unwrap() >= now + 3_000);
+    w.server.append("b");
+    w.advance(10_000);
+    w.assert_converged();
+    assert_eq!(w.server.conns.len(), 1);
+}

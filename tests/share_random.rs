@@ -36,8 +36,8 @@ fn run(seed: u64) {
     }
     let mut lock = Lock { holder: None };
     lock.grant(&mut w);
-    for t in 0..3 {
-        w.follow(t, SESSIONS[t], None);
+    for (t, sid) in SESSIONS.iter().take(3).enumerate() {
+        w.follow(t, sid, None);
     }
     let mut offline: Vec<(usize, u64)> = vec![];
     for _ in 0..150 {
@@ -128,7 +128,7 @@ fn run(seed: u64) {
         "seed {seed}: {} connections",
         w.server.conns.len()
     );
-    for (i, c) in w.ctxs.iter().enumerate().filter(|(_, c)| c.alive) {
+    for i in (0..w.ctxs.len()).filter(|&i| w.ctxs[i].alive) {
         if Some(i) != lock.holder {
             assert_eq!(
                 w.conns_of(i),

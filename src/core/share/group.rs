@@ -96,7 +96,7 @@ impl Share {
             }
             Body::Event(text) => self.leader_event(from, text),
             Body::End(keys, why) => {
-                let ok = self.from_leader(from);
+                let ok = self.accept_broadcast(from);
                 if ok {
                     self.router.end(Some(&keys), &why, &mut self.out);
                 }
@@ -110,7 +110,7 @@ impl Share {
 
     /// Whether a broadcast from `from` is to be followed: from the leader,
     /// or from anyone while no leader is known (it then is the leader).
-    fn from_leader(&mut self, from: u64) -> bool {
+    fn accept_broadcast(&mut self, from: u64) -> bool {
         if self.role != Role::Follower {
             return false;
         }
@@ -138,7 +138,7 @@ impl Share {
     }
 
     fn leader_event(&mut self, from: u64, text: &str) -> bool {
-        if !self.from_leader(from) {
+        if !self.accept_broadcast(from) {
             return false;
         }
         let Some(env) = Self::read_envelope(text) else {

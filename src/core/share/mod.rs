@@ -31,6 +31,7 @@ mod route;
 pub mod wire;
 
 pub use mux::{path as mux_path, MAX_SUBS};
+pub use route::MAX_TRACKS;
 
 use std::collections::{BTreeMap, VecDeque};
 

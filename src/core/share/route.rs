@@ -33,6 +33,10 @@ pub fn split_key(key: &str) -> (&str, &str) {
     key.split_once(':').unwrap_or((key, ""))
 }
 
+/// Scopes tracked at most (a context that saw many come and go forgets
+/// the idle ones).
+pub const MAX_TRACKS: usize = 1_024;
+
 /// What this context knows of one scope's shared stream.
 #[derive(Clone, Debug, Default)]
 pub struct Track {
@@ -180,6 +184,14 @@ impl Router {
         }
     }
 
+    /// Forgets scopes that neither flow nor have a virtual stream (what the
+    /// next connection for them starts from is then the machines' cursors).
+    fn forget_idle_tracks(&mut self) {
+        let locals = &self.locals;
+        self.tracks
+            .retain(|k, t| t.flowing || locals.iter().any(|l| l.key == *k));
+    }
+
     /// Durable events dropped as already passed on.
     pub fn duplicates(&self) -> u64 {
         self.duplicates
@@ -254,6 +266,9 @@ impl Router {
         out: &mut VecDeque<Output>,
     ) -> Routed {
         let key = key_of(env.scope, &env.scope_id);
+        if !self.tracks.contains_key(&key) && self.tracks.len() >= MAX_TRACKS {
+            self.forget_idle_tracks();
+        }
         let t = self.tracks.entry(key.clone()).or_default();
         let type_name = env.event.type_name();
         match &env.event {
