@@ -181,7 +181,12 @@ fn leader_loss_mid_stream_hands_over_to_a_follower() {
     // Tab 1 gets the lock.
     let now = w.now;
     w.ctxs[1].share.handle_became_leader(now);
-    w.advance(100);
+    // It opens the group's connection once the debounce for re-announced
+    // subscriptions passed: 25 ms after getting the lock.
+    assert_eq!(w.ctxs[1].share.poll_timeout(), Some(now + 25));
+    w.advance(25);
+    assert_eq!(w.conns_of(1), 1);
+    w.advance(75);
     w.server.append("a");
     w.server.append("b");
     w.server.append("c");
