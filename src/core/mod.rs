@@ -5,5 +5,6 @@ pub mod json;
 pub mod machine;
 pub mod protocol;
 mod protocol_json;
+pub mod share;
 pub mod sse;
 pub mod transcript;

@@ -1,0 +1,328 @@
+//! The holder's side (leader or solo): which scopes the connection carries,
+//! opening it, switching sets (§4.6: new connection first, the old one
+//! closed once the new one said every hello), reconnecting.
+
+use std::collections::BTreeMap;
+
+use super::mux::{Mux, MAX_SUBS};
+use super::route::key_of;
+use super::wire::{Body, EndReason};
+use super::{Output, Role, Share, SET_DEBOUNCE_MS};
+use crate::core::machine::{CoreError, RequestId};
+use crate::core::protocol::Event;
+use crate::core::sse::{SseEvent, SseItem};
+
+/// Which connection an input is about.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Conn {
+    Current,
+    Old,
+}
+
+impl Share {
+    /// The connection answered with `status` (2xx; others go to
+    /// [`handle_mux_http_error`](Self::handle_mux_http_error)).
+    pub fn handle_mux_opened(
+        &mut self,
+        id: RequestId,
+        status: u16,
+        content_type: Option<&str>,
+        retry_after: Option<&str>,
+        now: u64,
+    ) {
+        if self.which(id).is_none() {
+            return;
+        }
+        if !(200..300).contains(&status) {
+            self.handle_mux_http_error(id, status, retry_after, b"", now);
+            return;
+        }
+        let ct = content_type.unwrap_or("");
+        let mime = ct.split(';').next().unwrap_or("").trim();
+        if !mime.eq_ignore_ascii_case("text/event-stream") {
+            self.out.push_back(Output::AbortMux { id });
+            let why = EndReason::Failed(format!("wrong content type: {ct:?}"));
+            self.mux_lost(id, why, 0, now);
+            return;
+        }
+        if let Some(m) = self.mux.as_mut().filter(|m| m.id == id) {
+            m.last_byte_at = now;
+        }
+    }
+
+    /// Bytes of the connection's body, in order, any chunking.
+    pub fn handle_mux_bytes(&mut self, id: RequestId, bytes: &[u8], now: u64) {
+        let items = match self.which(id) {
+            Some(Conn::Current) => {
+                let m = self.mux.as_mut().expect("current connection");
+                m.last_byte_at = now;
+                Self::parse_items(m, bytes)
+            }
+            Some(Conn::Old) => Self::parse_items(self.old.as_mut().expect("old connection"), bytes),
+            None => return,
+        };
+        for item in items {
+            // An event may have finished a switch: the rest of an old
+            // connection's chunk is no longer needed.
+            let Some(conn) = self.which(id) else { break };
+            match item {
+                SseItem::Event(ev) => self.mux_event(conn, &ev, now),
+                SseItem::Retry(ms) => self.sse_retry = Some(ms),
+                // A skipped event: its machines find the hole and repair it.
+                SseItem::Error(_) => {}
+            }
+        }
+    }
+
+    /// The connection's body ended cleanly.
+    pub fn handle_mux_end(&mut self, id: RequestId, now: u64) {
+        self.mux_lost(id, EndReason::Clean, 0, now);
+    }
+
+    /// The connection failed at the transport level.
+    pub fn handle_mux_failed(&mut self, id: RequestId, error: CoreError, now: u64) {
+        self.mux_lost(id, EndReason::Failed(error.to_string()), 0, now);
+    }
+
+    /// A non-2xx answer. 401/403, 408, 429 and 5xx reach every machine as
+    /// that answer (credentials refreshed, `Retry-After` honoured by each);
+    /// other statuses (400 `invalid_subscription`, a server without
+    /// `/v1/stream`) are the hub's problem, not a scope's: the machines see
+    /// a transport failure and retry.
+    pub fn handle_mux_http_error(
+        &mut self,
+        id: RequestId,
+        status: u16,
+        retry_after: Option<&str>,
+        body: &[u8],
+        now: u64,
+    ) {
+        let why = match status {
+            401 | 403 | 408 | 429 | 500..=599 => EndReason::Http {
+                status,
+                retry_after: retry_after.map(str::to_owned),
+                body: String::from_utf8_lossy(body).into_owned(),
+            },
+            _ => EndReason::Failed(format!("multiplexed stream: HTTP {status}")),
+        };
+        let hint = self.retry_hint(retry_after, now);
+        self.mux_lost(id, why, hint, now);
+    }
+
+    fn which(&self, id: RequestId) -> Option<Conn> {
+        if self.mux.as_ref().is_some_and(|m| m.id == id) {
+            Some(Conn::Current)
+        } else if self.old.as_ref().is_some_and(|m| m.id == id) {
+            Some(Conn::Old)
+        } else {
+            None
+        }
+    }
+
+    /// One event of a connection: routed if that connection carries its
+    /// scope now (the old one until the new one said that scope's hello).
+    fn mux_event(&mut self, conn: Conn, ev: &SseEvent, now: u64) {
+        // Bad JSON: skipped; the machines find a durable hole and repair it.
+        let Some(env) = Self::read_envelope(&ev.data) else {
+            return;
+        };
+        let key = key_of(env.scope, &env.scope_id);
+        let hello = matches!(env.event, Event::Hello(_));
+        let refused = env.event.type_name() == "subscription.error";
+        let current_has = self
+            .mux
+            .as_ref()
+            .and_then(|m| m.subs.get(&key))
+            .is_some_and(|s| !s.refused);
+        if conn == Conn::Old && current_has && (refused || self.mux_carries(&key)) {
+            return;
+        }
+        let m = match conn {
+            Conn::Current => self.mux.as_mut(),
+            Conn::Old => self.old.as_mut(),
+        };
+        let Some(sub) = m.and_then(|m| m.subs.get_mut(&key)) else {
+            return;
+        };
+        if sub.refused {
+            return;
+        }
+        let start = if hello {
+            sub.hello = true;
+            Some(sub.after)
+        } else if refused {
+            sub.refused = true;
+            None
+        } else if sub.hello {
+            None
+        } else {
+            // Nothing before a scope's hello belongs to anyone.
+            return;
+        };
+        if hello {
+            self.backoff.reset();
+        }
+        self.route_event(ev, &env, start);
+        if refused {
+            // Its machines got the answer and decide; a stale announcement
+            // must not put it straight back.
+            self.idle_since.remove(&key);
+            for r in self.remotes.values_mut() {
+                r.subs.remove(&key);
+            }
+        }
+        if (hello || refused) && conn == Conn::Current {
+            self.maybe_finish_switch(now);
+        }
+    }
+
+    fn mux_carries(&self, key: &str) -> bool {
+        self.mux.as_ref().is_some_and(|m| m.carries(key))
+    }
+
+    /// The new connection said hello for every scope the old one carried:
+    /// the old one is closed.
+    fn maybe_finish_switch(&mut self, now: u64) {
+        let done = match (&self.mux, &self.old) {
+            (Some(new), Some(old)) => old
+                .subs
+                .keys()
+                .all(|k| new.subs.get(k).is_none_or(|s| s.hello || s.refused)),
+            _ => false,
+        };
+        if done {
+            if let Some(old) = self.old.take() {
+                self.out.push_back(Output::AbortMux { id: old.id });
+            }
+            // Changes that came during the switch.
+            self.set_changed(now);
+        }
+    }
+
+    /// A connection is over. The old one of a switch goes quietly (the new
+    /// one resumes from what was passed on); the current one ends every
+    /// scope it carried, here and on the followers, and is reopened after
+    /// backoff.
+    fn mux_lost(&mut self, id: RequestId, why: EndReason, hint: u64, now: u64) {
+        match self.which(id) {
+            Some(Conn::Old) => {
+                self.old = None;
+                self.set_changed(now);
+                return;
+            }
+            Some(Conn::Current) => {}
+            None => return,
+        }
+        let mut keys: Vec<String> = Vec::new();
+        for m in [self.mux.take(), self.old.take()].into_iter().flatten() {
+            if m.id != id {
+                self.out.push_back(Output::AbortMux { id: m.id });
+            }
+            keys.extend(m.subs.into_keys());
+        }
+        keys.sort();
+        keys.dedup();
+        self.router.end(Some(&keys), &why, &mut self.out);
+        self.broadcast(&Body::End(keys, why));
+        let delay = self
+            .backoff
+            .next_delay(&self.cfg.backoff, &mut self.rng, hint);
+        self.mux_retry_at = Some(now.saturating_add(delay));
+    }
+
+    /// Aborts every connection (lost leadership, close).
+    pub(super) fn abort_muxes(&mut self) {
+        for m in [self.mux.take(), self.old.take()].into_iter().flatten() {
+            self.out.push_back(Output::AbortMux { id: m.id });
+        }
+        self.mux_retry_at = None;
+        self.set_check_at = None;
+    }
+
+    /// The set may have changed: checked after a short debounce.
+    pub(super) fn set_changed(&mut self, now: u64) {
+        if matches!(self.role, Role::Leader | Role::Solo) {
+            let at = now.saturating_add(SET_DEBOUNCE_MS);
+            self.set_check_at = Some(self.set_check_at.map_or(at, |t| t.min(at)));
+        }
+    }
+
+    /// The scopes the connection should carry and where each starts: where
+    /// this context's stream left it when known (nothing passed on twice),
+    /// else the smallest cursor asked (a machine further ahead drops
+    /// duplicates; one with a smaller cursor, or a live-only one, gets a
+    /// hello and repairs by itself).
+    fn wanted(&self) -> BTreeMap<String, Option<u64>> {
+        let mut want = self.group_keys();
+        for k in self.idle_since.keys() {
+            want.entry(k.clone()).or_insert(None);
+        }
+        for (k, after) in want.iter_mut() {
+            if let Some(p) = self.router.track(k).and_then(|t| t.position()) {
+                *after = Some(p);
+            }
+        }
+        // PROTOCOL.md §4.6 limit; the others wait (their machines' watchdogs
+        // retry) until scopes are dropped.
+        want.into_iter().take(MAX_SUBS).collect()
+    }
+
+    pub(super) fn mux_timers(&mut self, now: u64) {
+        if !matches!(self.role, Role::Leader | Role::Solo) {
+            return;
+        }
+        if let Some(m) = &self.mux {
+            if now >= m.last_byte_at.saturating_add(self.cfg.stall_ms) {
+                let id = m.id;
+                self.out.push_back(Output::AbortMux { id });
+                self.mux_lost(id, EndReason::Failed("stalled".into()), 0, now);
+            }
+        }
+        if self.mux_retry_at.is_some_and(|t| now >= t) {
+            self.mux_retry_at = None;
+            self.check_set(now);
+        }
+        if self.set_check_at.is_some_and(|t| now >= t) {
+            self.set_check_at = None;
+            self.check_set(now);
+        }
+    }
+
+    /// Opens, switches or closes the connection to match the wanted set.
+    fn check_set(&mut self, now: u64) {
+        if self.mux_retry_at.is_some() {
+            return;
+        }
+        let want = self.wanted();
+        let Some(m) = &self.mux else {
+            if !want.is_empty() {
+                self.open_mux(&want, now);
+            }
+            return;
+        };
+        if m.active_keys().eq(want.keys()) {
+            return;
+        }
+        if self.old.is_some() {
+            // One switch at a time; checked again when it finishes.
+            return;
+        }
+        if want.is_empty() {
+            self.abort_muxes();
+            return;
+        }
+        self.old = self.mux.take();
+        self.open_mux(&want, now);
+    }
+
+    fn open_mux(&mut self, want: &BTreeMap<String, Option<u64>>, now: u64) {
+        let id = self.alloc_id();
+        let m = Mux::new(id, want, self.cfg.max_event_size, now);
+        self.out.push_back(Output::OpenMux {
+            id,
+            path_and_query: m.path(),
+        });
+        self.mux = Some(m);
+        self.diag.connections_opened += 1;
+    }
+}

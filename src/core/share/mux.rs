@@ -1,0 +1,127 @@
+//! The multiplexed stream (PROTOCOL.md §4.6): its path, and what one
+//! connection of it has delivered so far.
+
+use std::collections::BTreeMap;
+
+use super::route::split_key;
+use crate::core::machine::RequestId;
+use crate::core::sse::SseParser;
+
+/// At most this many `sub`s in one request (PROTOCOL.md §4.6).
+pub const MAX_SUBS: usize = 64;
+
+/// Percent-encodes everything but unreserved characters.
+fn encode(out: &mut String, s: &str) {
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+}
+
+/// `/v1/stream?sub=session:ses_1:17&sub=team:t1:` for `(key, after)` pairs
+/// (`None` = live only for that scope).
+pub fn path<'a>(subs: impl IntoIterator<Item = (&'a str, Option<u64>)>) -> String {
+    let mut p = String::from("/v1/stream");
+    for (i, (key, after)) in subs.into_iter().enumerate() {
+        p.push_str(if i == 0 { "?sub=" } else { "&sub=" });
+        let (scope, id) = split_key(key);
+        encode(&mut p, scope);
+        p.push(':');
+        encode(&mut p, id);
+        p.push(':');
+        if let Some(a) = after {
+            p.push_str(&a.to_string());
+        }
+    }
+    p
+}
+
+/// One scope on one connection.
+#[derive(Clone, Debug)]
+pub struct MuxSub {
+    /// Where it was asked to start.
+    pub after: Option<u64>,
+    /// Its `hello` came: from now on this connection carries it.
+    pub hello: bool,
+    /// Its `subscription.error` came: nothing more will.
+    pub refused: bool,
+}
+
+/// One multiplexed connection.
+#[derive(Debug)]
+pub struct Mux {
+    /// The request.
+    pub id: RequestId,
+    /// Its scopes.
+    pub subs: BTreeMap<String, MuxSub>,
+    /// Its SSE parser.
+    pub parser: SseParser,
+    /// Last byte (or the request), for the stall watchdog.
+    pub last_byte_at: u64,
+}
+
+impl Mux {
+    /// A connection for these scopes.
+    pub fn new(
+        id: RequestId,
+        subs: &BTreeMap<String, Option<u64>>,
+        max_event: usize,
+        now: u64,
+    ) -> Self {
+        Mux {
+            id,
+            subs: subs
+                .iter()
+                .map(|(k, a)| {
+                    let s = MuxSub {
+                        after: *a,
+                        hello: false,
+                        refused: false,
+                    };
+                    (k.clone(), s)
+                })
+                .collect(),
+            parser: SseParser::with_max_event_size(max_event),
+            last_byte_at: now,
+        }
+    }
+
+    /// The request's path.
+    pub fn path(&self) -> String {
+        path(self.subs.iter().map(|(k, s)| (k.as_str(), s.after)))
+    }
+
+    /// Whether this connection carries `key` now (hello came, not refused).
+    pub fn carries(&self, key: &str) -> bool {
+        self.subs.get(key).is_some_and(|s| s.hello && !s.refused)
+    }
+
+    /// The scopes still asked for (not refused).
+    pub fn active_keys(&self) -> impl Iterator<Item = &String> {
+        self.subs.iter().filter(|(_, s)| !s.refused).map(|(k, _)| k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn path_names_every_scope_and_cursor() {
+        assert_eq!(
+            path([
+                ("session:ses_1", Some(17)),
+                ("team:t1", None),
+                ("system:", Some(0)),
+                ("process:p 1", Some(2)),
+            ]),
+            "/v1/stream?sub=session:ses_1:17&sub=team:t1:&sub=system::0&sub=process:p%201:2"
+        );
+        assert_eq!(path([]), "/v1/stream");
+    }
+}
