@@ -195,8 +195,18 @@ async fn non_loopback_bind_needs_a_token() {
     running.shutdown().await;
 }
 
+/// A child server, killed on drop (also when a test panics).
+struct ChildServer(Child);
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts the binary with `args` and `env`; returns it and its base URL.
-fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
+fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> (ChildServer, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_replay-server"))
         .args(["--listen", "127.0.0.1:0", "--db", ":memory:"])
         .args(args)
@@ -214,7 +224,7 @@ fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
         .strip_prefix("replay-server listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_owned();
-    (child, base)
+    (ChildServer(child), base)
 }
 
 async fn status_with_token(base: &str, token: Option<&str>) -> StatusCode {
@@ -227,7 +237,7 @@ async fn status_with_token(base: &str, token: Option<&str>) -> StatusCode {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_from_environment_or_file() {
-    let (mut child, base) = spawn_binary(&[], &[("REPLAY_TOKEN", "from-env")]);
+    let (child, base) = spawn_binary(&[], &[("REPLAY_TOKEN", "from-env")]);
     assert_eq!(
         status_with_token(&base, None).await,
         StatusCode::UNAUTHORIZED
@@ -240,12 +250,11 @@ async fn token_from_environment_or_file() {
         status_with_token(&base, Some("from-env")).await,
         StatusCode::OK
     );
-    child.kill().unwrap();
-    let _ = child.wait();
+    drop(child);
 
     let file = TempDb::new("token");
     std::fs::write(&file.0, "from-file\n").unwrap();
-    let (mut child, base) = spawn_binary(&["--token-file", &file.0], &[]);
+    let (child, base) = spawn_binary(&["--token-file", &file.0], &[]);
     assert_eq!(
         status_with_token(&base, None).await,
         StatusCode::UNAUTHORIZED
@@ -254,8 +263,7 @@ async fn token_from_environment_or_file() {
         status_with_token(&base, Some("from-file")).await,
         StatusCode::OK
     );
-    child.kill().unwrap();
-    let _ = child.wait();
+    drop(child);
 }
 
 #[test]
@@ -517,6 +525,7 @@ async fn a_stream_whose_peer_reads_nothing_times_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_exits_promptly_with_a_stuck_reader() {
     let (mut child, base) = spawn_binary(&["--faults", "--subscriber-buffer", "8"], &[]);
+    let child = &mut child.0;
     let s = Server::remote(base.clone());
     s.append("team", "t1", 0).await;
     let _stuck = stuck_stream(&base, "/v1/teams/t1/events").await;
@@ -532,10 +541,7 @@ async fn sigterm_exits_promptly_with_a_stuck_reader() {
             assert!(code.success(), "{code:?}");
             break;
         }
-        if start.elapsed() > 3 * SEC {
-            let _ = child.kill();
-            panic!("no exit 3 s after SIGTERM");
-        }
+        assert!(start.elapsed() < 3 * SEC, "no exit 3 s after SIGTERM");
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     eprintln!("exited {:?} after SIGTERM", start.elapsed());
