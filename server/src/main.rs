@@ -13,7 +13,7 @@ use replay_server::{Config, LagPolicy};
 /// Every flag can also be set through the environment variable shown beside
 /// it (a flag given on the command line wins), so a token need not be in argv.
 #[derive(Debug, Parser)]
-#[command(name = "replay-server", version, about, long_about = None)]
+#[command(name = "replay-server", version)]
 struct Args {
     /// Address to bind; port 0 picks a free one. A non-loopback address needs a token.
     #[arg(
