@@ -1,6 +1,8 @@
 //! Server figures (not a timed test): durable appends/s, SSE fan-out
 //! events/s to 100 subscribers, p50/p99 append-to-delivery latency, all on
-//! loopback. Prints `server_* N` lines for `cargo xtask bench`.
+//! loopback; once with the default `synchronous = full` (a disk sync per
+//! commit) and once with `normal` (`*_normal`), which shows what FULL costs.
+//! Prints `server_* N` lines for `cargo xtask bench`.
 //!
 //! Run: `cargo bench -p replay-server --bench server`.
 
@@ -10,9 +12,13 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use replay_client::core::protocol::{Event, Scope, TeamMessage};
 use replay_client::core::sse::{SseItem, SseParser};
+use replay_server::store::Synchronous;
 use replay_server::{Config, LagPolicy};
 
+/// Appends measured under `normal`; under `full` each waits for the disk, so
+/// fewer give the same precision in a bounded time.
 const APPENDS: u64 = 20_000;
+const APPENDS_FULL: u64 = 1_000;
 const SUBSCRIBERS: usize = 100;
 const FANOUT_EVENTS: u64 = 2_000;
 const LATENCY_SAMPLES: u64 = 500;
@@ -86,12 +92,22 @@ async fn subscribe(
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    let dir = std::env::temp_dir().join(format!("replay-bench-{}", std::process::id()));
+    measure(Synchronous::Full, APPENDS_FULL, "").await;
+    measure(Synchronous::Normal, APPENDS, "_normal").await;
+}
+
+async fn measure(synchronous: Synchronous, appends: u64, suffix: &str) {
+    let dir = std::env::temp_dir().join(format!(
+        "replay-bench-{}-{}",
+        std::process::id(),
+        synchronous.as_str()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let db = dir.join("bench.sqlite").to_str().unwrap().to_owned();
     let running = replay_server::start(Config {
         listen: "127.0.0.1:0".into(),
         db,
+        synchronous,
         subscriber_buffer: 8192,
         lag_policy: LagPolicy::Disconnect,
         ..Config::default()
@@ -103,10 +119,10 @@ async fn main() {
 
     // 1. Durable appends: commit (WAL, file database) + publish, one at a time.
     let t0 = Instant::now();
-    for i in 0..APPENDS {
+    for i in 0..appends {
         app.log.append(Scope::Team, "appends", event(i)).unwrap();
     }
-    let appends_per_s = APPENDS as f64 / t0.elapsed().as_secs_f64();
+    let appends_per_s = appends as f64 / t0.elapsed().as_secs_f64();
 
     // 2. Fan-out: 100 live subscribers, a writer appending as fast as it can.
     // Streams of unknown logs are 404: each log gets its seq 1 first.
@@ -165,10 +181,16 @@ async fn main() {
         .collect();
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
 
-    println!("server_appends_per_s {appends_per_s:.0}");
-    println!("server_fanout_events_per_s {fanout_per_s:.0}");
-    println!("server_latency_p50_ms {:.3}", percentile(&lat, 0.50));
-    println!("server_latency_p99_ms {:.3}", percentile(&lat, 0.99));
+    println!("server_appends{suffix}_per_s {appends_per_s:.0}");
+    println!("server_fanout{suffix}_events_per_s {fanout_per_s:.0}");
+    println!(
+        "server_latency{suffix}_p50_ms {:.3}",
+        percentile(&lat, 0.50)
+    );
+    println!(
+        "server_latency{suffix}_p99_ms {:.3}",
+        percentile(&lat, 0.99)
+    );
     running.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

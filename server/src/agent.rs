@@ -22,6 +22,25 @@ use crate::worker::{RunningTurn, Worker};
 /// Most scalars a `live_turn.text` keeps (PROTOCOL.md §5).
 pub const LIVE_TEXT_MAX: usize = 16_384;
 
+/// Longest reply `/long N` may ask for, in scalars (a reply is stored once
+/// and pulled by every client: ~400 KB of UTF-8 at most).
+pub const LONG_MAX: usize = 100_000;
+
+/// Most steps (`/tool`, `/ask`, `/bg`) one message may ask for: each writes
+/// events, and each `/bg` adds a task that every later task change rewrites.
+pub const STEPS_MAX: usize = 16;
+
+/// A message asks for more work than one message may.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DirectiveError {
+    /// `/long N` above [`LONG_MAX`].
+    #[error("/long {0} is above the limit of {LONG_MAX} scalars")]
+    TooLong(String),
+    /// More than [`STEPS_MAX`] steps.
+    #[error("{0} steps (/tool, /ask, /bg) are above the limit of {STEPS_MAX} per message")]
+    TooManySteps(usize),
+}
+
 /// One step of a turn, in the order the directives appear.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -47,28 +66,52 @@ pub struct Directives {
 }
 
 impl Directives {
-    /// Reads the directives out of a message text.
-    pub fn parse(text: &str) -> Directives {
+    /// Reads the directives out of a message text, within the bounds of
+    /// one message's work ([`LONG_MAX`], [`STEPS_MAX`]).
+    pub fn parse(text: &str) -> Result<Directives, DirectiveError> {
         let mut d = Directives::default();
         let mut words = text.split_whitespace().peekable();
         while let Some(w) = words.next() {
-            match w {
-                "/tool" => d.steps.push(Step::Tool),
-                "/ask" => d.steps.push(Step::Ask),
-                "/bg" => d.steps.push(Step::Bg),
-                "/fail" => d.fail = true,
-                "/slow" => d.slow = true,
-                "/long" => {
-                    if let Some(n) = words.peek().and_then(|n| n.parse().ok()) {
-                        d.long = Some(n);
-                        words.next();
-                    }
+            let step = match w {
+                "/tool" => Some(Step::Tool),
+                "/ask" => Some(Step::Ask),
+                "/bg" => Some(Step::Bg),
+                "/fail" => {
+                    d.fail = true;
+                    None
                 }
-                _ => {}
+                "/slow" => {
+                    d.slow = true;
+                    None
+                }
+                "/long" => {
+                    // Any run of digits is N, so a huge N is refused, not ignored.
+                    if let Some(arg) = words.next_if(|n| n.bytes().all(|b| b.is_ascii_digit())) {
+                        let n = arg
+                            .parse::<usize>()
+                            .ok()
+                            .filter(|n| *n <= LONG_MAX)
+                            .ok_or_else(|| DirectiveError::TooLong(arg.to_owned()))?;
+                        d.long = Some(n);
+                    }
+                    None
+                }
+                _ => None,
+            };
+            if let Some(step) = step {
+                if d.steps.len() == STEPS_MAX {
+                    let total = d.steps.len() + 1 + words.filter(|w| is_step(w)).count();
+                    return Err(DirectiveError::TooManySteps(total));
+                }
+                d.steps.push(step);
             }
         }
-        d
+        Ok(d)
     }
+}
+
+fn is_step(word: &str) -> bool {
+    matches!(word, "/tool" | "/ask" | "/bg")
 }
 
 const WORDS: &[&str] = &[
@@ -227,17 +270,13 @@ impl Turn {
     }
 
     async fn script(&self) -> StoreResult<()> {
-        let d = Directives::parse(&self.text);
+        // Checked when the message was accepted; a refused one never runs.
+        let d = Directives::parse(&self.text).unwrap_or_default();
         self.append(Event::TurnStarted(TurnStarted {
             turn_id: self.turn_id.clone(),
             input_message_id: self.user_message_id.clone(),
         }))?;
-        self.append(Event::MessageCommitted(MessageCommitted {
-            message_id: self.user_message_id.clone(),
-            turn_id: self.turn_id.clone(),
-            role: Role::User,
-            text: self.text.clone(),
-        }))?;
+        // The user's message.committed was written when it was accepted.
         let (turn_id, reply_id) = (self.turn_id.clone(), self.reply_id.clone());
         self.app
             .edit_live(&self.worker, &self.session_id, true, |lt| {
@@ -607,11 +646,36 @@ mod tests {
 
     #[test]
     fn directives_keep_step_order_and_flags() {
-        let d = Directives::parse("please /ask then /tool and /bg /long 300 /slow /fail");
+        let d = Directives::parse("please /ask then /tool and /bg /long 300 /slow /fail").unwrap();
         assert_eq!(d.steps, vec![Step::Ask, Step::Tool, Step::Bg]);
         assert_eq!(d.long, Some(300));
         assert!(d.slow && d.fail);
-        assert_eq!(Directives::parse("hello"), Directives::default());
+        assert_eq!(Directives::parse("hello").unwrap(), Directives::default());
+    }
+
+    #[test]
+    fn directives_are_bounded() {
+        assert_eq!(
+            Directives::parse("/long 100000").unwrap().long,
+            Some(LONG_MAX)
+        );
+        assert_eq!(
+            Directives::parse("/long 100001"),
+            Err(DirectiveError::TooLong("100001".into()))
+        );
+        assert_eq!(
+            Directives::parse("/long 100000000000000000000"),
+            Err(DirectiveError::TooLong("100000000000000000000".into()))
+        );
+        assert_eq!(Directives::parse("/long x").unwrap().long, None);
+        assert_eq!(
+            Directives::parse(&"/bg ".repeat(16)).unwrap().steps.len(),
+            16
+        );
+        assert_eq!(
+            Directives::parse(&"/tool /ask ".repeat(9)),
+            Err(DirectiveError::TooManySteps(18))
+        );
     }
 
     #[test]

@@ -6,14 +6,14 @@ use replay_client::core::protocol::{
     BackgroundWait, Event, LiveTurn, LiveTurnSnapshot, Scope, Task, TaskState, TasksSnapshot,
 };
 
+use crate::config::Config;
 use crate::faults::Faults;
-use crate::hub::{Frame, Hub};
-use crate::log::{transient, Log};
+use crate::hub::{Hub, StreamLimits};
+use crate::log::Log;
 use crate::recovery;
-use crate::store::{Db, Reads, StoreResult};
+use crate::store::{Reads, StoreResult};
 use crate::util::{now_rfc3339, random_id};
 use crate::worker::Worker;
-use crate::Config;
 
 /// Everything a handler needs.
 pub struct App {
@@ -33,8 +33,12 @@ pub struct App {
 impl App {
     /// Opens the store, runs startup recovery and starts a worker.
     pub fn boot(cfg: Config) -> StoreResult<Arc<App>> {
-        let hub = Hub::new(cfg.subscriber_buffer, cfg.lag_policy);
-        let log = Log::open(&cfg.db, hub)?;
+        let limits = StreamLimits {
+            total: cfg.max_streams,
+            per_list: cfg.max_streams_per_scope,
+        };
+        let hub = Hub::new(cfg.subscriber_buffer, cfg.lag_policy, limits);
+        let log = Log::open(&cfg.db, cfg.synchronous, hub)?;
         let boot_id = random_id("b");
         let report = recovery::recover(&log, &boot_id)?;
         Ok(Arc::new(App {
@@ -131,22 +135,7 @@ impl App {
             None
         };
         let snap = db.put_tasks(session_id, &tasks, bg.as_ref())?;
-        publish_tasks(&db, &self.log.hub, session_id, &snap);
+        self.log.publish_tasks(&db, session_id, &snap);
         Ok(snap)
     }
-}
-
-/// Publishes a `tasks.snapshot` (caller holds the store lock).
-pub fn publish_tasks(db: &Db, hub: &Hub, session_id: &str, snap: &TasksSnapshot) {
-    let head = db
-        .log_info(Scope::Session, session_id)
-        .map_or(0, |i| i.head);
-    let env = transient(
-        Scope::Session,
-        session_id,
-        head,
-        Event::TasksSnapshot(snap.clone()),
-        true,
-    );
-    hub.publish(&Frame::new(env));
 }

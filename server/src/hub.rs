@@ -15,8 +15,30 @@ use tokio::sync::mpsc;
 pub enum LagPolicy {
     /// End its stream; the client reconnects with its cursor.
     Disconnect,
-    /// Drop frames it has no room for; the client repairs the gap.
+    /// Drop durable frames it has no room for (the client repairs the gap);
+    /// a critical transient that does not fit ends its stream instead, since
+    /// nothing would repair it.
     Skip,
+}
+
+/// Caps on open subscriptions (each stream holds one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// In the whole process.
+    pub total: usize,
+    /// On one list (a scope log, or the global list).
+    pub per_list: usize,
+}
+
+/// A subscription refused by [`StreamLimits`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StreamsFull {
+    /// The process holds `total` streams.
+    #[error("this server holds its maximum of {0} open streams")]
+    Process(usize),
+    /// The list holds `per_list` streams.
+    #[error("this log has its maximum of {0} open streams")]
+    List(usize),
 }
 
 /// One event, encoded once for every subscriber.
@@ -52,8 +74,11 @@ pub struct CommsStats {
     pub subscribers: AtomicU64,
     /// Subscriptions ever opened.
     pub subscriptions_total: AtomicU64,
-    /// Subscribers disconnected because their buffer was full.
+    /// Subscribers disconnected because their buffer was full (under
+    /// `skip`: by a critical transient that did not fit).
     pub lagged_disconnects: AtomicU64,
+    /// Subscriptions refused by the stream caps.
+    pub refused: AtomicU64,
     /// Durable frames skipped for a full buffer (skip policy).
     pub skipped_durable: AtomicU64,
     /// Transient frames not delivered for a full buffer.
@@ -72,9 +97,14 @@ struct Sub {
 /// The fan-out.
 pub struct Hub {
     subs: Mutex<HashMap<Key, Vec<Sub>>>,
+    /// Subscriptions alive per list. Unlike `subs` (which the hub leaves on
+    /// lag or `close_all`) this counts until the [`Subscription`] is dropped,
+    /// that is until its stream has ended.
+    open: Mutex<HashMap<Key, usize>>,
     next_id: AtomicU64,
     buffer: usize,
     policy: LagPolicy,
+    limits: StreamLimits,
     /// Counters.
     pub stats: CommsStats,
 }
@@ -90,6 +120,15 @@ pub struct Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        {
+            let mut open = self.hub.open.lock().expect("hub lock");
+            if let Some(n) = open.get_mut(&self.key) {
+                *n -= 1;
+                if *n == 0 {
+                    open.remove(&self.key);
+                }
+            }
+        }
         let mut subs = self.hub.subs.lock().expect("hub lock");
         if let Some(list) = subs.get_mut(&self.key) {
             let before = list.len();
@@ -106,12 +145,14 @@ impl Drop for Subscription {
 
 impl Hub {
     /// A hub with `buffer` frames per subscriber.
-    pub fn new(buffer: usize, policy: LagPolicy) -> Arc<Hub> {
+    pub fn new(buffer: usize, policy: LagPolicy, limits: StreamLimits) -> Arc<Hub> {
         Arc::new(Hub {
             subs: Mutex::new(HashMap::new()),
+            open: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             buffer: buffer.max(1),
             policy,
+            limits,
             stats: CommsStats::default(),
         })
     }
@@ -121,8 +162,30 @@ impl Hub {
         self.policy
     }
 
-    /// Subscribes to a list.
-    pub fn subscribe(self: &Arc<Self>, key: Key) -> Subscription {
+    /// Subscriptions alive now (streams open), in every list.
+    pub fn open_streams(&self) -> usize {
+        self.open.lock().expect("hub lock").values().sum()
+    }
+
+    /// Subscribes to a list, unless a stream cap is reached.
+    pub fn subscribe(self: &Arc<Self>, key: Key) -> Result<Subscription, StreamsFull> {
+        {
+            let mut open = self.open.lock().expect("hub lock");
+            let total: usize = open.values().sum();
+            let on_list = open.get(&key).copied().unwrap_or(0);
+            let full = if total >= self.limits.total {
+                Some(StreamsFull::Process(self.limits.total))
+            } else if on_list >= self.limits.per_list {
+                Some(StreamsFull::List(self.limits.per_list))
+            } else {
+                None
+            };
+            if let Some(full) = full {
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                return Err(full);
+            }
+            *open.entry(key.clone()).or_default() += 1;
+        }
         let (tx, rx) = mpsc::channel(self.buffer);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.subs
@@ -135,12 +198,12 @@ impl Hub {
         self.stats
             .subscriptions_total
             .fetch_add(1, Ordering::Relaxed);
-        Subscription {
+        Ok(Subscription {
             rx,
             id,
             key,
             hub: Arc::clone(self),
-        }
+        })
     }
 
     /// Delivers a frame to its scope's list and, when durable, the global list.
@@ -181,13 +244,17 @@ impl Hub {
                             stats.subscribers.fetch_sub(1, Ordering::Relaxed);
                             false
                         }
-                        LagPolicy::Skip => {
-                            if frame.env.is_durable() {
-                                stats.skipped_durable.fetch_add(1, Ordering::Relaxed);
-                            } else {
-                                stats.dropped_transient.fetch_add(1, Ordering::Relaxed);
-                            }
+                        LagPolicy::Skip if frame.env.is_durable() => {
+                            stats.skipped_durable.fetch_add(1, Ordering::Relaxed);
                             true
+                        }
+                        // A snapshot or delta lost silently would leave the
+                        // client wrong with no gap to repair: end the stream,
+                        // the client reconnects and gets fresh snapshots.
+                        LagPolicy::Skip => {
+                            stats.lagged_disconnects.fetch_add(1, Ordering::Relaxed);
+                            stats.subscribers.fetch_sub(1, Ordering::Relaxed);
+                            false
                         }
                     }
                 }
@@ -212,7 +279,12 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use replay_client::core::protocol::{Event, TurnRef};
+    use replay_client::core::protocol::{Event, TurnDelta, TurnRef};
+
+    const UNCAPPED: StreamLimits = StreamLimits {
+        total: usize::MAX,
+        per_list: usize::MAX,
+    };
 
     fn durable(seq: u64) -> Arc<Frame> {
         Frame::new(Envelope {
@@ -231,8 +303,10 @@ mod tests {
 
     #[test]
     fn full_buffer_disconnects_under_disconnect_policy() {
-        let hub = Hub::new(2, LagPolicy::Disconnect);
-        let mut sub = hub.subscribe(Key::Scope(Scope::Session, "s".into()));
+        let hub = Hub::new(2, LagPolicy::Disconnect, UNCAPPED);
+        let mut sub = hub
+            .subscribe(Key::Scope(Scope::Session, "s".into()))
+            .unwrap();
         for seq in 1..=3 {
             hub.publish(&durable(seq));
         }
@@ -247,8 +321,8 @@ mod tests {
 
     #[test]
     fn full_buffer_skips_in_order_under_skip_policy() {
-        let hub = Hub::new(2, LagPolicy::Skip);
-        let mut sub = hub.subscribe(Key::Global);
+        let hub = Hub::new(2, LagPolicy::Skip, UNCAPPED);
+        let mut sub = hub.subscribe(Key::Global).unwrap();
         for seq in 1..=3 {
             hub.publish(&durable(seq));
         }
@@ -263,11 +337,56 @@ mod tests {
 
     #[test]
     fn dropping_a_subscription_unsubscribes() {
-        let hub = Hub::new(4, LagPolicy::Skip);
-        let sub = hub.subscribe(Key::Global);
+        let hub = Hub::new(4, LagPolicy::Skip, UNCAPPED);
+        let sub = hub.subscribe(Key::Global).unwrap();
         assert_eq!(hub.stats.subscribers.load(Ordering::Relaxed), 1);
         drop(sub);
         assert_eq!(hub.stats.subscribers.load(Ordering::Relaxed), 0);
         hub.publish(&durable(1));
+    }
+
+    #[test]
+    fn skip_policy_ends_a_stream_rather_than_drop_a_critical_transient() {
+        let hub = Hub::new(1, LagPolicy::Skip, UNCAPPED);
+        let key = Key::Scope(Scope::Session, "s".into());
+        let mut sub = hub.subscribe(key).unwrap();
+        hub.publish(&durable(1));
+        hub.publish(&Frame::new(Envelope {
+            id: None,
+            seq: None,
+            after_seq: Some(1),
+            event: Event::TurnDelta(TurnDelta::default()),
+            ..durable(1).env.clone()
+        }));
+        assert_eq!(sub.rx.try_recv().unwrap().env.seq, Some(1));
+        assert!(matches!(
+            sub.rx.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+        assert_eq!(hub.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn stream_caps_count_until_the_subscription_is_dropped() {
+        let limits = StreamLimits {
+            total: 3,
+            per_list: 2,
+        };
+        let hub = Hub::new(4, LagPolicy::Disconnect, limits);
+        let a = || Key::Scope(Scope::Session, "a".into());
+        let a1 = hub.subscribe(a()).unwrap();
+        let _a2 = hub.subscribe(a()).unwrap();
+        assert_eq!(hub.subscribe(a()).err(), Some(StreamsFull::List(2)));
+        let _g = hub.subscribe(Key::Global).unwrap();
+        assert_eq!(
+            hub.subscribe(Key::Global).err(),
+            Some(StreamsFull::Process(3))
+        );
+        // Let go of by the hub, still open until its stream drops it.
+        hub.close_all();
+        assert_eq!(hub.open_streams(), 3);
+        drop(a1);
+        assert_eq!(hub.open_streams(), 2);
+        assert!(hub.subscribe(a()).is_ok());
     }
 }

@@ -18,9 +18,11 @@
 pub mod agent;
 mod api;
 pub mod app;
+pub mod config;
 pub mod faults;
 pub mod hub;
 pub mod log;
+pub mod net;
 pub mod recovery;
 pub mod store;
 pub mod transcript;
@@ -30,59 +32,9 @@ pub mod worker;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::serve::ListenerExt;
+pub use config::Config;
 pub use hub::LagPolicy;
-
-/// Server configuration (the command-line flags).
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Address to bind; port 0 picks a free one.
-    pub listen: String,
-    /// SQLite file, or `:memory:`.
-    pub db: String,
-    /// Bearer token required on `/v1` when set.
-    pub token: Option<String>,
-    /// CORS origins (`*` for any); empty: no CORS headers.
-    pub allow_origins: Vec<String>,
-    /// Directory served at `/`.
-    pub static_dir: Option<String>,
-    /// Enables `/v1/admin/*`.
-    pub faults: bool,
-    /// Heartbeat after this much stream silence.
-    pub heartbeat_ms: u64,
-    /// Delay between `turn.delta`s (`/slow`: ten times more).
-    pub delta_ms: u64,
-    /// How long an `/ask` question lives only in `live_turn` before it is persisted.
-    pub ask_persist_ms: u64,
-    /// How long a `/bg` task runs.
-    pub bg_ms: u64,
-    /// Seed of the scripted agent.
-    pub seed: u64,
-    /// What to do with a subscriber whose buffer is full.
-    pub lag_policy: LagPolicy,
-    /// Frames buffered per subscriber.
-    pub subscriber_buffer: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            listen: "127.0.0.1:8787".into(),
-            db: "./replay.sqlite".into(),
-            token: None,
-            allow_origins: Vec::new(),
-            static_dir: None,
-            faults: false,
-            heartbeat_ms: 15_000,
-            delta_ms: 30,
-            ask_persist_ms: 300,
-            bg_ms: 3_000,
-            seed: 0,
-            lag_policy: LagPolicy::Disconnect,
-            subscriber_buffer: 1024,
-        }
-    }
-}
+use std::time::Duration;
 
 /// Errors of starting the server.
 #[derive(Debug, thiserror::Error)]
@@ -98,7 +50,14 @@ pub enum ServerError {
         /// The cause.
         source: std::io::Error,
     },
+    /// A configuration that would expose the server to other machines
+    /// without a token.
+    #[error("{0}")]
+    Insecure(String),
 }
+
+/// How long a shutdown waits for open responses before dropping them.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 /// A started server.
 pub struct Running {
@@ -129,18 +88,45 @@ impl Running {
         self.app.worker().boot_id.clone()
     }
 
-    /// Graceful shutdown: ends every stream, stops the worker, waits for the server.
-    pub async fn shutdown(self) {
+    /// Graceful shutdown: ends every stream, stops the worker, waits for
+    /// open responses at most [`SHUTDOWN_GRACE`] (a peer that reads nothing
+    /// cannot hold it up), then drops what is left.
+    pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(());
         self.app.faults.close_streams();
+        self.app.log.hub.close_all();
         self.app.worker().stop();
-        let _ = self.task.await;
+        if tokio::time::timeout(SHUTDOWN_GRACE, &mut self.task)
+            .await
+            .is_err()
+        {
+            tracing::warn!("responses still open after the shutdown grace; dropping them");
+            self.task.abort();
+        }
     }
 
     /// Waits until the server stops (it stops only through [`Running::shutdown`]).
     pub async fn wait(self) {
         let _ = self.task.await;
     }
+}
+
+/// Refuses to serve other machines without a token: on a non-loopback
+/// address every endpoint (and `--faults`' admin API) would be open to the
+/// network.
+fn check_exposure(config: &Config, addr: SocketAddr) -> Result<(), ServerError> {
+    if addr.ip().is_loopback() || config.token.is_some() {
+        return Ok(());
+    }
+    let what = if config.faults {
+        "--faults on a non-loopback address"
+    } else {
+        "a non-loopback address"
+    };
+    Err(ServerError::Insecure(format!(
+        "refusing to serve {what} ({addr}) without a token: give --token, \
+         --token-file or REPLAY_TOKEN, or listen on 127.0.0.1"
+    )))
 }
 
 /// Opens the store, runs startup recovery, binds and serves in the background.
@@ -155,18 +141,14 @@ pub async fn start(config: Config) -> Result<Running, ServerError> {
         addr: config.listen.clone(),
         source,
     })?;
+    check_exposure(&config, addr)?;
+    let hosts = net::HostAllowList::new(addr, &config.allow_origins, &config.allow_hosts);
+    let write_timeout = Duration::from_millis(config.write_timeout_ms.max(1));
     let app = app::App::boot(config)?;
     tracing::info!(%addr, boot_id = %app.worker().boot_id, "replay-server started");
-    let router = api::router(Arc::clone(&app));
+    let router = api::router(Arc::clone(&app), hosts);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    // Stream frames are small writes: without TCP_NODELAY, Nagle holds each
-    // one until the previous is acknowledged (a delayed ACK: ~40 ms), so a
-    // stream's `hello` would trail its headers.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY");
-        }
-    });
+    let listener = net::Listener::new(listener, write_timeout);
     let task = tokio::spawn(async move {
         let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
             let _ = rx.await;

@@ -7,10 +7,10 @@ use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use replay_client::core::protocol::{Envelope, Event, LiveTurn, Scope};
+use replay_client::core::protocol::{Envelope, Event, LiveTurn, Scope, TasksSnapshot};
 
 use crate::hub::{Frame, Hub};
-use crate::store::{Db, LogInfo, ReadPool, Snapshot, StoreResult};
+use crate::store::{Db, LogInfo, ReadPool, Snapshot, StoreResult, Synchronous};
 use crate::util::now_rfc3339;
 use crate::worker::SessionLive;
 
@@ -72,8 +72,8 @@ impl Drop for DbGuard<'_> {
 impl Log {
     /// Opens the store at `path` (`:memory:`: one connection for everything;
     /// a file: the writer plus [`READERS`] read-only connections).
-    pub fn open(path: &str, hub: Arc<Hub>) -> StoreResult<Log> {
-        let db = Db::open(path)?;
+    pub fn open(path: &str, sync: Synchronous, hub: Arc<Hub>) -> StoreResult<Log> {
+        let db = Db::open(path, sync)?;
         let readers = if path == ":memory:" {
             None
         } else {
@@ -212,6 +212,18 @@ impl Log {
             self.hub.publish(&Frame::new(env));
         }
         Ok(out)
+    }
+
+    /// Publishes a session's `tasks.snapshot`, stamped with the head of the
+    /// locked writer `db` (the caller holds it, so snapshots go out in
+    /// version order).
+    pub fn publish_tasks(&self, db: &Db, session_id: &str, snap: &TasksSnapshot) {
+        let head = db
+            .log_info(Scope::Session, session_id)
+            .map_or(0, |i| i.head);
+        let event = Event::TasksSnapshot(snap.clone());
+        let env = transient(Scope::Session, session_id, head, event, true);
+        self.hub.publish(&Frame::new(env));
     }
 
     /// Publishes a transient event stamped with the scope's published head

@@ -4,58 +4,167 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use clap::{Parser, ValueEnum};
+use replay_server::store::Synchronous;
 use replay_server::{Config, LagPolicy};
 
-const USAGE: &str = "usage: replay-server [--listen ADDR] [--db PATH|:memory:] [--token T]
-  [--allow-origin ORIGIN]... [--static DIR] [--faults] [--heartbeat-ms N]
-  [--delta-ms N] [--ask-persist-ms N] [--bg-ms N] [--seed N]
-  [--lag-policy disconnect|skip] [--subscriber-buffer N]";
+/// The reference runtime of the replay protocol (axum + SQLite).
+///
+/// Every flag can also be set through the environment variable shown beside
+/// it (a flag given on the command line wins), so a token need not be in argv.
+#[derive(Debug, Parser)]
+#[command(name = "replay-server", version)]
+struct Args {
+    /// Address to bind; port 0 picks a free one. A non-loopback address needs a token.
+    #[arg(
+        long,
+        env = "REPLAY_LISTEN",
+        value_name = "ADDR",
+        default_value = "127.0.0.1:8787"
+    )]
+    listen: String,
+    /// SQLite file, or `:memory:`.
+    #[arg(
+        long,
+        env = "REPLAY_DB",
+        value_name = "PATH",
+        default_value = "./replay.sqlite"
+    )]
+    db: String,
+    /// How commits reach the disk: `full` syncs each before it is published
+    /// (survives a power loss); `normal` survives a killed process only.
+    #[arg(long, env = "REPLAY_SYNCHRONOUS", value_enum, default_value_t = SyncMode::Full)]
+    synchronous: SyncMode,
+    /// Require `Authorization: Bearer T` on `/v1`.
+    #[arg(long, env = "REPLAY_TOKEN", value_name = "T", hide_env_values = true)]
+    token: Option<String>,
+    /// Read the token from a file (surrounding whitespace is ignored).
+    #[arg(
+        long,
+        env = "REPLAY_TOKEN_FILE",
+        value_name = "PATH",
+        conflicts_with = "token"
+    )]
+    token_file: Option<std::path::PathBuf>,
+    /// CORS origin, repeatable (`*`: any origin). Its host is also an allowed Host.
+    #[arg(
+        long,
+        env = "REPLAY_ALLOW_ORIGIN",
+        value_name = "ORIGIN",
+        value_delimiter = ','
+    )]
+    allow_origin: Vec<String>,
+    /// One more allowed Host name (besides loopback names and the origins' hosts), repeatable.
+    #[arg(
+        long,
+        env = "REPLAY_ALLOW_HOST",
+        value_name = "HOST",
+        value_delimiter = ','
+    )]
+    allow_host: Vec<String>,
+    /// Serve the files of DIR at `/`.
+    #[arg(long = "static", env = "REPLAY_STATIC", value_name = "DIR")]
+    static_dir: Option<String>,
+    /// Enable `/v1/admin/*` (fault injection, raw append); loopback or with a token only.
+    #[arg(long, env = "REPLAY_FAULTS")]
+    faults: bool,
+    /// Heartbeat after N ms of stream silence.
+    #[arg(long, env = "REPLAY_HEARTBEAT_MS", value_name = "N", default_value_t = Config::default().heartbeat_ms)]
+    heartbeat_ms: u64,
+    /// Delay between `turn.delta`s (`/slow`: x10).
+    #[arg(long, env = "REPLAY_DELTA_MS", value_name = "N", default_value_t = Config::default().delta_ms)]
+    delta_ms: u64,
+    /// How long an `/ask` question lives only in `live_turn`.
+    #[arg(long, env = "REPLAY_ASK_PERSIST_MS", value_name = "N", default_value_t = Config::default().ask_persist_ms)]
+    ask_persist_ms: u64,
+    /// How long a `/bg` background task runs.
+    #[arg(long, env = "REPLAY_BG_MS", value_name = "N", default_value_t = Config::default().bg_ms)]
+    bg_ms: u64,
+    /// Seed of the scripted agent's text and chunking.
+    #[arg(long, env = "REPLAY_SEED", value_name = "N", default_value_t = Config::default().seed)]
+    seed: u64,
+    /// What happens to a subscriber whose buffer is full.
+    #[arg(long, env = "REPLAY_LAG_POLICY", value_enum, default_value_t = Policy::Disconnect)]
+    lag_policy: Policy,
+    /// Frames buffered per subscriber.
+    #[arg(long, env = "REPLAY_SUBSCRIBER_BUFFER", value_name = "N", default_value_t = Config::default().subscriber_buffer)]
+    subscriber_buffer: usize,
+    /// Open streams per process (more: 503 with Retry-After).
+    #[arg(long, env = "REPLAY_MAX_STREAMS", value_name = "N", default_value_t = Config::default().max_streams)]
+    max_streams: usize,
+    /// Open streams per scope log, the global list counting as one (more: 503).
+    #[arg(long, env = "REPLAY_MAX_STREAMS_PER_SCOPE", value_name = "N", default_value_t = Config::default().max_streams_per_scope)]
+    max_streams_per_scope: usize,
+    /// End a connection whose peer has accepted no byte for N ms.
+    #[arg(long, env = "REPLAY_WRITE_TIMEOUT_MS", value_name = "N", default_value_t = Config::default().write_timeout_ms)]
+    write_timeout_ms: u64,
+    /// Most events a session may have for `GET .../transcript` (more: 413).
+    #[arg(long, env = "REPLAY_TRANSCRIPT_MAX_EVENTS", value_name = "N", default_value_t = Config::default().transcript_max_events)]
+    transcript_max_events: u64,
+}
 
-fn parse_args(args: impl Iterator<Item = String>) -> Result<Config, String> {
-    let mut cfg = Config::default();
-    let mut args = args.peekable();
-    fn num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
-        let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
-        v.parse().map_err(|_| format!("{flag}: not a number: {v}"))
-    }
-    while let Some(a) = args.next() {
-        // Accept both `--flag value` and `--flag=value`.
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (a.clone(), None),
-        };
-        let mut value = || inline.clone().or_else(|| args.next());
-        match flag.as_str() {
-            "--listen" => cfg.listen = value().ok_or("--listen needs a value")?,
-            "--db" => cfg.db = value().ok_or("--db needs a value")?,
-            "--token" => cfg.token = Some(value().ok_or("--token needs a value")?),
-            "--allow-origin" => cfg
-                .allow_origins
-                .push(value().ok_or("--allow-origin needs a value")?),
-            "--static" => cfg.static_dir = Some(value().ok_or("--static needs a value")?),
-            "--faults" => cfg.faults = true,
-            "--heartbeat-ms" => cfg.heartbeat_ms = num(&flag, value())?,
-            "--delta-ms" => cfg.delta_ms = num(&flag, value())?,
-            "--ask-persist-ms" => cfg.ask_persist_ms = num(&flag, value())?,
-            "--bg-ms" => cfg.bg_ms = num(&flag, value())?,
-            "--seed" => cfg.seed = num(&flag, value())?,
-            "--subscriber-buffer" => cfg.subscriber_buffer = num(&flag, value())?,
-            "--lag-policy" => {
-                cfg.lag_policy = match value().as_deref() {
-                    Some("disconnect") => LagPolicy::Disconnect,
-                    Some("skip") => LagPolicy::Skip,
-                    other => {
-                        return Err(format!(
-                            "--lag-policy: expected disconnect|skip, got {other:?}"
-                        ))
-                    }
+/// `--synchronous` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum SyncMode {
+    /// Each commit is on disk before it is published.
+    Full,
+    /// A power loss may lose the newest commits.
+    Normal,
+}
+
+/// `--lag-policy` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Policy {
+    /// End the stream; the client reconnects with its cursor.
+    Disconnect,
+    /// Skip durable frames (gap repair fills them); a critical transient
+    /// that does not fit ends the stream.
+    Skip,
+}
+
+impl Args {
+    /// The configuration these flags describe (reads the token file).
+    fn into_config(self) -> Result<Config, String> {
+        let token = match &self.token_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("--token-file {}: {e}", path.display()))?;
+                let token = text.trim();
+                if token.is_empty() {
+                    return Err(format!("--token-file {}: empty", path.display()));
                 }
+                Some(token.to_owned())
             }
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument: {other}")),
-        }
+            None => self.token,
+        };
+        Ok(Config {
+            listen: self.listen,
+            db: self.db,
+            synchronous: match self.synchronous {
+                SyncMode::Full => Synchronous::Full,
+                SyncMode::Normal => Synchronous::Normal,
+            },
+            token,
+            allow_origins: self.allow_origin,
+            allow_hosts: self.allow_host,
+            static_dir: self.static_dir,
+            faults: self.faults,
+            heartbeat_ms: self.heartbeat_ms,
+            delta_ms: self.delta_ms,
+            ask_persist_ms: self.ask_persist_ms,
+            bg_ms: self.bg_ms,
+            seed: self.seed,
+            lag_policy: match self.lag_policy {
+                Policy::Disconnect => LagPolicy::Disconnect,
+                Policy::Skip => LagPolicy::Skip,
+            },
+            subscriber_buffer: self.subscriber_buffer,
+            max_streams: self.max_streams,
+            max_streams_per_scope: self.max_streams_per_scope,
+            write_timeout_ms: self.write_timeout_ms,
+            transcript_max_events: self.transcript_max_events,
+        })
     }
-    Ok(cfg)
 }
 
 async fn shutdown_signal() {
@@ -74,18 +183,11 @@ async fn shutdown_signal() {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cfg = match parse_args(std::env::args().skip(1)) {
+    let cfg = match Args::parse().into_config() {
         Ok(cfg) => cfg,
         Err(e) => {
-            if !e.is_empty() {
-                eprintln!("replay-server: {e}");
-            }
-            eprintln!("{USAGE}");
-            return if e.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(2)
-            };
+            eprintln!("replay-server: {e}");
+            return ExitCode::from(2);
         }
     };
     tracing_subscriber::fmt()
@@ -115,33 +217,58 @@ async fn main() -> ExitCode {
 mod tests {
     use super::*;
 
-    fn args(s: &str) -> impl Iterator<Item = String> + '_ {
-        s.split_whitespace().map(str::to_owned)
+    fn parse(s: &str) -> Result<Config, String> {
+        let argv = std::iter::once("replay-server").chain(s.split_whitespace());
+        Args::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .into_config()
     }
 
     #[test]
     fn parses_every_flag() {
-        let cfg = parse_args(args(
+        let cfg = parse(
             "--listen 127.0.0.1:0 --db :memory: --token t --allow-origin * --allow-origin=http://a \
-             --static www --faults --heartbeat-ms 50 --delta-ms 1 --seed 9 --lag-policy skip --subscriber-buffer 8",
-        ))
+             --allow-host h.example --static www --faults --heartbeat-ms 50 --delta-ms 1 \
+             --ask-persist-ms 2 --bg-ms 3 --seed 9 --lag-policy skip --subscriber-buffer 8 \
+             --max-streams 10 --max-streams-per-scope 4 --write-timeout-ms 700 \
+             --transcript-max-events 99 --synchronous normal",
+        )
         .unwrap();
         assert_eq!(cfg.listen, "127.0.0.1:0");
         assert_eq!(cfg.db, ":memory:");
+        assert_eq!(cfg.synchronous, Synchronous::Normal);
         assert_eq!(cfg.token.as_deref(), Some("t"));
         assert_eq!(cfg.allow_origins, vec!["*", "http://a"]);
+        assert_eq!(cfg.allow_hosts, vec!["h.example"]);
         assert_eq!(cfg.static_dir.as_deref(), Some("www"));
         assert!(cfg.faults);
         assert_eq!((cfg.heartbeat_ms, cfg.delta_ms, cfg.seed), (50, 1, 9));
+        assert_eq!((cfg.ask_persist_ms, cfg.bg_ms), (2, 3));
         assert_eq!(cfg.lag_policy, LagPolicy::Skip);
         assert_eq!(cfg.subscriber_buffer, 8);
+        assert_eq!((cfg.max_streams, cfg.max_streams_per_scope), (10, 4));
+        assert_eq!((cfg.write_timeout_ms, cfg.transcript_max_events), (700, 99));
+    }
+
+    #[test]
+    fn defaults_match_the_library_defaults() {
+        let cfg = parse("").unwrap();
+        let lib = Config::default();
+        assert_eq!(cfg.listen, lib.listen);
+        assert_eq!(cfg.db, lib.db);
+        assert_eq!(cfg.synchronous, lib.synchronous);
+        assert_eq!(cfg.lag_policy, lib.lag_policy);
+        assert_eq!(cfg.max_streams, lib.max_streams);
+        assert_eq!(cfg.write_timeout_ms, lib.write_timeout_ms);
     }
 
     #[test]
     fn rejects_bad_input() {
-        assert!(parse_args(args("--heartbeat-ms x")).is_err());
-        assert!(parse_args(args("--lag-policy maybe")).is_err());
-        assert!(parse_args(args("--bogus")).is_err());
-        assert!(parse_args(args("--db")).is_err());
+        assert!(parse("--heartbeat-ms x").is_err());
+        assert!(parse("--lag-policy maybe").is_err());
+        assert!(parse("--bogus").is_err());
+        assert!(parse("--db").is_err());
+        assert!(parse("--token a --token-file b").is_err());
+        assert!(parse("--token-file /nonexistent/replay-token").is_err());
     }
 }

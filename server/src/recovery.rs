@@ -8,7 +8,6 @@ use replay_client::core::protocol::{
 };
 use serde_json::json;
 
-use crate::app::publish_tasks;
 use crate::log::Log;
 use crate::store::{Reads, StoreResult};
 use crate::util::now_rfc3339;
@@ -126,7 +125,7 @@ pub fn recover(log: &Log, boot_id: &str) -> StoreResult<serde_json::Value> {
         log.hub.publish(&crate::hub::Frame::new(env));
     }
     for (session_id, snap) in snapshots {
-        publish_tasks(&db, &log.hub, &session_id, &snap);
+        log.publish_tasks(&db, &session_id, &snap);
     }
     Ok(report)
 }

@@ -27,7 +27,13 @@ fn event(i: u64) -> Event {
 async fn file_server(name: &str) -> (Server, TempDb, Arc<App>) {
     let db = TempDb::new(name);
     let path = db.0.clone();
-    let s = server_with(move |c| c.db = path).await;
+    // Tens of thousands of fill appends: one disk sync each under the
+    // default `full` would take minutes here, and reads do not depend on it.
+    let s = server_with(move |c| {
+        c.db = path;
+        c.synchronous = replay_server::store::Synchronous::Normal;
+    })
+    .await;
     let app = Arc::clone(s.running.as_ref().unwrap().app());
     assert!(app.log.concurrent_reads(), "a file store reads on a pool");
     (s, db, app)

@@ -176,8 +176,9 @@ async fn session_stream_sends_backlog_then_snapshots_then_live() {
         "retry",
         "hello",
         "session.created",
-        "turn.started",
+        // The user's message is committed when accepted, before its turn starts.
         "message.committed",
+        "turn.started",
         "message.committed",
         "turn.completed",
         "live_turn.snapshot",
@@ -196,7 +197,7 @@ async fn session_stream_sends_backlog_then_snapshots_then_live() {
         .until(3 * SEC, |f| is_type(f, "turn.started"))
         .await
         .expect("live turn.started");
-    assert_eq!(f.seq(), Some(6));
+    assert_eq!(f.seq(), Some(7));
     s.wait_turn_end(&sid, &turn2).await;
 }
 

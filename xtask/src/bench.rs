@@ -72,6 +72,48 @@ const FIGURES: &[Figure] = &[
         target: None,
     },
     Figure {
+        name: "server_appends_normal_per_s",
+        unit: "appends/s",
+        what: "server: durable appends with `--synchronous normal`",
+        target: None,
+    },
+    Figure {
+        name: "server_latency_normal_p50_ms",
+        unit: "ms",
+        what: "server: append to delivery, p50, `--synchronous normal`",
+        target: None,
+    },
+    Figure {
+        name: "server_load_p50_ms",
+        unit: "ms",
+        what: "server load: 950 readers alone, append to delivery, p50",
+        target: None,
+    },
+    Figure {
+        name: "server_load_p99_ms",
+        unit: "ms",
+        what: "server load: 950 readers alone, p99",
+        target: None,
+    },
+    Figure {
+        name: "server_load_stuck_p50_ms",
+        unit: "ms",
+        what: "server load: the same readers beside 50 peers that read nothing, p50",
+        target: None,
+    },
+    Figure {
+        name: "server_load_stuck_p99_ms",
+        unit: "ms",
+        what: "server load: beside 50 stuck peers, p99",
+        target: None,
+    },
+    Figure {
+        name: "server_load_rss_peak_mb",
+        unit: "MB",
+        what: "server load: server peak resident memory (1 000 streams)",
+        target: None,
+    },
+    Figure {
         name: "browser_wasm_bytes",
         unit: "bytes",
         what: "wasm (optimised), raw",
@@ -171,7 +213,7 @@ pub fn run_task(args: &[String]) -> Result {
     let only_browser = args.iter().any(|a| a == "--browser");
     let mut values = BTreeMap::new();
     let mut sources = Vec::new();
-    let native: [(&str, &[&str]); 3] = [
+    let native: [(&str, &[&str]); 4] = [
         (
             "bench: SSE parser",
             &["bench", "-q", "-p", "replay-client", "--bench", "sse_parse"],
@@ -183,6 +225,10 @@ pub fn run_task(args: &[String]) -> Result {
         (
             "bench: server",
             &["bench", "-q", "-p", "replay-server", "--bench", "server"],
+        ),
+        (
+            "bench: server load (1 000 streams, 50 stuck)",
+            &["bench", "-q", "-p", "replay-server", "--bench", "load"],
         ),
     ];
     for (label, argv) in native.iter().filter(|_| !only_browser) {

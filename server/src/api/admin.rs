@@ -11,7 +11,7 @@ use replay_client::core::protocol::{Envelope, Event, Scope};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{ApiError, JsonBody};
+use super::error::{ApiError, JsonBody};
 use crate::app::App;
 use crate::faults::FaultSpec;
 
@@ -56,10 +56,28 @@ pub(super) struct AppendBody {
     data: Option<Value>,
 }
 
+/// Longest event type accepted from the admin API.
+const TYPE_MAX: usize = 64;
+
+fn valid_type(ty: &str) -> bool {
+    (1..=TYPE_MAX).contains(&ty.len())
+        && ty
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.')
+}
+
 pub(super) async fn append_event(
     State(app): State<Arc<App>>,
     JsonBody(body): JsonBody<AppendBody>,
 ) -> Result<(StatusCode, Json<Envelope>), ApiError> {
+    // The type becomes an SSE `event:` line: a newline in it would forge
+    // fields for every subscriber, now and on every replay.
+    if !valid_type(&body.ty) {
+        return Err(ApiError::bad_request(
+            "invalid_event",
+            format!("type must be 1..={TYPE_MAX} of [a-z0-9_.]"),
+        ));
+    }
     let data = body.data.unwrap_or_else(|| json!({})).to_string();
     let event = Event::decode(&body.ty, Some(&data))
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_event", e.to_string()))?;
@@ -72,4 +90,19 @@ pub(super) async fn append_event(
     }
     let env = app.log.append(body.scope, &body.scope_id, event)?;
     Ok((StatusCode::CREATED, Json(env)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_type;
+
+    #[test]
+    fn event_types_are_a_safe_alphabet() {
+        for ok in ["team.message", "x.custom_2", "a"] {
+            assert!(valid_type(ok), "{ok}");
+        }
+        for bad in ["", "a\nb", "A", "a b", "a:b", "é", &"a".repeat(65)] {
+            assert!(!valid_type(bad), "{bad:?}");
+        }
+    }
 }

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::ApiError;
+use super::error::ApiError;
 use crate::app::App;
 use crate::hub::LagPolicy;
 use crate::store::Reads;
@@ -21,6 +21,7 @@ pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>,
             Ok((sessions, events, s.boot_count()?))
         })
         .await?;
+    let synchronous = app.log.db().synchronous()?;
     let global = app.log.global_info();
     Ok(Json(json!({
         "boot_id": worker.boot_id,
@@ -32,8 +33,11 @@ pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>,
         "events": events,
         "running_turns": worker.running_turns(),
         "subscribers": app.log.hub.stats.subscribers.load(Ordering::Relaxed),
+        "streams": app.log.hub.open_streams(),
+        "store": {"synchronous": synchronous},
         "config": {
             "db": app.cfg.db,
+            "synchronous": app.cfg.synchronous.as_str(),
             "heartbeat_ms": app.cfg.heartbeat_ms,
             "delta_ms": app.cfg.delta_ms,
             "seed": app.cfg.seed,
@@ -41,6 +45,10 @@ pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>,
             "lag_policy": lag_policy_name(app.cfg.lag_policy),
             "faults": app.cfg.faults,
             "auth": app.cfg.token.is_some(),
+            "max_streams": app.cfg.max_streams,
+            "max_streams_per_scope": app.cfg.max_streams_per_scope,
+            "write_timeout_ms": app.cfg.write_timeout_ms,
+            "transcript_max_events": app.cfg.transcript_max_events,
         },
     })))
 }
@@ -67,6 +75,8 @@ pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {
     let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     Json(json!({
         "subscribers": get(&s.subscribers),
+        "streams": app.log.hub.open_streams(),
+        "refused": get(&s.refused),
         "subscriptions_total": get(&s.subscriptions_total),
         "lagged": get(&s.lagged_disconnects),
         "skipped_durable": get(&s.skipped_durable),

@@ -9,7 +9,8 @@ use axum::Json;
 use replay_client::core::protocol::{Envelope, EventPage, ReplayPage, Scope};
 use serde_json::json;
 
-use super::{check_ahead, parse_cursor, ApiError, Params};
+use super::error::ApiError;
+use super::params::{check_ahead, parse_cursor, Params};
 use crate::app::App;
 use crate::store::{LogInfo, Reads, StoreResult};
 use crate::transcript;
@@ -126,12 +127,25 @@ pub(super) async fn transcript(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
 ) -> Result<Json<replay_client::core::protocol::Transcript>, ApiError> {
+    let max = app.cfg.transcript_max_events;
     app.log
         .read(move |snap| {
             let Some(info) = snap.log_info(Scope::Session, &id)? else {
                 return Ok(Err(ApiError::not_found("session")));
             };
-            let events = snap.page(Scope::Session, &id, 0, usize::MAX >> 1)?;
+            // The fold needs the whole session in memory: bounded.
+            if info.head > max {
+                return Ok(Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "transcript_too_large",
+                    format!(
+                        "the session has {} events; a transcript folds at most {max} \
+                         (--transcript-max-events); read it with replay pages",
+                        info.head
+                    ),
+                )));
+            }
+            let events = snap.page(Scope::Session, &id, 0, info.head as usize)?;
             let tasks = snap.tasks(&id)?;
             Ok(Ok(Json(transcript::fold(&info.epoch, &events, tasks))))
         })

@@ -16,8 +16,9 @@ use replay_client::core::protocol::{Envelope, Event, Heartbeat, Hello, LiveTurnS
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::error::ApiError;
+use super::params::{check_ahead, parse_cursor, Params};
 use super::read::{global_page, scope_page};
-use super::{check_ahead, parse_cursor, ApiError, Params};
 use crate::app::App;
 use crate::faults::StreamFaults;
 use crate::hub::{Key, Subscription};
@@ -60,11 +61,26 @@ pub(super) async fn global_events(
         return Ok(global_page(&app, &params).await?.into_response());
     }
     let cursor = cursor(&params, "after_id", &headers)?;
-    let sub = app.log.hub.subscribe(Key::Global);
+    let sub = subscribe(&app, Key::Global)?;
     let info = app.log.global_info();
     let info = checked_head(&app, cursor, info, |snap| snap.global_info().map(Some)).await?;
     let start = cursor.unwrap_or(info.head);
     Ok(spawn_stream(app, None, sub, start, info.epoch, info.head))
+}
+
+/// `Retry-After` of a stream refused by a cap, in seconds.
+const FULL_RETRY_AFTER_S: u64 = 2;
+
+/// Subscribes, or `503 too_many_streams` with `Retry-After` at a cap.
+fn subscribe(app: &App, key: Key) -> Result<Subscription, ApiError> {
+    app.log.hub.subscribe(key).map_err(|full| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            format!("{full} (--max-streams, --max-streams-per-scope)"),
+        )
+        .retry_after(Some(FULL_RETRY_AFTER_S))
+    })
 }
 
 /// Refuses a cursor above the head (§4.3). The head from memory is the
@@ -122,7 +138,7 @@ async fn events(
     let cursor = cursor(&params, "after_seq", &headers)?;
     // Subscribe before reading anything from the store (§4.3.1). The head
     // comes from memory: `hello` never waits for a query.
-    let sub = app.log.hub.subscribe(Key::Scope(scope, id.clone()));
+    let sub = subscribe(&app, Key::Scope(scope, id.clone()))?;
     let info = app.log.log_info(scope, &id).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -274,6 +290,9 @@ impl Writer {
             let next = tokio::select! {
                 f = tokio::time::timeout(heartbeat, sub.rx.recv()) => f,
                 _ = self.close.changed() => return Err(End::Closed),
+                // The peer went away: free the stream's slot now, not at
+                // the next heartbeat.
+                _ = self.tx.closed() => return Err(End::Closed),
             };
             match next {
                 Ok(Some(frame)) => self.forward(&frame.env, &frame.json, &mut last).await?,
@@ -360,8 +379,8 @@ impl Writer {
         stats
             .bytes_sent
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        if !bytes.is_empty() && self.tx.send(Ok(bytes)).await.is_err() {
-            return Err(End::Closed);
+        if !bytes.is_empty() {
+            self.send(bytes).await?;
         }
         if cut {
             // Give the partial bytes a moment to reach the socket, then end.
@@ -369,6 +388,18 @@ impl Writer {
             return Err(End::Closed);
         }
         Ok(())
+    }
+
+    /// Hands bytes to the response body. A peer that reads nothing stops the
+    /// body, and this waits: raced against the close signal (a close,
+    /// restart or shutdown ends the stream at once) and the write timeout.
+    async fn send(&mut self, bytes: Bytes) -> Result<(), End> {
+        let timeout = Duration::from_millis(self.app.cfg.write_timeout_ms.max(1));
+        tokio::select! {
+            sent = self.tx.send(Ok(bytes)) => sent.map_err(|_| End::Closed),
+            _ = self.close.changed() => Err(End::Closed),
+            _ = tokio::time::sleep(timeout) => Err(End::Closed),
+        }
     }
 
     async fn wait_stall(&mut self) -> Result<(), End> {

@@ -13,7 +13,7 @@ use replay_client::core::protocol::{
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::{ApiError, JsonBody};
+use super::error::{ApiError, JsonBody};
 use crate::agent;
 use crate::app::App;
 
@@ -54,7 +54,12 @@ pub(super) async fn post_message(
             "message_id must be 1..=200 bytes",
         ));
     }
+    // Refused before anything is written: a message asks for bounded work.
+    agent::Directives::parse(&body.text)
+        .map_err(|e| ApiError::bad_request("directive_limit", e.to_string()))?;
     // Check and insert under one lock: two concurrent retries start one turn.
+    // The user's message is committed before the `202`, so a crash before
+    // its turn starts loses nothing (recovery then fails the queued turn).
     let (turn_id, new) = app
         .log
         .with_db(|db| {
@@ -66,8 +71,8 @@ pub(super) async fn post_message(
             }
             let n = db.next_number("turn")?;
             let turn_id = format!("turn_{n}");
-            db.insert_turn(&id, &turn_id, &body.message_id, &body.text)?;
-            Ok((Some((turn_id, true)), vec![]))
+            let committed = db.accept_message(&id, &turn_id, &body.message_id, &body.text)?;
+            Ok((Some((turn_id, true)), vec![committed]))
         })?
         .ok_or_else(|| ApiError::not_found("session"))?;
     if new {

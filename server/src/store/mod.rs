@@ -10,7 +10,7 @@ mod read;
 use std::collections::HashMap;
 
 use replay_client::core::protocol::{
-    BackgroundWait, Envelope, Event, Scope, Task, TaskState, TasksSnapshot,
+    BackgroundWait, Envelope, Event, MessageCommitted, Role, Scope, Task, TaskState, TasksSnapshot,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -64,6 +64,29 @@ CREATE TABLE IF NOT EXISTS tasks (
   task_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, ord INTEGER NOT NULL, json TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS boots (boot_id TEXT PRIMARY KEY, started_at TEXT NOT NULL, recovery TEXT);
 "#;
+
+/// How a commit reaches the disk (SQLite's `synchronous` in WAL mode).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Synchronous {
+    /// Every commit is on disk (the WAL is synced) before it is published,
+    /// so a power loss cannot take back a seq that a client already applied.
+    #[default]
+    Full,
+    /// Commits survive a killed process, but a power loss may lose the
+    /// newest ones, whose seqs then come back with other content under the
+    /// same epoch. For throwaway stores and bulk test fills.
+    Normal,
+}
+
+impl Synchronous {
+    /// The pragma's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Synchronous::Full => "full",
+            Synchronous::Normal => "normal",
+        }
+    }
+}
 
 /// A scope's log identity and head.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -152,16 +175,15 @@ impl Db {
     }
 
     /// Opens (or creates) the database at `path`; `:memory:` for a throwaway one.
-    pub fn open(path: &str) -> StoreResult<Db> {
+    pub fn open(path: &str, sync: Synchronous) -> StoreResult<Db> {
         let conn = if path == ":memory:" {
             Connection::open_in_memory()?
         } else {
             Connection::open(path)?
         };
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        // WAL + NORMAL: a commit survives a process kill (the restart test's
-        // failure mode); only an OS crash may lose the newest transactions.
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // FULL by default: see `Synchronous`; what it costs is in docs/server.md.
+        conn.pragma_update(None, "synchronous", sync.as_str())?;
         conn.pragma_update(None, "busy_timeout", 5000)?;
         conn.execute_batch(SCHEMA)?;
         let global_epoch: Option<String> = conn
@@ -248,35 +270,21 @@ impl Db {
     /// transaction. The log is created if it does not exist yet.
     pub fn append(&mut self, scope: Scope, scope_id: &str, event: &Event) -> StoreResult<Envelope> {
         self.ensure_log(scope, scope_id)?;
-        let ts = now_rfc3339();
-        let data = event.data_json();
         let tx = self.conn.transaction()?;
-        let seq: u64 = tx.query_row(
-            "UPDATE logs SET head = head + 1 WHERE scope = ?1 AND scope_id = ?2 RETURNING head",
-            params![scope.as_str(), scope_id],
-            |r| r.get(0),
-        )?;
-        tx.prepare_cached(
-            "INSERT INTO events (scope, scope_id, seq, type, ts, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?
-        .execute(params![scope.as_str(), scope_id, seq, event.type_name(), ts, data])?;
-        let id = tx.last_insert_rowid() as u64;
-        project(&tx, scope, scope_id, event)?;
+        let env = append_in(&tx, scope, scope_id, event)?;
         tx.commit()?;
-        let key = (scope, scope_id.to_owned());
+        Ok(self.appended(env))
+    }
+
+    /// Moves the cached heads to an event just committed.
+    fn appended(&mut self, env: Envelope) -> Envelope {
+        let key = (env.scope, env.scope_id.clone());
         if let Some(info) = self.logs.get_mut(&key) {
-            info.head = seq;
+            info.head = env.seq.unwrap_or(info.head);
         }
         self.changed.push(key);
-        self.global.head = id;
-        Ok(Envelope::durable(
-            id,
-            scope,
-            scope_id.to_owned(),
-            seq,
-            ts,
-            event.clone(),
-        ))
+        self.global.head = env.id.unwrap_or(self.global.head);
+        env
     }
 
     /// Registers a session row (its `session.created` event is appended by the caller).
@@ -309,19 +317,30 @@ impl Db {
             .optional()?)
     }
 
-    /// Records an accepted message as a queued turn.
-    pub fn insert_turn(
+    /// Records an accepted message: a queued turn and the user's durable
+    /// `message.committed`, in one transaction. Returns the event.
+    pub fn accept_message(
         &mut self,
         session_id: &str,
         turn_id: &str,
         message_id: &str,
         text: &str,
-    ) -> StoreResult<()> {
-        self.conn.execute(
+    ) -> StoreResult<Envelope> {
+        self.ensure_log(Scope::Session, session_id)?;
+        let tx = self.conn.transaction()?;
+        tx.execute(
             "INSERT INTO turns (turn_id, session_id, message_id, text, state) VALUES (?1, ?2, ?3, ?4, 'queued')",
             params![turn_id, session_id, message_id, text],
         )?;
-        Ok(())
+        let event = Event::MessageCommitted(MessageCommitted {
+            message_id: message_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            role: Role::User,
+            text: text.to_owned(),
+        });
+        let env = append_in(&tx, Scope::Session, session_id, &event)?;
+        tx.commit()?;
+        Ok(self.appended(env))
     }
 
     /// State of a turn (`queued`, `running`, `completed`, `failed`, `cancelled`).
@@ -458,6 +477,19 @@ impl Db {
         Ok(())
     }
 
+    /// The writer's `PRAGMA synchronous` (`off`, `normal`, `full`, `extra`).
+    pub fn synchronous(&self) -> StoreResult<&'static str> {
+        let level: i64 = self
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))?;
+        Ok(match level {
+            0 => "off",
+            1 => "normal",
+            2 => "full",
+            _ => "extra",
+        })
+    }
+
     /// A read transaction on the writer's own connection (the single-connection
     /// store, `:memory:`); the caller holds the store lock while it lives.
     pub fn snapshot(&self) -> StoreResult<Snapshot<'_>> {
@@ -479,6 +511,43 @@ impl Reads for Db {
     fn conn(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// Inserts one event (the next seq of an existing log) and its projections
+/// inside the caller's transaction.
+fn append_in(
+    tx: &rusqlite::Transaction<'_>,
+    scope: Scope,
+    scope_id: &str,
+    event: &Event,
+) -> StoreResult<Envelope> {
+    let ts = now_rfc3339();
+    let seq: u64 = tx.query_row(
+        "UPDATE logs SET head = head + 1 WHERE scope = ?1 AND scope_id = ?2 RETURNING head",
+        params![scope.as_str(), scope_id],
+        |r| r.get(0),
+    )?;
+    tx.prepare_cached(
+        "INSERT INTO events (scope, scope_id, seq, type, ts, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        scope.as_str(),
+        scope_id,
+        seq,
+        event.type_name(),
+        ts,
+        event.data_json()
+    ])?;
+    let id = tx.last_insert_rowid() as u64;
+    project(tx, scope, scope_id, event)?;
+    Ok(Envelope::durable(
+        id,
+        scope,
+        scope_id.to_owned(),
+        seq,
+        ts,
+        event.clone(),
+    ))
 }
 
 fn project(
@@ -552,7 +621,7 @@ mod tests {
 
     #[test]
     fn seq_is_dense_per_scope_and_ids_global() {
-        let mut db = Db::open(":memory:").unwrap();
+        let mut db = Db::open(":memory:", Synchronous::Full).unwrap();
         let a1 = db
             .append(
                 Scope::Session,
@@ -587,7 +656,7 @@ mod tests {
 
     #[test]
     fn process_log_offsets_count_bytes() {
-        let mut db = Db::open(":memory:").unwrap();
+        let mut db = Db::open(":memory:", Synchronous::Full).unwrap();
         db.append(
             Scope::Process,
             "p1",
@@ -608,12 +677,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("replay-store-{}", crate::util::entropy()));
         let path = dir.to_str().unwrap().to_owned();
         let epoch = {
-            let mut db = Db::open(&path).unwrap();
+            let mut db = Db::open(&path, Synchronous::Full).unwrap();
             db.append(Scope::Team, "t", &Event::SessionClosed(Default::default()))
                 .unwrap();
             db.log_info(Scope::Team, "t").unwrap().epoch
         };
-        let db = Db::open(&path).unwrap();
+        let db = Db::open(&path, Synchronous::Full).unwrap();
         assert_eq!(
             db.log_info(Scope::Team, "t"),
             Some(LogInfo { epoch, head: 1 })

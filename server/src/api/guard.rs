@@ -1,0 +1,145 @@
+//! What every request passes before its handler: the `Host` allow-list, the
+//! bearer token, the JSON-only rule for writes and the request-level faults.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
+
+use super::error::ApiError;
+use crate::app::App;
+use crate::faults::Route;
+use crate::net::HostAllowList;
+
+/// Refuses a request whose `Host` is not allowed: a page on a rebound DNS
+/// name (`evil.example` resolving to 127.0.0.1) is same-origin with its own
+/// name, so CORS does not stop it; its `Host` header does.
+pub(super) async fn host_layer(
+    State(hosts): State<Arc<HostAllowList>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()));
+    match host {
+        Some(h) if hosts.allows(h) => next.run(req).await,
+        _ => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "host_not_allowed",
+            "the Host header names no address this server answers for (see --allow-host)",
+        )
+        .into_response(),
+    }
+}
+
+pub(super) async fn auth_layer(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    if let Some(token) = &app.cfg.token {
+        let ok = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            // Constant time in the bytes compared: the answer's timing
+            // does not tell how much of a guess was right.
+            .is_some_and(|t| bool::from(t.as_bytes().ct_eq(token.as_bytes())));
+        if !ok {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "missing or wrong bearer token",
+            )
+            .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+/// Writes must say `Content-Type: application/json`: a cross-origin page
+/// can send a "simple" POST (`mode: "no-cors"`, text/plain) without a CORS
+/// preflight, but not a JSON one.
+pub(super) async fn json_writes_layer(req: Request, next: Next) -> Response {
+    if req.method() == Method::POST && !is_json(&req) {
+        return ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "writes need Content-Type: application/json",
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+fn is_json(req: &Request) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Which fault route a request belongs to (`None`: admin, never faulted).
+fn classify(req: &Request) -> Option<Route> {
+    let path = req.uri().path();
+    let path = path.strip_prefix("/v1").unwrap_or(path);
+    if path.starts_with("/admin") {
+        return None;
+    }
+    let sse = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    Some(if path.ends_with("/replay") {
+        Route::Replay
+    } else if path.ends_with("/events") {
+        if sse {
+            Route::Stream
+        } else {
+            Route::Events
+        }
+    } else if path.ends_with("/messages") {
+        Route::Messages
+    } else if path.ends_with("/answer") {
+        Route::Answer
+    } else if path.ends_with("/cancel") {
+        Route::Cancel
+    } else if path == "/sessions" {
+        Route::Sessions
+    } else if path.ends_with("/transcript") {
+        Route::Transcript
+    } else if path.starts_with("/diagnostics") {
+        Route::Diagnostics
+    } else {
+        Route::Any
+    })
+}
+
+pub(super) async fn faults_layer(
+    State(app): State<Arc<App>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if let Some(route) = classify(&req) {
+        if let Some(d) = app.faults.take_delay(route) {
+            tokio::time::sleep(d).await;
+        }
+        if let Some(f) = app.faults.take_failure(route) {
+            let status =
+                StatusCode::from_u16(f.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return ApiError::new(
+                status,
+                f.error.as_deref().unwrap_or("injected_fault"),
+                format!("fault injection: {}", f.status),
+            )
+            .retry_after(f.retry_after)
+            .into_response();
+        }
+    }
+    next.run(req).await
+}

@@ -1,0 +1,90 @@
+//! Query parameters and the cursor rules (PROTOCOL.md §4.2).
+
+use super::error::ApiError;
+
+/// Query parameters, raw (values we read are numbers; no decoding needed).
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    /// Splits a raw query string.
+    pub fn parse(raw: Option<&str>) -> Params {
+        Params(
+            raw.unwrap_or("")
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| match p.split_once('=') {
+                    Some((k, v)) => (k.to_owned(), v.to_owned()),
+                    None => (p.to_owned(), String::new()),
+                })
+                .collect(),
+        )
+    }
+
+    /// The first value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A page size: default 500, at most 5000, at least 1.
+    pub fn limit(&self) -> Result<usize, ApiError> {
+        match self.get("limit") {
+            None => Ok(500),
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|_| v.bytes().all(|b| b.is_ascii_digit()))
+                .map(|n| n.clamp(1, 5000) as usize)
+                .ok_or_else(|| {
+                    ApiError::bad_request("invalid_limit", format!("limit {v:?} is not an integer"))
+                }),
+        }
+    }
+}
+
+/// Parses a cursor value: base-10 digits only. Digits too large for a u64 are
+/// a valid cursor that is above any head.
+pub fn parse_cursor(raw: &str) -> Result<u64, ApiError> {
+    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ApiError::invalid_cursor(raw));
+    }
+    Ok(raw.parse::<u64>().unwrap_or(u64::MAX))
+}
+
+/// Checks a cursor against a head.
+pub fn check_ahead(cursor: u64, epoch: &str, head: u64) -> Result<(), ApiError> {
+    if cursor > head {
+        Err(ApiError::cursor_ahead(cursor, epoch, head))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_parsing_follows_the_table() {
+        assert_eq!(parse_cursor("0").unwrap(), 0);
+        assert_eq!(parse_cursor("42").unwrap(), 42);
+        assert_eq!(parse_cursor("99999999999999999999999").unwrap(), u64::MAX);
+        for bad in ["", "-1", "+1", "1.5", "abc", " 1", "0x10"] {
+            assert_eq!(
+                parse_cursor(bad).unwrap_err().code(),
+                "invalid_cursor",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn limits_are_bounded() {
+        assert_eq!(Params::parse(None).limit().unwrap(), 500);
+        assert_eq!(Params::parse(Some("limit=0")).limit().unwrap(), 1);
+        assert_eq!(Params::parse(Some("limit=9000")).limit().unwrap(), 5000);
+        assert!(Params::parse(Some("limit=x")).limit().is_err());
+    }
+}

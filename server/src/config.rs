@@ -1,0 +1,77 @@
+//! The server's configuration (what the command-line flags set).
+
+use crate::hub::LagPolicy;
+use crate::store::Synchronous;
+
+/// Server configuration (the command-line flags; see `docs/server.md`).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Address to bind; port 0 picks a free one. A non-loopback address
+    /// needs a token.
+    pub listen: String,
+    /// SQLite file, or `:memory:`.
+    pub db: String,
+    /// How commits reach the disk (default: synced before they are published).
+    pub synchronous: Synchronous,
+    /// Bearer token required on `/v1` when set.
+    pub token: Option<String>,
+    /// CORS origins (`*` for any); empty: no CORS headers. The host of each
+    /// listed origin (not `*`) is also an allowed `Host`.
+    pub allow_origins: Vec<String>,
+    /// More allowed `Host` names (besides loopback names and the origins' hosts).
+    pub allow_hosts: Vec<String>,
+    /// Directory served at `/`.
+    pub static_dir: Option<String>,
+    /// Enables `/v1/admin/*` (loopback or with a token only).
+    pub faults: bool,
+    /// Heartbeat after this much stream silence.
+    pub heartbeat_ms: u64,
+    /// Delay between `turn.delta`s (`/slow`: ten times more).
+    pub delta_ms: u64,
+    /// How long an `/ask` question lives only in `live_turn` before it is persisted.
+    pub ask_persist_ms: u64,
+    /// How long a `/bg` task runs.
+    pub bg_ms: u64,
+    /// Seed of the scripted agent.
+    pub seed: u64,
+    /// What to do with a subscriber whose buffer is full.
+    pub lag_policy: LagPolicy,
+    /// Frames buffered per subscriber.
+    pub subscriber_buffer: usize,
+    /// Open streams per process; more are refused with `503`.
+    pub max_streams: usize,
+    /// Open streams per scope log (the global list counts as one); more are
+    /// refused with `503`.
+    pub max_streams_per_scope: usize,
+    /// A stream (or any response) whose peer accepts no byte for this long
+    /// is ended.
+    pub write_timeout_ms: u64,
+    /// Most events a session may have for `GET .../transcript` (larger: `413`).
+    pub transcript_max_events: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:8787".into(),
+            db: "./replay.sqlite".into(),
+            synchronous: Synchronous::Full,
+            token: None,
+            allow_origins: Vec::new(),
+            allow_hosts: Vec::new(),
+            static_dir: None,
+            faults: false,
+            heartbeat_ms: 15_000,
+            delta_ms: 30,
+            ask_persist_ms: 300,
+            bg_ms: 3_000,
+            seed: 0,
+            lag_policy: LagPolicy::Disconnect,
+            subscriber_buffer: 1024,
+            max_streams: 2048,
+            max_streams_per_scope: 256,
+            write_timeout_ms: 10_000,
+            transcript_max_events: 100_000,
+        }
+    }
+}
