@@ -219,6 +219,44 @@ async fn fail_and_cancel_end_turns_without_promoting_partial_text() {
     );
 }
 
+/// A cancel that names a turn stops only that turn: a retried cancel of a
+/// turn that already ended must not stop the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_naming_another_turn_stops_nothing() {
+    let s = server().await;
+    let sid = s.create_session().await;
+    let t1 = s.send(&sid, "m1", "/slow /long 2000").await;
+    s.wait_event(
+        &format!("sessions/{sid}"),
+        |e| matches!(&e.event, Event::TurnStarted(t) if t.turn_id == t1),
+    )
+    .await;
+    let (st, v) = s
+        .post(
+            &format!("/v1/sessions/{sid}/cancel"),
+            json!({"turn_id": "turn_earlier"}),
+        )
+        .await;
+    assert_eq!(
+        (st, v["turn_id"].clone()),
+        (StatusCode::ACCEPTED, Value::Null)
+    );
+    let (st, v) = s
+        .post(
+            &format!("/v1/sessions/{sid}/cancel"),
+            json!({"turn_id": t1}),
+        )
+        .await;
+    assert_eq!(
+        (st, v["turn_id"].as_str()),
+        (StatusCode::ACCEPTED, Some(t1.as_str()))
+    );
+    assert!(matches!(
+        s.wait_turn_end(&sid, &t1).await.event,
+        Event::TurnCancelled(_)
+    ));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_emits_process_events_and_log() {
     let s = server().await;

@@ -835,6 +835,22 @@ pub struct AnswerQuestion {
     pub answer: String,
 }
 
+/// `POST /v1/sessions/{id}/cancel` body: the turn to stop. A cancel that
+/// names a turn stops nothing else, so a retry never stops the next turn.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CancelTurn {
+    /// The turn to stop; absent: whichever turn is running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+}
+
+/// The `202` answer to a cancel: the turn it stopped, `null` when none ran.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CancelAccepted {
+    /// The stopped turn.
+    pub turn_id: Option<String>,
+}
+
 /// The canonical transcript of a session (PROTOCOL.md §7).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Transcript {

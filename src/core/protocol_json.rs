@@ -179,6 +179,7 @@ json_struct!(SessionCreatedReply {
     epoch: req
 });
 json_struct!(MessageAccepted { turn_id: req });
+json_struct!(CancelAccepted { turn_id: def });
 json_struct!(PendingPrompt {
     question_id: req,
     prompt: req,

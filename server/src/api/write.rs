@@ -7,8 +7,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use replay_client::core::protocol::{
-    AnswerQuestion, CreateSession, Event, MessageAccepted, PostMessage, Scope, SessionCreated,
-    SessionCreatedReply,
+    AnswerQuestion, CancelAccepted, CancelTurn, CreateSession, Event, MessageAccepted, PostMessage,
+    Scope, SessionCreated, SessionCreatedReply,
 };
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -122,14 +122,25 @@ pub(super) async fn answer(
 pub(super) async fn cancel(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<CancelAccepted>), ApiError> {
+    // The body is optional (PROTOCOL.md §4.4 had none): empty = `{}`.
+    let body: CancelTurn = if body.is_empty() {
+        CancelTurn::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request("invalid_json", e.to_string()))?
+    };
     if !app.log.session_exists(&id) {
         return Err(ApiError::not_found("session"));
     }
     let running = app.worker().session(&id).lock().running.clone();
-    let turn_id = running.map(|r| {
+    // A named turn is the only one stopped: a retried cancel of a turn that
+    // already ended must not stop the next one.
+    let named = |turn: &str| body.turn_id.as_deref().is_none_or(|t| t == turn);
+    let turn_id = running.filter(|r| named(&r.turn_id)).map(|r| {
         r.cancel.notify_one();
         r.turn_id
     });
-    Ok((StatusCode::ACCEPTED, Json(json!({"turn_id": turn_id}))))
+    Ok((StatusCode::ACCEPTED, Json(CancelAccepted { turn_id })))
 }

@@ -13,7 +13,9 @@ use super::error::CoreError;
 use super::types::{Action, RequestId};
 use super::{paths, Client};
 use crate::core::json;
-use crate::core::protocol::{AnswerQuestion, MessageAccepted, PostMessage};
+use crate::core::protocol::{
+    AnswerQuestion, CancelAccepted, CancelTurn, MessageAccepted, PostMessage,
+};
 
 /// A write the application asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,7 +185,7 @@ impl Client {
                 (
                     Kind::Cancel,
                     paths::cancel(&session),
-                    json::to_string(&CancelBody { turn_id }),
+                    json::to_string(&CancelTurn { turn_id }),
                 )
             }
         };
@@ -361,21 +363,6 @@ impl Client {
     }
 }
 
-/// The cancel body: the turn to stop, when known.
-#[derive(serde::Serialize)]
-struct CancelBody {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    turn_id: Option<String>,
-}
-
-/// The reply to a cancel: the turn that was stopped, if any.
-#[derive(Default)]
-struct CancelReply {
-    turn_id: Option<String>,
-}
-
-crate::json_struct!(CancelReply { turn_id: def });
-
 fn read_success(kind: Kind, body: &[u8]) -> Result<WriteOutcome, CoreError> {
     let bad = |e: json::JsonError| CoreError::BadJson(e.to_string());
     match kind {
@@ -387,7 +374,7 @@ fn read_success(kind: Kind, body: &[u8]) -> Result<WriteOutcome, CoreError> {
         }
         Kind::Answer => Ok(WriteOutcome::Answered),
         Kind::Cancel => {
-            let reply: CancelReply = json::from_slice(body).unwrap_or_default();
+            let reply: CancelAccepted = json::from_slice(body).unwrap_or_default();
             Ok(WriteOutcome::Cancelled {
                 turn_id: reply.turn_id,
             })
