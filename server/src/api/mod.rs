@@ -3,6 +3,7 @@
 
 mod admin;
 mod diag;
+mod multiplex;
 mod read;
 mod stream;
 mod write;
@@ -217,6 +218,7 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/system/events", get(stream::system_events))
         .route("/events", get(stream::global_events))
+        .route("/stream", get(multiplex::multiplexed))
         .route("/diagnostics", get(diag::overview))
         .route("/diagnostics/recovery", get(diag::recovery))
         .route("/diagnostics/processes", get(diag::processes))
@@ -319,8 +321,9 @@ fn classify(req: &Request) -> Option<Route> {
         .is_some_and(|v| v.contains("text/event-stream"));
     Some(if path.ends_with("/replay") {
         Route::Replay
-    } else if path.ends_with("/events") {
-        if sse {
+    } else if path.ends_with("/events") || path == "/stream" {
+        // The multiplexed stream has no JSON form: it is always a stream.
+        if sse || path == "/stream" {
             Route::Stream
         } else {
             Route::Events
