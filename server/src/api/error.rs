@@ -47,6 +47,11 @@ impl ApiError {
         self
     }
 
+    /// The JSON body (a multiplexed stream sends it in-band).
+    pub fn into_body(self) -> ErrorBody {
+        self.body
+    }
+
     /// The error code (`invalid_cursor`, ...).
     #[cfg(test)]
     pub fn code(&self) -> &str {

@@ -97,8 +97,9 @@ fn classify(req: &Request) -> Option<Route> {
         .is_some_and(|v| v.contains("text/event-stream"));
     Some(if path.ends_with("/replay") {
         Route::Replay
-    } else if path.ends_with("/events") {
-        if sse {
+    } else if path.ends_with("/events") || path == "/stream" {
+        // The multiplexed stream has no JSON form: it is always a stream.
+        if sse || path == "/stream" {
             Route::Stream
         } else {
             Route::Events

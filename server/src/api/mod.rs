@@ -5,6 +5,7 @@ mod admin;
 mod diag;
 mod error;
 mod guard;
+mod multiplex;
 mod params;
 mod read;
 mod stream;
@@ -51,6 +52,7 @@ pub fn router(app: Arc<App>, hosts: HostAllowList) -> Router {
         )
         .route("/system/events", get(stream::system_events))
         .route("/events", get(stream::global_events))
+        .route("/stream", get(multiplex::multiplexed))
         .route("/diagnostics", get(diag::overview))
         .route("/diagnostics/recovery", get(diag::recovery))
         .route("/diagnostics/processes", get(diag::processes))

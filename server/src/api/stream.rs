@@ -72,7 +72,7 @@ pub(super) async fn global_events(
 const FULL_RETRY_AFTER_S: u64 = 2;
 
 /// Subscribes, or `503 too_many_streams` with `Retry-After` at a cap.
-fn subscribe(app: &App, key: Key) -> Result<Subscription, ApiError> {
+pub(super) fn subscribe(app: &App, key: Key) -> Result<Subscription, ApiError> {
     app.log.hub.subscribe(key).map_err(|full| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -88,7 +88,7 @@ fn subscribe(app: &App, key: Key) -> Result<Subscription, ApiError> {
 /// sent the events to subscribers: a client that got one and reconnects at
 /// once can be ahead of it. Such a cursor is checked against the committed
 /// head in the store (rarely: no query otherwise), whose info then serves.
-async fn checked_head(
+pub(super) async fn checked_head(
     app: &App,
     cursor: Option<u64>,
     published: LogInfo,
@@ -168,17 +168,15 @@ fn spawn_stream(
     head: u64,
 ) -> Response {
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
-    let close = app.faults.close_signal();
-    let mut writer = Writer {
-        app,
-        scope,
-        tx,
-        close,
-        faults: StreamFaults::default(),
-    };
+    let mut writer = Writer::new(app, tx, true);
     tokio::spawn(async move {
-        let _ = writer.run(sub, start, epoch, head).await;
+        let _ = writer.run(Feed::new(scope, start), sub, epoch, head).await;
     });
+    sse_response(rx)
+}
+
+/// The response around a writer's channel, with the headers of §4.3.5.
+pub(super) fn sse_response(rx: mpsc::Receiver<io::Result<Bytes>>) -> Response {
     let mut resp = Body::from_stream(ReceiverStream::new(rx)).into_response();
     let h = resp.headers_mut();
     h.insert(
@@ -192,55 +190,143 @@ fn spawn_stream(
 
 /// Why a stream ended.
 #[derive(Debug)]
-enum End {
+pub(super) enum End {
     /// The client went away, a fault cut it, or the hub let go.
     Closed,
 }
 
-struct Writer {
-    app: Arc<App>,
-    /// `None` on the global stream.
+/// One log's place on a stream: which log, and the cursor of the last
+/// durable event sent (the handoff's dedup point).
+pub(super) struct Feed {
+    /// `None` for the global list.
     scope: Option<(Scope, String)>,
+    last: u64,
+}
+
+impl Feed {
+    /// A log whose stream starts after `start`.
+    pub(super) fn new(scope: Option<(Scope, String)>, start: u64) -> Feed {
+        Feed { scope, last: start }
+    }
+
+    fn cursor_of(&self, env: &Envelope) -> u64 {
+        if self.scope.is_some() {
+            env.seq.unwrap_or(0)
+        } else {
+            env.id.unwrap_or(0)
+        }
+    }
+
+    /// The published head: every event up to it is in our buffer or sent.
+    fn current_head(&self, app: &App) -> u64 {
+        match &self.scope {
+            Some((scope, id)) => app.log.log_info(*scope, id).map_or(0, |i| i.head),
+            None => app.log.global_info().head,
+        }
+    }
+}
+
+/// One SSE connection's sending side; it serves one log (a scoped or the
+/// global stream) or several (the multiplexed stream).
+pub(super) struct Writer {
+    app: Arc<App>,
     tx: mpsc::Sender<io::Result<Bytes>>,
     close: watch::Receiver<u64>,
     faults: StreamFaults,
+    /// Whether durable frames carry an `id:` line (not on the multiplexed stream).
+    ids: bool,
 }
 
 impl Writer {
+    /// A writer into `tx`, picking up the stream faults in force now.
+    pub(super) fn new(app: Arc<App>, tx: mpsc::Sender<io::Result<Bytes>>, ids: bool) -> Writer {
+        let mut close = app.faults.close_signal();
+        close.mark_unchanged();
+        let mut faults = StreamFaults::default();
+        app.faults.refresh_stream(&mut faults, true);
+        Writer {
+            app,
+            tx,
+            close,
+            faults,
+            ids,
+        }
+    }
+
     async fn run(
         &mut self,
+        mut feed: Feed,
         mut sub: Subscription,
-        start: u64,
         epoch: String,
         head: u64,
     ) -> Result<(), End> {
-        self.app.faults.refresh_stream(&mut self.faults, true);
-        self.close.mark_unchanged();
+        self.write_retry().await?;
+        self.open(&mut feed, epoch, head).await?;
+        let heartbeat = self.heartbeat();
+        loop {
+            let next = tokio::select! {
+                f = tokio::time::timeout(heartbeat, sub.rx.recv()) => f,
+                _ = self.closed() => return Err(End::Closed),
+            };
+            match next {
+                Ok(Some(frame)) => self.forward(&mut feed, &frame.env, &frame.json).await?,
+                Ok(None) => return Err(End::Closed),
+                Err(_) => self.beat(&mut feed, &mut sub).await?,
+            }
+        }
+    }
+
+    /// The longest silence a log may have on this stream.
+    pub(super) fn heartbeat(&self) -> Duration {
+        Duration::from_millis(self.app.cfg.heartbeat_ms.max(1))
+    }
+
+    /// Resolves when a fault closes every stream or the client has gone
+    /// (the response body was dropped).
+    pub(super) async fn closed(&mut self) {
+        tokio::select! {
+            _ = self.close.changed() => {}
+            _ = self.tx.closed() => {}
+        }
+    }
+
+    /// The first frame of every stream.
+    pub(super) async fn write_retry(&mut self) -> Result<(), End> {
+        self.write(format!("retry: {RETRY_MS}\n\n")).await
+    }
+
+    /// A log's `hello`, its backlog after the feed's cursor, then its
+    /// snapshots (§4.3.1); the caller subscribed before.
+    pub(super) async fn open(
+        &mut self,
+        feed: &mut Feed,
+        epoch: String,
+        head: u64,
+    ) -> Result<(), End> {
         // The backlog is read as soon after subscribing as it can be, and
         // `hello` never waits for a long read: a long backlog's first page is
         // read while `hello` goes out, a short one right after it, inline.
+        let start = feed.last;
         let inline = head.saturating_sub(start) <= INLINE_BACKLOG;
         let first = (!inline).then(|| {
             tokio::spawn(backlog_page(
                 Arc::clone(&self.app),
-                self.scope.clone(),
+                feed.scope.clone(),
                 start,
             ))
         });
-        self.write(format!("retry: {RETRY_MS}\n\n")).await?;
         let boot_id = self.app.worker().boot_id.clone();
         let hello = Event::Hello(Hello {
             epoch,
             head,
             boot_id,
         });
-        self.write_transient(hello, head).await?;
+        self.write_transient(feed, hello, head).await?;
 
-        // Backlog, then snapshots, then live; `last` dedups the handoff.
-        let mut last = start;
+        // Backlog, then snapshots, then live; `feed.last` dedups the handoff.
         let now = match first {
             Some(_) => None,
-            None => self.app.log.try_read_now(|s| match &self.scope {
+            None => self.app.log.try_read_now(|s| match &feed.scope {
                 Some((scope, id)) => s.page(*scope, id, start, BACKLOG_PAGE),
                 None => s.global_page(start, BACKLOG_PAGE),
             }),
@@ -248,20 +334,20 @@ impl Writer {
         let mut page = match (now, first) {
             (Some(page), _) => page,
             (None, Some(task)) => task.await.map_err(|_| End::Closed)?,
-            (None, None) => backlog_page(Arc::clone(&self.app), self.scope.clone(), start).await,
+            (None, None) => backlog_page(Arc::clone(&self.app), feed.scope.clone(), start).await,
         };
         loop {
             let events = page.map_err(|_| End::Closed)?;
             for env in &events {
-                self.write_durable(env, &env.to_json()).await?;
-                last = self.cursor_of(env);
+                self.write_durable(feed, env, &env.to_json()).await?;
+                feed.last = feed.cursor_of(env);
             }
             if events.len() < BACKLOG_PAGE {
                 break;
             }
-            page = backlog_page(Arc::clone(&self.app), self.scope.clone(), last).await;
+            page = backlog_page(Arc::clone(&self.app), feed.scope.clone(), feed.last).await;
         }
-        if let Some((Scope::Session, id)) = self.scope.clone() {
+        if let Some((Scope::Session, id)) = feed.scope.clone() {
             let worker = self.app.worker();
             let live_turn = worker.live_turn(&id);
             let head = self
@@ -277,88 +363,83 @@ impl Writer {
                 .await
                 .map_err(|_| End::Closed)?;
             self.write_transient(
+                feed,
                 Event::LiveTurnSnapshot(LiveTurnSnapshot { live_turn }),
                 head,
             )
             .await?;
-            self.write_transient(Event::TasksSnapshot(tasks), head)
+            self.write_transient(feed, Event::TasksSnapshot(tasks), head)
                 .await?;
-        }
-
-        let heartbeat = Duration::from_millis(self.app.cfg.heartbeat_ms.max(1));
-        loop {
-            let next = tokio::select! {
-                f = tokio::time::timeout(heartbeat, sub.rx.recv()) => f,
-                _ = self.close.changed() => return Err(End::Closed),
-                // The peer went away: free the stream's slot now, not at
-                // the next heartbeat.
-                _ = self.tx.closed() => return Err(End::Closed),
-            };
-            match next {
-                Ok(Some(frame)) => self.forward(&frame.env, &frame.json, &mut last).await?,
-                Ok(None) => return Err(End::Closed),
-                Err(_) => {
-                    // Everything up to this head has been published, hence is
-                    // in our buffer or already written: flush it, then beat.
-                    let head = self.current_head();
-                    while let Ok(frame) = sub.rx.try_recv() {
-                        self.forward(&frame.env, &frame.json, &mut last).await?;
-                    }
-                    self.write_transient(Event::Heartbeat(Heartbeat { head }), head)
-                        .await?;
-                }
-            }
-        }
-    }
-
-    fn cursor_of(&self, env: &Envelope) -> u64 {
-        if self.scope.is_some() {
-            env.seq.unwrap_or(0)
-        } else {
-            env.id.unwrap_or(0)
-        }
-    }
-
-    /// The published head: every event up to it is in our buffer or sent.
-    fn current_head(&self) -> u64 {
-        match &self.scope {
-            Some((scope, id)) => self.app.log.log_info(*scope, id).map_or(0, |i| i.head),
-            None => self.app.log.global_info().head,
-        }
-    }
-
-    async fn forward(&mut self, env: &Envelope, json: &str, last: &mut u64) -> Result<(), End> {
-        if !env.is_durable() {
-            return self.write(frame_text(None, env, json)).await;
-        }
-        let c = self.cursor_of(env);
-        if c <= *last {
-            return Ok(()); // already sent from the backlog
-        }
-        *last = c;
-        if self.app.faults.take_skip() {
-            return Ok(());
-        }
-        self.write_durable(env, json).await?;
-        if self.app.faults.take_duplicate() {
-            self.write_durable(env, json).await?;
         }
         Ok(())
     }
 
-    async fn write_durable(&mut self, env: &Envelope, json: &str) -> Result<(), End> {
-        let id = self.cursor_of(env);
-        self.write(frame_text(Some(id), env, json)).await
+    /// After a heartbeat interval of silence on `sub`: everything up to the
+    /// published head has been published, hence is in `sub`'s buffer or
+    /// already written: flush it, then send a `heartbeat` with that head.
+    pub(super) async fn beat(
+        &mut self,
+        feed: &mut Feed,
+        sub: &mut Subscription,
+    ) -> Result<(), End> {
+        let head = feed.current_head(&self.app);
+        while let Ok(frame) = sub.rx.try_recv() {
+            self.forward(feed, &frame.env, &frame.json).await?;
+        }
+        self.write_transient(feed, Event::Heartbeat(Heartbeat { head }), head)
+            .await
     }
 
-    async fn write_transient(&mut self, event: Event, head: u64) -> Result<(), End> {
-        let (scope, id) = match &self.scope {
+    /// Sends a live event of the feed's log, unless the backlog sent it.
+    pub(super) async fn forward(
+        &mut self,
+        feed: &mut Feed,
+        env: &Envelope,
+        json: &str,
+    ) -> Result<(), End> {
+        if !env.is_durable() {
+            return self.write(frame_text(None, env, json)).await;
+        }
+        let c = feed.cursor_of(env);
+        if c <= feed.last {
+            return Ok(()); // already sent from the backlog
+        }
+        feed.last = c;
+        if self.app.faults.take_skip() {
+            return Ok(());
+        }
+        self.write_durable(feed, env, json).await?;
+        if self.app.faults.take_duplicate() {
+            self.write_durable(feed, env, json).await?;
+        }
+        Ok(())
+    }
+
+    async fn write_durable(&mut self, feed: &Feed, env: &Envelope, json: &str) -> Result<(), End> {
+        let id = self.ids.then(|| feed.cursor_of(env));
+        self.write(frame_text(id, env, json)).await
+    }
+
+    /// Sends a transient event of the feed's log (the global list's are
+    /// named `system`/`global`).
+    pub(super) async fn write_transient(
+        &mut self,
+        feed: &Feed,
+        event: Event,
+        head: u64,
+    ) -> Result<(), End> {
+        let (scope, id) = match &feed.scope {
             Some((s, id)) => (*s, id.as_str()),
             None => (Scope::System, "global"),
         };
         let env = transient(scope, id, head, event, true);
         let json = env.to_json();
         self.write(frame_text(None, &env, &json)).await
+    }
+
+    /// Sends a transient envelope as it is.
+    pub(super) async fn write_envelope(&mut self, env: &Envelope) -> Result<(), End> {
+        self.write(frame_text(None, env, &env.to_json())).await
     }
 
     async fn write(&mut self, text: String) -> Result<(), End> {
