@@ -365,3 +365,12 @@ fn the_revision_moves_with_what_a_snapshot_shows_and_quiet_steps_notify_nobody()
     assert!(c.take_notify(), "a notice is told");
     assert!(!c.take_notify(), "once");
 }
+
+#[test]
+fn close_moves_the_revision_so_a_snapshot_shows_stopped() {
+    let mut c = client();
+    let before = c.revision();
+    c.close(5);
+    assert_eq!(c.status().state, State::Stopped);
+    assert!(c.revision() > before);
+}

@@ -451,6 +451,8 @@ impl Client {
         self.buffer.clear();
         self.state = State::Stopped;
         self.since = now;
+        // A snapshot taken after close() shows `stopped`.
+        self.record_for_feed(now);
     }
 
     /// The next thing the IO layer must do.
