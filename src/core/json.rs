@@ -39,12 +39,10 @@ pub trait FromJson: Sized {
     /// Reads one value.
     fn read(r: &mut Reader<'_>) -> Result<Self, JsonError>;
 
-    /// The value of a struct field whose key is absent and that has no
-    /// default: `None` (the key is required), except for `Option`, where it
-    /// is `None` the value, as serde reads it.
-    fn missing() -> Option<Self> {
-        None
-    }
+    /// Whether this is an `Option`. serde reads a missing `Option` field as
+    /// `None`; a wire declaration must say `= default` for such a field, and
+    /// [`wire_struct!`](crate::wire_struct) refuses to compile one that does not.
+    const OPTIONAL: bool = false;
 }
 
 /// A struct field being read, whatever its type (see [`Reader::fields`]).
@@ -485,9 +483,7 @@ impl<T: FromJson> FromJson for Option<T> {
         T::read(r).map(Some)
     }
 
-    fn missing() -> Option<Self> {
-        Some(None)
-    }
+    const OPTIONAL: bool = true;
 }
 
 impl<T: FromJson> FromJson for Vec<T> {

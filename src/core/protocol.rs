@@ -488,7 +488,7 @@ wire_struct! {
     #[derive(Clone, Debug, Default, PartialEq)]
     pub struct LiveTurnSnapshot {
         /// The running turn, or `null` when none runs.
-        live_turn: Option<LiveTurn>,
+        live_turn: Option<LiveTurn> = default,
     }
 }
 
@@ -511,7 +511,7 @@ wire_struct! {
         /// Tool calls of the turn and their states.
         tools: Vec<LiveTool> = default,
         /// A question waiting for an answer, possibly not yet persisted.
-        pending_question: Option<PendingQuestion>,
+        pending_question: Option<PendingQuestion> = default,
     }
 }
 
@@ -565,7 +565,7 @@ wire_struct! {
         /// Every task of the session.
         tasks: Vec<Task> = default,
         /// Idle between turns but waiting on these tasks.
-        background_wait: Option<BackgroundWait>,
+        background_wait: Option<BackgroundWait> = default,
     }
 }
 
@@ -581,16 +581,16 @@ wire_struct! {
         state: TaskState,
         /// The process it runs, if any.
         #[serde(skip_serializing_if = "Option::is_none")]
-        process_id: Option<String>,
+        process_id: Option<String> = default,
         /// When it started.
         #[serde(skip_serializing_if = "Option::is_none")]
-        started_at: Option<String>,
+        started_at: Option<String> = default,
         /// When it ended.
         #[serde(skip_serializing_if = "Option::is_none")]
-        ended_at: Option<String>,
+        ended_at: Option<String> = default,
         /// Free-form detail.
         #[serde(skip_serializing_if = "Option::is_none")]
-        detail: Option<String>,
+        detail: Option<String> = default,
     }
 }
 
@@ -689,7 +689,7 @@ wire_struct! {
         to: String = default,
         /// Why, for deferred and failed deliveries.
         #[serde(skip_serializing_if = "Option::is_none")]
-        reason: Option<String>,
+        reason: Option<String> = default,
     }
 }
 
@@ -701,7 +701,7 @@ wire_struct! {
         worktree_id: String,
         /// The session that claims it, if any.
         #[serde(skip_serializing_if = "Option::is_none")]
-        session_id: Option<String>,
+        session_id: Option<String> = default,
     }
 }
 
@@ -740,9 +740,9 @@ wire_struct! {
         /// Durable events, ascending.
         history: Vec<Envelope> = default,
         /// The running turn (meaningful on the last page only).
-        live_turn: Option<LiveTurn>,
+        live_turn: Option<LiveTurn> = default,
         /// Task state (meaningful on the last page only).
-        tasks: Option<TasksSnapshot>,
+        tasks: Option<TasksSnapshot> = default,
     }
 }
 
@@ -771,10 +771,10 @@ wire_struct! {
         message: String = default,
         /// With `cursor_ahead`: the log's epoch.
         #[serde(skip_serializing_if = "Option::is_none")]
-        epoch: Option<String>,
+        epoch: Option<String> = default,
         /// With `cursor_ahead`: the durable head.
         #[serde(skip_serializing_if = "Option::is_none")]
-        head: Option<u64>,
+        head: Option<u64> = default,
     }
 }
 
@@ -877,7 +877,7 @@ wire_tagged! {
             /// `running`, `ok` or `error`.
             status: String,
             /// Output once completed.
-            output: Option<String>,
+            output: Option<String> = default,
         },
         /// The end of a turn.
         TurnEnd = "turn_end" {
@@ -887,7 +887,7 @@ wire_tagged! {
             outcome: String,
             /// Why it failed.
             #[serde(skip_serializing_if = "Option::is_none")]
-            reason: Option<String>,
+            reason: Option<String> = default,
         },
     }
 }

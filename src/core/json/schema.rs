@@ -5,8 +5,9 @@
 //! cannot disagree on a key, a default or a variant name.
 //!
 //! A field is required unless it ends in `= default` (missing takes
-//! `Default::default()`); a missing `Option` is `None` either way, as serde
-//! does. The only serde attribute a field may carry is
+//! `Default::default()`). An `Option` field must end in `= default` (serde
+//! reads a missing `Option` as `None` either way; the macro refuses one
+//! without, at compile time). The only serde attribute a field may carry is
 //! `#[serde(skip_serializing_if = "...")]`, which changes what is written,
 //! never what is read. Keys are the field names.
 //!
@@ -63,13 +64,13 @@ macro_rules! wire_struct {
             }
         }
     };
-    (@take $field:ident $ty:ty) => {
-        match $field {
-            Some(v) => v,
-            None => <$ty as $crate::core::json::FromJson>::missing()
-                .ok_or($crate::core::json::JsonError::Missing(stringify!($field)))?,
-        }
-    };
+    (@take $field:ident $ty:ty) => {{
+        const _: () = assert!(
+            !<$ty as $crate::core::json::FromJson>::OPTIONAL,
+            concat!("`", stringify!($field), "` is an Option: declare it `= default`, as serde reads it"),
+        );
+        $field.ok_or($crate::core::json::JsonError::Missing(stringify!($field)))?
+    }};
     (@take $field:ident $ty:ty, default) => {
         $field.unwrap_or_default()
     };
