@@ -1,89 +1,22 @@
-//! The server's own canonical transcript (PROTOCOL.md §7): a plain batch fold
-//! of a session's durable events. It is the test oracle, deliberately written
-//! independently of the client's incremental fold.
+//! The server's canonical transcript (PROTOCOL.md §7): the client's own
+//! session fold ([`replay_client::core::transcript::fold`]) over the
+//! session's durable events, with the task state the store keeps. One fold
+//! for both sides, so the oracle and the SDK cannot disagree on an item.
 
-use replay_client::core::protocol::{
-    Envelope, Event, PendingPrompt, TasksSnapshot, ToolStatus, Transcript, TranscriptItem,
-};
+use replay_client::core::protocol::{Envelope, TasksSnapshot, Transcript};
 
 /// Folds a session's durable events, in seq order, into its transcript.
 pub fn fold(epoch: &str, events: &[Envelope], tasks: TasksSnapshot) -> Transcript {
-    let mut items: Vec<TranscriptItem> = Vec::new();
-    let mut pending: Vec<PendingPrompt> = Vec::new();
-    let mut cursor = 0;
-    for env in events {
-        cursor = env.seq.unwrap_or(cursor);
-        match &env.event {
-            Event::MessageCommitted(m) => items.push(TranscriptItem::Message {
-                message_id: m.message_id.clone(),
-                turn_id: m.turn_id.clone(),
-                role: m.role,
-                text: m.text.clone(),
-            }),
-            Event::ToolStarted(t) => items.push(TranscriptItem::Tool {
-                call_id: t.call_id.clone(),
-                turn_id: t.turn_id.clone(),
-                name: t.name.clone(),
-                status: "running".into(),
-                output: None,
-            }),
-            Event::ToolCompleted(done) => {
-                for item in items.iter_mut() {
-                    if let TranscriptItem::Tool {
-                        call_id,
-                        status,
-                        output,
-                        ..
-                    } = item
-                    {
-                        if *call_id == done.call_id {
-                            *status = match done.status {
-                                ToolStatus::Ok => "ok",
-                                ToolStatus::Error => "error",
-                            }
-                            .into();
-                            *output = Some(done.output.clone());
-                        }
-                    }
-                }
-            }
-            Event::TurnCompleted(t) => items.push(turn_end(&t.turn_id, "completed", None)),
-            Event::TurnCancelled(t) => items.push(turn_end(&t.turn_id, "cancelled", None)),
-            Event::TurnFailed(t) => {
-                items.push(turn_end(&t.turn_id, "failed", Some(t.reason.clone())))
-            }
-            Event::QuestionAsked(q) => pending.push(PendingPrompt {
-                question_id: q.question_id.clone(),
-                prompt: q.prompt.clone(),
-                options: q.options.clone(),
-                persisted: true,
-            }),
-            Event::QuestionAnswered(q) => pending.retain(|p| p.question_id != q.question_id),
-            Event::QuestionDeclined(q) => pending.retain(|p| p.question_id != q.question_id),
-            _ => {}
-        }
-    }
     Transcript {
-        epoch: epoch.to_owned(),
-        cursor,
-        items,
-        pending_prompts: pending,
         tasks,
-    }
-}
-
-fn turn_end(turn_id: &str, outcome: &str, reason: Option<String>) -> TranscriptItem {
-    TranscriptItem::TurnEnd {
-        turn_id: turn_id.to_owned(),
-        outcome: outcome.to_owned(),
-        reason,
+        ..replay_client::core::transcript::fold(epoch, events)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use replay_client::core::protocol::Scope;
+    use replay_client::core::protocol::{Event, Scope};
 
     fn env(seq: u64, ty: &str, data: serde_json::Value) -> Envelope {
         Envelope {

@@ -2,15 +2,19 @@
 //! page. serde_json's derived decoders cost 2–5 KB of wasm per type; this
 //! reader is shared by all types, so each one adds only its field match.
 //!
-//! Semantics follow the serde derives of `protocol.rs`: unknown keys are
-//! skipped, `null` reads as `None` for options, missing fields either fail
-//! (required) or take their default.
+//! Semantics follow serde's derives: unknown keys are skipped, `null` reads
+//! as `None` for options, missing fields either fail (required) or take
+//! their default. The wire types get both from one declaration
+//! ([`wire_struct!`](crate::wire_struct) and friends, `json/schema.rs`).
 
 use std::borrow::Cow;
 use std::collections::{HashSet, VecDeque};
 use std::hash::{BuildHasher, Hash};
 
+#[cfg(all(test, not(target_arch = "wasm32")))]
+pub(crate) mod arb;
 mod raw;
+mod schema;
 mod write;
 
 pub use raw::RawJson;
@@ -34,6 +38,11 @@ pub enum JsonError {
 pub trait FromJson: Sized {
     /// Reads one value.
     fn read(r: &mut Reader<'_>) -> Result<Self, JsonError>;
+
+    /// Whether this is an `Option`. serde reads a missing `Option` field as
+    /// `None`; a wire declaration must say `= default` for such a field, and
+    /// [`wire_struct!`](crate::wire_struct) refuses to compile one that does not.
+    const OPTIONAL: bool = false;
 }
 
 /// A struct field being read, whatever its type (see [`Reader::fields`]).
@@ -89,6 +98,9 @@ pub struct Reader<'a> {
     pos: usize,
     depth: u32,
     opaque: bool,
+    /// [`Reader::tag`] consumed an object's `{` and first member: the next
+    /// object read continues that object.
+    resume: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -99,6 +111,7 @@ impl<'a> Reader<'a> {
             pos: 0,
             depth: 0,
             opaque: false,
+            resume: false,
         }
     }
 
@@ -186,6 +199,34 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// Reads the string value of key `tag` of the object ahead, and leaves
+    /// the reader so that the next [`Reader::object`] (or [`Reader::fields`])
+    /// reads that object's members (`tag` among them, to be skipped, unless
+    /// it came first). For internally tagged enums
+    /// ([`wire_tagged!`](crate::wire_tagged)): when the tag is the first key,
+    /// as writers put it, the object is read once; elsewhere, twice.
+    pub fn tag(&mut self, tag: &'static str) -> Result<Cow<'a, str>, JsonError> {
+        self.peek();
+        let start = self.pos;
+        if self.eat(b'{') && self.peek() == Some(b'"') && self.string()? == tag && self.eat(b':') {
+            let value = self.string()?;
+            self.resume = true;
+            return Ok(value);
+        }
+        self.pos = start;
+        let mut value = None;
+        self.object(&mut |r, key| {
+            if key == tag {
+                value = Some(r.string()?.into_owned());
+                Ok(())
+            } else {
+                r.skip()
+            }
+        })?;
+        self.pos = start;
+        value.map(Cow::Owned).ok_or(JsonError::Missing(tag))
+    }
+
     /// Reads an array, calling `f` once per element; `f` must read it.
     pub fn array(
         &mut self,
@@ -202,20 +243,24 @@ impl<'a> Reader<'a> {
         what: &'static str,
         mut member: impl FnMut(&mut Reader<'a>) -> Result<(), JsonError>,
     ) -> Result<(), JsonError> {
-        if !self.eat(open) {
+        // After `tag`, the object is open and its first member read.
+        let resumed = std::mem::take(&mut self.resume);
+        if !resumed && !self.eat(open) {
             return Err(self.kind(what));
         }
         self.nest()?;
-        if !self.eat(close) {
-            loop {
-                member(self)?;
-                if self.eat(close) {
-                    break;
-                }
-                if !self.eat(b',') {
-                    return Err(self.syntax());
-                }
+        if !resumed {
+            if self.eat(close) {
+                self.depth -= 1;
+                return Ok(());
             }
+            member(self)?;
+        }
+        while !self.eat(close) {
+            if !self.eat(b',') {
+                return Err(self.syntax());
+            }
+            member(self)?;
         }
         self.depth -= 1;
         Ok(())
@@ -437,6 +482,8 @@ impl<T: FromJson> FromJson for Option<T> {
         }
         T::read(r).map(Some)
     }
+
+    const OPTIONAL: bool = true;
 }
 
 impl<T: FromJson> FromJson for Vec<T> {
@@ -494,24 +541,6 @@ macro_rules! json_struct {
     };
     (@take def $field:ident) => {
         $field.unwrap_or_default()
-    };
-}
-
-/// `FromJson` for a unit enum read from fixed strings.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! json_enum {
-    ($ty:ident { $( $variant:ident = $name:literal ),* $(,)? }) => {
-        impl $crate::core::json::FromJson for $ty {
-            fn read(r: &mut $crate::core::json::Reader<'_>) -> Result<Self, $crate::core::json::JsonError> {
-                let at = r.pos();
-                let s = r.string()?;
-                match &*s {
-                    $( $name => Ok($ty::$variant), )*
-                    _ => Err($crate::core::json::JsonError::Type(at, concat!("a known ", stringify!($ty)))),
-                }
-            }
-        }
     };
 }
 

@@ -2,47 +2,41 @@
 //! payload, the replay and event pages, the write bodies and the canonical
 //! transcript. One definition, shared by the client core and `replay-server`.
 //!
+//! Each type is declared once, through [`wire_struct!`](crate::wire_struct),
+//! [`wire_enum!`](crate::wire_enum) or [`wire_tagged!`](crate::wire_tagged):
+//! its serde derives (the server's reader and both writers) and the client's
+//! [`FromJson`](crate::core::json::FromJson) reader come from that one
+//! declaration. The envelope, whose `type` and `data` flatten the [`Event`],
+//! is read and written by hand in `protocol_json.rs`.
+//!
 //! Decoding is tolerant: unknown fields are ignored, and an unknown `type`
 //! becomes [`Event::Unknown`] with its data kept opaque, so a durable event of
 //! a newer server still advances the cursor.
 
-use serde::de::Error as _;
-use serde::ser::SerializeMap;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::value::RawValue;
+use serde::{Serialize, Serializer};
 
 use crate::core::json::{self, JsonError, RawJson};
+use crate::{wire_enum, wire_struct, wire_tagged};
 
-/// The logbook an event belongs to (PROTOCOL.md §1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    /// Session and turn lifecycle, messages, tools, questions.
-    Session,
-    /// Team messages and deliveries.
-    Team,
-    /// Runtime-managed command lifecycle and sampled output.
-    Process,
-    /// Worktree creation, claim, release, cleanup.
-    Worktree,
-    /// Runtime-level events such as startup recovery.
-    System,
-}
-
-impl Scope {
-    /// The scope's name on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Session => "session",
-            Scope::Team => "team",
-            Scope::Process => "process",
-            Scope::Worktree => "worktree",
-            Scope::System => "system",
-        }
+wire_enum! {
+    /// The logbook an event belongs to (PROTOCOL.md §1).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Scope {
+        /// Session and turn lifecycle, messages, tools, questions.
+        Session = "session",
+        /// Team messages and deliveries.
+        Team = "team",
+        /// Runtime-managed command lifecycle and sampled output.
+        Process = "process",
+        /// Worktree creation, claim, release, cleanup.
+        Worktree = "worktree",
+        /// Runtime-level events such as startup recovery.
+        System = "system",
     }
 }
 
-/// One event as it crosses the wire (PROTOCOL.md §2).
+/// One event as it crosses the wire (PROTOCOL.md §2). Read and written by
+/// hand (`protocol_json.rs`): `type` and `data` are the [`Event`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Envelope {
     /// Global row id; durable events only.
@@ -90,7 +84,7 @@ impl Envelope {
         self.seq.is_some()
     }
 
-    /// Decodes one envelope from JSON bytes.
+    /// Decodes one envelope from JSON bytes with serde_json.
     pub fn from_json(bytes: &[u8]) -> Result<Self, serde_json::Error> {
         serde_json::from_slice(bytes)
     }
@@ -98,67 +92,6 @@ impl Envelope {
     /// Encodes the envelope as one line of JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("envelope serialisation cannot fail")
-    }
-}
-
-impl Serialize for Envelope {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        if let Some(id) = self.id {
-            m.serialize_entry("id", &id)?;
-        }
-        m.serialize_entry("scope", &self.scope)?;
-        m.serialize_entry("scope_id", &self.scope_id)?;
-        if let Some(seq) = self.seq {
-            m.serialize_entry("seq", &seq)?;
-        }
-        if let Some(after) = self.after_seq {
-            m.serialize_entry("after_seq", &after)?;
-        }
-        m.serialize_entry("type", self.event.type_name())?;
-        m.serialize_entry("critical", &self.critical)?;
-        m.serialize_entry("ts", &self.ts)?;
-        m.serialize_entry("data", &EventDataRef(&self.event))?;
-        m.end()
-    }
-}
-
-#[derive(Deserialize)]
-struct WireEnvelope<'a> {
-    #[serde(default)]
-    id: Option<u64>,
-    scope: Scope,
-    #[serde(default)]
-    scope_id: String,
-    #[serde(default)]
-    seq: Option<u64>,
-    #[serde(default)]
-    after_seq: Option<u64>,
-    #[serde(rename = "type", borrow)]
-    ty: std::borrow::Cow<'a, str>,
-    #[serde(default)]
-    critical: Option<bool>,
-    #[serde(default)]
-    ts: String,
-    #[serde(default, borrow)]
-    data: Option<&'a RawValue>,
-}
-
-impl<'de> Deserialize<'de> for Envelope {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let w = WireEnvelope::deserialize(d)?;
-        let event = Event::decode(&w.ty, w.data.map(RawValue::get)).map_err(D::Error::custom)?;
-        Ok(Envelope {
-            id: w.id,
-            scope: w.scope,
-            scope_id: w.scope_id,
-            seq: w.seq,
-            after_seq: w.after_seq,
-            // Every durable event is critical, whatever the wire says.
-            critical: w.critical.unwrap_or(true) || w.seq.is_some(),
-            ts: w.ts,
-            event,
-        })
     }
 }
 
@@ -180,6 +113,9 @@ macro_rules! events {
         }
 
         impl Event {
+            /// Every wire `type` this version knows.
+            pub const TYPE_NAMES: &'static [&'static str] = &[$( $name ),*];
+
             /// The wire `type` of this event.
             pub fn type_name(&self) -> &str {
                 match self {
@@ -198,9 +134,24 @@ macro_rules! events {
                 EventDataRef(self).serialize(s)
             }
 
-            /// Decodes `data` (raw JSON, `None` when absent) for a wire `type`.
+            /// Decodes `data` (raw JSON, `None` when absent) for a wire `type`
+            /// with the client's reader ([`Event::read_data`]).
             pub fn decode(type_name: &str, data: Option<&str>) -> Result<Self, serde_json::Error> {
                 Self::read_data(type_name, data).map_err(serde::de::Error::custom)
+            }
+
+            /// Decodes `data` with serde's derived readers: what
+            /// [`Envelope`]'s `Deserialize` uses, so serde_json's reading
+            /// is a check on the client's, not a copy of it.
+            pub(crate) fn decode_serde(type_name: &str, data: Option<&str>) -> Result<Self, serde_json::Error> {
+                let data = data.unwrap_or("{}");
+                Ok(match type_name {
+                    $( $name => Event::$variant(serde_json::from_str(data)?), )*
+                    other => Event::Unknown {
+                        type_name: other.to_owned(),
+                        data: serde_json::from_str(data)?,
+                    },
+                })
             }
 
             /// [`Event::decode`] with the client's small reader ([`crate::core::json`]).
@@ -231,6 +182,21 @@ macro_rules! events {
                     $( Event::$variant(p) => p.serialize(s), )*
                     Event::Unknown { data, .. } => data.serialize(s),
                 }
+            }
+        }
+
+        // Every variant, and unknown types with any object as data.
+        #[cfg(all(test, not(target_arch = "wasm32")))]
+        impl json::arb::Arb for Event {
+            fn arb() -> proptest::strategy::BoxedStrategy<Self> {
+                use proptest::strategy::Strategy;
+                proptest::strategy::Union::new(vec![
+                    $( <$payload as json::arb::Arb>::arb().prop_map(Event::$variant).boxed(), )*
+                    ("x\\.[a-z_]{1,8}", json::arb::json_object())
+                        .prop_map(|(type_name, data)| Event::Unknown { type_name, data })
+                        .boxed(),
+                ])
+                .boxed()
             }
         }
     };
@@ -305,565 +271,597 @@ events! {
     SystemRecovered(SystemRecovered) = "system.recovered",
 }
 
-/// A payload with no fields.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Empty {}
-
-/// `{reason}`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct WithReason {
-    /// Why.
-    #[serde(default)]
-    pub reason: String,
+wire_struct! {
+    /// A payload with no fields.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct Empty {}
 }
 
-/// `session.created`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SessionCreated {
-    /// Human title.
-    #[serde(default)]
-    pub title: String,
-}
-
-/// `turn.started`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TurnStarted {
-    /// The turn.
-    pub turn_id: String,
-    /// The user message that started it.
-    #[serde(default)]
-    pub input_message_id: String,
-}
-
-/// Who wrote a message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// The person.
-    User,
-    /// The agent.
-    Assistant,
-}
-
-impl Role {
-    /// The role's name on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        }
+wire_struct! {
+    /// `{reason}`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct WithReason {
+        /// Why.
+        reason: String = default,
     }
 }
 
-/// `message.committed`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct MessageCommitted {
-    /// The message.
-    pub message_id: String,
-    /// Its turn.
-    #[serde(default)]
-    pub turn_id: String,
-    /// Author.
-    pub role: Role,
-    /// Whole text.
-    #[serde(default)]
-    pub text: String,
+wire_struct! {
+    /// `session.created`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct SessionCreated {
+        /// Human title.
+        title: String = default,
+    }
 }
 
-/// `tool.started`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolStarted {
-    /// The turn.
-    #[serde(default)]
-    pub turn_id: String,
-    /// The tool call.
-    pub call_id: String,
-    /// Tool name, e.g. `shell`.
-    #[serde(default)]
-    pub name: String,
-    /// Tool input, any JSON.
-    #[serde(default)]
-    pub input: RawJson,
+wire_struct! {
+    /// `turn.started`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct TurnStarted {
+        /// The turn.
+        turn_id: String,
+        /// The user message that started it.
+        input_message_id: String = default,
+    }
 }
 
-/// Outcome of a tool call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ToolStatus {
-    /// Succeeded.
-    Ok,
-    /// Failed.
-    Error,
+wire_enum! {
+    /// Who wrote a message.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Role {
+        /// The person.
+        User = "user",
+        /// The agent.
+        Assistant = "assistant",
+    }
 }
 
-/// `tool.completed`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolCompleted {
-    /// The turn.
-    #[serde(default)]
-    pub turn_id: String,
-    /// The tool call.
-    pub call_id: String,
-    /// Outcome.
-    pub status: ToolStatus,
-    /// Tool output text.
-    #[serde(default)]
-    pub output: String,
+wire_struct! {
+    /// `message.committed`.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct MessageCommitted {
+        /// The message.
+        message_id: String,
+        /// Its turn.
+        turn_id: String = default,
+        /// Author.
+        role: Role,
+        /// Whole text.
+        text: String = default,
+    }
 }
 
-/// `question.asked`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct QuestionAsked {
-    /// The turn.
-    #[serde(default)]
-    pub turn_id: String,
-    /// The question.
-    pub question_id: String,
-    /// What is asked.
-    #[serde(default)]
-    pub prompt: String,
-    /// Answer choices; empty for free text.
-    #[serde(default)]
-    pub options: Vec<String>,
+wire_struct! {
+    /// `tool.started`.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct ToolStarted {
+        /// The turn.
+        turn_id: String = default,
+        /// The tool call.
+        call_id: String,
+        /// Tool name, e.g. `shell`.
+        name: String = default,
+        /// Tool input, any JSON.
+        input: RawJson = default,
+    }
 }
 
-/// `question.answered`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct QuestionAnswered {
-    /// The question.
-    pub question_id: String,
-    /// The answer given.
-    #[serde(default)]
-    pub answer: String,
+wire_enum! {
+    /// Outcome of a tool call.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum ToolStatus {
+        /// Succeeded.
+        Ok = "ok",
+        /// Failed.
+        Error = "error",
+    }
 }
 
-/// `question.declined`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct QuestionDeclined {
-    /// The question.
-    pub question_id: String,
-    /// Why, e.g. `orphaned`.
-    #[serde(default)]
-    pub reason: String,
+wire_struct! {
+    /// `tool.completed`.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct ToolCompleted {
+        /// The turn.
+        turn_id: String = default,
+        /// The tool call.
+        call_id: String,
+        /// Outcome.
+        status: ToolStatus,
+        /// Tool output text.
+        output: String = default,
+    }
 }
 
-/// `turn.completed` and `turn.cancelled`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TurnRef {
-    /// The turn.
-    pub turn_id: String,
+wire_struct! {
+    /// `question.asked`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct QuestionAsked {
+        /// The turn.
+        turn_id: String = default,
+        /// The question.
+        question_id: String,
+        /// What is asked.
+        prompt: String = default,
+        /// Answer choices; empty for free text.
+        options: Vec<String> = default,
+    }
 }
 
-/// `turn.failed`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TurnFailed {
-    /// The turn.
-    pub turn_id: String,
-    /// Why, e.g. `worker_restart`.
-    #[serde(default)]
-    pub reason: String,
+wire_struct! {
+    /// `question.answered`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct QuestionAnswered {
+        /// The question.
+        question_id: String,
+        /// The answer given.
+        answer: String = default,
+    }
+}
+
+wire_struct! {
+    /// `question.declined`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct QuestionDeclined {
+        /// The question.
+        question_id: String,
+        /// Why, e.g. `orphaned`.
+        reason: String = default,
+    }
+}
+
+wire_struct! {
+    /// `turn.completed` and `turn.cancelled`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct TurnRef {
+        /// The turn.
+        turn_id: String,
+    }
+}
+
+wire_struct! {
+    /// `turn.failed`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct TurnFailed {
+        /// The turn.
+        turn_id: String,
+        /// Why, e.g. `worker_restart`.
+        reason: String = default,
+    }
 }
 
 /// The reason a turn fails when its worker died.
 pub const REASON_WORKER_RESTART: &str = "worker_restart";
 
-/// `hello`: first frame of every stream.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Hello {
-    /// The log's epoch.
-    pub epoch: String,
-    /// Durable head of the scope (row id on the global stream).
-    pub head: u64,
-    /// The runtime process run.
-    #[serde(default)]
-    pub boot_id: String,
+wire_struct! {
+    /// `hello`: first frame of every stream.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct Hello {
+        /// The log's epoch.
+        epoch: String,
+        /// Durable head of the scope (row id on the global stream).
+        head: u64,
+        /// The runtime process run.
+        boot_id: String = default,
+    }
 }
 
-/// `heartbeat`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Heartbeat {
-    /// Durable head of the scope.
-    pub head: u64,
+wire_struct! {
+    /// `heartbeat`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct Heartbeat {
+        /// Durable head of the scope.
+        head: u64,
+    }
 }
 
-/// `turn.delta`: live assistant text.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TurnDelta {
-    /// The turn.
-    #[serde(default)]
-    pub turn_id: String,
-    /// The assistant message being written.
-    #[serde(default)]
-    pub message_id: String,
-    /// Offset in Unicode scalar values from the start of the message text.
-    pub offset: u64,
-    /// The appended text.
-    pub text: String,
+wire_struct! {
+    /// `turn.delta`: live assistant text.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct TurnDelta {
+        /// The turn.
+        turn_id: String = default,
+        /// The assistant message being written.
+        message_id: String = default,
+        /// Offset in Unicode scalar values from the start of the message text.
+        offset: u64,
+        /// The appended text.
+        text: String,
+    }
 }
 
-/// `turn.tool_progress` (droppable).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ToolProgress {
-    /// The turn.
-    #[serde(default)]
-    pub turn_id: String,
-    /// The tool call.
-    pub call_id: String,
-    /// Free-form progress text.
-    #[serde(default)]
-    pub progress: String,
+wire_struct! {
+    /// `turn.tool_progress` (droppable).
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct ToolProgress {
+        /// The turn.
+        turn_id: String = default,
+        /// The tool call.
+        call_id: String,
+        /// Free-form progress text.
+        progress: String = default,
+    }
 }
 
-/// `live_turn.snapshot`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct LiveTurnSnapshot {
-    /// The running turn, or `null` when none runs.
-    pub live_turn: Option<LiveTurn>,
+wire_struct! {
+    /// `live_turn.snapshot`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct LiveTurnSnapshot {
+        /// The running turn, or `null` when none runs.
+        live_turn: Option<LiveTurn> = default,
+    }
 }
 
-/// What a running turn looks like right now (PROTOCOL.md §5).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LiveTurn {
-    /// The turn.
-    pub turn_id: String,
-    /// The assistant message being written.
-    #[serde(default)]
-    pub message_id: String,
-    /// Revision within one boot id; higher wins.
-    pub rev: u64,
-    /// What the turn is doing.
-    pub state: LiveTurnState,
-    /// Tail of the uncommitted assistant text (at most 16 384 scalars).
-    #[serde(default)]
-    pub text: String,
-    /// Offset of `text`'s first scalar in the message.
-    #[serde(default)]
-    pub text_offset: u64,
-    /// Tool calls of the turn and their states.
-    #[serde(default)]
-    pub tools: Vec<LiveTool>,
-    /// A question waiting for an answer, possibly not yet persisted.
-    #[serde(default)]
-    pub pending_question: Option<PendingQuestion>,
+wire_struct! {
+    /// What a running turn looks like right now (PROTOCOL.md §5).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct LiveTurn {
+        /// The turn.
+        turn_id: String,
+        /// The assistant message being written.
+        message_id: String = default,
+        /// Revision within one boot id; higher wins.
+        rev: u64,
+        /// What the turn is doing.
+        state: LiveTurnState,
+        /// Tail of the uncommitted assistant text (at most 16 384 scalars).
+        text: String = default,
+        /// Offset of `text`'s first scalar in the message.
+        text_offset: u64 = default,
+        /// Tool calls of the turn and their states.
+        tools: Vec<LiveTool> = default,
+        /// A question waiting for an answer, possibly not yet persisted.
+        pending_question: Option<PendingQuestion> = default,
+    }
 }
 
-/// State of a live turn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LiveTurnState {
-    /// The model is writing.
-    Sampling,
-    /// A tool runs.
-    ToolRunning,
-    /// A question waits for the person.
-    WaitingForAnswer,
+wire_enum! {
+    /// State of a live turn.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum LiveTurnState {
+        /// The model is writing.
+        Sampling = "sampling",
+        /// A tool runs.
+        ToolRunning = "tool_running",
+        /// A question waits for the person.
+        WaitingForAnswer = "waiting_for_answer",
+    }
 }
 
-/// A tool call inside a live turn.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct LiveTool {
-    /// The call.
-    pub call_id: String,
-    /// Tool name.
-    #[serde(default)]
-    pub name: String,
-    /// `running`, `ok` or `error`.
-    #[serde(default)]
-    pub state: String,
-    /// Latest progress text.
-    #[serde(default)]
-    pub progress: String,
+wire_struct! {
+    /// A tool call inside a live turn.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct LiveTool {
+        /// The call.
+        call_id: String,
+        /// Tool name.
+        name: String = default,
+        /// `running`, `ok` or `error`.
+        state: String = default,
+        /// Latest progress text.
+        progress: String = default,
+    }
 }
 
-/// A question in a live turn.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PendingQuestion {
-    /// The question.
-    pub question_id: String,
-    /// What is asked.
-    #[serde(default)]
-    pub prompt: String,
-    /// Answer choices.
-    #[serde(default)]
-    pub options: Vec<String>,
+wire_struct! {
+    /// A question in a live turn.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct PendingQuestion {
+        /// The question.
+        question_id: String,
+        /// What is asked.
+        prompt: String = default,
+        /// Answer choices.
+        options: Vec<String> = default,
+    }
 }
 
-/// `tasks.snapshot` and the `tasks` part of a replay page.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TasksSnapshot {
-    /// Higher or equal replaces.
-    pub version: u64,
-    /// Every task of the session.
-    #[serde(default)]
-    pub tasks: Vec<Task>,
-    /// Idle between turns but waiting on these tasks.
-    #[serde(default)]
-    pub background_wait: Option<BackgroundWait>,
+wire_struct! {
+    /// `tasks.snapshot` and the `tasks` part of a replay page.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct TasksSnapshot {
+        /// Higher or equal replaces.
+        version: u64,
+        /// Every task of the session.
+        tasks: Vec<Task> = default,
+        /// Idle between turns but waiting on these tasks.
+        background_wait: Option<BackgroundWait> = default,
+    }
 }
 
-/// A background task (can span turns).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Task {
-    /// The task.
-    pub task_id: String,
-    /// Human title.
-    #[serde(default)]
-    pub title: String,
-    /// Lifecycle state.
-    pub state: TaskState,
-    /// The process it runs, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub process_id: Option<String>,
-    /// When it started.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<String>,
-    /// When it ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_at: Option<String>,
-    /// Free-form detail.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
+wire_struct! {
+    /// A background task (can span turns).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Task {
+        /// The task.
+        task_id: String,
+        /// Human title.
+        title: String = default,
+        /// Lifecycle state.
+        state: TaskState,
+        /// The process it runs, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        process_id: Option<String> = default,
+        /// When it started.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        started_at: Option<String> = default,
+        /// When it ended.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ended_at: Option<String> = default,
+        /// Free-form detail.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        detail: Option<String> = default,
+    }
 }
 
-/// Task lifecycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TaskState {
-    /// Waiting to run.
-    Queued,
-    /// Running.
-    Running,
-    /// Done, fine.
-    Succeeded,
-    /// Done, failed.
-    Failed,
-    /// Stopped.
-    Cancelled,
+wire_enum! {
+    /// Task lifecycle.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum TaskState {
+        /// Waiting to run.
+        Queued = "queued",
+        /// Running.
+        Running = "running",
+        /// Done, fine.
+        Succeeded = "succeeded",
+        /// Done, failed.
+        Failed = "failed",
+        /// Stopped.
+        Cancelled = "cancelled",
+    }
 }
 
-/// The session waits on background tasks between turns.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct BackgroundWait {
-    /// The tasks waited on.
-    pub task_ids: Vec<String>,
-    /// Since when.
-    #[serde(default)]
-    pub since: String,
+wire_struct! {
+    /// The session waits on background tasks between turns.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct BackgroundWait {
+        /// The tasks waited on.
+        task_ids: Vec<String>,
+        /// Since when.
+        since: String = default,
+    }
 }
 
-/// `process.started`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProcessStarted {
-    /// The process.
-    pub process_id: String,
-    /// Its command line.
-    #[serde(default)]
-    pub command: String,
+wire_struct! {
+    /// `process.started`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct ProcessStarted {
+        /// The process.
+        process_id: String,
+        /// Its command line.
+        command: String = default,
+    }
 }
 
-/// `process.exited`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProcessExited {
-    /// Exit code.
-    pub code: i64,
+wire_struct! {
+    /// `process.exited`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct ProcessExited {
+        /// Exit code.
+        code: i64,
+    }
 }
 
-/// Which output stream of a process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OutputStream {
-    /// Standard output.
-    Stdout,
-    /// Standard error.
-    Stderr,
+wire_enum! {
+    /// Which output stream of a process.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum OutputStream {
+        /// Standard output.
+        Stdout = "stdout",
+        /// Standard error.
+        Stderr = "stderr",
+    }
 }
 
-/// `process.output` (droppable sample; the process log is authoritative).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ProcessOutput {
-    /// Which stream.
-    pub stream: OutputStream,
-    /// Byte offset in the process log.
-    pub offset: u64,
-    /// The sample.
-    pub text: String,
+wire_struct! {
+    /// `process.output` (droppable sample; the process log is authoritative).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct ProcessOutput {
+        /// Which stream.
+        stream: OutputStream,
+        /// Byte offset in the process log.
+        offset: u64,
+        /// The sample.
+        text: String,
+    }
 }
 
-/// `team.message`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TeamMessage {
-    /// Sender.
-    pub from: String,
-    /// Recipient.
-    pub to: String,
-    /// Text.
-    pub text: String,
+wire_struct! {
+    /// `team.message`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct TeamMessage {
+        /// Sender.
+        from: String,
+        /// Recipient.
+        to: String,
+        /// Text.
+        text: String,
+    }
 }
 
-/// `delivery.deferred`, `delivery.delivered`, `delivery.failed`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Delivery {
-    /// The delivery.
-    pub delivery_id: String,
-    /// Recipient.
-    #[serde(default)]
-    pub to: String,
-    /// Why, for deferred and failed deliveries.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+wire_struct! {
+    /// `delivery.deferred`, `delivery.delivered`, `delivery.failed`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct Delivery {
+        /// The delivery.
+        delivery_id: String,
+        /// Recipient.
+        to: String = default,
+        /// Why, for deferred and failed deliveries.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String> = default,
+    }
 }
 
-/// `worktree.*`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Worktree {
-    /// The worktree.
-    pub worktree_id: String,
-    /// The session that claims it, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
+wire_struct! {
+    /// `worktree.*`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct Worktree {
+        /// The worktree.
+        worktree_id: String,
+        /// The session that claims it, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        session_id: Option<String> = default,
+    }
 }
 
-/// `system.started`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SystemStarted {
-    /// The new run.
-    pub boot_id: String,
+wire_struct! {
+    /// `system.started`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct SystemStarted {
+        /// The new run.
+        boot_id: String,
+    }
 }
 
-/// `system.recovered`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SystemRecovered {
-    /// What startup recovery did.
-    #[serde(default)]
-    pub summary: RawJson,
+wire_struct! {
+    /// `system.recovered`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct SystemRecovered {
+        /// What startup recovery did.
+        summary: RawJson = default,
+    }
 }
 
-/// `GET /v1/sessions/{id}/replay` (PROTOCOL.md §4.1).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ReplayPage {
-    /// The log's epoch.
-    pub epoch: String,
-    /// The runtime run that produced `live_turn`.
-    #[serde(default)]
-    pub boot_id: String,
-    /// Seq of the last event in `history` (or `after_cursor` when empty).
-    pub cursor: u64,
-    /// Durable head.
-    pub head: u64,
-    /// More pages follow.
-    #[serde(default)]
-    pub has_more: bool,
-    /// Durable events, ascending.
-    #[serde(default)]
-    pub history: Vec<Envelope>,
-    /// The running turn (meaningful on the last page only).
-    #[serde(default)]
-    pub live_turn: Option<LiveTurn>,
-    /// Task state (meaningful on the last page only).
-    #[serde(default)]
-    pub tasks: Option<TasksSnapshot>,
+wire_struct! {
+    /// `GET /v1/sessions/{id}/replay` (PROTOCOL.md §4.1).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct ReplayPage {
+        /// The log's epoch.
+        epoch: String,
+        /// The runtime run that produced `live_turn`.
+        boot_id: String = default,
+        /// Seq of the last event in `history` (or `after_cursor` when empty).
+        cursor: u64,
+        /// Durable head.
+        head: u64,
+        /// More pages follow.
+        has_more: bool = default,
+        /// Durable events, ascending.
+        history: Vec<Envelope> = default,
+        /// The running turn (meaningful on the last page only).
+        live_turn: Option<LiveTurn> = default,
+        /// Task state (meaningful on the last page only).
+        tasks: Option<TasksSnapshot> = default,
+    }
 }
 
-/// `GET /v1/{scope_path}/events` as JSON (PROTOCOL.md §4.2).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EventPage {
-    /// The log's epoch.
-    pub epoch: String,
-    /// Durable head.
-    pub head: u64,
-    /// Durable events, ascending.
-    #[serde(default)]
-    pub events: Vec<Envelope>,
-    /// More pages follow.
-    #[serde(default)]
-    pub has_more: bool,
+wire_struct! {
+    /// `GET /v1/{scope_path}/events` as JSON (PROTOCOL.md §4.2).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct EventPage {
+        /// The log's epoch.
+        epoch: String,
+        /// Durable head.
+        head: u64,
+        /// Durable events, ascending.
+        events: Vec<Envelope> = default,
+        /// More pages follow.
+        has_more: bool = default,
+    }
 }
 
-/// Every error response body: `{"error": CODE, "message": TEXT}`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ErrorBody {
-    /// Stable code, e.g. `invalid_cursor`, `cursor_ahead`.
-    pub error: String,
-    /// Human text.
-    #[serde(default)]
-    pub message: String,
-    /// With `cursor_ahead`: the log's epoch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub epoch: Option<String>,
-    /// With `cursor_ahead`: the durable head.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub head: Option<u64>,
+wire_struct! {
+    /// Every error response body: `{"error": CODE, "message": TEXT}`.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct ErrorBody {
+        /// Stable code, e.g. `invalid_cursor`, `cursor_ahead`.
+        error: String,
+        /// Human text.
+        message: String = default,
+        /// With `cursor_ahead`: the log's epoch.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        epoch: Option<String> = default,
+        /// With `cursor_ahead`: the durable head.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        head: Option<u64> = default,
+    }
 }
 
-/// `POST /v1/sessions` body.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CreateSession {
-    /// Human title.
-    #[serde(default)]
-    pub title: String,
+wire_struct! {
+    /// `POST /v1/sessions` body.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct CreateSession {
+        /// Human title.
+        title: String = default,
+    }
 }
 
-/// `POST /v1/sessions` answer.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SessionCreatedReply {
-    /// The new session.
-    pub session_id: String,
-    /// Its log's epoch.
-    pub epoch: String,
+wire_struct! {
+    /// `POST /v1/sessions` answer.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct SessionCreatedReply {
+        /// The new session.
+        session_id: String,
+        /// Its log's epoch.
+        epoch: String,
+    }
 }
 
-/// `POST /v1/sessions/{id}/messages` body.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PostMessage {
-    /// Chosen by the client; a retry with the same id starts nothing.
-    pub message_id: String,
-    /// The text.
-    pub text: String,
+wire_struct! {
+    /// `POST /v1/sessions/{id}/messages` body.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct PostMessage {
+        /// Chosen by the client; a retry with the same id starts nothing.
+        message_id: String,
+        /// The text.
+        text: String,
+    }
 }
 
-/// `POST /v1/sessions/{id}/messages` answer.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct MessageAccepted {
-    /// The turn the message started (the same on a retry).
-    pub turn_id: String,
+wire_struct! {
+    /// `POST /v1/sessions/{id}/messages` answer.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct MessageAccepted {
+        /// The turn the message started (the same on a retry).
+        turn_id: String,
+    }
 }
 
-/// `POST /v1/sessions/{id}/questions/{qid}/answer` body.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct AnswerQuestion {
-    /// The answer.
-    pub answer: String,
+wire_struct! {
+    /// `POST /v1/sessions/{id}/questions/{qid}/answer` body.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct AnswerQuestion {
+        /// The answer.
+        answer: String,
+    }
 }
 
-/// `POST /v1/sessions/{id}/cancel` body: the turn to stop. A cancel that
-/// names a turn stops nothing else, so a retry never stops the next turn.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CancelTurn {
-    /// The turn to stop; absent: whichever turn is running.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn_id: Option<String>,
+wire_struct! {
+    /// `POST /v1/sessions/{id}/cancel` body: the turn to stop. A cancel that
+    /// names a turn stops nothing else, so a retry never stops the next turn.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct CancelTurn {
+        /// The turn to stop; absent: whichever turn is running.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        turn_id: Option<String> = default,
+    }
 }
 
-/// The `202` answer to a cancel: the turn it stopped, `null` when none ran.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CancelAccepted {
-    /// The stopped turn.
-    pub turn_id: Option<String>,
+wire_struct! {
+    /// The `202` answer to a cancel: the turn it stopped, `null` when none ran.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct CancelAccepted {
+        /// The stopped turn.
+        turn_id: Option<String> = default,
+    }
 }
 
-/// The canonical transcript of a session (PROTOCOL.md §7).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Transcript {
-    /// The log's epoch.
-    pub epoch: String,
-    /// Seq of the last applied durable event.
-    pub cursor: u64,
-    /// Committed items in durable order.
-    pub items: Vec<TranscriptItem>,
-    /// Unanswered questions, persisted and live.
-    pub pending_prompts: Vec<PendingPrompt>,
-    /// Task state.
-    pub tasks: TasksSnapshot,
+wire_struct! {
+    /// The canonical transcript of a session (PROTOCOL.md §7).
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct Transcript {
+        /// The log's epoch.
+        epoch: String,
+        /// Seq of the last applied durable event.
+        cursor: u64,
+        /// Committed items in durable order.
+        items: Vec<TranscriptItem>,
+        /// Unanswered questions, persisted and live.
+        pending_prompts: Vec<PendingPrompt>,
+        /// Task state.
+        tasks: TasksSnapshot,
+    }
 }
 
 impl Transcript {
@@ -873,176 +871,61 @@ impl Transcript {
     }
 }
 
-/// One committed item of a transcript.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum TranscriptItem {
-    /// A committed message.
-    Message {
-        /// The message.
-        message_id: String,
-        /// Its turn.
-        turn_id: String,
-        /// Author.
-        role: Role,
-        /// Whole text.
-        text: String,
-    },
-    /// A tool card.
-    Tool {
-        /// The call.
-        call_id: String,
-        /// Its turn.
-        turn_id: String,
-        /// Tool name.
-        name: String,
-        /// `running`, `ok` or `error`.
-        status: String,
-        /// Output once completed.
-        output: Option<String>,
-    },
-    /// The end of a turn.
-    TurnEnd {
-        /// The turn.
-        turn_id: String,
-        /// `completed`, `failed` or `cancelled`.
-        outcome: String,
-        /// Why it failed.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reason: Option<String>,
-    },
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum ItemKind {
-    Message,
-    Tool,
-    TurnEnd,
-}
-
-/// Every field of every [`TranscriptItem`] variant. Read flat and then checked:
-/// a derived internally tagged enum would buffer each item through serde's
-/// generic `Content` tree, a large piece of code in the wasm.
-#[derive(Deserialize)]
-struct FlatItem {
-    kind: ItemKind,
-    message_id: Option<String>,
-    turn_id: Option<String>,
-    role: Option<Role>,
-    text: Option<String>,
-    call_id: Option<String>,
-    name: Option<String>,
-    status: Option<String>,
-    output: Option<String>,
-    outcome: Option<String>,
-    reason: Option<String>,
-}
-
-impl<'de> Deserialize<'de> for TranscriptItem {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        fn req<E: serde::de::Error>(v: Option<String>, field: &'static str) -> Result<String, E> {
-            v.ok_or_else(|| E::missing_field(field))
-        }
-        let f = FlatItem::deserialize(d)?;
-        let turn_id = req(f.turn_id, "turn_id")?;
-        Ok(match f.kind {
-            ItemKind::Message => TranscriptItem::Message {
-                message_id: req(f.message_id, "message_id")?,
-                turn_id,
-                role: f.role.ok_or_else(|| D::Error::missing_field("role"))?,
-                text: req(f.text, "text")?,
-            },
-            ItemKind::Tool => TranscriptItem::Tool {
-                call_id: req(f.call_id, "call_id")?,
-                turn_id,
-                name: req(f.name, "name")?,
-                status: req(f.status, "status")?,
-                output: f.output,
-            },
-            ItemKind::TurnEnd => TranscriptItem::TurnEnd {
-                turn_id,
-                outcome: req(f.outcome, "outcome")?,
-                reason: f.reason,
-            },
-        })
+wire_tagged! {
+    /// One committed item of a transcript.
+    #[derive(Clone, Debug, PartialEq)]
+    pub enum TranscriptItem (tag = "kind") {
+        /// A committed message.
+        Message = "message" {
+            /// The message.
+            message_id: String,
+            /// Its turn.
+            turn_id: String,
+            /// Author.
+            role: Role,
+            /// Whole text.
+            text: String,
+        },
+        /// A tool card.
+        Tool = "tool" {
+            /// The call.
+            call_id: String,
+            /// Its turn.
+            turn_id: String,
+            /// Tool name.
+            name: String,
+            /// `running`, `ok` or `error`.
+            status: String,
+            /// Output once completed.
+            output: Option<String> = default,
+        },
+        /// The end of a turn.
+        TurnEnd = "turn_end" {
+            /// The turn.
+            turn_id: String,
+            /// `completed`, `failed` or `cancelled`.
+            outcome: String,
+            /// Why it failed.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reason: Option<String> = default,
+        },
     }
 }
 
-/// An unanswered question.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PendingPrompt {
-    /// The question.
-    pub question_id: String,
-    /// What is asked.
-    pub prompt: String,
-    /// Answer choices.
-    pub options: Vec<String>,
-    /// False when it exists only in a live turn.
-    pub persisted: bool,
+wire_struct! {
+    /// An unanswered question.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct PendingPrompt {
+        /// The question.
+        question_id: String,
+        /// What is asked.
+        prompt: String,
+        /// Answer choices.
+        options: Vec<String>,
+        /// False when it exists only in a live turn.
+        persisted: bool,
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    #[cfg(target_arch = "wasm32")]
-    use wasm_bindgen_test::wasm_bindgen_test as test;
-
-    #[test]
-    fn durable_envelope_round_trips_in_wire_order() {
-        let line = r#"{"id":5012,"scope":"session","scope_id":"ses_7f3a","seq":17,"type":"message.committed","critical":true,"ts":"2026-11-29T23:00:00.123Z","data":{"message_id":"m1","turn_id":"t1","role":"assistant","text":"hi"}}"#;
-        let env = Envelope::from_json(line.as_bytes()).unwrap();
-        assert!(env.is_durable());
-        assert!(matches!(env.event, Event::MessageCommitted(ref m) if m.text == "hi"));
-        assert_eq!(env.to_json(), line);
-    }
-
-    #[test]
-    fn unknown_type_and_fields_are_tolerated() {
-        let line = r#"{"scope":"session","scope_id":"s","seq":3,"type":"future.thing","critical":true,"ts":"","data":{"x":[1,2]},"extra":1}"#;
-        let env = Envelope::from_json(line.as_bytes()).unwrap();
-        assert_eq!(env.event.type_name(), "future.thing");
-        assert_eq!(env.seq, Some(3));
-        let line = r#"{"scope":"session","scope_id":"s","seq":4,"type":"turn.completed","ts":"","data":{"turn_id":"t","new_field":true}}"#;
-        let env = Envelope::from_json(line.as_bytes()).unwrap();
-        assert!(env.critical, "durable events are critical");
-        assert!(matches!(env.event, Event::TurnCompleted(ref t) if t.turn_id == "t"));
-    }
-
-    #[test]
-    fn transient_envelope_has_no_id_or_seq() {
-        let line = r#"{"scope":"session","scope_id":"s","after_seq":16,"type":"turn.delta","critical":true,"ts":"","data":{"turn_id":"t","message_id":"m","offset":3,"text":"é"}}"#;
-        let env = Envelope::from_json(line.as_bytes()).unwrap();
-        assert!(!env.is_durable());
-        assert_eq!(env.after_seq, Some(16));
-        assert_eq!(env.to_json(), line);
-    }
-
-    #[test]
-    fn transcript_serialises_keys_in_canonical_order() {
-        let t = Transcript {
-            epoch: "e".into(),
-            cursor: 2,
-            items: vec![
-                TranscriptItem::Tool {
-                    call_id: "c1".into(),
-                    turn_id: "t1".into(),
-                    name: "shell".into(),
-                    status: "ok".into(),
-                    output: Some("x".into()),
-                },
-                TranscriptItem::TurnEnd {
-                    turn_id: "t1".into(),
-                    outcome: "completed".into(),
-                    reason: None,
-                },
-            ],
-            pending_prompts: vec![],
-            tasks: TasksSnapshot::default(),
-        };
-        assert_eq!(
-            serde_json::to_string(&t).unwrap(),
-            r#"{"epoch":"e","cursor":2,"items":[{"kind":"tool","call_id":"c1","turn_id":"t1","name":"shell","status":"ok","output":"x"},{"kind":"turn_end","turn_id":"t1","outcome":"completed"}],"pending_prompts":[],"tasks":{"version":0,"tasks":[],"background_wait":null}}"#
-        );
-    }
-}
+mod tests;

@@ -1,246 +1,88 @@
-//! [`FromJson`] for the wire types the client reads: frames, pages, error
-//! bodies. The field modes mirror the serde attributes in `protocol.rs`
-//! (`req` = no `#[serde(default)]`; `def` = defaulted, or an `Option`).
+//! The envelope on the wire (PROTOCOL.md §2), by hand in both directions:
+//! its `type` and `data` are the [`Event`], and a durable event is critical
+//! whatever the wire says. Every other wire type derives both from its
+//! declaration in `protocol.rs`.
+//!
+//! Two readers: the client's [`FromJson`] (one pass, payload decoded in
+//! place) and serde's `Deserialize` (the server's and the tests'), which
+//! decodes payloads with serde's derived readers, so each checks the other.
 
 use std::borrow::Cow;
 
+use serde::de::Error as _;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
+
 use super::json::{self, FromJson, JsonError, RawJson, Reader};
-use super::protocol::*;
-use crate::{json_enum, json_struct};
+use super::protocol::{Envelope, Event};
 
-json_enum!(Scope { Session = "session", Team = "team", Process = "process", Worktree = "worktree", System = "system" });
-json_enum!(Role { User = "user", Assistant = "assistant" });
-json_enum!(ToolStatus { Ok = "ok", Error = "error" });
-json_enum!(LiveTurnState {
-    Sampling = "sampling",
-    ToolRunning = "tool_running",
-    WaitingForAnswer = "waiting_for_answer",
-});
-json_enum!(TaskState {
-    Queued = "queued",
-    Running = "running",
-    Succeeded = "succeeded",
-    Failed = "failed",
-    Cancelled = "cancelled",
-});
-json_enum!(OutputStream { Stdout = "stdout", Stderr = "stderr" });
+impl Serialize for Envelope {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        if let Some(id) = self.id {
+            m.serialize_entry("id", &id)?;
+        }
+        m.serialize_entry("scope", &self.scope)?;
+        m.serialize_entry("scope_id", &self.scope_id)?;
+        if let Some(seq) = self.seq {
+            m.serialize_entry("seq", &seq)?;
+        }
+        if let Some(after) = self.after_seq {
+            m.serialize_entry("after_seq", &after)?;
+        }
+        m.serialize_entry("type", self.event.type_name())?;
+        m.serialize_entry("critical", &self.critical)?;
+        m.serialize_entry("ts", &self.ts)?;
+        m.serialize_entry("data", &EventData(&self.event))?;
+        m.end()
+    }
+}
 
-json_struct!(Empty {});
-json_struct!(WithReason { reason: def });
-json_struct!(SessionCreated { title: def });
-json_struct!(TurnStarted {
-    turn_id: req,
-    input_message_id: def
-});
-json_struct!(MessageCommitted {
-    message_id: req,
-    turn_id: def,
-    role: req,
-    text: def
-});
-json_struct!(ToolStarted {
-    turn_id: def,
-    call_id: req,
-    name: def,
-    input: def
-});
-json_struct!(ToolCompleted {
-    turn_id: def,
-    call_id: req,
-    status: req,
-    output: def
-});
-json_struct!(QuestionAsked {
-    turn_id: def,
-    question_id: req,
-    prompt: def,
-    options: def
-});
-json_struct!(QuestionAnswered {
-    question_id: req,
-    answer: def
-});
-json_struct!(QuestionDeclined {
-    question_id: req,
-    reason: def
-});
-json_struct!(TurnRef { turn_id: req });
-json_struct!(TurnFailed {
-    turn_id: req,
-    reason: def
-});
-json_struct!(Hello {
-    epoch: req,
-    head: req,
-    boot_id: def
-});
-json_struct!(Heartbeat { head: req });
-json_struct!(TurnDelta {
-    turn_id: def,
-    message_id: def,
-    offset: req,
-    text: req
-});
-json_struct!(ToolProgress {
-    turn_id: def,
-    call_id: req,
-    progress: def
-});
-json_struct!(LiveTurnSnapshot { live_turn: def });
-json_struct!(LiveTurn {
-    turn_id: req,
-    message_id: def,
-    rev: req,
-    state: req,
-    text: def,
-    text_offset: def,
-    tools: def,
-    pending_question: def,
-});
-json_struct!(LiveTool {
-    call_id: req,
-    name: def,
-    state: def,
-    progress: def
-});
-json_struct!(PendingQuestion {
-    question_id: req,
-    prompt: def,
-    options: def
-});
-json_struct!(TasksSnapshot {
-    version: req,
-    tasks: def,
-    background_wait: def
-});
-json_struct!(Task {
-    task_id: req,
-    title: def,
-    state: req,
-    process_id: def,
-    started_at: def,
-    ended_at: def,
-    detail: def,
-});
-json_struct!(BackgroundWait {
-    task_ids: req,
-    since: def
-});
-json_struct!(ProcessStarted {
-    process_id: req,
-    command: def
-});
-json_struct!(ProcessExited { code: req });
-json_struct!(ProcessOutput {
-    stream: req,
-    offset: req,
-    text: req
-});
-json_struct!(TeamMessage {
-    from: req,
-    to: req,
-    text: req
-});
-json_struct!(Delivery {
-    delivery_id: req,
-    to: def,
-    reason: def
-});
-json_struct!(Worktree {
-    worktree_id: req,
-    session_id: def
-});
-json_struct!(SystemStarted { boot_id: req });
-json_struct!(SystemRecovered { summary: def });
-json_struct!(ReplayPage {
-    epoch: req,
-    boot_id: def,
-    cursor: req,
-    head: req,
-    has_more: def,
-    history: def,
-    live_turn: def,
-    tasks: def,
-});
-json_struct!(EventPage {
-    epoch: req,
-    head: req,
-    events: def,
-    has_more: def
-});
-json_struct!(ErrorBody {
-    error: req,
-    message: def,
-    epoch: def,
-    head: def
-});
-json_struct!(SessionCreatedReply {
-    session_id: req,
-    epoch: req
-});
-json_struct!(MessageAccepted { turn_id: req });
-json_struct!(CancelAccepted { turn_id: def });
-json_struct!(PendingPrompt {
-    question_id: req,
-    prompt: req,
-    options: req,
-    persisted: req
-});
+struct EventData<'a>(&'a Event);
 
-impl FromJson for TranscriptItem {
-    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
-        // The same flat read as the serde impl in protocol.rs.
-        let mut kind: Option<Cow<'_, str>> = None;
-        let mut f: [Option<String>; 10] = Default::default();
-        let mut role = None;
-        const KEYS: [&str; 10] = [
-            "message_id",
-            "turn_id",
-            "text",
-            "call_id",
-            "name",
-            "status",
-            "output",
-            "outcome",
-            "reason",
-            "",
-        ];
-        r.object(&mut |r, key| {
-            if key == "kind" {
-                kind = Some(r.string()?);
-            } else if key == "role" {
-                role = Some(Role::read(r)?);
-            } else if let Some(i) = KEYS.iter().position(|k| *k == key) {
-                f[i] = FromJson::read(r)?;
-            } else {
-                r.skip()?;
-            }
-            Ok(())
-        })?;
-        let [message_id, turn_id, text, call_id, name, status, output, outcome, reason, _] = f;
-        let req = |v: Option<String>, field| v.ok_or(JsonError::Missing(field));
-        let turn_id = req(turn_id, "turn_id")?;
-        Ok(match kind.as_deref() {
-            Some("message") => TranscriptItem::Message {
-                message_id: req(message_id, "message_id")?,
-                turn_id,
-                role: role.ok_or(JsonError::Missing("role"))?,
-                text: req(text, "text")?,
-            },
-            Some("tool") => TranscriptItem::Tool {
-                call_id: req(call_id, "call_id")?,
-                turn_id,
-                name: req(name, "name")?,
-                status: req(status, "status")?,
-                output,
-            },
-            Some("turn_end") => TranscriptItem::TurnEnd {
-                turn_id,
-                outcome: req(outcome, "outcome")?,
-                reason,
-            },
-            Some(_) => return Err(JsonError::Type(0, "a known item kind")),
-            None => return Err(JsonError::Missing("kind")),
+impl Serialize for EventData<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize_data(s)
+    }
+}
+
+#[derive(Deserialize)]
+struct WireEnvelope<'a> {
+    #[serde(default)]
+    id: Option<u64>,
+    scope: super::protocol::Scope,
+    #[serde(default)]
+    scope_id: String,
+    #[serde(default)]
+    seq: Option<u64>,
+    #[serde(default)]
+    after_seq: Option<u64>,
+    #[serde(rename = "type", borrow)]
+    ty: Cow<'a, str>,
+    #[serde(default)]
+    critical: Option<bool>,
+    #[serde(default)]
+    ts: String,
+    #[serde(default, borrow)]
+    data: Option<&'a RawValue>,
+}
+
+impl<'de> Deserialize<'de> for Envelope {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = WireEnvelope::deserialize(d)?;
+        let event =
+            Event::decode_serde(&w.ty, w.data.map(RawValue::get)).map_err(D::Error::custom)?;
+        Ok(Envelope {
+            id: w.id,
+            scope: w.scope,
+            scope_id: w.scope_id,
+            seq: w.seq,
+            after_seq: w.after_seq,
+            // Every durable event is critical, whatever the wire says.
+            critical: w.critical.unwrap_or(true) || w.seq.is_some(),
+            ts: w.ts,
+            event,
         })
     }
 }
@@ -306,5 +148,35 @@ impl FromJson for Envelope {
                 None => Event::read_data(&ty, data)?,
             },
         })
+    }
+}
+
+// Envelopes as the wire can hold them: a durable one is critical.
+#[cfg(all(test, not(target_arch = "wasm32")))]
+impl json::arb::Arb for Envelope {
+    fn arb() -> proptest::strategy::BoxedStrategy<Self> {
+        use proptest::prelude::*;
+        (
+            (
+                Option::<u64>::arb(),
+                super::protocol::Scope::arb(),
+                String::arb(),
+            ),
+            (Option::<u64>::arb(), Option::<u64>::arb(), bool::arb()),
+            (String::arb(), Event::arb()),
+        )
+            .prop_map(
+                |((id, scope, scope_id), (seq, after_seq, critical), (ts, event))| Envelope {
+                    id,
+                    scope,
+                    scope_id,
+                    seq,
+                    after_seq,
+                    critical: critical || seq.is_some(),
+                    ts,
+                    event,
+                },
+            )
+            .boxed()
     }
 }

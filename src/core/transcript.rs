@@ -1,17 +1,19 @@
-//! The batch fold of a durable session log into its canonical transcript
-//! (PROTOCOL.md §7). Deliberately simple and separate from the incremental
-//! view fold, so tests can use it as the oracle the view must agree with.
+//! The canonical transcript of a durable session log (PROTOCOL.md §7), as
+//! one batch call: the session fold ([`SessionView`]) that the client runs
+//! incrementally, applied to the whole log at once. The reference server's
+//! `GET .../transcript` is this function, so server and client cannot fold
+//! differently; tests use it as the oracle for what the machine shows after
+//! restores, cuts, gaps and repairs.
 
-use crate::core::protocol::{
-    Envelope, Event, PendingPrompt, ToolStatus, Transcript, TranscriptItem,
-};
+use crate::core::fold::{SessionView, ViewChange};
+use crate::core::protocol::{Envelope, PendingPrompt, Transcript};
 
 /// Folds durable session events (ascending `seq`; transient events and
-/// repeated `seq`s are ignored) into the transcript.
+/// repeated `seq`s are ignored) into the transcript. Its `tasks` are the
+/// default: tasks travel in snapshots, not in the log.
 pub fn fold(epoch: &str, events: &[Envelope]) -> Transcript {
-    let mut items: Vec<TranscriptItem> = Vec::new();
-    let mut prompts: Vec<PendingPrompt> = Vec::new();
-    let mut resolved: Vec<String> = Vec::new();
+    let mut view = SessionView::default();
+    let mut change = ViewChange::default();
     let mut cursor = 0;
     for env in events {
         let Some(seq) = env.seq else { continue };
@@ -19,102 +21,9 @@ pub fn fold(epoch: &str, events: &[Envelope]) -> Transcript {
             continue;
         }
         cursor = seq;
-        match &env.event {
-            Event::MessageCommitted(m) => items.push(TranscriptItem::Message {
-                message_id: m.message_id.clone(),
-                turn_id: m.turn_id.clone(),
-                role: m.role,
-                text: m.text.clone(),
-            }),
-            Event::ToolStarted(t) => {
-                let exists = items.iter_mut().find_map(|i| match i {
-                    TranscriptItem::Tool { call_id, name, .. } if *call_id == t.call_id => {
-                        Some(name)
-                    }
-                    _ => None,
-                });
-                match exists {
-                    Some(name) => name.clone_from(&t.name),
-                    None => items.push(TranscriptItem::Tool {
-                        call_id: t.call_id.clone(),
-                        turn_id: t.turn_id.clone(),
-                        name: t.name.clone(),
-                        status: "running".into(),
-                        output: None,
-                    }),
-                }
-            }
-            Event::ToolCompleted(t) => {
-                let st = if t.status == ToolStatus::Ok {
-                    "ok"
-                } else {
-                    "error"
-                };
-                let card = items.iter_mut().find_map(|i| match i {
-                    TranscriptItem::Tool {
-                        call_id,
-                        status,
-                        output,
-                        ..
-                    } if *call_id == t.call_id => Some((status, output)),
-                    _ => None,
-                });
-                match card {
-                    Some((status, output)) => {
-                        *status = st.into();
-                        *output = Some(t.output.clone());
-                    }
-                    None => items.push(TranscriptItem::Tool {
-                        call_id: t.call_id.clone(),
-                        turn_id: t.turn_id.clone(),
-                        name: String::new(),
-                        status: st.into(),
-                        output: Some(t.output.clone()),
-                    }),
-                }
-            }
-            Event::QuestionAsked(q)
-                if !resolved.contains(&q.question_id)
-                    && !prompts.iter().any(|p| p.question_id == q.question_id) =>
-            {
-                prompts.push(PendingPrompt {
-                    question_id: q.question_id.clone(),
-                    prompt: q.prompt.clone(),
-                    options: q.options.clone(),
-                    persisted: true,
-                });
-            }
-            Event::QuestionAnswered(q) => {
-                resolved.push(q.question_id.clone());
-                prompts.retain(|p| p.question_id != q.question_id);
-            }
-            Event::QuestionDeclined(q) => {
-                resolved.push(q.question_id.clone());
-                prompts.retain(|p| p.question_id != q.question_id);
-            }
-            Event::TurnCompleted(t) => items.push(turn_end(&t.turn_id, "completed", None)),
-            Event::TurnCancelled(t) => items.push(turn_end(&t.turn_id, "cancelled", None)),
-            Event::TurnFailed(t) => {
-                items.push(turn_end(&t.turn_id, "failed", Some(t.reason.clone())))
-            }
-            _ => {}
-        }
+        view.apply_durable(&mut env.clone(), &mut change);
     }
-    Transcript {
-        epoch: epoch.to_owned(),
-        cursor,
-        items,
-        pending_prompts: prompts,
-        tasks: Default::default(),
-    }
-}
-
-fn turn_end(turn_id: &str, outcome: &str, reason: Option<String>) -> TranscriptItem {
-    TranscriptItem::TurnEnd {
-        turn_id: turn_id.to_owned(),
-        outcome: outcome.to_owned(),
-        reason,
-    }
+    view.transcript(epoch, cursor)
 }
 
 /// Transcript equality (PROTOCOL.md §6): items equal, and the persisted
@@ -133,7 +42,7 @@ pub fn transcript_eq(a: &Transcript, b: &Transcript) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::protocol::Scope;
+    use crate::core::protocol::{Event, Scope, TranscriptItem};
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -249,5 +158,67 @@ mod tests {
         assert!(!transcript_eq(&a, &b));
         let c = fold("e", &[]);
         assert!(!transcript_eq(&a, &c));
+    }
+
+    fn turn_end(turn_id: &str, outcome: &str, reason: Option<String>) -> TranscriptItem {
+        TranscriptItem::TurnEnd {
+            turn_id: turn_id.to_owned(),
+            outcome: outcome.to_owned(),
+            reason,
+        }
+    }
+
+    fn tool(name: &str, status: &str, output: Option<&str>) -> TranscriptItem {
+        TranscriptItem::Tool {
+            call_id: "c1".into(),
+            turn_id: "t1".into(),
+            name: name.into(),
+            status: status.into(),
+            output: output.map(Into::into),
+        }
+    }
+
+    // PROTOCOL.md §7: a tool card appears at its `tool.started` and only
+    // `tool.completed` updates it. One call, one card.
+    #[test]
+    fn a_repeated_tool_started_keeps_one_card() {
+        let started = |name: &str| {
+            format!(r#"{{"turn_id":"t1","call_id":"c1","name":"{name}","input":{{}}}}"#)
+        };
+        let events = log(&[
+            ("tool.started", &started("shell")),
+            ("tool.started", &started("shell")),
+        ]);
+        assert_eq!(
+            fold("e", &events).items,
+            vec![tool("shell", "running", None)]
+        );
+        let events = log(&[
+            ("tool.started", &started("shell")),
+            (
+                "tool.completed",
+                r#"{"turn_id":"t1","call_id":"c1","status":"ok","output":"done"}"#,
+            ),
+            ("tool.started", &started("other")),
+        ]);
+        let t = fold("e", &events);
+        assert_eq!(t.items, vec![tool("shell", "ok", Some("done"))]);
+        assert_eq!(t.cursor, 3);
+    }
+
+    // PROTOCOL.md §7: items appear at `message.committed`, `tool.started`
+    // and a turn's end; a completion with no card has nothing to update.
+    #[test]
+    fn an_orphan_tool_completed_adds_no_card() {
+        let events = log(&[
+            (
+                "tool.completed",
+                r#"{"turn_id":"t1","call_id":"c1","status":"error","output":"x"}"#,
+            ),
+            ("turn.completed", r#"{"turn_id":"t1"}"#),
+        ]);
+        let t = fold("e", &events);
+        assert_eq!(t.items, vec![turn_end("t1", "completed", None)]);
+        assert_eq!(t.cursor, 2);
     }
 }

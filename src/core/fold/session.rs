@@ -199,12 +199,11 @@ impl SessionView {
                     ch,
                 );
             }
+            // PROTOCOL.md §7: one card per call, at its first `tool.started`;
+            // only `tool.completed` updates it, and one without a card has
+            // nothing to update.
             Event::ToolStarted(t) => {
-                if let Some(&i) = self.tool_index.get(&t.call_id) {
-                    if let TranscriptItem::Tool { name, .. } = &mut self.items[i] {
-                        *name = take(&mut t.name);
-                        ch.updated(i);
-                    }
+                if self.tool_index.contains_key(&t.call_id) {
                     return;
                 }
                 self.tool_index.insert(t.call_id.clone(), self.items.len());
@@ -220,32 +219,17 @@ impl SessionView {
                 );
             }
             Event::ToolCompleted(t) => {
-                let new_status = match t.status {
-                    ToolStatus::Ok => "ok",
-                    ToolStatus::Error => "error",
+                let Some(&i) = self.tool_index.get(&t.call_id) else {
+                    return;
                 };
-                match self.tool_index.get(&t.call_id) {
-                    Some(&i) => {
-                        if let TranscriptItem::Tool { status, output, .. } = &mut self.items[i] {
-                            *status = new_status.to_owned();
-                            *output = Some(take(&mut t.output));
-                            ch.updated(i);
-                        }
+                if let TranscriptItem::Tool { status, output, .. } = &mut self.items[i] {
+                    *status = match t.status {
+                        ToolStatus::Ok => "ok",
+                        ToolStatus::Error => "error",
                     }
-                    None => {
-                        // A completion without its start still gets a card.
-                        self.tool_index.insert(t.call_id.clone(), self.items.len());
-                        self.push(
-                            TranscriptItem::Tool {
-                                call_id: take(&mut t.call_id),
-                                turn_id: take(&mut t.turn_id),
-                                name: String::new(),
-                                status: new_status.to_owned(),
-                                output: Some(take(&mut t.output)),
-                            },
-                            ch,
-                        );
-                    }
+                    .to_owned();
+                    *output = Some(take(&mut t.output));
+                    ch.updated(i);
                 }
             }
             Event::QuestionAsked(q) => {
