@@ -10,6 +10,8 @@
 mod bench;
 mod browser_bench;
 mod cmd;
+#[cfg(test)]
+mod cycles;
 mod demo;
 mod names;
 mod pkg;
