@@ -24,6 +24,13 @@
 //! [`SseError::EventTooLarge`], its bytes are dropped as they arrive, and
 //! parsing resumes after the next blank line.
 
+/// Whether a response's `Content-Type` is `text/event-stream` (any
+/// parameters, any case): anything else is not a stream to parse.
+pub fn is_event_stream(content_type: &str) -> bool {
+    let mime = content_type.split(';').next().unwrap_or("").trim();
+    mime.eq_ignore_ascii_case("text/event-stream")
+}
+
 /// One dispatched event: the standard's `MessageEvent` `type`, `data` and
 /// `lastEventId`.
 #[derive(Clone, Debug, PartialEq, Eq)]

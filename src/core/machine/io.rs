@@ -305,8 +305,7 @@ impl Client {
             return;
         }
         let ct = content_type.unwrap_or("");
-        let mime = ct.split(';').next().unwrap_or("").trim();
-        if !mime.eq_ignore_ascii_case("text/event-stream") {
+        if !crate::core::sse::is_event_stream(ct) {
             self.actions.push_back(Action::Abort { id });
             self.stream_retry(Some(CoreError::WrongContentType(ct.to_owned())), None, now);
             return;

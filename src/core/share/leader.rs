@@ -38,8 +38,7 @@ impl Share {
             return;
         }
         let ct = content_type.unwrap_or("");
-        let mime = ct.split(';').next().unwrap_or("").trim();
-        if !mime.eq_ignore_ascii_case("text/event-stream") {
+        if !crate::core::sse::is_event_stream(ct) {
             self.out.push_back(Output::AbortMux { id });
             let why = EndReason::Failed(format!("wrong content type: {ct:?}"));
             self.mux_lost(id, why, 0, now);
