@@ -19,10 +19,12 @@ use wasm_bindgen_test::wasm_bindgen_test;
 export function makeAdapter(mode) {
   const map = new Map();
   const wrap = (v) => (mode === "async" ? Promise.resolve(v) : v);
+  // "hang": a get that never settles (a stuck IndexedDB open, say).
+  const never = new Promise(() => {});
   const adapter = {
     map,
     sets: 0,
-    get(key) { return wrap(map.has(key) ? map.get(key) : null); },
+    get(key) { return mode === "hang" ? never : wrap(map.has(key) ? map.get(key) : null); },
     set(key, value) {
       adapter.sets += 1;
       if (mode === "quota") throw new DOMException("quota", "QuotaExceededError");
@@ -210,4 +212,27 @@ async fn corrupt_stored_value_is_discarded_with_a_notice() {
     let server = converge(&c, &session, 15_000).await;
     c.close();
     assert_stored(local_storage().get_item(&key(&session)).unwrap(), &server);
+}
+
+/// A storage whose `get` never settles does not leave the client
+/// `connecting` forever: after `connectTimeoutMs` it starts without the
+/// stored value, keeps its state in memory and says so once.
+#[wasm_bindgen_test]
+async fn a_storage_that_never_answers_falls_back_to_memory_after_the_connect_timeout() {
+    let session = create_session().await;
+    post_message(&session, "m1", "/tool hang").await;
+    let mut o = options(&session, StorageChoice::Custom(make_adapter("hang")));
+    o.connect_timeout_ms = 400;
+    let c = Client::connect(o);
+    assert!(c.with_view(|v| v.is_none()), "still reading the storage");
+    assert!(wait_until(5_000, || has_notice(&c, "storage_fallback")).await);
+    assert_eq!(c.storage_label(), "memory-fallback");
+    converge(&c, &session, 15_000).await;
+    let fallbacks = c
+        .notices()
+        .iter()
+        .filter(|n| n.code == "storage_fallback")
+        .count();
+    assert_eq!(fallbacks, 1);
+    c.close();
 }
