@@ -1,7 +1,11 @@
 //! The JS `View` snapshot, built from the core view in small deltas: the
 //! cached items array is copied by reference (`slice`) and only appended or
 //! updated items are converted; parts the change did not touch keep their
-//! JS objects. The same frozen object is returned until something changed.
+//! JS objects (structural sharing: `live.tools`, `pendingPrompts`, `tasks`,
+//! `status`, `notices` are the same objects until their value changed, so a
+//! UI can skip them by identity). The same frozen object is returned until
+//! something changed. Built on `view()`, never per chunk: a streamed answer
+//! costs one build per notification (one per animation frame).
 
 use js_sys::{Array, JsString, Object};
 use serde::Serialize;
@@ -10,10 +14,16 @@ use wasm_bindgen::JsValue;
 use super::items::{item_to_js, items_to_js};
 use super::js;
 use super::stage::Staged;
-use crate::core::fold::{LogEntry, LogView, SessionView, View, ViewChange};
+use std::collections::VecDeque;
+
+use crate::core::fold::{LogEntry, LogView, Overlay, SessionView, View, ViewChange};
 use crate::core::json::RawJson;
-use crate::core::machine::{Client as Machine, Counters, ErrorInfo, State, Status, Target};
-use crate::core::protocol::{LiveTool, LiveTurnState, PendingQuestion};
+use crate::core::machine::{
+    Client as Machine, ClientNotice, Counters, ErrorInfo, State, Status, Target,
+};
+use crate::core::protocol::{
+    LiveTool, LiveTurnState, PendingPrompt, PendingQuestion, TasksSnapshot,
+};
 
 #[derive(Serialize)]
 struct StatusJs<'a> {
@@ -25,16 +35,31 @@ struct StatusJs<'a> {
     last_error: Option<&'a ErrorInfo>,
 }
 
-#[derive(Serialize)]
-struct LiveJs<'a> {
-    turn_id: &'a str,
-    message_id: &'a str,
-    // `text` is set apart: see `ViewCache::live_text`.
-    text_offset: u64,
-    state: LiveTurnState,
-    tools: &'a [LiveTool],
-    pending_question: Option<&'a PendingQuestion>,
-    stale: bool,
+/// A part of the view converted once per distinct value: the same JS
+/// object is handed out while the core's value compares equal.
+struct Shared<T> {
+    value: Option<T>,
+    js: JsValue,
+}
+
+impl<T> Default for Shared<T> {
+    fn default() -> Self {
+        Shared {
+            value: None,
+            js: JsValue::NULL,
+        }
+    }
+}
+
+impl<T: PartialEq + Clone> Shared<T> {
+    /// The JS form of `value`: the cached one when `value` is unchanged.
+    fn get(&mut self, value: &T, build: impl FnOnce(&T) -> JsValue) -> JsValue {
+        if self.value.as_ref() != Some(value) {
+            self.js = build(value);
+            self.value = Some(value.clone());
+        }
+        self.js.clone()
+    }
 }
 
 #[derive(Serialize)]
@@ -132,9 +157,15 @@ pub struct ViewCache {
     /// answer grows by appends, so only the new tail crosses.
     live_text: String,
     live_text_js: JsString,
+    /// `live` parts that keep their objects while the text streams.
+    tools: Shared<Vec<LiveTool>>,
+    question: Shared<Option<PendingQuestion>>,
+    state: Shared<LiveTurnState>,
     interrupted: JsValue,
-    prompts: JsValue,
-    tasks: JsValue,
+    prompts: Shared<Vec<PendingPrompt>>,
+    tasks: Shared<TasksSnapshot>,
+    status: Shared<Status>,
+    notices: Shared<VecDeque<ClientNotice>>,
 }
 
 impl Default for ViewCache {
@@ -149,9 +180,14 @@ impl Default for ViewCache {
             live: JsValue::NULL,
             live_text: String::new(),
             live_text_js: JsString::from(""),
+            tools: Shared::default(),
+            question: Shared::default(),
+            state: Shared::default(),
             interrupted: empty_array(),
-            prompts: empty_array(),
-            tasks: JsValue::NULL,
+            prompts: Shared::default(),
+            tasks: Shared::default(),
+            status: Shared::default(),
+            notices: Shared::default(),
         }
     }
 }
@@ -223,20 +259,7 @@ impl ViewCache {
         }
         if full || ch.overlay {
             self.live = match s.overlay() {
-                Some(o) => {
-                    let live: Object = js::to_js(&LiveJs {
-                        turn_id: &o.turn_id,
-                        message_id: &o.message_id,
-                        text_offset: o.text_offset,
-                        state: o.state.unwrap_or(LiveTurnState::Sampling),
-                        tools: &o.tools,
-                        pending_question: o.pending_question.as_ref(),
-                        stale: o.stale,
-                    })
-                    .into();
-                    js::set(&live, "text", &self.live_text(&o.text));
-                    live.into()
-                }
+                Some(o) => self.live_js(o).into(),
                 None => JsValue::NULL,
             };
         }
@@ -252,12 +275,33 @@ impl ViewCache {
                 .collect();
             self.interrupted = frozen(js::to_js(&list).into()).into();
         }
-        if full || ch.prompts || ch.overlay {
-            self.prompts = frozen(js::to_js(&s.pending_prompts()).into()).into();
-        }
-        if full || ch.tasks {
-            self.tasks = js::to_js(s.tasks());
-        }
+    }
+
+    /// The JS `live` object: a new object per change (its text grew), whose
+    /// unchanged parts are the objects handed out before.
+    fn live_js(&mut self, o: &Overlay) -> Object {
+        let live = Object::new();
+        js::set(&live, "turn_id", &JsValue::from_str(&o.turn_id));
+        js::set(&live, "message_id", &JsValue::from_str(&o.message_id));
+        js::set(
+            &live,
+            "text_offset",
+            &JsValue::from_f64(o.text_offset as f64),
+        );
+        let state = o.state.unwrap_or(LiveTurnState::Sampling);
+        js::set(&live, "state", &self.state.get(&state, js::to_js));
+        js::set(
+            &live,
+            "tools",
+            &self
+                .tools
+                .get(&o.tools, |t| frozen(js::to_js(t).into()).into()),
+        );
+        let question = self.question.get(&o.pending_question, js::to_js);
+        js::set(&live, "pending_question", &question);
+        js::set(&live, "stale", &JsValue::from_bool(o.stale));
+        js::set(&live, "text", &self.live_text(&o.text));
+        live
     }
 
     /// The live text as a JS string; when it only grew, the old string is
@@ -300,7 +344,7 @@ impl ViewCache {
         self.log_first = first;
     }
 
-    fn assemble(&self, m: &Machine, target: &Target) -> JsValue {
+    fn assemble(&mut self, m: &Machine, target: &Target) -> JsValue {
         let o = Object::new();
         let (scope, scope_id) = match target {
             Target::Scoped { scope, scope_id } => (scope.as_str(), scope_id.as_str()),
@@ -322,16 +366,25 @@ impl ViewCache {
         js::set(&o, "events", &events);
         js::set(&o, "live", &self.live);
         js::set(&o, "interrupted", &self.interrupted);
-        js::set(&o, "pendingPrompts", &self.prompts);
-        let tasks = if self.tasks.is_null() {
-            js::to_js(&crate::core::protocol::TasksSnapshot::default())
-        } else {
-            self.tasks.clone()
+        let no_tasks;
+        let (prompts, tasks) = match m.view().as_session() {
+            Some(s) => (s.pending_prompts(), s.tasks()),
+            None => {
+                no_tasks = TasksSnapshot::default();
+                (Vec::new(), &no_tasks)
+            }
         };
-        js::set(&o, "tasks", &tasks);
-        js::set(&o, "status", &status_js(&m.status()));
-        let notices: Vec<_> = m.recent_notices().iter().collect();
-        js::set(&o, "notices", &frozen(js::to_js(&notices).into()).into());
+        let prompts = self
+            .prompts
+            .get(&prompts, |p| frozen(js::to_js(p).into()).into());
+        js::set(&o, "pendingPrompts", &prompts);
+        js::set(&o, "tasks", &self.tasks.get(tasks, js::to_js));
+        js::set(&o, "status", &self.status.get(&m.status(), status_js));
+        let notices = self.notices.get(m.recent_notices(), |n| {
+            let list: Vec<_> = n.iter().collect();
+            frozen(js::to_js(&list).into()).into()
+        });
+        js::set(&o, "notices", &notices);
         Object::freeze(&o).into()
     }
 }

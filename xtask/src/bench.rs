@@ -144,6 +144,42 @@ const FIGURES: &[Figure] = &[
         target: None,
     },
     Figure {
+        name: "browser_live_js_delta_us",
+        unit: "µs",
+        what: "the same for a plain-JS follower (fetch, TextDecoderStream, split on blank lines, JSON.parse, append deltas, one render per frame)",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_vs_js",
+        unit: "x",
+        what: "SDK / plain-JS main-thread script per streamed event (goal 0.5)",
+        target: Some((Goal::AtMost, 1.0)),
+    },
+    Figure {
+        name: "browser_live_latency_p50_ms",
+        unit: "ms",
+        what: "a chunk's arrival (body read) to the render that shows it, SDK, p50",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_latency_p95_ms",
+        unit: "ms",
+        what: "the same, SDK, p95",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_js_latency_p50_ms",
+        unit: "ms",
+        what: "the same, plain-JS follower, p50",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_js_latency_p95_ms",
+        unit: "ms",
+        what: "the same, plain-JS follower, p95",
+        target: None,
+    },
+    Figure {
         name: "browser_heap_mb",
         unit: "MB",
         what: "JS heap after 5 restores of 10 000 events and 3 answers of 8 000 characters (after GC)",
@@ -168,7 +204,15 @@ pub fn run_task(args: &[String]) -> Result {
     // `--native` or `--browser` runs one half (while developing; the report
     // then holds only that half).
     let only_native = args.iter().any(|a| a == "--native");
-    let only_browser = args.iter().any(|a| a == "--browser");
+    // `--only live` (or `restore`, `cold`, `memory`, comma-separated) runs
+    // those browser parts and prints them without rewriting the report: a
+    // quick figure to compare within one run on a noisy machine.
+    let only_parts = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str);
+    let only_browser = only_parts.is_some() || args.iter().any(|a| a == "--browser");
     let mut values = BTreeMap::new();
     let mut sources = Vec::new();
     let native: [(&str, &[&str]); 3] = [
@@ -207,9 +251,12 @@ pub fn run_task(args: &[String]) -> Result {
         sources.push(format!("cargo {}", argv.join(" ")));
     }
     if !only_native {
-        crate::browser_bench::run(&mut |name, value| {
+        crate::browser_bench::run(only_parts, &mut |name, value| {
             values.insert(name.to_owned(), value);
         })?;
+        if only_parts.is_some() {
+            return Ok(());
+        }
         sources.push("headless Chromium: tests/js/bench.mjs (driven by xtask)".into());
     }
     write_report(&values, &sources)

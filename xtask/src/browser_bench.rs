@@ -7,8 +7,10 @@ use crate::server::Server;
 use crate::{demo, pkg, setup};
 use std::process::Command;
 
-/// Measures and reports each figure through `record`.
-pub fn run(record: &mut dyn FnMut(&str, f64)) -> Result {
+/// Measures and reports each figure through `record`; `only` names the parts
+/// of `tests/js/bench.mjs` to run (`live`, `restore`, `cold`, `memory`;
+/// comma-separated), all when `None`.
+pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
     setup::ensure_package_tools()?;
     setup::ensure_browser()?;
     let site = demo::build_site()?;
@@ -56,7 +58,11 @@ pub fn run(record: &mut dyn FnMut(&str, f64)) -> Result {
     )?;
     let tmp = setup::browser_tmp()?;
     cmd::step("bench: headless Chromium (tests/js/bench.mjs)", || {
-        let out = Command::new("node")
+        let mut node = Command::new("node");
+        if let Some(parts) = only {
+            node.env("BENCH_ONLY", parts);
+        }
+        let out = node
             .arg("bench.mjs")
             .current_dir(setup::js_dir())
             .env("TMPDIR", &tmp)
