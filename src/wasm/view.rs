@@ -158,6 +158,8 @@ pub struct ViewCache {
     live_text: String,
     live_text_js: JsString,
     /// `live` parts that keep their objects while the text streams.
+    turn_id: Shared<String>,
+    message_id: Shared<String>,
     tools: Shared<Vec<LiveTool>>,
     question: Shared<Option<PendingQuestion>>,
     state: Shared<LiveTurnState>,
@@ -180,6 +182,8 @@ impl Default for ViewCache {
             live: JsValue::NULL,
             live_text: String::new(),
             live_text_js: JsString::from(""),
+            turn_id: Shared::default(),
+            message_id: Shared::default(),
             tools: Shared::default(),
             question: Shared::default(),
             state: Shared::default(),
@@ -281,8 +285,10 @@ impl ViewCache {
     /// unchanged parts are the objects handed out before.
     fn live_js(&mut self, o: &Overlay) -> Object {
         let live = Object::new();
-        js::set(&live, "turn_id", &JsValue::from_str(&o.turn_id));
-        js::set(&live, "message_id", &JsValue::from_str(&o.message_id));
+        let turn_id = self.turn_id.get(&o.turn_id, |t| JsValue::from_str(t));
+        js::set(&live, "turn_id", &turn_id);
+        let message_id = self.message_id.get(&o.message_id, |t| JsValue::from_str(t));
+        js::set(&live, "message_id", &message_id);
         js::set(
             &live,
             "text_offset",

@@ -138,6 +138,24 @@ const FIGURES: &[Figure] = &[
         target: None,
     },
     Figure {
+        name: "browser_restore_second_visit_ms",
+        unit: "ms",
+        what: "the same restore on a second visit (same browser profile: HTTP and code caches)",
+        target: None,
+    },
+    Figure {
+        name: "browser_init_cold_ms",
+        unit: "ms",
+        what: "first visit: navigation start to the package ready (wasm fetched, compiled streaming, instantiated)",
+        target: None,
+    },
+    Figure {
+        name: "browser_init_second_visit_ms",
+        unit: "ms",
+        what: "the same on a second visit",
+        target: None,
+    },
+    Figure {
         name: "browser_live_delta_us",
         unit: "µs",
         what: "main-thread script time per streamed event of a long answer (CDP ScriptDuration / events; fetch read, wasm, view, subscriber)",
@@ -269,7 +287,39 @@ fn parse_line(line: &str) -> Option<(String, f64)> {
     parts.next().is_none().then(|| (name.to_owned(), value))
 }
 
-fn write_report(values: &BTreeMap<String, f64>, sources: &[String]) -> Result {
+/// Hand-written analysis below this line is kept when the report is
+/// rewritten (the profile breakdown; see docs/benchmarks.md).
+const NOTES_MARKER: &str = "## Analysis (hand-written; kept by `cargo xtask bench`)";
+
+/// The figures and the notes of the report already written: a run of one
+/// half (`--native`, `--browser`) keeps the other half's figures.
+fn previous_report() -> (BTreeMap<String, f64>, String) {
+    let text = std::fs::read_to_string(root().join("docs/benchmarks.md")).unwrap_or_default();
+    let mut values = BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let name = cells.get(1).and_then(|c| c.rsplit_once("(`")).map(|(_, n)| n);
+        let name = name.and_then(|n| n.strip_suffix("`)"));
+        let value = cells.get(2).and_then(|v| v.parse::<f64>().ok());
+        if let (Some(name), Some(value)) = (name, value) {
+            values.insert(name.to_owned(), value);
+        }
+    }
+    let notes = text
+        .find(NOTES_MARKER)
+        .map_or(String::new(), |at| text[at..].to_owned());
+    (values, notes)
+}
+
+fn write_report(measured: &BTreeMap<String, f64>, sources: &[String]) -> Result {
+    let (mut values, notes) = previous_report();
+    let carried: Vec<String> = FIGURES
+        .iter()
+        .filter(|f| !measured.contains_key(f.name) && values.contains_key(f.name))
+        .map(|f| format!("`{}`", f.name))
+        .collect();
+    values.extend(measured.iter().map(|(k, v)| (k.clone(), *v)));
+    let values = &values;
     let date = cmd::output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_default();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -314,6 +364,16 @@ fn write_report(values: &BTreeMap<String, f64>, sources: &[String]) -> Result {
     );
     doc.push_str("Browser figures: the optimised npm package (`cargo xtask pkg`) in Debian's headless Chromium, ");
     doc.push_str("against a live `replay-server` on loopback, measured in one page run.\n");
+    if !carried.is_empty() {
+        doc.push_str(&format!(
+            "\nCarried over from the previous report (not measured by this run): {}.\n",
+            carried.join(", ")
+        ));
+    }
+    if !notes.is_empty() {
+        doc.push('\n');
+        doc.push_str(&notes);
+    }
     let path = root().join("docs/benchmarks.md");
     std::fs::write(&path, doc).map_err(|e| format!("{}: {e}", path.display()))?;
     println!("wrote {}", path.display());

@@ -137,6 +137,7 @@ window.sdkFollow = async (sessionId, head) => {
   let inFrame = 0;
   let maxPerFrame = 0;
   let notifications = 0;
+  let cursor = 0;
   client.subscribe(() => {
     const t = document.timeline.currentTime;
     inFrame = t === frameTime ? inFrame + 1 : 1;
@@ -144,11 +145,14 @@ window.sdkFollow = async (sessionId, head) => {
     maxPerFrame = Math.max(maxPerFrame, inFrame);
     notifications++;
     const v = client.view();
+    cursor = v.cursor;
     shown.textContent = v.live ? v.live.text.length : v.items.length;
     rendered();
   });
   sdkLive = {
     stop: () => client.close(),
+    // Polled while waiting: what the subscriber saw, no calls into the SDK.
+    cursor: () => cursor,
     stats: () => ({
       maxPerFrame,
       notifications,
@@ -210,11 +214,14 @@ window.jsFollow = async (sessionId, head) => {
       // aborted
     }
   })();
-  jsLive = { stop: () => ctl.abort(), stats: () => ({ events: st.events, cursor: st.cursor, frames: st.frames }) };
+  jsLive = { stop: () => ctl.abort(), cursor: () => st.cursor, stats: () => ({ events: st.events, cursor: st.cursor, frames: st.frames }) };
 };
 
 window.liveStats = (which) => (which === "sdk" ? sdkLive : jsLive).stats();
+window.liveCursor = (which) => (which === "sdk" ? sdkLive : jsLive).cursor();
 window.liveStop = (which) => (which === "sdk" ? sdkLive : jsLive).stop();
 
 window.wasmMemoryBytes = () => wasm.memory.buffer.byteLength;
+// Navigation start to the package loaded (wasm compiled and instantiated).
+window.readyAt = performance.now();
 document.getElementById("out").textContent = "ready";
