@@ -141,7 +141,7 @@ try {
       Object.fromEntries((await cdp.send("Performance.getMetrics")).metrics.map((m) => [m.name, m.value]));
     const follow = async (which, { profile = false, latency = false, turns = TURNS } = {}) => {
       const { session_id: s } = await api("POST", "/v1/sessions", { title: `live ${which}` });
-      await page.evaluate(([w, s]) => (w === "sdk" ? window.sdkFollow(s, 1) : window.jsFollow(s, 1)), [which, s]);
+      await page.evaluate(([w, s]) => window[`${w}Follow`](s, 1), [which, s]);
       await page.evaluate((on) => window.latencyProbe(on), latency);
       if (profile) {
         await cdp.send("Profiler.enable");
@@ -173,6 +173,11 @@ try {
     };
     const sdk = await follow("sdk");
     const js = await follow("js");
+    if (await page.evaluate(() => window.hasBase())) {
+      const base = await follow("base");
+      console.log(`browser_live_base_delta_us ${base.us.toFixed(2)}`);
+      console.log(`browser_live_base_vs_js ${(base.us / js.us).toFixed(3)}`);
+    }
     console.log(`browser_live_delta_us ${sdk.us.toFixed(2)}`);
     console.log(`browser_live_js_delta_us ${js.us.toFixed(2)}`);
     console.log(`browser_live_vs_js ${(sdk.us / js.us).toFixed(3)}`);

@@ -15,6 +15,7 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
     setup::ensure_browser()?;
     let site = demo::build_site()?;
     demo::copy_dir(&root().join("tests/js/bench"), &site.join("bench"))?;
+    copy_base_package(&site)?;
     // [wasm, js]: raw and gzipped bytes; JS sums every file a page loads.
     let mut totals = [(0, 0); 2];
     for (name, raw, gz) in pkg::sizes(&site.join("pkg"))? {
@@ -83,4 +84,16 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
         }
         Ok(())
     })
+}
+
+/// `BENCH_BASE_PKG=dir` (a `pkg/` of an earlier build, e.g. `main`'s) is
+/// served at `/pkg-base/` and followed beside this build in the live part:
+/// a before/after within one run, on a machine too noisy to compare runs.
+fn copy_base_package(site: &std::path::Path) -> Result {
+    let target = site.join("pkg-base");
+    let _ = std::fs::remove_dir_all(&target);
+    match std::env::var_os("BENCH_BASE_PKG") {
+        Some(dir) => demo::copy_dir(std::path::Path::new(&dir), &target),
+        None => Ok(()),
+    }
 }

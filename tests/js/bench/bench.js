@@ -126,10 +126,13 @@ function rendered() {
 }
 let sdkLive = null;
 let jsLive = null;
+let baseLive = null;
+const followers = () => ({ sdk: sdkLive, js: jsLive, base: baseLive });
 
 // SDK follower: a subscriber that reads view() once per notification.
-window.sdkFollow = async (sessionId, head) => {
-  const client = ReplayClient.connect({ baseUrl, sessionId, storage: "memory" });
+// `Client` is this package's ReplayClient, or an earlier build's (`base`).
+async function follow(Client, sessionId, head) {
+  const client = Client.connect({ baseUrl, sessionId, storage: "memory" });
   await whenLive(client, head);
   // Notifications per frame, counted by the frame's timestamp: a loop of
   // our own would add a requestAnimationFrame per frame to the SDK's time.
@@ -149,7 +152,7 @@ window.sdkFollow = async (sessionId, head) => {
     shown.textContent = v.live ? v.live.text.length : v.items.length;
     rendered();
   });
-  sdkLive = {
+  const live = {
     stop: () => client.close(),
     // Polled while waiting: what the subscriber saw, no calls into the SDK.
     cursor: () => cursor,
@@ -160,7 +163,28 @@ window.sdkFollow = async (sessionId, head) => {
       cursor: client.view().cursor,
     }),
   };
-  window.benchLiveClient = client;
+  return live;
+}
+
+window.sdkFollow = async (sessionId, head) => {
+  sdkLive = await follow(ReplayClient, sessionId, head);
+};
+
+// An earlier build of the package served at ../pkg-base/ (xtask: BENCH_BASE_PKG),
+// followed in the same page for a before/after within one run.
+let baseClient = null;
+window.hasBase = async () => {
+  try {
+    const base = await import("../pkg-base/web/index.js");
+    await base.default();
+    baseClient = base.ReplayClient;
+    return true;
+  } catch {
+    return false;
+  }
+};
+window.baseFollow = async (sessionId, head) => {
+  baseLive = await follow(baseClient, sessionId, head);
 };
 
 // Plain JS, as an app developer would write it: fetch, TextDecoderStream,
@@ -217,9 +241,9 @@ window.jsFollow = async (sessionId, head) => {
   jsLive = { stop: () => ctl.abort(), cursor: () => st.cursor, stats: () => ({ events: st.events, cursor: st.cursor, frames: st.frames }) };
 };
 
-window.liveStats = (which) => (which === "sdk" ? sdkLive : jsLive).stats();
-window.liveCursor = (which) => (which === "sdk" ? sdkLive : jsLive).cursor();
-window.liveStop = (which) => (which === "sdk" ? sdkLive : jsLive).stop();
+window.liveStats = (which) => followers()[which].stats();
+window.liveCursor = (which) => followers()[which].cursor();
+window.liveStop = (which) => followers()[which].stop();
 
 window.wasmMemoryBytes = () => wasm.memory.buffer.byteLength;
 // Navigation start to the package loaded (wasm compiled and instantiated).
