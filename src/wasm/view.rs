@@ -9,21 +9,15 @@
 
 use js_sys::{Array, JsString, Object};
 use serde::Serialize;
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
 
 use super::items::{item_to_js, items_to_js};
 use super::js;
 use super::stage::Staged;
-use std::collections::VecDeque;
-
 use crate::core::fold::{LogEntry, LogView, Overlay, SessionView, View, ViewChange};
 use crate::core::json::RawJson;
-use crate::core::machine::{
-    Client as Machine, ClientNotice, Counters, ErrorInfo, State, Status, Target,
-};
-use crate::core::protocol::{
-    LiveTool, LiveTurnState, PendingPrompt, PendingQuestion, TasksSnapshot,
-};
+use crate::core::machine::{Client as Machine, Counters, ErrorInfo, State, Status, Target};
+use crate::core::protocol::{LiveTurnState, TasksSnapshot};
 
 #[derive(Serialize)]
 struct StatusJs<'a> {
@@ -36,29 +30,38 @@ struct StatusJs<'a> {
 }
 
 /// A part of the view converted once per distinct value: the same JS
-/// object is handed out while the core's value compares equal.
-struct Shared<T> {
-    value: Option<T>,
-    js: JsValue,
+/// object is handed out while the value is unchanged. Keyed by its JSON text
+/// (written in Rust, cheap; the crossing and `JSON.parse` are what cost):
+/// no `Clone`/`PartialEq` code per part type, which weighed 1.3 KB gzipped.
+#[derive(Default)]
+struct Shared {
+    key: String,
+    js: Option<JsValue>,
 }
 
-impl<T> Default for Shared<T> {
-    fn default() -> Self {
-        Shared {
-            value: None,
-            js: JsValue::NULL,
-        }
+impl Shared {
+    /// `value` as JS (parsed from its JSON; frozen if `freeze`).
+    fn json<T: Serialize + ?Sized>(&mut self, value: &T, freeze: bool) -> JsValue {
+        self.text(
+            crate::core::json::to_string(value).unwrap_or_default(),
+            freeze,
+        )
     }
-}
 
-impl<T: PartialEq + Clone> Shared<T> {
-    /// The JS form of `value`: the cached one when `value` is unchanged.
-    fn get(&mut self, value: &T, build: impl FnOnce(&T) -> JsValue) -> JsValue {
-        if self.value.as_ref() != Some(value) {
-            self.js = build(value);
-            self.value = Some(value.clone());
+    // Not generic: one copy of the code for every part.
+    fn text(&mut self, text: String, freeze: bool) -> JsValue {
+        match &self.js {
+            Some(js) if self.key == text => js.clone(),
+            _ => {
+                let js = js::parse_json(&text);
+                if freeze {
+                    Object::freeze(js.unchecked_ref::<Object>());
+                }
+                self.key = text;
+                self.js = Some(js.clone());
+                js
+            }
         }
-        self.js.clone()
     }
 }
 
@@ -158,16 +161,13 @@ pub struct ViewCache {
     live_text: String,
     live_text_js: JsString,
     /// `live` parts that keep their objects while the text streams.
-    turn_id: Shared<String>,
-    message_id: Shared<String>,
-    tools: Shared<Vec<LiveTool>>,
-    question: Shared<Option<PendingQuestion>>,
-    state: Shared<LiveTurnState>,
+    tools: Shared,
+    question: Shared,
     interrupted: JsValue,
-    prompts: Shared<Vec<PendingPrompt>>,
-    tasks: Shared<TasksSnapshot>,
-    status: Shared<Status>,
-    notices: Shared<VecDeque<ClientNotice>>,
+    prompts: Shared,
+    tasks: Shared,
+    status: Shared,
+    notices: Shared,
 }
 
 impl Default for ViewCache {
@@ -182,11 +182,8 @@ impl Default for ViewCache {
             live: JsValue::NULL,
             live_text: String::new(),
             live_text_js: JsString::from(""),
-            turn_id: Shared::default(),
-            message_id: Shared::default(),
             tools: Shared::default(),
             question: Shared::default(),
-            state: Shared::default(),
             interrupted: empty_array(),
             prompts: Shared::default(),
             tasks: Shared::default(),
@@ -285,25 +282,18 @@ impl ViewCache {
     /// unchanged parts are the objects handed out before.
     fn live_js(&mut self, o: &Overlay) -> Object {
         let live = Object::new();
-        let turn_id = self.turn_id.get(&o.turn_id, |t| JsValue::from_str(t));
-        js::set(&live, "turn_id", &turn_id);
-        let message_id = self.message_id.get(&o.message_id, |t| JsValue::from_str(t));
-        js::set(&live, "message_id", &message_id);
+        // Strings are compared by value in JS: no need to share them.
+        js::set(&live, "turn_id", &JsValue::from_str(&o.turn_id));
+        js::set(&live, "message_id", &JsValue::from_str(&o.message_id));
         js::set(
             &live,
             "text_offset",
             &JsValue::from_f64(o.text_offset as f64),
         );
         let state = o.state.unwrap_or(LiveTurnState::Sampling);
-        js::set(&live, "state", &self.state.get(&state, js::to_js));
-        js::set(
-            &live,
-            "tools",
-            &self
-                .tools
-                .get(&o.tools, |t| frozen(js::to_js(t).into()).into()),
-        );
-        let question = self.question.get(&o.pending_question, js::to_js);
+        js::set(&live, "state", &js::to_js(&state));
+        js::set(&live, "tools", &self.tools.json(&o.tools, true));
+        let question = self.question.json(&o.pending_question, false);
         js::set(&live, "pending_question", &question);
         js::set(&live, "stale", &JsValue::from_bool(o.stale));
         js::set(&live, "text", &self.live_text(&o.text));
@@ -380,17 +370,18 @@ impl ViewCache {
                 (Vec::new(), &no_tasks)
             }
         };
-        let prompts = self
-            .prompts
-            .get(&prompts, |p| frozen(js::to_js(p).into()).into());
-        js::set(&o, "pendingPrompts", &prompts);
-        js::set(&o, "tasks", &self.tasks.get(tasks, js::to_js));
-        js::set(&o, "status", &self.status.get(&m.status(), status_js));
-        let notices = self.notices.get(m.recent_notices(), |n| {
-            let list: Vec<_> = n.iter().collect();
-            frozen(js::to_js(&list).into()).into()
-        });
-        js::set(&o, "notices", &notices);
+        js::set(&o, "pendingPrompts", &self.prompts.json(&prompts, true));
+        js::set(&o, "tasks", &self.tasks.json(tasks, false));
+        let s = m.status();
+        let status = StatusJs {
+            state: s.state,
+            since: s.since,
+            next_retry_at: s.next_retry_at,
+            last_error: s.last_error.as_ref(),
+        };
+        js::set(&o, "status", &self.status.json(&status, false));
+        let notices: Vec<_> = m.recent_notices().iter().collect();
+        js::set(&o, "notices", &self.notices.json(&notices, true));
         Object::freeze(&o).into()
     }
 }

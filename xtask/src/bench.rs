@@ -298,7 +298,10 @@ fn previous_report() -> (BTreeMap<String, f64>, String) {
     let mut values = BTreeMap::new();
     for line in text.lines().filter(|l| l.starts_with("| ")) {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        let name = cells.get(1).and_then(|c| c.rsplit_once("(`")).map(|(_, n)| n);
+        let name = cells
+            .get(1)
+            .and_then(|c| c.rsplit_once("(`"))
+            .map(|(_, n)| n);
         let name = name.and_then(|n| n.strip_suffix("`)"));
         let value = cells.get(2).and_then(|v| v.parse::<f64>().ok());
         if let (Some(name), Some(value)) = (name, value) {
