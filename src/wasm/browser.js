@@ -181,8 +181,9 @@ export function idbRemove(key) {
 export async function exchange(http, method, path, accept, body, lastEventId, ctl, hold, open, chunk) {
   const [base, pairs, getToken, ms] = http;
   let late = false;
-  const timer = setTimeout(() => { late = true; ctl.abort(); }, ms);
-  const disarm = () => clearTimeout(timer);
+  let timer = setTimeout(() => { late = true; ctl.abort(); }, ms);
+  // Called per streamed chunk: clears the deadline once, not per chunk.
+  const disarm = () => { if (timer) { clearTimeout(timer); timer = 0; } };
   const guard = (kind, f) => {
     try { return f(); } catch (e) { throw [kind, text(e)]; }
   };

@@ -1,19 +1,23 @@
 //! The JS `View` snapshot, built from the core view in small deltas: the
 //! cached items array is copied by reference (`slice`) and only appended or
 //! updated items are converted; parts the change did not touch keep their
-//! JS objects. The same frozen object is returned until something changed.
+//! JS objects (structural sharing: `live.tools`, `pendingPrompts`, `tasks`,
+//! `status`, `notices` are the same objects until their value changed, so a
+//! UI can skip them by identity). The same frozen object is returned until
+//! something changed. Built on `view()`, never per chunk: a streamed answer
+//! costs one build per notification (one per animation frame).
 
 use js_sys::{Array, JsString, Object};
 use serde::Serialize;
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
 
 use super::items::{item_to_js, items_to_js};
 use super::js;
 use super::stage::Staged;
-use crate::core::fold::{LogEntry, LogView, SessionView, View, ViewChange};
+use crate::core::fold::{LogEntry, LogView, Overlay, SessionView, View, ViewChange};
 use crate::core::json::RawJson;
 use crate::core::machine::{Client as Machine, Counters, ErrorInfo, State, Status, Target};
-use crate::core::protocol::{LiveTool, LiveTurnState, PendingQuestion};
+use crate::core::protocol::{LiveTurnState, TasksSnapshot};
 
 #[derive(Serialize)]
 struct StatusJs<'a> {
@@ -25,16 +29,40 @@ struct StatusJs<'a> {
     last_error: Option<&'a ErrorInfo>,
 }
 
-#[derive(Serialize)]
-struct LiveJs<'a> {
-    turn_id: &'a str,
-    message_id: &'a str,
-    // `text` is set apart: see `ViewCache::live_text`.
-    text_offset: u64,
-    state: LiveTurnState,
-    tools: &'a [LiveTool],
-    pending_question: Option<&'a PendingQuestion>,
-    stale: bool,
+/// A part of the view converted once per distinct value: the same JS
+/// object is handed out while the value is unchanged. Keyed by its JSON text
+/// (written in Rust, cheap; the crossing and `JSON.parse` are what cost):
+/// no `Clone`/`PartialEq` code per part type, which weighed 1.3 KB gzipped.
+#[derive(Default)]
+struct Shared {
+    key: String,
+    js: Option<JsValue>,
+}
+
+impl Shared {
+    /// `value` as JS (parsed from its JSON; frozen if `freeze`).
+    fn json<T: Serialize + ?Sized>(&mut self, value: &T, freeze: bool) -> JsValue {
+        self.text(
+            crate::core::json::to_string(value).unwrap_or_default(),
+            freeze,
+        )
+    }
+
+    // Not generic: one copy of the code for every part.
+    fn text(&mut self, text: String, freeze: bool) -> JsValue {
+        match &self.js {
+            Some(js) if self.key == text => js.clone(),
+            _ => {
+                let js = js::parse_json(&text);
+                if freeze {
+                    Object::freeze(js.unchecked_ref::<Object>());
+                }
+                self.key = text;
+                self.js = Some(js.clone());
+                js
+            }
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -132,9 +160,14 @@ pub struct ViewCache {
     /// answer grows by appends, so only the new tail crosses.
     live_text: String,
     live_text_js: JsString,
+    /// `live` parts that keep their objects while the text streams.
+    tools: Shared,
+    question: Shared,
     interrupted: JsValue,
-    prompts: JsValue,
-    tasks: JsValue,
+    prompts: Shared,
+    tasks: Shared,
+    status: Shared,
+    notices: Shared,
 }
 
 impl Default for ViewCache {
@@ -149,9 +182,13 @@ impl Default for ViewCache {
             live: JsValue::NULL,
             live_text: String::new(),
             live_text_js: JsString::from(""),
+            tools: Shared::default(),
+            question: Shared::default(),
             interrupted: empty_array(),
-            prompts: empty_array(),
-            tasks: JsValue::NULL,
+            prompts: Shared::default(),
+            tasks: Shared::default(),
+            status: Shared::default(),
+            notices: Shared::default(),
         }
     }
 }
@@ -223,20 +260,7 @@ impl ViewCache {
         }
         if full || ch.overlay {
             self.live = match s.overlay() {
-                Some(o) => {
-                    let live: Object = js::to_js(&LiveJs {
-                        turn_id: &o.turn_id,
-                        message_id: &o.message_id,
-                        text_offset: o.text_offset,
-                        state: o.state.unwrap_or(LiveTurnState::Sampling),
-                        tools: &o.tools,
-                        pending_question: o.pending_question.as_ref(),
-                        stale: o.stale,
-                    })
-                    .into();
-                    js::set(&live, "text", &self.live_text(&o.text));
-                    live.into()
-                }
+                Some(o) => self.live_js(o).into(),
                 None => JsValue::NULL,
             };
         }
@@ -252,12 +276,28 @@ impl ViewCache {
                 .collect();
             self.interrupted = frozen(js::to_js(&list).into()).into();
         }
-        if full || ch.prompts || ch.overlay {
-            self.prompts = frozen(js::to_js(&s.pending_prompts()).into()).into();
-        }
-        if full || ch.tasks {
-            self.tasks = js::to_js(s.tasks());
-        }
+    }
+
+    /// The JS `live` object: a new object per change (its text grew), whose
+    /// unchanged parts are the objects handed out before.
+    fn live_js(&mut self, o: &Overlay) -> Object {
+        let live = Object::new();
+        // Strings are compared by value in JS: no need to share them.
+        js::set(&live, "turn_id", &JsValue::from_str(&o.turn_id));
+        js::set(&live, "message_id", &JsValue::from_str(&o.message_id));
+        js::set(
+            &live,
+            "text_offset",
+            &JsValue::from_f64(o.text_offset as f64),
+        );
+        let state = o.state.unwrap_or(LiveTurnState::Sampling);
+        js::set(&live, "state", &js::to_js(&state));
+        js::set(&live, "tools", &self.tools.json(&o.tools, true));
+        let question = self.question.json(&o.pending_question, false);
+        js::set(&live, "pending_question", &question);
+        js::set(&live, "stale", &JsValue::from_bool(o.stale));
+        js::set(&live, "text", &self.live_text(&o.text));
+        live
     }
 
     /// The live text as a JS string; when it only grew, the old string is
@@ -300,7 +340,7 @@ impl ViewCache {
         self.log_first = first;
     }
 
-    fn assemble(&self, m: &Machine, target: &Target) -> JsValue {
+    fn assemble(&mut self, m: &Machine, target: &Target) -> JsValue {
         let o = Object::new();
         let (scope, scope_id) = match target {
             Target::Scoped { scope, scope_id } => (scope.as_str(), scope_id.as_str()),
@@ -322,16 +362,26 @@ impl ViewCache {
         js::set(&o, "events", &events);
         js::set(&o, "live", &self.live);
         js::set(&o, "interrupted", &self.interrupted);
-        js::set(&o, "pendingPrompts", &self.prompts);
-        let tasks = if self.tasks.is_null() {
-            js::to_js(&crate::core::protocol::TasksSnapshot::default())
-        } else {
-            self.tasks.clone()
+        let no_tasks;
+        let (prompts, tasks) = match m.view().as_session() {
+            Some(s) => (s.pending_prompts(), s.tasks()),
+            None => {
+                no_tasks = TasksSnapshot::default();
+                (Vec::new(), &no_tasks)
+            }
         };
-        js::set(&o, "tasks", &tasks);
-        js::set(&o, "status", &status_js(&m.status()));
+        js::set(&o, "pendingPrompts", &self.prompts.json(&prompts, true));
+        js::set(&o, "tasks", &self.tasks.json(tasks, false));
+        let s = m.status();
+        let status = StatusJs {
+            state: s.state,
+            since: s.since,
+            next_retry_at: s.next_retry_at,
+            last_error: s.last_error.as_ref(),
+        };
+        js::set(&o, "status", &self.status.json(&status, false));
         let notices: Vec<_> = m.recent_notices().iter().collect();
-        js::set(&o, "notices", &frozen(js::to_js(&notices).into()).into());
+        js::set(&o, "notices", &self.notices.json(&notices, true));
         Object::freeze(&o).into()
     }
 }

@@ -1,9 +1,17 @@
 // Drives tests/js/bench/ in headless Chromium and prints `name value` lines
 // for `cargo xtask bench`. BENCH_URL is a replay-server serving the bench site.
+import { writeFileSync } from "node:fs";
 import { chromium } from "playwright-core";
 
 const url = process.env.BENCH_URL;
 const EVENTS = 10_000;
+// BENCH_ONLY=live,restore,cold,memory runs those parts (quick, repeatable
+// figures while working on one path); unset runs everything.
+const only = process.env.BENCH_ONLY ? process.env.BENCH_ONLY.split(",") : null;
+const wants = (part) => !only || only.includes(part);
+// Characters per streamed answer and answers per follower.
+const LONG = Number(process.env.BENCH_LONG ?? 8000);
+const TURNS = Number(process.env.BENCH_TURNS ?? 3);
 
 async function api(method, path, body) {
   const res = await fetch(url + path, {
@@ -44,6 +52,24 @@ async function seedBacklog() {
   return { id, head };
 }
 
+// Self time by function (top 25) of a CDP CPU profile, on stderr.
+function printProfile(prof) {
+  const self = new Map();
+  const dt = new Map();
+  for (let i = 0; i < prof.samples.length; i++) dt.set(prof.samples[i], (dt.get(prof.samples[i]) ?? 0) + (prof.timeDeltas[i] ?? 0));
+  let total = 0;
+  for (const n of prof.nodes) {
+    const t = dt.get(n.id) ?? 0;
+    const f = n.callFrame;
+    if (f.functionName === "(idle)" || f.functionName === "(program)") continue;
+    const key = `${f.functionName || "(anonymous)"} ${f.url.split("/").pop()}:${f.lineNumber}`;
+    self.set(key, (self.get(key) ?? 0) + t);
+    total += t;
+  }
+  console.error(`profile: ${(total / 1000).toFixed(1)} ms of script (self time, µs)`);
+  for (const [k, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.error(`  ${String(t).padStart(8)} ${k}`);
+}
+
 const browser = await chromium.launch({
   executablePath: process.env.BENCH_CHROMIUM ?? "/usr/bin/chromium",
   args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
@@ -56,7 +82,8 @@ try {
   const cdp = await page.context().newCDPSession(page);
   await cdp.send("Performance.enable");
 
-  const { id, head } = await seedBacklog();
+  const { id, head } = wants("restore") || wants("cold") || wants("memory") ? await seedBacklog() : {};
+  if (wants("restore") || wants("memory")) {
   const restore = await page.evaluate(([s, h]) => window.benchRestore(s, h, 7), [id, head]);
   if (restore.items.sdk !== restore.items.baseline) {
     throw new Error(`SDK and baseline folded different item counts: ${JSON.stringify(restore.items)}`);
@@ -65,58 +92,126 @@ try {
   console.log(`browser_restore_events_per_s ${Math.round(head / (restore.sdkMs / 1000))}`);
   console.log(`browser_baseline_restore_ms ${restore.baselineMs.toFixed(1)}`);
   console.log(`browser_restore_vs_baseline ${(restore.baselineMs / restore.sdkMs).toFixed(3)}`);
+  }
 
   // Cold: the first restore of a first visit, SDK and baseline each in a
   // browser context of their own (no HTTP or code cache; median of 3). V8
   // runs wasm in its baseline compiler until hot functions are re-compiled,
   // and caches the optimised code only for later visits.
-  const cold = { sdk: [], baseline: [] };
+  if (wants("cold")) {
+  const cold = { sdk: [], baseline: [], init: [], second: [], secondInit: [] };
+  const visit = async (context, which) => {
+    const fresh = await context.newPage();
+    await fresh.goto(url + "/bench/");
+    await fresh.waitForFunction(() => document.getElementById("out").textContent === "ready");
+    const ms = await fresh.evaluate(([w, s, h]) => window.benchFirstRestore(w, s, h), [which, id, head]);
+    const init = await fresh.evaluate(() => window.readyAt);
+    await fresh.close();
+    return { ms, init };
+  };
   for (let i = 0; i < 3; i++) {
     for (const which of ["sdk", "baseline"]) {
       const context = await browser.newContext();
-      const fresh = await context.newPage();
-      await fresh.goto(url + "/bench/");
-      await fresh.waitForFunction(() => document.getElementById("out").textContent === "ready");
-      cold[which].push(await fresh.evaluate(([w, s, h]) => window.benchFirstRestore(w, s, h), [which, id, head]));
+      const first = await visit(context, which);
+      cold[which].push(first.ms);
+      if (which === "sdk") {
+        // A second visit in the same profile: HTTP cache, and V8's code
+        // cache of the wasm module if it made one.
+        cold.init.push(first.init);
+        const second = await visit(context, which);
+        cold.second.push(second.ms);
+        cold.secondInit.push(second.init);
+      }
       await context.close();
     }
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   console.log(`browser_restore_cold_ms ${median(cold.sdk).toFixed(1)}`);
+  console.log(`browser_restore_second_visit_ms ${median(cold.second).toFixed(1)}`);
+  console.log(`browser_init_cold_ms ${median(cold.init).toFixed(1)}`);
+  console.log(`browser_init_second_visit_ms ${median(cold.secondInit).toFixed(1)}`);
   console.log(`browser_baseline_restore_cold_ms ${median(cold.baseline).toFixed(1)}`);
-
-  // Live: a long streamed answer; script time per delta from the CDP metrics.
-  const { session_id: live } = await api("POST", "/v1/sessions", { title: "live" });
-  await page.evaluate(([s]) => window.benchLive(s, 1), [live]);
-  const metric = async () =>
-    Object.fromEntries((await cdp.send("Performance.getMetrics")).metrics.map((m) => [m.name, m.value]));
-  const before = await metric();
-  const eventsBefore = (await page.evaluate(() => window.benchLiveStats())).events;
-  for (let i = 0; i < 3; i++) {
-    await api("POST", `/v1/sessions/${live}/messages`, { message_id: `bench${i}`, text: "/long 8000" });
-    // Polled every 100 ms, not every frame: the probe's own view()/diagnostics()
-    // calls would otherwise be counted as the SDK's script time.
-    await page.waitForFunction((n) => window.benchLiveStats().cursor >= n, 4 * (i + 1) + 1, {
-      timeout: 120_000,
-      polling: 100,
-    });
   }
-  const after = await metric();
-  const stats = await page.evaluate(() => window.benchLiveStats());
-  const deltas = stats.events - eventsBefore;
-  const scriptSeconds = after.ScriptDuration - before.ScriptDuration;
-  console.log(`browser_live_delta_us ${((scriptSeconds * 1e6) / deltas).toFixed(2)}`);
-  console.log(`browser_notifications_per_frame ${stats.maxPerFrame}`);
-  console.error(`live: ${deltas} events, ${stats.notifications} notifications, script ${scriptSeconds.toFixed(3)} s`);
 
-  await page.evaluate(() => {
-    window.benchLiveDone = true;
-  });
+  // Live: long streamed answers (chunks as the server paces them), followed
+  // by the SDK and by the plain-JS follower in turn, in the same page; script
+  // time per received event from the CDP metrics.
+  if (wants("live") || wants("memory")) {
+    const metric = async () =>
+      Object.fromEntries((await cdp.send("Performance.getMetrics")).metrics.map((m) => [m.name, m.value]));
+    const follow = async (which, { profile = false, latency = false, turns = TURNS } = {}) => {
+      const { session_id: s } = await api("POST", "/v1/sessions", { title: `live ${which}` });
+      await page.evaluate(([w, s]) => window[`${w}Follow`](s, 1), [which, s]);
+      // One unmeasured answer first: each follower's code (and a package's
+      // wasm, which starts in V8's baseline tier) is warm when measured,
+      // whatever the order the followers run in.
+      const answer = async (i, chars) => {
+        await api("POST", `/v1/sessions/${s}/messages`, { message_id: `bench${i}`, text: `/long ${chars}` });
+        // Polled every 100 ms, not every frame: the probe's own calls would
+        // otherwise be counted as the follower's script time.
+        await page.waitForFunction(([w, n]) => window.liveCursor(w) >= n, [which, 4 * (i + 1) + 1], {
+          timeout: 300_000,
+          polling: 100,
+        });
+      };
+      await answer(0, 2000);
+      await page.evaluate((on) => window.latencyProbe(on), latency);
+      if (profile) {
+        await cdp.send("Profiler.enable");
+        await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
+        await cdp.send("Profiler.start");
+      }
+      const before = await metric();
+      const eventsBefore = (await page.evaluate((w) => window.liveStats(w), which)).events;
+      for (let i = 1; i <= turns; i++) await answer(i, LONG);
+      const after = await metric();
+      const stats = await page.evaluate((w) => window.liveStats(w), which);
+      const lat = await page.evaluate(() => window.latencyStats());
+      await page.evaluate(() => window.latencyProbe(false));
+      let prof = null;
+      if (profile) prof = (await cdp.send("Profiler.stop")).profile;
+      await page.evaluate((w) => window.liveStop(w), which);
+      const events = stats.events - eventsBefore;
+      const script = after.ScriptDuration - before.ScriptDuration;
+      console.error(`live ${which}: ${events} events, script ${script.toFixed(3)} s, ${JSON.stringify(stats)}`);
+      return { us: (script * 1e6) / events, stats, lat, prof };
+    };
+    const sdk = await follow("sdk");
+    const js = await follow("js");
+    if (await page.evaluate(() => window.hasBase())) {
+      const base = await follow("base");
+      console.log(`browser_live_base_delta_us ${base.us.toFixed(2)}`);
+      console.log(`browser_live_base_vs_js ${(base.us / js.us).toFixed(3)}`);
+    }
+    console.log(`browser_live_delta_us ${sdk.us.toFixed(2)}`);
+    console.log(`browser_live_js_delta_us ${js.us.toFixed(2)}`);
+    console.log(`browser_live_vs_js ${(sdk.us / js.us).toFixed(3)}`);
+    console.log(`browser_notifications_per_frame ${sdk.stats.maxPerFrame}`);
+    const sdkLat = (await follow("sdk", { latency: true, turns: 1 })).lat;
+    const jsLat = (await follow("js", { latency: true, turns: 1 })).lat;
+    console.log(`browser_live_latency_p50_ms ${sdkLat.p50.toFixed(2)}`);
+    console.log(`browser_live_latency_p95_ms ${sdkLat.p95.toFixed(2)}`);
+    console.log(`browser_live_js_latency_p50_ms ${jsLat.p50.toFixed(2)}`);
+    console.log(`browser_live_js_latency_p95_ms ${jsLat.p95.toFixed(2)}`);
+    // BENCH_PROFILE=path: a CPU profile of one answer per follower
+    // (path.sdk.cpuprofile, path.js.cpuprofile), top self times on stderr.
+    if (process.env.BENCH_PROFILE) {
+      for (const which of ["sdk", "js"]) {
+        const { prof } = await follow(which, { profile: true, turns: 1 });
+        writeFileSync(`${process.env.BENCH_PROFILE}.${which}.cpuprofile`, JSON.stringify(prof));
+        console.error(`${which}:`);
+        printProfile(prof);
+      }
+    }
+  }
+
+  if (wants("memory")) {
   await cdp.send("HeapProfiler.collectGarbage");
   const heap = await cdp.send("Runtime.getHeapUsage");
   const wasmBytes = await page.evaluate(() => window.wasmMemoryBytes());
   console.log(`browser_heap_mb ${(heap.usedSize / 1e6).toFixed(2)}`);
   console.log(`browser_wasm_memory_mb ${(wasmBytes / 1e6).toFixed(2)}`);
+  }
 } finally {
   await browser.close();
 }

@@ -180,9 +180,63 @@ const FIGURES: &[Figure] = &[
         target: None,
     },
     Figure {
+        name: "browser_restore_second_visit_ms",
+        unit: "ms",
+        what: "the same restore on a second visit (same browser profile: HTTP and code caches)",
+        target: None,
+    },
+    Figure {
+        name: "browser_init_cold_ms",
+        unit: "ms",
+        what: "first visit: navigation start to the package ready (wasm fetched, compiled streaming, instantiated)",
+        target: None,
+    },
+    Figure {
+        name: "browser_init_second_visit_ms",
+        unit: "ms",
+        what: "the same on a second visit",
+        target: None,
+    },
+    Figure {
         name: "browser_live_delta_us",
         unit: "µs",
         what: "main-thread script time per streamed event of a long answer (CDP ScriptDuration / events; fetch read, wasm, view, subscriber)",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_js_delta_us",
+        unit: "µs",
+        what: "the same for a plain-JS follower (fetch, TextDecoderStream, split on blank lines, JSON.parse, append deltas, one render per frame)",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_vs_js",
+        unit: "x",
+        what: "SDK / plain-JS main-thread script per streamed event (goal 0.5)",
+        target: Some((Goal::AtMost, 1.0)),
+    },
+    Figure {
+        name: "browser_live_latency_p50_ms",
+        unit: "ms",
+        what: "a chunk's arrival (body read) to the render that shows it, SDK, p50",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_latency_p95_ms",
+        unit: "ms",
+        what: "the same, SDK, p95",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_js_latency_p50_ms",
+        unit: "ms",
+        what: "the same, plain-JS follower, p50",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_js_latency_p95_ms",
+        unit: "ms",
+        what: "the same, plain-JS follower, p95",
         target: None,
     },
     Figure {
@@ -210,7 +264,15 @@ pub fn run_task(args: &[String]) -> Result {
     // `--native` or `--browser` runs one half (while developing; the report
     // then holds only that half).
     let only_native = args.iter().any(|a| a == "--native");
-    let only_browser = args.iter().any(|a| a == "--browser");
+    // `--only live` (or `restore`, `cold`, `memory`, comma-separated) runs
+    // those browser parts and prints them without rewriting the report: a
+    // quick figure to compare within one run on a noisy machine.
+    let only_parts = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str);
+    let only_browser = only_parts.is_some() || args.iter().any(|a| a == "--browser");
     let mut values = BTreeMap::new();
     let mut sources = Vec::new();
     let native: [(&str, &[&str]); 4] = [
@@ -253,9 +315,12 @@ pub fn run_task(args: &[String]) -> Result {
         sources.push(format!("cargo {}", argv.join(" ")));
     }
     if !only_native {
-        crate::browser_bench::run(&mut |name, value| {
+        crate::browser_bench::run(only_parts, &mut |name, value| {
             values.insert(name.to_owned(), value);
         })?;
+        if only_parts.is_some() {
+            return Ok(());
+        }
         sources.push("headless Chromium: tests/js/bench.mjs (driven by xtask)".into());
     }
     write_report(&values, &sources)
@@ -268,7 +333,42 @@ fn parse_line(line: &str) -> Option<(String, f64)> {
     parts.next().is_none().then(|| (name.to_owned(), value))
 }
 
-fn write_report(values: &BTreeMap<String, f64>, sources: &[String]) -> Result {
+/// Hand-written analysis below this line is kept when the report is
+/// rewritten (the profile breakdown; see docs/benchmarks.md).
+const NOTES_MARKER: &str = "## Analysis (hand-written; kept by `cargo xtask bench`)";
+
+/// The figures and the notes of the report already written: a run of one
+/// half (`--native`, `--browser`) keeps the other half's figures.
+fn previous_report() -> (BTreeMap<String, f64>, String) {
+    let text = std::fs::read_to_string(root().join("docs/benchmarks.md")).unwrap_or_default();
+    let mut values = BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let name = cells
+            .get(1)
+            .and_then(|c| c.rsplit_once("(`"))
+            .map(|(_, n)| n);
+        let name = name.and_then(|n| n.strip_suffix("`)"));
+        let value = cells.get(2).and_then(|v| v.parse::<f64>().ok());
+        if let (Some(name), Some(value)) = (name, value) {
+            values.insert(name.to_owned(), value);
+        }
+    }
+    let notes = text
+        .find(NOTES_MARKER)
+        .map_or(String::new(), |at| text[at..].to_owned());
+    (values, notes)
+}
+
+fn write_report(measured: &BTreeMap<String, f64>, sources: &[String]) -> Result {
+    let (mut values, notes) = previous_report();
+    let carried: Vec<String> = FIGURES
+        .iter()
+        .filter(|f| !measured.contains_key(f.name) && values.contains_key(f.name))
+        .map(|f| format!("`{}`", f.name))
+        .collect();
+    values.extend(measured.iter().map(|(k, v)| (k.clone(), *v)));
+    let values = &values;
     let date = cmd::output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_default();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -313,6 +413,16 @@ fn write_report(values: &BTreeMap<String, f64>, sources: &[String]) -> Result {
     );
     doc.push_str("Browser figures: the optimised npm package (`cargo xtask pkg`) in Debian's headless Chromium, ");
     doc.push_str("against a live `replay-server` on loopback, measured in one page run.\n");
+    if !carried.is_empty() {
+        doc.push_str(&format!(
+            "\nCarried over from the previous report (not measured by this run): {}.\n",
+            carried.join(", ")
+        ));
+    }
+    if !notes.is_empty() {
+        doc.push('\n');
+        doc.push_str(&notes);
+    }
     let path = root().join("docs/benchmarks.md");
     std::fs::write(&path, doc).map_err(|e| format!("{}: {e}", path.display()))?;
     println!("wrote {}", path.display());

@@ -7,12 +7,15 @@ use crate::server::Server;
 use crate::{demo, pkg, setup};
 use std::process::Command;
 
-/// Measures and reports each figure through `record`.
-pub fn run(record: &mut dyn FnMut(&str, f64)) -> Result {
+/// Measures and reports each figure through `record`; `only` names the parts
+/// of `tests/js/bench.mjs` to run (`live`, `restore`, `cold`, `memory`;
+/// comma-separated), all when `None`.
+pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
     setup::ensure_package_tools()?;
     setup::ensure_browser()?;
     let site = demo::build_site()?;
     demo::copy_dir(&root().join("tests/js/bench"), &site.join("bench"))?;
+    copy_base_package(&site)?;
     // [wasm, js]: raw and gzipped bytes; JS sums every file a page loads.
     let mut totals = [(0, 0); 2];
     for (name, raw, gz) in pkg::sizes(&site.join("pkg"))? {
@@ -56,7 +59,11 @@ pub fn run(record: &mut dyn FnMut(&str, f64)) -> Result {
     )?;
     let tmp = setup::browser_tmp()?;
     cmd::step("bench: headless Chromium (tests/js/bench.mjs)", || {
-        let out = Command::new("node")
+        let mut node = Command::new("node");
+        if let Some(parts) = only {
+            node.env("BENCH_ONLY", parts);
+        }
+        let out = node
             .arg("bench.mjs")
             .current_dir(setup::js_dir())
             .env("TMPDIR", &tmp)
@@ -77,4 +84,16 @@ pub fn run(record: &mut dyn FnMut(&str, f64)) -> Result {
         }
         Ok(())
     })
+}
+
+/// `BENCH_BASE_PKG=dir` (a `pkg/` of an earlier build, e.g. `main`'s) is
+/// served at `/pkg-base/` and followed beside this build in the live part:
+/// a before/after within one run, on a machine too noisy to compare runs.
+fn copy_base_package(site: &std::path::Path) -> Result {
+    let target = site.join("pkg-base");
+    let _ = std::fs::remove_dir_all(&target);
+    match std::env::var_os("BENCH_BASE_PKG") {
+        Some(dir) => demo::copy_dir(std::path::Path::new(&dir), &target),
+        None => Ok(()),
+    }
 }

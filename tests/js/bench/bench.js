@@ -92,33 +92,160 @@ window.benchRestore = async (sessionId, head, rounds) => {
 window.benchFirstRestore = async (which, sessionId, head) =>
   (which === "sdk" ? await sdkRestore(sessionId, head) : await baselineRestore(sessionId)).ms;
 
-// Follows a session while a long turn streams; counts notifications per frame.
-window.benchLive = async (sessionId, head) => {
-  const client = ReplayClient.connect({ baseUrl, sessionId, storage: "memory" });
+// --- Live, side by side with a plain-JS follower ---------------------------
+// Both followers "render" the same way, once per animation frame: the
+// answer's text length into the page, as an app would set the text.
+const shown = document.getElementById("out");
+
+// Delta arrival to render: while on, each body read stamps the first chunk
+// not yet rendered, and each render records the time since it (the paint
+// follows the animation frame's callbacks).
+let unrendered = null;
+const latencies = [];
+const plainRead = ReadableStreamDefaultReader.prototype.read;
+function stampedRead() {
+  return plainRead.call(this).then((r) => {
+    if (!r.done && unrendered === null) unrendered = performance.now();
+    return r;
+  });
+}
+window.latencyProbe = (on) => {
+  ReadableStreamDefaultReader.prototype.read = on ? stampedRead : plainRead;
+  unrendered = null;
+  latencies.length = 0;
+};
+window.latencyStats = () => {
+  const xs = [...latencies].sort((a, b) => a - b);
+  return { n: xs.length, p50: xs[Math.floor(xs.length / 2)] ?? 0, p95: xs[Math.floor(xs.length * 0.95)] ?? 0 };
+};
+function rendered() {
+  if (unrendered !== null) {
+    latencies.push(performance.now() - unrendered);
+    unrendered = null;
+  }
+}
+let sdkLive = null;
+let jsLive = null;
+let baseLive = null;
+const followers = () => ({ sdk: sdkLive, js: jsLive, base: baseLive });
+
+// SDK follower: a subscriber that reads view() once per notification.
+// `Client` is this package's ReplayClient, or an earlier build's (`base`).
+async function follow(Client, sessionId, head) {
+  const client = Client.connect({ baseUrl, sessionId, storage: "memory" });
   await whenLive(client, head);
+  // Notifications per frame, counted by the frame's timestamp: a loop of
+  // our own would add a requestAnimationFrame per frame to the SDK's time.
+  let frameTime = -1;
   let inFrame = 0;
   let maxPerFrame = 0;
   let notifications = 0;
-  const frame = () => {
-    maxPerFrame = Math.max(maxPerFrame, inFrame);
-    inFrame = 0;
-    if (!window.benchLiveDone) requestAnimationFrame(frame);
-  };
-  requestAnimationFrame(frame);
+  let cursor = 0;
   client.subscribe(() => {
-    inFrame++;
+    const t = document.timeline.currentTime;
+    inFrame = t === frameTime ? inFrame + 1 : 1;
+    frameTime = t;
+    maxPerFrame = Math.max(maxPerFrame, inFrame);
     notifications++;
-    client.view();
+    const v = client.view();
+    cursor = v.cursor;
+    shown.textContent = v.live ? v.live.text.length : v.items.length;
+    rendered();
   });
-  window.benchLiveClient = client;
-  window.benchLiveStats = () => ({
-    maxPerFrame: Math.max(maxPerFrame, inFrame),
-    notifications,
-    events: client.diagnostics().counters.events,
-    cursor: client.view().cursor,
-    live: client.view().live !== null,
-  });
+  const live = {
+    stop: () => client.close(),
+    // Polled while waiting: what the subscriber saw, no calls into the SDK.
+    cursor: () => cursor,
+    stats: () => ({
+      maxPerFrame,
+      notifications,
+      events: client.diagnostics().counters.events,
+      cursor: client.view().cursor,
+    }),
+  };
+  return live;
+}
+
+window.sdkFollow = async (sessionId, head) => {
+  sdkLive = await follow(ReplayClient, sessionId, head);
 };
 
+// An earlier build of the package served at ../pkg-base/ (xtask: BENCH_BASE_PKG),
+// followed in the same page for a before/after within one run.
+let baseClient = null;
+window.hasBase = async () => {
+  try {
+    const base = await import("../pkg-base/web/index.js");
+    await base.default();
+    baseClient = base.ReplayClient;
+    return true;
+  } catch {
+    return false;
+  }
+};
+window.baseFollow = async (sessionId, head) => {
+  baseLive = await follow(baseClient, sessionId, head);
+};
+
+// Plain JS, as an app developer would write it: fetch, TextDecoderStream,
+// split on blank lines, JSON.parse, append deltas, one render per frame.
+window.jsFollow = async (sessionId, head) => {
+  const ctl = new AbortController();
+  const res = await fetch(`${baseUrl}/v1/sessions/${sessionId}/events?after_seq=${head}`, {
+    headers: { Accept: "text/event-stream" },
+    signal: ctl.signal,
+  });
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  const st = { cursor: head, events: 0, text: "", items: [], frames: 0 };
+  let queued = false;
+  const render = () => {
+    queued = false;
+    st.frames++;
+    shown.textContent = st.text ? st.text.length : st.items.length;
+    rendered();
+  };
+  const apply = (frame) => {
+    const line = frame.split("\n").find((l) => l.startsWith("data:"));
+    if (!line) return;
+    const e = JSON.parse(line.slice(5));
+    st.events++;
+    if (e.seq) st.cursor = e.seq;
+    const d = e.data;
+    if (e.type === "turn.delta") st.text += d.text;
+    else if (e.type === "message.committed") {
+      st.items.push({ kind: "message", message_id: d.message_id, role: d.role, text: d.text });
+      st.text = "";
+    } else if (e.type !== "heartbeat" && e.type !== "hello") return;
+    if (!queued) {
+      queued = true;
+      requestAnimationFrame(render);
+    }
+  };
+  (async () => {
+    let buf = "";
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        buf += value;
+        let at;
+        while ((at = buf.indexOf("\n\n")) >= 0) {
+          apply(buf.slice(0, at));
+          buf = buf.slice(at + 2);
+        }
+      }
+    } catch {
+      // aborted
+    }
+  })();
+  jsLive = { stop: () => ctl.abort(), cursor: () => st.cursor, stats: () => ({ events: st.events, cursor: st.cursor, frames: st.frames }) };
+};
+
+window.liveStats = (which) => followers()[which].stats();
+window.liveCursor = (which) => followers()[which].cursor();
+window.liveStop = (which) => followers()[which].stop();
+
 window.wasmMemoryBytes = () => wasm.memory.buffer.byteLength;
+// Navigation start to the package loaded (wasm compiled and instantiated).
+window.readyAt = performance.now();
 document.getElementById("out").textContent = "ready";
