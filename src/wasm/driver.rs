@@ -20,7 +20,7 @@ use super::notify::{self, Subscriber, Subscribers};
 use super::options::Options;
 use super::outcomes::{Outcomes, WriteFuture};
 use super::port::Port;
-use super::requests;
+use super::requests::{self, Exchange};
 use super::storage::{Loaded, Store};
 use super::timer::Timer;
 use super::view::ViewCache;
@@ -302,7 +302,6 @@ impl Driver {
     }
 
     fn execute(self: &Rc<Self>, action: Action) {
-        let port = || DriverPort(Rc::downgrade(self));
         match action {
             Action::OpenStream {
                 id,
@@ -327,28 +326,14 @@ impl Driver {
             }
             Action::Fetch {
                 id,
-                path_and_query,
+                path_and_query: path,
                 kind,
-            } => {
-                if let Some(ctl) = self.register(id) {
-                    let (this, port) = (self.clone(), port());
-                    js::spawn(async move {
-                        requests::run_fetch(port, &this.http, id, path_and_query, kind, ctl).await
-                    });
-                }
-            }
+            } => self.exchange(id, Exchange::Page { path, kind }),
             Action::Post {
                 id,
-                path_and_query,
+                path_and_query: path,
                 body,
-            } => {
-                if let Some(ctl) = self.register(id) {
-                    let (this, port) = (self.clone(), port());
-                    js::spawn(async move {
-                        requests::run_post(port, &this.http, id, path_and_query, body, ctl).await
-                    });
-                }
-            }
+            } => self.exchange(id, Exchange::Post { path, body }),
             Action::Abort { id } => {
                 let gone = {
                     let mut state = self.state.borrow_mut();
@@ -366,6 +351,17 @@ impl Driver {
             // getToken() is awaited before every request, so the requests
             // after this action already use fresh credentials.
             Action::RefreshCredentials => {}
+        }
+    }
+
+    /// A page or a write attempt, its whole answer delivered.
+    fn exchange(self: &Rc<Self>, id: RequestId, exchange: Exchange) {
+        if let Some(ctl) = self.register(id) {
+            let this = self.clone();
+            js::spawn(async move {
+                let port = DriverPort(Rc::downgrade(&this));
+                requests::run_exchange(port, &this.http, id, exchange, ctl).await
+            });
         }
     }
 

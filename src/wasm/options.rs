@@ -86,7 +86,7 @@ impl Options {
     /// `browser.js`, then read by name).
     pub fn from_js(o: &JsValue) -> Result<Options, WasmError> {
         let o = connect_options(o).map_err(|e| invalid(&js::error_text(&e)))?;
-        let target = match o.scope().as_str() {
+        let target = match text(&o, "scope").as_str() {
             "global" => Target::Global,
             name => {
                 let scope = SCOPES
@@ -95,22 +95,25 @@ impl Options {
                     .ok_or_else(|| invalid("unknown scope"))?;
                 Target::Scoped {
                     scope,
-                    scope_id: o.scope_id(),
+                    scope_id: text(&o, "scopeId"),
                 }
             }
         };
-        let mut opts = Options::new(&o.base_url(), target);
-        for pair in o.headers().iter() {
+        let mut opts = Options::new(&text(&o, "baseUrl"), target);
+        for pair in Array::from(&js::get(&o, "headers")).iter() {
             let pair: Array = pair.unchecked_into();
             opts.headers.push((
                 pair.get(0).as_string().unwrap_or_default(),
                 pair.get(1).as_string().unwrap_or_default(),
             ));
         }
-        opts.get_token = o.get_token().map(js_token_source);
+        opts.get_token = js::get(&o, "getToken")
+            .dyn_into::<Function>()
+            .ok()
+            .map(js_token_source);
         // `connectOptions` has checked every value; the arms that reject
         // keep a disagreement between it and this reader from passing silently.
-        let storage = o.storage();
+        let storage = js::get(&o, "storage");
         opts.storage = match storage.as_string().as_deref() {
             Some("local") => StorageChoice::Local,
             Some("session") => StorageChoice::Session,
@@ -120,7 +123,7 @@ impl Options {
             None if storage.is_undefined() => StorageChoice::Local,
             None => StorageChoice::Custom(storage.unchecked_into()),
         };
-        let notify = o.notify();
+        let notify = js::get(&o, "notify");
         opts.notify = match (notify.as_string().as_deref(), notify.as_f64()) {
             (Some("frame"), _) => Notify::Frame,
             (Some("sync"), _) => Notify::Sync,
@@ -128,13 +131,13 @@ impl Options {
             (None, None) if notify.is_undefined() => Notify::Frame,
             _ => return Err(invalid("notify must be \"frame\", \"sync\" or a number")),
         };
-        if let Some(ms) = o.connect_timeout_ms() {
+        if let Some(ms) = js::get(&o, "connectTimeoutMs").as_f64() {
             opts.connect_timeout_ms = ms.clamp(1.0, u32::MAX as f64) as u32;
         }
-        if let Some(n) = o.prefetch_depth() {
+        if let Some(n) = js::get(&o, "prefetchDepth").as_f64() {
             opts.prefetch_depth = n.min(8.0) as u8;
         }
-        opts.seed = o.seed().map(|s| s as u64);
+        opts.seed = js::get(&o, "seed").as_f64().map(|s| s as u64);
         Ok(opts)
     }
 }
@@ -148,43 +151,22 @@ const SCOPES: [Scope; 5] = [
     Scope::System,
 ];
 
+/// A string option by name (checked by `connectOptions`).
+fn text(o: &JsValue, name: &'static str) -> String {
+    js::get(o, name).as_string().unwrap_or_default()
+}
+
 fn invalid(why: &str) -> WasmError {
     WasmError::InvalidOptions(why.to_owned())
 }
 
 #[wasm_bindgen(module = "/src/wasm/browser.js")]
 extern "C" {
-    /// A `ConnectOptions` checked and normalised by `connectOptions`: names
-    /// resolved, what the caller left out undefined (see `browser.js`).
-    type CheckedOptions;
-
+    /// Checks a `ConnectOptions` and returns it normalised (names resolved,
+    /// what the caller left out undefined; see `browser.js`), to be read
+    /// by name.
     #[wasm_bindgen(js_name = connectOptions, catch)]
-    fn connect_options(options: &JsValue) -> Result<CheckedOptions, JsValue>;
-
-    #[wasm_bindgen(method, getter, js_name = baseUrl)]
-    fn base_url(this: &CheckedOptions) -> String;
-    #[wasm_bindgen(method, getter)]
-    fn scope(this: &CheckedOptions) -> String;
-    /// Present for every scope but `"global"`.
-    #[wasm_bindgen(method, getter, js_name = scopeId)]
-    fn scope_id(this: &CheckedOptions) -> String;
-    /// `[name, value]` pairs.
-    #[wasm_bindgen(method, getter)]
-    fn headers(this: &CheckedOptions) -> Array;
-    #[wasm_bindgen(method, getter, js_name = getToken)]
-    fn get_token(this: &CheckedOptions) -> Option<Function>;
-    /// A kind name, a `{get, set, remove}` adapter, or undefined.
-    #[wasm_bindgen(method, getter)]
-    fn storage(this: &CheckedOptions) -> JsValue;
-    /// `"frame"`, `"sync"`, milliseconds, or undefined.
-    #[wasm_bindgen(method, getter)]
-    fn notify(this: &CheckedOptions) -> JsValue;
-    #[wasm_bindgen(method, getter, js_name = connectTimeoutMs)]
-    fn connect_timeout_ms(this: &CheckedOptions) -> Option<f64>;
-    #[wasm_bindgen(method, getter, js_name = prefetchDepth)]
-    fn prefetch_depth(this: &CheckedOptions) -> Option<f64>;
-    #[wasm_bindgen(method, getter)]
-    fn seed(this: &CheckedOptions) -> Option<f64>;
+    fn connect_options(options: &JsValue) -> Result<JsValue, JsValue>;
 }
 
 /// Wraps a JS `getToken` (returning a string or a Promise of one).

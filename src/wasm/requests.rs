@@ -73,49 +73,58 @@ pub async fn run_stream<P: Port + Clone + 'static>(
     }
 }
 
-/// `Action::Fetch`: a replay or event page, handed over whole. The
-/// machine's own fetch timeout covers a slow body.
-pub async fn run_fetch(
-    port: impl Port,
-    http: &Http,
-    id: RequestId,
-    path: String,
-    kind: FetchKind,
-    ctl: AbortController,
-) {
-    let none = JsValue::UNDEFINED;
-    let req = Request::get(&path, "application/json", None);
-    match http.send(req, &ctl, &none, &none).await {
-        Err(e) => fail(&port, id, e),
-        Ok(a) if !is_success(a.status) => http_error(&port, id, a),
-        Ok(a) => port.finish(id, |m, now| match kind {
-            FetchKind::Replay => m.handle_replay_page(id, &a.body, now),
-            FetchKind::Events => m.handle_event_page(id, &a.body, now),
-        }),
-    }
+/// A request whose answer is read whole: a page (`Action::Fetch`) or one
+/// attempt of a write (`Action::Post`, the machine decides on retries).
+pub enum Exchange {
+    /// A replay or event page; the machine's own fetch timeout covers a slow body.
+    Page {
+        /// Path and query.
+        path: String,
+        /// Which handler takes the body.
+        kind: FetchKind,
+    },
+    /// A write's JSON body, POSTed; the deadline covers the whole answer.
+    Post {
+        /// Path.
+        path: String,
+        /// The JSON body.
+        body: String,
+    },
 }
 
-/// `Action::Post`: one attempt of a write; the machine decides on retries.
-pub async fn run_post(
+/// `Action::Fetch` and `Action::Post`: the whole answer goes to the machine.
+pub async fn run_exchange(
     port: impl Port,
     http: &Http,
     id: RequestId,
-    path: String,
-    body: String,
+    exchange: Exchange,
     ctl: AbortController,
 ) {
     let none = JsValue::UNDEFINED;
-    let req = Request {
-        method: "POST",
-        path: &path,
-        accept: "application/json",
-        body: Some(&body),
-        last_event_id: None,
-        hold: true,
+    let req = match &exchange {
+        Exchange::Page { path, .. } => Request::get(path, "application/json", None),
+        Exchange::Post { path, body } => Request {
+            method: "POST",
+            path,
+            accept: "application/json",
+            body: Some(body),
+            last_event_id: None,
+            hold: true,
+        },
     };
     match http.send(req, &ctl, &none, &none).await {
         Err(e) => fail(&port, id, e),
         Ok(a) if !is_success(a.status) => http_error(&port, id, a),
-        Ok(a) => port.finish(id, |m, now| m.handle_post_answer(id, &a.body, now)),
+        Ok(a) => port.finish(id, |m, now| match exchange {
+            Exchange::Page {
+                kind: FetchKind::Replay,
+                ..
+            } => m.handle_replay_page(id, &a.body, now),
+            Exchange::Page {
+                kind: FetchKind::Events,
+                ..
+            } => m.handle_event_page(id, &a.body, now),
+            Exchange::Post { .. } => m.handle_post_answer(id, &a.body, now),
+        }),
     }
 }
