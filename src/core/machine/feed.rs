@@ -131,6 +131,23 @@ impl Feed {
         }
     }
 
+    /// Whether `status` (given by parts) is the one last recorded: checked
+    /// on every input, so nothing is cloned unless it changed.
+    pub(super) fn status_unchanged(
+        &self,
+        state: State,
+        since: u64,
+        next_retry_at: Option<u64>,
+        last_error: Option<&ErrorInfo>,
+    ) -> bool {
+        self.last_status.as_ref().is_some_and(|s| {
+            s.state == state
+                && s.since == since
+                && s.next_retry_at == next_retry_at
+                && s.last_error.as_ref() == last_error
+        })
+    }
+
     /// A view change is ready for `poll_view_change` (once per change).
     pub(super) fn view_changed(&mut self) {
         if !self.change_counted {

@@ -561,11 +561,7 @@ impl Client {
         Status {
             state: self.state,
             since: self.since,
-            next_retry_at: if self.halted() {
-                None
-            } else {
-                self.next_retry_at()
-            },
+            next_retry_at: self.shown_retry_at(),
             last_error: self.last_error.clone(),
         }
     }
@@ -665,7 +661,25 @@ impl Client {
         if self.restore.is_none() && !self.change.is_empty() {
             self.feed.view_changed();
         }
-        self.feed.status(self.status());
+        // Every input (each stream chunk) passes here: compare by reference
+        // and build (clone) the status only when it moved.
+        let next = self.shown_retry_at();
+        let err = self.last_error.as_ref();
+        if !self
+            .feed
+            .status_unchanged(self.state, self.since, next, err)
+        {
+            self.feed.status(self.status());
+        }
+    }
+
+    /// `Status::next_retry_at`: none while halted (nothing will be retried).
+    fn shown_retry_at(&self) -> Option<u64> {
+        if self.halted() {
+            None
+        } else {
+            self.next_retry_at()
+        }
     }
 
     fn derive_state(&self) -> State {
