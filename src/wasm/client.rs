@@ -240,8 +240,8 @@ impl Drop for Client {
 }
 
 /// A write resolved with another kind's outcome: cannot happen.
-fn unexpected(outcome: WriteOutcome) -> WasmError {
-    WasmError::BadJson(format!("unexpected write outcome {outcome:?}"))
+fn unexpected(_: WriteOutcome) -> WasmError {
+    WasmError::BadJson("a write resolved with another kind's outcome".to_owned())
 }
 
 /// `msg_` and 64 random bits in hex: the randomness is the browser's, so

@@ -12,6 +12,8 @@ mod browser_bench;
 mod cmd;
 #[cfg(test)]
 mod cycles;
+#[cfg(test)]
+mod debug_fmt;
 mod demo;
 mod names;
 mod pkg;

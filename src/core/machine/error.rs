@@ -41,7 +41,7 @@ pub enum CoreError {
         message: String,
     },
     /// The stream answered with something other than `text/event-stream`.
-    #[error("wrong content type: {0:?}")]
+    #[error("wrong content type: `{0}`")]
     WrongContentType(String),
     /// The log was recreated; local state was discarded.
     #[error("epoch changed from `{previous}` to `{current}`")]

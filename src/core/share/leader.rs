@@ -40,7 +40,7 @@ impl Share {
         let ct = content_type.unwrap_or("");
         if !crate::core::sse::is_event_stream(ct) {
             self.out.push_back(Output::AbortMux { id });
-            let why = EndReason::Failed(format!("wrong content type: {ct:?}"));
+            let why = EndReason::Failed(format!("wrong content type: `{ct}`"));
             self.mux_lost(id, why, 0, now);
             return;
         }

@@ -1,0 +1,53 @@
+//! A check that no message the package can show is formatted with `{:?}`:
+//! the size build (`pkg.rs`, `-Zfmt-debug=none`) writes nothing for Debug,
+//! so `wrong content type: {0:?}` reached users as `wrong content type: `.
+//! Run by `cargo test -p xtask`. Test modules (after a `#[cfg(test)]`) and
+//! `tests/` folders are not shipped and not checked.
+
+use std::fs;
+use std::path::Path;
+
+/// `file:line` of every shipped line under `root` that formats with Debug.
+fn debug_formats(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).expect("a source folder").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_none_or(|n| n != "tests") {
+                    dirs.push(path);
+                }
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs")
+                || path.file_name().is_some_and(|n| n == "tests.rs")
+            {
+                continue;
+            }
+            let text = fs::read_to_string(&path).expect("a source file");
+            for (i, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with("#[cfg(test)]") || line.contains("#[cfg(all(test")
+                {
+                    break;
+                }
+                let code = line.split("//").next().unwrap_or("");
+                let formats = code.contains("format!(") || code.contains("#[error(");
+                if formats && code.contains(":?}") {
+                    out.push(format!("{}:{}", path.display(), i + 1));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn shipped_messages_never_format_with_debug() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../src");
+    let found = debug_formats(&root);
+    assert!(
+        found.is_empty(),
+        "Debug formatting in shipped messages: {found:?}"
+    );
+}
