@@ -95,14 +95,58 @@ impl Envelope {
     }
 }
 
+// `session` lists the types a client reads into their payload types (the
+// session fold's vocabulary, and `hello`/`heartbeat`, which every stream
+// carries); `logs` the other scopes' types, which a client keeps as text
+// (a log shows them; `LogEntry::event` types one on demand). The server and
+// `Event::read_data` know both. Reading only what it interprets keeps the
+// other payloads' readers out of the wasm: 1.2 KB gzipped (docs/size.md).
 macro_rules! events {
-    ($( $(#[$doc:meta])* $variant:ident($payload:ty) = $name:literal, )*) => {
+    (
+        session { $( $(#[$sdoc:meta])* $svariant:ident($spayload:ty) = $sname:literal, )* }
+        logs { $( $(#[$ldoc:meta])* $lvariant:ident($lpayload:ty) = $lname:literal, )* }
+    ) => {
+        events!(@all
+            $( $(#[$sdoc])* $svariant($spayload) = $sname, )*
+            $( $(#[$ldoc])* $lvariant($lpayload) = $lname, )*
+        );
+
+        impl Event {
+            /// What a client's envelope reader ([`Envelope`]'s `FromJson`)
+            /// makes of `data`: the session's types and the stream's
+            /// typed, every other type as [`Event::Unknown`] (text).
+            pub(crate) fn read_client_value(type_name: &str, r: &mut json::Reader<'_>) -> Result<Self, JsonError> {
+                Ok(match type_name {
+                    $( $sname => Event::$svariant(json::FromJson::read(r)?), )*
+                    other => Event::Unknown {
+                        type_name: other.to_owned(),
+                        data: json::FromJson::read(r)?,
+                    },
+                })
+            }
+
+            /// [`Event::read_client_value`] of a whole `data` text (`None`: absent).
+            pub(crate) fn read_client_data(type_name: &str, data: Option<&str>) -> Result<Self, JsonError> {
+                let mut r = json::Reader::new(data.unwrap_or("{}"));
+                let event = Self::read_client_value(type_name, &mut r)?;
+                r.end()?;
+                Ok(event)
+            }
+        }
+    };
+    (@all $( $(#[$doc:meta])* $variant:ident($payload:ty) = $name:literal, )*) => {
         /// A typed event payload, keyed by the envelope's `type`.
-        #[derive(Clone, Debug, PartialEq)]
+        ///
+        /// Equal means the same `type` and payload, whether held typed or
+        /// as text ([`Event::Unknown`] of a known type equals the typed
+        /// event its text decodes to).
+        #[derive(Clone, Debug)]
         pub enum Event {
             $( $(#[$doc])* $variant($payload), )*
-            /// A type this version does not know, or any event read with
-            /// [`json::from_str_opaque`] (logs): `data` kept as text.
+            /// A type this version does not know, or an event a client
+            /// keeps as text: every one read with [`json::from_str_opaque`]
+            /// (logs), and the other scopes' types read by [`Envelope`]'s
+            /// `FromJson` (see `events!`).
             Unknown {
                 /// The wire `type`.
                 type_name: String,
@@ -110,6 +154,24 @@ macro_rules! events {
                 /// [`Event::read_data`].
                 data: RawJson,
             },
+        }
+
+        impl PartialEq for Event {
+            fn eq(&self, other: &Self) -> bool {
+                match (self, other) {
+                    $( (Event::$variant(a), Event::$variant(b)) => a == b, )*
+                    (
+                        Event::Unknown { type_name: a, data: x },
+                        Event::Unknown { type_name: b, data: y },
+                    ) => a == b && x == y,
+                    (Event::Unknown { type_name, data }, typed)
+                    | (typed, Event::Unknown { type_name, data }) => {
+                        type_name == typed.type_name()
+                            && Event::read_data(type_name, Some(data.as_str())).is_ok_and(|e| &e == typed)
+                    }
+                    _ => false,
+                }
+            }
         }
 
         impl Event {
@@ -203,6 +265,7 @@ macro_rules! events {
 }
 
 events! {
+  session {
     /// `session.created` (durable).
     SessionCreated(SessionCreated) = "session.created",
     /// `session.closed` (durable).
@@ -241,6 +304,8 @@ events! {
     LiveTurnSnapshot(LiveTurnSnapshot) = "live_turn.snapshot",
     /// `tasks.snapshot` (transient, critical).
     TasksSnapshot(TasksSnapshot) = "tasks.snapshot",
+  }
+  logs {
     /// `process.started` (durable, process scope).
     ProcessStarted(ProcessStarted) = "process.started",
     /// `process.exited` (durable, process scope).
@@ -269,6 +334,7 @@ events! {
     SystemStarted(SystemStarted) = "system.started",
     /// `system.recovered` (durable, system scope).
     SystemRecovered(SystemRecovered) = "system.recovered",
+  }
 }
 
 wire_struct! {

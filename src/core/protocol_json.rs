@@ -4,8 +4,9 @@
 //! declaration in `protocol.rs`.
 //!
 //! Two readers: the client's [`FromJson`] (one pass, payload decoded in
-//! place) and serde's `Deserialize` (the server's and the tests'), which
-//! decodes payloads with serde's derived readers, so each checks the other.
+//! place; the other scopes' types kept as text, see `events!`) and serde's
+//! `Deserialize` (the server's and the tests'), which decodes every payload
+//! with serde's derived readers, so each checks the other.
 
 use std::borrow::Cow;
 
@@ -119,7 +120,7 @@ impl FromJson for Envelope {
                 // `type` comes later, keep the text and decode at the end.
                 "data" if r.null() => {}
                 "data" => match &ty {
-                    Some(t) if !opaque(r, t) => event = Some(Event::read_value(t, r)?),
+                    Some(t) if !opaque(r, t) => event = Some(Event::read_client_value(t, r)?),
                     _ => data = Some(r.raw()?),
                 },
                 _ => r.skip()?,
@@ -145,7 +146,7 @@ impl FromJson for Envelope {
                         None => RawJson::empty_object(),
                     },
                 },
-                None => Event::read_data(&ty, data)?,
+                None => Event::read_client_data(&ty, data)?,
             },
         })
     }
