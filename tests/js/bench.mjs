@@ -84,9 +84,15 @@ try {
 
   const { id, head } = wants("restore") || wants("cold") || wants("memory") ? await seedBacklog() : {};
   if (wants("restore") || wants("memory")) {
+  await page.evaluate(() => window.hasBase());
   const restore = await page.evaluate(([s, h]) => window.benchRestore(s, h, 7), [id, head]);
-  if (restore.items.sdk !== restore.items.baseline) {
-    throw new Error(`SDK and baseline folded different item counts: ${JSON.stringify(restore.items)}`);
+  const { sdk: n, baseline: m, base: k = n } = restore.items;
+  if (n !== m || k !== n) {
+    throw new Error(`SDK, baseline and earlier build folded different item counts: ${JSON.stringify(restore.items)}`);
+  }
+  if (restore.baseMs !== null) {
+    console.log(`browser_restore_base_ms ${restore.baseMs.toFixed(1)}`);
+    console.log(`browser_restore_base_vs_baseline ${(restore.baselineMs / restore.baseMs).toFixed(3)}`);
   }
   console.log(`browser_restore_ms ${restore.sdkMs.toFixed(1)}`);
   console.log(`browser_restore_events_per_s ${Math.round(head / (restore.sdkMs / 1000))}`);

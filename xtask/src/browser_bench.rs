@@ -87,8 +87,9 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
 }
 
 /// `BENCH_BASE_PKG=dir` (a `pkg/` of an earlier build, e.g. `main`'s) is
-/// served at `/pkg-base/` and followed beside this build in the live part:
-/// a before/after within one run, on a machine too noisy to compare runs.
+/// served at `/pkg-base/` and measured beside this build in the restore and
+/// live parts: a before/after within one run, on a machine too noisy to
+/// compare runs.
 fn copy_base_package(site: &std::path::Path) -> Result {
     let target = site.join("pkg-base");
     let _ = std::fs::remove_dir_all(&target);

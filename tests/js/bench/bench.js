@@ -20,9 +20,9 @@ function whenLive(client, cursor) {
 }
 
 // SDK: connect with empty storage, resolve when the whole backlog is folded.
-async function sdkRestore(sessionId, head) {
+async function sdkRestore(sessionId, head, Client = ReplayClient) {
   const t0 = performance.now();
-  const client = ReplayClient.connect({ baseUrl, sessionId, storage: "memory", notify: "sync" });
+  const client = Client.connect({ baseUrl, sessionId, storage: "memory", notify: "sync" });
   const view = await whenLive(client, head);
   const ms = performance.now() - t0;
   const items = view.items.length;
@@ -73,9 +73,12 @@ async function baselineRestore(sessionId) {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+// With an earlier build loaded (`hasBase`), it restores in the same rounds:
+// a before/after of the restore within one run.
 window.benchRestore = async (sessionId, head, rounds) => {
   const sdk = [];
   const base = [];
+  const earlier = [];
   let items = {};
   for (let i = 0; i < rounds; i++) {
     const a = await sdkRestore(sessionId, head);
@@ -83,8 +86,14 @@ window.benchRestore = async (sessionId, head, rounds) => {
     sdk.push(a.ms);
     base.push(b.ms);
     items = { sdk: a.items, baseline: b.items };
+    if (baseClient) {
+      const c = await sdkRestore(sessionId, head, baseClient);
+      earlier.push(c.ms);
+      items.base = c.items;
+    }
   }
-  return { sdkMs: median(sdk), baselineMs: median(base), items };
+  const baseMs = baseClient ? median(earlier) : null;
+  return { sdkMs: median(sdk), baselineMs: median(base), baseMs, items };
 };
 
 // One restore as the first work of a fresh page: the wasm still runs its
