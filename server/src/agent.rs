@@ -1,5 +1,5 @@
 //! The scripted agent: deterministic turns driven by directives in the user's
-//! text (`/tool`, `/bg`, `/ask`, `/fail`, `/long N`, `/slow`), so tests can
+//! text (`/tool`, `/bg`, `/ask`, `/fail`, `/long N`, `/slow`, `/burst`), so tests can
 //! produce every kind of event on purpose.
 
 use std::sync::{Arc, Mutex};
@@ -63,6 +63,22 @@ pub struct Directives {
     pub long: Option<usize>,
     /// Ten times slower deltas.
     pub slow: bool,
+    /// Deltas back to back, no pause between them: a burst that reaches a
+    /// client as a few large chunks (the benchmark's many-events-per-chunk
+    /// case).
+    pub burst: bool,
+}
+
+impl Directives {
+    /// The pause between deltas, in units of `--delta-ms`: 0 for `/burst`
+    /// (it wins over `/slow`), 10 for `/slow`, else 1.
+    pub fn delta_factor(&self) -> u64 {
+        match (self.burst, self.slow) {
+            (true, _) => 0,
+            (false, true) => 10,
+            (false, false) => 1,
+        }
+    }
 }
 
 impl Directives {
@@ -82,6 +98,10 @@ impl Directives {
                 }
                 "/slow" => {
                     d.slow = true;
+                    None
+                }
+                "/burst" => {
+                    d.burst = true;
                     None
                 }
                 "/long" => {
@@ -247,9 +267,8 @@ impl Turn {
         Ok(())
     }
 
-    fn delay(&self, slow: bool) -> Duration {
-        let ms = self.app.cfg.delta_ms * if slow { 10 } else { 1 };
-        Duration::from_millis(ms)
+    fn delay(&self, factor: u64) -> Duration {
+        Duration::from_millis(self.app.cfg.delta_ms.saturating_mul(factor))
     }
 
     async fn pause(&self, d: Duration) {
@@ -301,16 +320,16 @@ impl Turn {
             reply.len() / 2
         };
         let mut offset = 0;
-        self.stream(&reply[..split], &mut offset, &mut rng, d.slow)
+        self.stream(&reply[..split], &mut offset, &mut rng, d.delta_factor())
             .await;
         for step in &d.steps {
             match step {
-                Step::Tool => self.tool(d.slow).await?,
+                Step::Tool => self.tool(d.delta_factor()).await?,
                 Step::Ask => self.ask().await?,
                 Step::Bg => self.background()?,
             }
         }
-        self.stream(&reply[split..], &mut offset, &mut rng, d.slow)
+        self.stream(&reply[split..], &mut offset, &mut rng, d.delta_factor())
             .await;
         if d.fail {
             self.app
@@ -340,12 +359,12 @@ impl Turn {
         }))
     }
 
-    async fn stream(&self, text: &[char], offset: &mut u64, rng: &mut Rng, slow: bool) {
+    async fn stream(&self, text: &[char], offset: &mut u64, rng: &mut Rng, factor: u64) {
         let mut i = 0;
         while i < text.len() {
             let n = (1 + rng.below(6) as usize).min(text.len() - i);
             let chunk: String = text[i..i + n].iter().collect();
-            self.pause(self.delay(slow)).await;
+            self.pause(self.delay(factor)).await;
             let start = *offset;
             self.app
                 .edit_live(&self.worker, &self.session_id, false, |lt| {
@@ -376,7 +395,7 @@ impl Turn {
         }
     }
 
-    async fn tool(&self, slow: bool) -> StoreResult<()> {
+    async fn tool(&self, factor: u64) -> StoreResult<()> {
         let n = self.app.log.db().next_number("call")?;
         let call_id = format!("call_{n}");
         let process_id = format!("proc_{n}");
@@ -409,7 +428,7 @@ impl Turn {
         self.track.lock().unwrap_or_else(|e| e.into_inner()).process = Some(process_id.clone());
         let mut output = String::new();
         for step in 1..=5 {
-            self.pause(self.delay(slow) * 2).await;
+            self.pause(self.delay(factor) * 2).await;
             let line = format!("step {step}/5 ✓ compiled\n");
             self.emit_output(&process_id, &line)?;
             output.push_str(&line);
@@ -649,8 +668,13 @@ mod tests {
         let d = Directives::parse("please /ask then /tool and /bg /long 300 /slow /fail").unwrap();
         assert_eq!(d.steps, vec![Step::Ask, Step::Tool, Step::Bg]);
         assert_eq!(d.long, Some(300));
-        assert!(d.slow && d.fail);
+        assert!(d.slow && d.fail && !d.burst);
+        assert_eq!(d.delta_factor(), 10);
+        let b = Directives::parse("/long 20000 /slow /burst").unwrap();
+        assert!(b.burst);
+        assert_eq!(b.delta_factor(), 0, "a burst wins over /slow");
         assert_eq!(Directives::parse("hello").unwrap(), Directives::default());
+        assert_eq!(Directives::default().delta_factor(), 1);
     }
 
     #[test]

@@ -12,6 +12,8 @@ const wants = (part) => !only || only.includes(part);
 // Characters per streamed answer and answers per follower.
 const LONG = Number(process.env.BENCH_LONG ?? 8000);
 const TURNS = Number(process.env.BENCH_TURNS ?? 3);
+// Characters of the burst answer (about 5 700 deltas for 20 000).
+const BURST = Number(process.env.BENCH_BURST ?? 20000);
 
 async function api(method, path, body) {
   const res = await fetch(url + path, {
@@ -145,14 +147,14 @@ try {
   if (wants("live") || wants("memory")) {
     const metric = async () =>
       Object.fromEntries((await cdp.send("Performance.getMetrics")).metrics.map((m) => [m.name, m.value]));
-    const follow = async (which, { profile = false, latency = false, turns = TURNS } = {}) => {
+    const follow = async (which, { profile = false, latency = false, turns = TURNS, burst = false } = {}) => {
       const { session_id: s } = await api("POST", "/v1/sessions", { title: `live ${which}` });
       await page.evaluate(([w, s]) => window[`${w}Follow`](s, 1), [which, s]);
       // One unmeasured answer first: each follower's code (and a package's
       // wasm, which starts in V8's baseline tier) is warm when measured,
       // whatever the order the followers run in.
-      const answer = async (i, chars) => {
-        await api("POST", `/v1/sessions/${s}/messages`, { message_id: `bench${i}`, text: `/long ${chars}` });
+      const answer = async (i, chars, flags = "") => {
+        await api("POST", `/v1/sessions/${s}/messages`, { message_id: `bench${i}`, text: `/long ${chars}${flags}` });
         // Polled every 100 ms, not every frame: the probe's own calls would
         // otherwise be counted as the follower's script time.
         await page.waitForFunction(([w, n]) => window.liveCursor(w) >= n, [which, 4 * (i + 1) + 1], {
@@ -169,7 +171,7 @@ try {
       }
       const before = await metric();
       const eventsBefore = (await page.evaluate((w) => window.liveStats(w), which)).events;
-      for (let i = 1; i <= turns; i++) await answer(i, LONG);
+      for (let i = 1; i <= turns; i++) await answer(i, burst ? BURST : LONG, burst ? " /burst" : "");
       const after = await metric();
       const stats = await page.evaluate((w) => window.liveStats(w), which);
       const lat = await page.evaluate(() => window.latencyStats());
@@ -180,7 +182,7 @@ try {
       const events = stats.events - eventsBefore;
       const script = after.ScriptDuration - before.ScriptDuration;
       console.error(`live ${which}: ${events} events, script ${script.toFixed(3)} s, ${JSON.stringify(stats)}`);
-      return { us: (script * 1e6) / events, stats, lat, prof };
+      return { us: (script * 1e6) / events, events, stats, lat, prof };
     };
     const sdk = await follow("sdk");
     const js = await follow("js");
@@ -193,6 +195,14 @@ try {
     console.log(`browser_live_js_delta_us ${js.us.toFixed(2)}`);
     console.log(`browser_live_vs_js ${(sdk.us / js.us).toFixed(3)}`);
     console.log(`browser_notifications_per_frame ${sdk.stats.maxPerFrame}`);
+    // A burst: one answer's deltas back to back (`/burst`), so thousands of
+    // events arrive in a few large chunks.
+    const sdkBurst = await follow("sdk", { burst: true, turns: 1 });
+    const jsBurst = await follow("js", { burst: true, turns: 1 });
+    console.log(`browser_burst_events ${sdkBurst.events}`);
+    console.log(`browser_burst_delta_us ${sdkBurst.us.toFixed(2)}`);
+    console.log(`browser_burst_js_delta_us ${jsBurst.us.toFixed(2)}`);
+    console.log(`browser_burst_vs_js ${(sdkBurst.us / jsBurst.us).toFixed(3)}`);
     const sdkLat = (await follow("sdk", { latency: true, turns: 1 })).lat;
     const jsLat = (await follow("js", { latency: true, turns: 1 })).lat;
     console.log(`browser_live_latency_p50_ms ${sdkLat.p50.toFixed(2)}`);

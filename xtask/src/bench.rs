@@ -216,6 +216,30 @@ const FIGURES: &[Figure] = &[
         target: Some((Goal::AtMost, 1.0)),
     },
     Figure {
+        name: "browser_burst_events",
+        unit: "events",
+        what: "a burst: one answer's deltas back to back (`/long 20000 /burst`), events followed",
+        target: None,
+    },
+    Figure {
+        name: "browser_burst_delta_us",
+        unit: "µs",
+        what: "the burst, SDK: main-thread script per event (thousands of events in a few large chunks)",
+        target: None,
+    },
+    Figure {
+        name: "browser_burst_js_delta_us",
+        unit: "µs",
+        what: "the burst, plain-JS follower",
+        target: None,
+    },
+    Figure {
+        name: "browser_burst_vs_js",
+        unit: "x",
+        what: "SDK / plain-JS script per event of the burst",
+        target: Some((Goal::AtMost, 1.0)),
+    },
+    Figure {
         name: "browser_live_latency_p50_ms",
         unit: "ms",
         what: "a chunk's arrival (body read) to the render that shows it, SDK, p50",
