@@ -142,12 +142,29 @@ try {
   }
 
   // Live: long streamed answers (chunks as the server paces them), followed
-  // by the SDK and by the plain-JS follower in turn, in the same page; script
-  // time per received event from the CDP metrics.
+  // by the SDK and by the plain-JS follower in turn, in the same page;
+  // main-thread time per received event from a CPU profile of each.
   if (wants("live") || wants("memory")) {
     const metric = async () =>
       Object.fromEntries((await cdp.send("Performance.getMetrics")).metrics.map((m) => [m.name, m.value]));
-    const follow = async (which, { profile = false, latency = false, turns = TURNS, burst = false } = {}) => {
+    // Main-thread time of a follower: the sum of a CPU profile's samples
+    // (JS, wasm, GC and the builtins they call; not idle, not "(program)").
+    // CDP's ScriptDuration is not used: it counts tasks (timers, animation
+    // frames) and leaves out promise jobs, where both followers read the
+    // body and where the SDK parses and folds every chunk (session 7:
+    // `notify: "sync"`, which moves the SDK's whole work into promise jobs,
+    // read 1.6 µs per event by ScriptDuration).
+    const busyUs = (prof) => {
+      const dt = new Map();
+      for (let i = 0; i < prof.samples.length; i++) dt.set(prof.samples[i], (dt.get(prof.samples[i]) ?? 0) + (prof.timeDeltas[i] ?? 0));
+      let us = 0;
+      for (const n of prof.nodes) {
+        const name = n.callFrame.functionName;
+        if (name !== "(idle)" && name !== "(program)") us += dt.get(n.id) ?? 0;
+      }
+      return us;
+    };
+    const follow = async (which, { latency = false, turns = TURNS, burst = false } = {}) => {
       const { session_id: s } = await api("POST", "/v1/sessions", { title: `live ${which}` });
       await page.evaluate(([w, s]) => window[`${w}Follow`](s, 1), [which, s]);
       // One unmeasured answer first: each follower's code (and a package's
@@ -156,7 +173,7 @@ try {
       const answer = async (i, chars, flags = "") => {
         await api("POST", `/v1/sessions/${s}/messages`, { message_id: `bench${i}`, text: `/long ${chars}${flags}` });
         // Polled every 100 ms, not every frame: the probe's own calls would
-        // otherwise be counted as the follower's script time.
+        // otherwise be counted as the follower's time.
         await page.waitForFunction(([w, n]) => window.liveCursor(w) >= n, [which, 4 * (i + 1) + 1], {
           timeout: 300_000,
           polling: 100,
@@ -164,11 +181,9 @@ try {
       };
       await answer(0, 2000);
       await page.evaluate((on) => window.latencyProbe(on), latency);
-      if (profile) {
-        await cdp.send("Profiler.enable");
-        await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
-        await cdp.send("Profiler.start");
-      }
+      await cdp.send("Profiler.enable");
+      await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
+      await cdp.send("Profiler.start");
       const before = await metric();
       const eventsBefore = (await page.evaluate((w) => window.liveStats(w), which)).events;
       for (let i = 1; i <= turns; i++) await answer(i, burst ? BURST : LONG, burst ? " /burst" : "");
@@ -176,13 +191,13 @@ try {
       const stats = await page.evaluate((w) => window.liveStats(w), which);
       const lat = await page.evaluate(() => window.latencyStats());
       await page.evaluate(() => window.latencyProbe(false));
-      let prof = null;
-      if (profile) prof = (await cdp.send("Profiler.stop")).profile;
+      const prof = (await cdp.send("Profiler.stop")).profile;
       await page.evaluate((w) => window.liveStop(w), which);
       const events = stats.events - eventsBefore;
-      const script = after.ScriptDuration - before.ScriptDuration;
-      console.error(`live ${which}: ${events} events, script ${script.toFixed(3)} s, ${JSON.stringify(stats)}`);
-      return { us: (script * 1e6) / events, events, stats, lat, prof };
+      const busy = busyUs(prof);
+      const tasks = after.ScriptDuration - before.ScriptDuration;
+      console.error(`live ${which}${burst ? " burst" : ""}: ${events} events, busy ${(busy / 1e3).toFixed(1)} ms, task script ${(tasks * 1e3).toFixed(1)} ms, ${JSON.stringify(stats)}`);
+      return { us: busy / events, taskUs: (tasks * 1e6) / events, events, stats, lat, prof };
     };
     const sdk = await follow("sdk");
     const js = await follow("js");
@@ -194,6 +209,8 @@ try {
     console.log(`browser_live_delta_us ${sdk.us.toFixed(2)}`);
     console.log(`browser_live_js_delta_us ${js.us.toFixed(2)}`);
     console.log(`browser_live_vs_js ${(sdk.us / js.us).toFixed(3)}`);
+    console.log(`browser_live_task_script_us ${sdk.taskUs.toFixed(2)}`);
+    console.log(`browser_live_js_task_script_us ${js.taskUs.toFixed(2)}`);
     console.log(`browser_notifications_per_frame ${sdk.stats.maxPerFrame}`);
     // A burst: one answer's deltas back to back (`/burst`), so thousands of
     // events arrive in a few large chunks.
@@ -209,11 +226,10 @@ try {
     console.log(`browser_live_latency_p95_ms ${sdkLat.p95.toFixed(2)}`);
     console.log(`browser_live_js_latency_p50_ms ${jsLat.p50.toFixed(2)}`);
     console.log(`browser_live_js_latency_p95_ms ${jsLat.p95.toFixed(2)}`);
-    // BENCH_PROFILE=path: a CPU profile of one answer per follower
+    // BENCH_PROFILE=path: the measured answers' CPU profiles
     // (path.sdk.cpuprofile, path.js.cpuprofile), top self times on stderr.
     if (process.env.BENCH_PROFILE) {
-      for (const which of ["sdk", "js"]) {
-        const { prof } = await follow(which, { profile: true, turns: 1 });
+      for (const [which, { prof }] of [["sdk", sdk], ["js", js]]) {
         writeFileSync(`${process.env.BENCH_PROFILE}.${which}.cpuprofile`, JSON.stringify(prof));
         console.error(`${which}:`);
         printProfile(prof);
