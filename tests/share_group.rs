@@ -353,3 +353,28 @@ fn a_refused_connection_reaches_every_machine_as_its_answer() {
     w.assert_converged();
     assert_eq!(w.server.conns.len(), 1);
 }
+
+#[test]
+fn a_gone_machine_gives_its_streams_back_and_its_scope_lingers_then_leaves() {
+    let mut w = World::new(&[("a", 2), ("b", 2)]);
+    let t0 = w.add_ctx(false);
+    w.follow(t0, "a", None);
+    let gone = w.follow(t0, "b", None);
+    w.advance(100);
+    w.assert_converged();
+    assert_eq!(w.carried().len(), 2);
+    // Its client closed without aborting (the executor's leave).
+    let now = w.now;
+    w.ctxs[t0].machines.retain(|(k, _)| *k != gone);
+    w.ctxs[t0].share.handle_machine_gone(gone, now);
+    assert_eq!(w.ctxs[t0].share.diagnostics().local_streams, 1);
+    // `b` stays on the connection for the linger time, then is dropped.
+    w.advance(1_000);
+    assert_eq!(w.carried().len(), 2, "still lingering");
+    w.advance(2_000);
+    let carried: Vec<String> = w.carried().into_iter().collect();
+    assert_eq!(carried, ["session:a"]);
+    w.server.append("a");
+    w.advance(10);
+    w.assert_converged();
+}

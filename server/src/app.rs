@@ -28,6 +28,8 @@ pub struct App {
     /// When this process started.
     pub started_at: String,
     last_recovery: Mutex<serde_json::Value>,
+    /// SSE responses (scoped and multiplexed) whose body is still open.
+    pub streams_open: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl App {
@@ -49,6 +51,7 @@ impl App {
             restart: tokio::sync::Mutex::new(()),
             started_at: now_rfc3339(),
             last_recovery: Mutex::new(report),
+            streams_open: Arc::default(),
         }))
     }
 

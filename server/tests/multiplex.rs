@@ -610,3 +610,28 @@ async fn a_changed_set_loses_and_duplicates_nothing() {
         assert_eq!(state.applied[k], heads[k], "{k:?}");
     }
 }
+
+/// `streams_open` counts open SSE bodies, scoped and multiplexed (the
+/// browser tests check "one connection per browser" with it), and drops
+/// when a client goes away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_open_counts_scoped_and_multiplexed_streams() {
+    let s = server().await;
+    s.append("team", "gauge", 0).await;
+    let open = |c: &Value| c["streams_open"].as_u64().unwrap();
+    let scoped = s.stream("/v1/teams/gauge/events", None).await;
+    let mut muxed = mux(&s, &["team:gauge:".into()]).await;
+    until_opened(&mut muxed, &[team("gauge")]).await;
+    let (_, comms) = s.get("/v1/diagnostics/comms").await;
+    assert_eq!(open(&comms), 2, "{comms}");
+    drop((scoped, muxed));
+    let deadline = Instant::now() + 5 * SEC;
+    loop {
+        let (_, comms) = s.get("/v1/diagnostics/comms").await;
+        if open(&comms) == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{comms}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

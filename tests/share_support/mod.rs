@@ -412,11 +412,15 @@ impl World {
                             continue;
                         };
                         match what {
-                            Delivery::Opened => m.handle_stream_opened(
+                            Delivery::Opened {
+                                status,
+                                content_type,
+                                retry_after,
+                            } => m.handle_stream_opened(
                                 stream,
-                                200,
-                                Some("text/event-stream"),
-                                None,
+                                status,
+                                content_type.as_deref(),
+                                retry_after.as_deref(),
                                 now,
                             ),
                             Delivery::Bytes(b) => m.handle_stream_bytes(stream, &b, now),

@@ -76,6 +76,7 @@ pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {
     Json(json!({
         "subscribers": get(&s.subscribers),
         "streams": app.log.hub.open_streams(),
+        "streams_open": get(&app.streams_open),
         "refused": get(&s.refused),
         "subscriptions_total": get(&s.subscriptions_total),
         "lagged": get(&s.lagged_disconnects),

@@ -58,10 +58,11 @@ pub(super) async fn multiplexed(
         .collect::<Result<_, ApiError>>()?;
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
     let writer = Writer::new(Arc::clone(&app), tx, false);
+    let open = app.streams_open.clone();
     tokio::spawn(async move {
         let _ = run(app, writer, subscribed).await;
     });
-    Ok(sse_response(rx))
+    Ok(sse_response(rx, open))
 }
 
 /// One scope on the live part of the stream.

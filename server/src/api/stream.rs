@@ -168,16 +168,48 @@ fn spawn_stream(
     head: u64,
 ) -> Response {
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
+    let open = app.streams_open.clone();
     let mut writer = Writer::new(app, tx, true);
     tokio::spawn(async move {
         let _ = writer.run(Feed::new(scope, start), sub, epoch, head).await;
     });
-    sse_response(rx)
+    sse_response(rx, open)
+}
+
+/// Counts an open SSE body (`streams_open` of the comms diagnostics) until
+/// the server drops it, i.e. until the connection is gone.
+struct Counted {
+    inner: ReceiverStream<io::Result<Bytes>>,
+    open: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl tokio_stream::Stream for Counted {
+    type Item = io::Result<Bytes>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        std::pin::Pin::new(&mut self.inner).poll_next(cx)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The response around a writer's channel, with the headers of §4.3.5.
-pub(super) fn sse_response(rx: mpsc::Receiver<io::Result<Bytes>>) -> Response {
-    let mut resp = Body::from_stream(ReceiverStream::new(rx)).into_response();
+pub(super) fn sse_response(
+    rx: mpsc::Receiver<io::Result<Bytes>>,
+    open: Arc<std::sync::atomic::AtomicU64>,
+) -> Response {
+    open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let body = Counted {
+        inner: ReceiverStream::new(rx),
+        open,
+    };
+    let mut resp = Body::from_stream(body).into_response();
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,

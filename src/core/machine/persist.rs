@@ -117,3 +117,57 @@ pub fn decode(bytes: &[u8], target: &Target) -> Result<(Position, View), CoreErr
     };
     Ok((pos, s.state))
 }
+
+/// Whether the encoded value `new` may replace `stored` under the same key
+/// (several tabs persist one scope, issue 12 point 4): never a smaller
+/// cursor of the same epoch over a larger one. A different epoch replaces
+/// (epochs have no order; a writer's epoch was checked against the server
+/// at its last `hello`, and one on a stale epoch flips at its next), and so
+/// does anything over an unreadable value; a value without an epoch does
+/// not replace one with.
+pub fn supersedes(new: &[u8], stored: &[u8]) -> bool {
+    struct Head {
+        epoch: Option<String>,
+        cursor: u64,
+    }
+    crate::json_struct!(Head {
+        epoch: def,
+        cursor: req
+    });
+    let head = |b: &[u8]| json::from_slice::<Head>(b).ok();
+    match (head(new), head(stored)) {
+        (Some(n), Some(s)) => match (&n.epoch, &s.epoch) {
+            // Nothing known yet does not replace something known.
+            (None, Some(_)) => false,
+            (a, b) if a == b => n.cursor >= s.cursor,
+            _ => true,
+        },
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::supersedes;
+
+    fn value(epoch: &str, cursor: u64) -> Vec<u8> {
+        format!(
+            r#"{{"v":1,"target":"session:s","epoch":"{epoch}","cursor":{cursor},"state":{{}}}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn an_older_cursor_of_the_same_epoch_never_replaces_a_newer_one() {
+        assert!(!supersedes(&value("e1", 4), &value("e1", 9)));
+        assert!(supersedes(&value("e1", 9), &value("e1", 4)));
+        assert!(supersedes(&value("e1", 9), &value("e1", 9)));
+    }
+
+    #[test]
+    fn another_epoch_or_an_unreadable_value_is_replaced() {
+        assert!(supersedes(&value("e2", 1), &value("e1", 9)));
+        assert!(supersedes(&value("e1", 1), b"garbage"));
+        assert!(!supersedes(b"{\"v\":1,\"cursor\":0}", &value("e1", 3)));
+    }
+}

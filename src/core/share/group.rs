@@ -1,12 +1,9 @@
 //! The group's side: leadership changes, and the channel messages of
 //! [`wire`](super::wire).
 
-use std::collections::BTreeMap;
-
-use super::route::greeting;
 use super::wire::{self, Body};
-use super::{Remote, Role, Share, MAX_CONTEXTS, MAX_MESSAGE_BYTES, MAX_SUBS, SUB_EXPIRY_MS};
-use super::{SET_DEBOUNCE_MS, SUB_REFRESH_MS};
+use super::{Remote, Role, Share, Subs, MAX_CONTEXTS, MAX_MESSAGE_BYTES, MAX_SUBS};
+use super::{SET_DEBOUNCE_MS, SUB_EXPIRY_MS, SUB_REFRESH_MS};
 
 impl Share {
     /// This context got the lock: it opens the group's connection (after a
@@ -25,7 +22,7 @@ impl Share {
         self.broadcast(&Body::Leader);
         self.set_check_at = Some(now.saturating_add(SET_DEBOUNCE_MS));
         // Every remote counts as heard now: its refresh is due within the expiry.
-        for r in self.remotes.values_mut() {
+        for r in &mut self.remotes {
             r.seen_at = r.seen_at.max(now);
         }
     }
@@ -53,12 +50,8 @@ impl Share {
         if self.role != Role::Follower || self.closed {
             return;
         }
-        let subs: Vec<(String, Option<u64>)> = self
-            .router
-            .subscriptions()
-            .into_iter()
-            .take(MAX_SUBS)
-            .collect();
+        let mut subs = self.router.subscriptions();
+        subs.truncate(MAX_SUBS);
         self.broadcast(&Body::Sub(subs));
         self.sub_refresh_at = Some(now.saturating_add(SUB_REFRESH_MS));
     }
@@ -81,24 +74,20 @@ impl Share {
         let ok = match msg.body {
             Body::Sub(subs) => self.remote_subs(from, subs, now),
             Body::Leader => self.leader_announced(from, now),
-            Body::Resign => {
+            body @ (Body::Resign | Body::Bye) => {
                 if self.leader == Some(from) {
                     self.leader = None;
                 }
-                true
-            }
-            Body::Bye => {
-                if self.leader == Some(from) {
-                    self.leader = None;
+                if body == Body::Bye {
+                    self.forget_remotes(&|r| r.context == from, now);
                 }
-                self.forget_remote(from, now);
                 true
             }
-            Body::Event(text) => self.leader_event(from, text),
+            Body::Event(text) => self.leader_event(from, &text),
             Body::End(keys, why) => {
                 let ok = self.accept_broadcast(from);
                 if ok {
-                    self.router.end(Some(&keys), &why, &mut self.out);
+                    self.router.end(&keys, &why, &mut self.out);
                 }
                 ok
             }
@@ -149,71 +138,72 @@ impl Share {
         true
     }
 
-    fn remote_subs(&mut self, from: u64, mut subs: Vec<(String, Option<u64>)>, now: u64) -> bool {
-        if !self.remotes.contains_key(&from) && self.remotes.len() >= MAX_CONTEXTS {
-            return false;
-        }
+    /// A context's whole set of scopes. The leader greets its machines on
+    /// the scopes already flowing that it did not follow before (the
+    /// others' routers keep what they know).
+    fn remote_subs(&mut self, from: u64, mut subs: Subs, now: u64) -> bool {
         subs.truncate(MAX_SUBS);
         let before = self.group_keys();
-        let subs: BTreeMap<String, Option<u64>> = subs.into_iter().collect();
-        let prev = self.remotes.insert(
-            from,
-            Remote {
-                subs: subs.clone(),
-                seen_at: now,
-            },
-        );
+        let (i, old) = match self.remotes.iter().position(|r| r.context == from) {
+            Some(i) => {
+                let r = &mut self.remotes[i];
+                r.seen_at = now;
+                (i, Some(std::mem::replace(&mut r.subs, subs)))
+            }
+            None if self.remotes.len() >= MAX_CONTEXTS => return false,
+            None => {
+                self.remotes.push(Remote {
+                    context: from,
+                    subs,
+                    seen_at: now,
+                });
+                (self.remotes.len() - 1, None)
+            }
+        };
         if self.role == Role::Leader {
-            if prev.is_none() {
+            if old.is_none() {
                 // A newcomer learns who leads.
                 self.broadcast(&Body::Leader);
             }
-            // A scope already flowing: the newcomer's machines are greeted
-            // (the others' routers keep what they know).
-            let old = prev.map(|p| p.subs).unwrap_or_default();
-            for k in subs.keys().filter(|k| !old.contains_key(*k)) {
-                if !self.router.flowing(k) {
-                    continue;
-                }
-                if let Some([hello, beat]) = self.router.track(k).and_then(|t| greeting(k, t)) {
-                    self.broadcast(&Body::Event(&hello));
-                    self.broadcast(&Body::Event(&beat));
+            let mut fresh = Vec::new();
+            for (k, _) in self.remotes[i].subs.iter() {
+                self.idle.remove(k);
+                if !old.as_ref().is_some_and(|o| o.has(k)) {
+                    fresh.push(k.to_owned());
                 }
             }
-            for k in subs.keys() {
-                self.idle_since.remove(k);
+            for k in fresh {
+                if let Some([hello, beat]) = self.router.greeting(&k) {
+                    self.broadcast(&Body::Event(hello.into()));
+                    self.broadcast(&Body::Event(beat.into()));
+                }
             }
         }
         self.keys_left(&before, now);
         true
     }
 
-    fn forget_remote(&mut self, from: u64, now: u64) {
+    /// Forgets the contexts `gone` selects.
+    fn forget_remotes(&mut self, gone: &dyn Fn(&Remote) -> bool, now: u64) {
         let before = self.group_keys();
-        if self.remotes.remove(&from).is_some() {
+        let n = self.remotes.len();
+        self.remotes.retain(|r| !gone(r));
+        if self.remotes.len() < n {
             self.keys_left(&before, now);
         }
     }
 
     /// Scopes the group no longer follows linger; the set is checked.
-    fn keys_left(&mut self, before: &BTreeMap<String, Option<u64>>, now: u64) {
+    fn keys_left(&mut self, before: &Subs, now: u64) {
         let after = self.group_keys();
-        for k in before.keys().filter(|k| !after.contains_key(*k)) {
-            self.idle_since.insert(k.clone(), now);
+        for (k, _) in before.iter().filter(|(k, _)| !after.has(k)) {
+            self.idle_since(k, now);
         }
         self.set_changed(now);
     }
 
     /// Forgets contexts not heard of for [`SUB_EXPIRY_MS`] (crashed).
     pub(super) fn expire_remotes(&mut self, now: u64) {
-        let gone: Vec<u64> = self
-            .remotes
-            .iter()
-            .filter(|(_, r)| now >= r.seen_at.saturating_add(SUB_EXPIRY_MS))
-            .map(|(c, _)| *c)
-            .collect();
-        for c in gone {
-            self.forget_remote(c, now);
-        }
+        self.forget_remotes(&|r| now >= r.seen_at.saturating_add(SUB_EXPIRY_MS), now);
     }
 }

@@ -2,12 +2,10 @@
 //! opening it, switching sets (§4.6: new connection first, the old one
 //! closed once the new one said every hello), reconnecting.
 
-use std::collections::BTreeMap;
-
 use super::mux::{Mux, MAX_SUBS};
 use super::route::key_of;
 use super::wire::{Body, EndReason};
-use super::{Output, Role, Share, SET_DEBOUNCE_MS};
+use super::{Output, Role, Share, Subs, SET_DEBOUNCE_MS};
 use crate::core::machine::{CoreError, RequestId};
 use crate::core::protocol::Event;
 use crate::core::sse::{SseEvent, SseItem};
@@ -131,7 +129,7 @@ impl Share {
         let current_has = self
             .mux
             .as_ref()
-            .and_then(|m| m.subs.get(&key))
+            .and_then(|m| m.sub(&key))
             .is_some_and(|s| !s.refused);
         if conn == Conn::Old && current_has && (refused || self.mux_carries(&key)) {
             return;
@@ -140,7 +138,7 @@ impl Share {
             Conn::Current => self.mux.as_mut(),
             Conn::Old => self.old.as_mut(),
         };
-        let Some(sub) = m.and_then(|m| m.subs.get_mut(&key)) else {
+        let Some(sub) = m.and_then(|m| m.subs.iter_mut().find(|s| s.key == key)) else {
             return;
         };
         if sub.refused {
@@ -165,8 +163,8 @@ impl Share {
         if refused {
             // Its machines got the answer and decide; a stale announcement
             // must not put it straight back.
-            self.idle_since.remove(&key);
-            for r in self.remotes.values_mut() {
+            self.idle.remove(&key);
+            for r in &mut self.remotes {
                 r.subs.remove(&key);
             }
         }
@@ -185,8 +183,8 @@ impl Share {
         let done = match (&self.mux, &self.old) {
             (Some(new), Some(old)) => old
                 .subs
-                .keys()
-                .all(|k| new.subs.get(k).is_none_or(|s| s.hello || s.refused)),
+                .iter()
+                .all(|o| new.sub(&o.key).is_none_or(|s| s.hello || s.refused)),
             _ => false,
         };
         if done {
@@ -212,16 +210,8 @@ impl Share {
             Some(Conn::Current) => {}
             None => return,
         }
-        let mut keys: Vec<String> = Vec::new();
-        for m in [self.mux.take(), self.old.take()].into_iter().flatten() {
-            if m.id != id {
-                self.out.push_back(Output::AbortMux { id: m.id });
-            }
-            keys.extend(m.subs.into_keys());
-        }
-        keys.sort();
-        keys.dedup();
-        self.router.end(Some(&keys), &why, &mut self.out);
+        let keys = self.drop_muxes(Some(id));
+        self.router.end(&keys, &why, &mut self.out);
         self.broadcast(&Body::End(keys, why));
         let delay = self
             .backoff
@@ -229,11 +219,26 @@ impl Share {
         self.mux_retry_at = Some(now.saturating_add(delay));
     }
 
+    /// Forgets both connections, aborting each but `lost` (over already);
+    /// returns the scopes they carried.
+    fn drop_muxes(&mut self, lost: Option<RequestId>) -> Vec<String> {
+        let mut keys: Vec<String> = Vec::new();
+        while let Some(m) = self.mux.take().or_else(|| self.old.take()) {
+            if Some(m.id) != lost {
+                self.out.push_back(Output::AbortMux { id: m.id });
+            }
+            for s in m.subs {
+                if !keys.contains(&s.key) {
+                    keys.push(s.key);
+                }
+            }
+        }
+        keys
+    }
+
     /// Aborts every connection (lost leadership, close).
     pub(super) fn abort_muxes(&mut self) {
-        for m in [self.mux.take(), self.old.take()].into_iter().flatten() {
-            self.out.push_back(Output::AbortMux { id: m.id });
-        }
+        self.drop_muxes(None);
         self.mux_retry_at = None;
         self.set_check_at = None;
     }
@@ -246,24 +251,24 @@ impl Share {
         }
     }
 
-    /// The scopes the connection should carry and where each starts: where
-    /// this context's stream left it when known (nothing passed on twice),
-    /// else the smallest cursor asked (a machine further ahead drops
-    /// duplicates; one with a smaller cursor, or a live-only one, gets a
-    /// hello and repairs by itself).
-    fn wanted(&self) -> BTreeMap<String, Option<u64>> {
+    /// The scopes the connection should carry and where each starts:
+    /// where this context's stream left it when known (nothing passed on
+    /// twice), else the smallest cursor asked (a machine further ahead
+    /// drops duplicates; one with a smaller cursor, or a live-only one,
+    /// gets a hello and repairs by itself).
+    fn wanted(&self) -> Subs {
         let mut want = self.group_keys();
-        for k in self.idle_since.keys() {
-            want.entry(k.clone()).or_insert(None);
+        for (k, _) in self.idle.iter() {
+            want.add(k, None);
         }
-        for (k, after) in want.iter_mut() {
-            if let Some(p) = self.router.track(k).and_then(|t| t.position()) {
-                *after = Some(p);
-            }
+        let mut start = Subs::default();
+        for (k, after) in want.iter() {
+            start.add(k, self.router.position(k).or(after));
         }
         // PROTOCOL.md §4.6 limit; the others wait (their machines' watchdogs
         // retry) until scopes are dropped.
-        want.into_iter().take(MAX_SUBS).collect()
+        start.truncate(MAX_SUBS);
+        start
     }
 
     pub(super) fn mux_timers(&mut self, now: u64) {
@@ -299,7 +304,10 @@ impl Share {
             }
             return;
         };
-        if m.active_keys().eq(want.keys()) {
+        if m.active()
+            .map(|s| s.key.as_str())
+            .eq(want.iter().map(|(k, _)| k))
+        {
             return;
         }
         if self.old.is_some() {
@@ -314,7 +322,7 @@ impl Share {
         self.open_mux(&want, now);
     }
 
-    fn open_mux(&mut self, want: &BTreeMap<String, Option<u64>>, now: u64) {
+    fn open_mux(&mut self, want: &Subs, now: u64) {
         let id = self.alloc_id();
         let m = Mux::new(id, want, self.cfg.max_event_size, now);
         self.out.push_back(Output::OpenMux {

@@ -4,10 +4,9 @@
 //! A machine's `OpenStream`/`Abort` for a scoped target go to the [`Share`]
 //! hub instead of the network; the hub answers with a virtual stream under
 //! the same [`RequestId`]: [`Output::Deliver`] of [`Delivery`] values that
-//! the executor feeds to that machine (`Opened` → `handle_stream_opened(id,
-//! 200, Some("text/event-stream"), None)`, `Bytes` → `handle_stream_bytes`,
-//! `End` → `handle_stream_end`, `Failed` → `handle_request_failed`,
-//! `HttpError` → `handle_http_error`). Each `Bytes` holds whole SSE events of
+//! the executor feeds to that machine (`Opened` → `handle_stream_opened`,
+//! `Bytes` → `handle_stream_bytes`, `End` → `handle_stream_end`, `Failed` →
+//! `handle_request_failed`, `HttpError` → `handle_http_error`). Each `Bytes` holds whole SSE events of
 //! that scope only, so the machine's parser, dedupe, gap repair, watchdog and
 //! rules 1–12 apply unchanged.
 //!
@@ -28,12 +27,15 @@
 
 mod mux;
 mod route;
+mod subs;
 pub mod wire;
 
 pub use mux::{path as mux_path, MAX_SUBS};
 pub use route::MAX_TRACKS;
+use subs::min_some;
+pub use subs::Subs;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use crate::core::json;
 use crate::core::machine::{
@@ -42,7 +44,7 @@ use crate::core::machine::{
 use crate::core::protocol::Envelope;
 use crate::core::sse::{SseEvent, SseItem};
 use mux::Mux;
-use route::{min_after, target_key, Routed, Router};
+use route::{target_key, Router};
 use wire::Body;
 
 /// A set change waits this long, so a burst of subscriptions (a page
@@ -74,12 +76,24 @@ pub enum Role {
     Follower,
 }
 
-/// What a machine's virtual stream receives.
-#[derive(Clone, Debug, PartialEq)]
+/// What happened on a stream, in the terms of the machine's stream inputs:
+/// what a machine's virtual stream receives from the hub, and what the
+/// executor reports of a real one (a machine's own, or the hub's
+/// connection: [`Share::handle_mux`]).
+#[derive(Debug, PartialEq)]
 pub enum Delivery {
-    /// `handle_stream_opened(id, 200, Some("text/event-stream"), None, now)`.
-    Opened,
-    /// `handle_stream_bytes(id, bytes, now)`: whole SSE events.
+    /// `handle_stream_opened(id, status, content_type, retry_after, now)`
+    /// (a virtual stream: 200, `text/event-stream`).
+    Opened {
+        /// The status (2xx).
+        status: u16,
+        /// `Content-Type`.
+        content_type: Option<String>,
+        /// `Retry-After`.
+        retry_after: Option<String>,
+    },
+    /// `handle_stream_bytes(id, bytes, now)`: body bytes (from the hub,
+    /// whole SSE events).
     Bytes(Vec<u8>),
     /// `handle_stream_end(id, now)`.
     End,
@@ -97,7 +111,7 @@ pub enum Delivery {
 }
 
 /// What the executor must do next.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub enum Output {
     /// `GET base + path_and_query`, `Accept: text/event-stream`; feed the
     /// answer to the `handle_mux_*` inputs.
@@ -160,8 +174,10 @@ impl ShareConfig {
     }
 }
 
-/// Running totals and the current shape, for `diagnostics()`.
+/// Running totals and the current shape, for `diagnostics()` (its JSON is
+/// the `share` of the JS `Diagnostics`, camelCase).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ShareDiagnostics {
     /// `solo`, `leader` or `follower`.
     pub role: Option<Role>,
@@ -184,9 +200,10 @@ pub struct ShareDiagnostics {
 }
 
 /// Another context's subscriptions.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Remote {
-    subs: BTreeMap<String, Option<u64>>,
+    context: u64,
+    subs: Subs,
     seen_at: u64,
 }
 
@@ -206,9 +223,11 @@ pub struct Share {
     mux_retry_at: Option<u64>,
     sse_retry: Option<u64>,
     set_check_at: Option<u64>,
-    /// Scopes without subscribers, since when.
-    idle_since: BTreeMap<String, u64>,
-    remotes: BTreeMap<u64, Remote>,
+    /// Scopes nobody here follows any more, each with since when (in the
+    /// cursor's place): they stay wanted for [`LINGER_MS`].
+    idle: Subs,
+    /// The other contexts of the group (at most [`MAX_CONTEXTS`]).
+    remotes: Vec<Remote>,
     leader: Option<u64>,
     sub_refresh_at: Option<u64>,
     out: VecDeque<Output>,
@@ -240,8 +259,8 @@ impl Share {
             mux_retry_at: None,
             sse_retry: None,
             set_check_at: None,
-            idle_since: BTreeMap::new(),
-            remotes: BTreeMap::new(),
+            idle: Subs::default(),
+            remotes: Vec::new(),
             leader: None,
             sub_refresh_at: None,
             out: VecDeque::new(),
@@ -314,7 +333,7 @@ impl Share {
             return true;
         }
         let after = last_event_id.and_then(|v| v.parse::<u64>().ok());
-        self.idle_since.remove(&key);
+        self.idle.remove(&key);
         self.router
             .subscribe(machine, id, key, after, &mut self.out);
         self.subscriptions_changed(now);
@@ -326,11 +345,45 @@ impl Share {
         let Some(key) = self.router.unsubscribe(machine, id) else {
             return false;
         };
-        if !self.router.subscriptions().contains_key(&key) {
-            self.idle_since.insert(key, now);
+        if !self.router.follows(&key) {
+            self.idle_since(&key, now);
         }
         self.subscriptions_changed(now);
         true
+    }
+
+    /// What happened on connection `id`, as a [`Delivery`] (the
+    /// `handle_mux_*` input it names).
+    pub fn handle_mux(&mut self, id: RequestId, what: Delivery, now: u64) {
+        match what {
+            Delivery::Opened {
+                status,
+                content_type,
+                retry_after,
+            } => self.handle_mux_opened(
+                id,
+                status,
+                content_type.as_deref(),
+                retry_after.as_deref(),
+                now,
+            ),
+            Delivery::Bytes(b) => self.handle_mux_bytes(id, &b, now),
+            Delivery::End => self.handle_mux_end(id, now),
+            Delivery::Failed(e) => self.handle_mux_failed(id, e, now),
+            Delivery::HttpError {
+                status,
+                retry_after,
+                body,
+            } => self.handle_mux_http_error(id, status, retry_after.as_deref(), &body, now),
+        }
+    }
+
+    /// A machine went away without aborting its stream (its client
+    /// closed): its virtual streams are dropped as if it had.
+    pub fn handle_machine_gone(&mut self, machine: u64, now: u64) {
+        while let Some(id) = self.router.stream_of(machine) {
+            self.handle_abort(machine, id, now);
+        }
     }
 
     /// The next thing to do.
@@ -345,34 +398,20 @@ impl Share {
         if self.closed {
             return None;
         }
-        let stall = self
-            .mux
-            .as_ref()
-            .map(|m| m.last_byte_at.saturating_add(self.cfg.stall_ms));
-        let linger = self
-            .idle_since
-            .values()
-            .min()
-            .map(|t| t.saturating_add(LINGER_MS));
-        let expiry = match self.role {
-            Role::Leader => self
-                .remotes
-                .values()
-                .map(|r| r.seen_at.saturating_add(SUB_EXPIRY_MS))
-                .min(),
-            _ => None,
-        };
-        [
-            self.set_check_at,
-            self.mux_retry_at,
-            stall,
-            linger,
-            self.sub_refresh_at,
-            expiry,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        let mut at = min_some(self.set_check_at, self.mux_retry_at);
+        at = min_some(at, self.sub_refresh_at);
+        if let Some(m) = &self.mux {
+            at = min_some(at, Some(m.last_byte_at.saturating_add(self.cfg.stall_ms)));
+        }
+        for (_, since) in self.idle.iter() {
+            at = min_some(at, since.map(|t| t.saturating_add(LINGER_MS)));
+        }
+        if self.role == Role::Leader {
+            for r in &self.remotes {
+                at = min_some(at, Some(r.seen_at.saturating_add(SUB_EXPIRY_MS)));
+            }
+        }
+        at
     }
 
     /// The timer fired (late is fine).
@@ -380,16 +419,9 @@ impl Share {
         if self.closed {
             return;
         }
-        let lingered: Vec<String> = self
-            .idle_since
-            .iter()
-            .filter(|(_, t)| now >= t.saturating_add(LINGER_MS))
-            .map(|(k, _)| k.clone())
-            .collect();
-        if !lingered.is_empty() {
-            for k in lingered {
-                self.idle_since.remove(&k);
-            }
+        let lingered =
+            |since: Option<u64>| since.is_some_and(|t| now >= t.saturating_add(LINGER_MS));
+        if self.idle.drop_where(&lingered) {
             self.set_changed(now);
         }
         if self.sub_refresh_at.is_some_and(|t| now >= t) {
@@ -443,20 +475,23 @@ impl Share {
     }
 
     /// Every scope this context knows the group follows.
-    fn group_keys(&self) -> BTreeMap<String, Option<u64>> {
+    fn group_keys(&self) -> Subs {
         let mut m = self.router.subscriptions();
-        for r in self.remotes.values() {
-            for (k, a) in &r.subs {
-                let e = m.entry(k.clone()).or_insert(*a);
-                *e = min_after(*e, *a);
-            }
+        for r in &self.remotes {
+            m.add_all(&r.subs);
         }
         m
     }
 
+    /// `key` is followed by nobody here since `now` (see [`LINGER_MS`]).
+    fn idle_since(&mut self, key: &str, now: u64) {
+        self.idle.remove(key);
+        self.idle.add(key, Some(now));
+    }
+
     /// Whether another context follows `key`.
     fn remote_follows(&self, key: &str) -> bool {
-        self.remotes.values().any(|r| r.subs.contains_key(key))
+        self.remotes.iter().any(|r| r.subs.has(key))
     }
 
     fn alloc_id(&mut self) -> RequestId {
@@ -472,10 +507,10 @@ impl Share {
     /// Feeds one SSE event of a connection through the router; returns
     /// whether it was passed on (to broadcast).
     fn route_event(&mut self, ev: &SseEvent, env: &Envelope, start: Option<Option<u64>>) -> bool {
-        let kept = self.router.event(&ev.data, env, start, &mut self.out) == Routed::Kept;
+        let kept = self.router.event(&ev.data, env, start, &mut self.out);
         let key = route::key_of(env.scope, &env.scope_id);
         if kept && self.role == Role::Leader && self.remote_follows(&key) {
-            self.broadcast(&Body::Event(&ev.data));
+            self.broadcast(&Body::Event(ev.data.as_str().into()));
         }
         kept
     }

@@ -1,9 +1,8 @@
 //! The multiplexed stream (PROTOCOL.md §4.6): its path, and what one
 //! connection of it has delivered so far.
 
-use std::collections::BTreeMap;
-
 use super::route::split_key;
+use super::subs::Subs;
 use crate::core::machine::RequestId;
 use crate::core::sse::SseParser;
 
@@ -40,8 +39,10 @@ pub fn path<'a>(subs: impl IntoIterator<Item = (&'a str, Option<u64>)>) -> Strin
 }
 
 /// One scope on one connection.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct MuxSub {
+    /// Its key.
+    pub key: String,
     /// Where it was asked to start.
     pub after: Option<u64>,
     /// Its `hello` came: from now on this connection carries it.
@@ -55,8 +56,8 @@ pub struct MuxSub {
 pub struct Mux {
     /// The request.
     pub id: RequestId,
-    /// Its scopes.
-    pub subs: BTreeMap<String, MuxSub>,
+    /// Its scopes, in key order.
+    pub subs: Vec<MuxSub>,
     /// Its SSE parser.
     pub parser: SseParser,
     /// Last byte (or the request), for the stall watchdog.
@@ -65,23 +66,16 @@ pub struct Mux {
 
 impl Mux {
     /// A connection for these scopes.
-    pub fn new(
-        id: RequestId,
-        subs: &BTreeMap<String, Option<u64>>,
-        max_event: usize,
-        now: u64,
-    ) -> Self {
+    pub fn new(id: RequestId, subs: &Subs, max_event: usize, now: u64) -> Self {
         Mux {
             id,
             subs: subs
                 .iter()
-                .map(|(k, a)| {
-                    let s = MuxSub {
-                        after: *a,
-                        hello: false,
-                        refused: false,
-                    };
-                    (k.clone(), s)
+                .map(|(k, after)| MuxSub {
+                    key: k.to_owned(),
+                    after,
+                    hello: false,
+                    refused: false,
                 })
                 .collect(),
             parser: SseParser::with_max_event_size(max_event),
@@ -91,17 +85,22 @@ impl Mux {
 
     /// The request's path.
     pub fn path(&self) -> String {
-        path(self.subs.iter().map(|(k, s)| (k.as_str(), s.after)))
+        path(self.subs.iter().map(|s| (s.key.as_str(), s.after)))
+    }
+
+    /// The scope `key`, if this connection asked for it.
+    pub fn sub(&self, key: &str) -> Option<&MuxSub> {
+        self.subs.iter().find(|s| s.key == key)
     }
 
     /// Whether this connection carries `key` now (hello came, not refused).
     pub fn carries(&self, key: &str) -> bool {
-        self.subs.get(key).is_some_and(|s| s.hello && !s.refused)
+        self.sub(key).is_some_and(|s| s.hello && !s.refused)
     }
 
     /// The scopes still asked for (not refused).
-    pub fn active_keys(&self) -> impl Iterator<Item = &String> {
-        self.subs.iter().filter(|(_, s)| !s.refused).map(|(k, _)| k)
+    pub fn active(&self) -> impl Iterator<Item = &MuxSub> {
+        self.subs.iter().filter(|s| !s.refused)
     }
 }
 

@@ -3,12 +3,13 @@
 //! machines' virtual streams, fed with re-serialised SSE events of their
 //! scope only.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
+use super::subs::Subs;
 use super::wire::EndReason;
 use super::{Delivery, Output};
 use crate::core::json;
-use crate::core::machine::{CoreError, RequestId, Target};
+use crate::core::machine::{RequestId, Target};
 use crate::core::protocol::{Envelope, Event, Scope};
 
 /// The routing key of a scope: `session:ses_1`; the system scope is
@@ -40,6 +41,7 @@ pub const MAX_TRACKS: usize = 1_024;
 /// What this context knows of one scope's shared stream.
 #[derive(Clone, Debug, Default)]
 pub struct Track {
+    key: String,
     epoch: Option<String>,
     boot: String,
     head: u64,
@@ -50,15 +52,8 @@ pub struct Track {
     flowing: bool,
 }
 
-impl Track {
-    /// Where a new stream for this scope should start, if known.
-    pub fn position(&self) -> Option<u64> {
-        self.position
-    }
-}
-
 /// One machine's virtual stream.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Local {
     machine: u64,
     id: RequestId,
@@ -67,19 +62,11 @@ struct Local {
     greeted: bool,
 }
 
-/// Why a routed event was not passed on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Routed {
-    /// Passed on (to whoever was greeted).
-    Kept,
-    /// A durable event at or below the position.
-    Duplicate,
-}
-
 /// The per-scope state and the virtual streams of one context.
 #[derive(Debug, Default)]
 pub struct Router {
-    tracks: BTreeMap<String, Track>,
+    /// Searched linearly: a handful per context, [`MAX_TRACKS`] at most.
+    tracks: Vec<Track>,
     locals: Vec<Local>,
     duplicates: u64,
 }
@@ -117,7 +104,7 @@ fn envelope(key: &str, type_name: &str, data: &str) -> String {
 /// joins a scope already flowing: the hello carries the highest head seen,
 /// so a live-only machine marks everything up to it as not coming, and the
 /// heartbeat makes a machine with an older cursor repair its gap at once.
-pub fn greeting(key: &str, t: &Track) -> Option<[String; 2]> {
+pub fn greeting(t: &Track) -> Option<[String; 2]> {
     let epoch = t.epoch.as_deref()?;
     let head = t.head.max(t.position.unwrap_or(0));
     let mut hello = String::from("{\"epoch\":");
@@ -129,14 +116,14 @@ pub fn greeting(key: &str, t: &Track) -> Option<[String; 2]> {
     hello.push('}');
     let beat = format!("{{\"head\":{head}}}");
     Some([
-        envelope(key, "hello", &hello),
-        envelope(key, "heartbeat", &beat),
+        envelope(&t.key, "hello", &hello),
+        envelope(&t.key, "heartbeat", &beat),
     ])
 }
 
 /// The answer a machine gets for a `subscription.error` (PROTOCOL.md §4.6),
 /// shaped like the scoped stream's HTTP answer so rule 9 applies unchanged.
-fn subscription_error(data: &str) -> Delivery {
+fn subscription_error(data: &str) -> EndReason {
     #[derive(Default)]
     struct SubError {
         error: String,
@@ -158,38 +145,35 @@ fn subscription_error(data: &str) -> Delivery {
     body.push_str(",\"message\":");
     json::write_str(&mut body, &e.message);
     body.push('}');
-    Delivery::HttpError {
+    EndReason::Http {
         status,
         retry_after: None,
-        body: body.into_bytes(),
+        body,
     }
 }
 
 impl Router {
-    /// The track of a scope, if any was seen.
-    pub fn track(&self, key: &str) -> Option<&Track> {
-        self.tracks.get(key)
+    fn track(&self, key: &str) -> Option<&Track> {
+        self.tracks.iter().find(|t| t.key == key)
     }
 
-    /// Whether a scope is flowing (its hello came on the current source).
-    pub fn flowing(&self, key: &str) -> bool {
-        self.tracks.get(key).is_some_and(|t| t.flowing)
+    /// Where a new stream for `key` should start, if known.
+    pub fn position(&self, key: &str) -> Option<u64> {
+        self.track(key)?.position
+    }
+
+    /// The greeting for a newcomer to `key`, if that scope is flowing (its
+    /// hello came on the current source).
+    pub fn greeting(&self, key: &str) -> Option<[String; 2]> {
+        self.track(key).filter(|t| t.flowing).and_then(greeting)
     }
 
     /// Nothing flows until the next source's hellos (a new subscriber is
     /// greeted by the real one); virtual streams stay open.
     pub fn pause(&mut self) {
-        for t in self.tracks.values_mut() {
+        for t in &mut self.tracks {
             t.flowing = false;
         }
-    }
-
-    /// Forgets scopes that neither flow nor have a virtual stream (what the
-    /// next connection for them starts from is then the machines' cursors).
-    fn forget_idle_tracks(&mut self) {
-        let locals = &self.locals;
-        self.tracks
-            .retain(|k, t| t.flowing || locals.iter().any(|l| l.key == *k));
     }
 
     /// Durable events dropped as already passed on.
@@ -204,13 +188,17 @@ impl Router {
 
     /// Every key with a virtual stream and the smallest `after` asked for
     /// (`None` when every subscriber is live only).
-    pub fn subscriptions(&self) -> BTreeMap<String, Option<u64>> {
-        let mut m: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    pub fn subscriptions(&self) -> Subs {
+        let mut m = Subs::default();
         for l in &self.locals {
-            let e = m.entry(l.key.clone()).or_insert(l.after);
-            *e = min_after(*e, l.after);
+            m.add(&l.key, l.after);
         }
         m
+    }
+
+    /// Whether a machine here follows `key`.
+    pub fn follows(&self, key: &str) -> bool {
+        self.locals.iter().any(|l| l.key == key)
     }
 
     /// A machine opens its stream: it is told at once that it opened, and
@@ -223,25 +211,28 @@ impl Router {
         after: Option<u64>,
         out: &mut VecDeque<Output>,
     ) {
+        let opened = Delivery::Opened {
+            status: 200,
+            content_type: Some("text/event-stream".into()),
+            retry_after: None,
+        };
         out.push_back(Output::Deliver {
             machine,
             stream: id,
-            what: Delivery::Opened,
+            what: opened,
         });
-        let mut local = Local {
+        let greeting = self.greeting(&key);
+        let local = Local {
             machine,
             id,
             key,
             after,
-            greeted: false,
+            greeted: greeting.is_some(),
         };
-        if let Some(t) = self.tracks.get(&local.key).filter(|t| t.flowing) {
-            if let Some(g) = greeting(&local.key, t) {
-                let mut bytes = sse("hello", &g[0]);
-                bytes.extend_from_slice(&sse("heartbeat", &g[1]));
-                out.push_back(deliver(&local, Delivery::Bytes(bytes)));
-                local.greeted = true;
-            }
+        if let Some([hello, beat]) = greeting {
+            let mut bytes = sse("hello", &hello);
+            bytes.extend_from_slice(&sse("heartbeat", &beat));
+            out.push_back(deliver(&local, Delivery::Bytes(bytes)));
         }
         self.locals.push(local);
     }
@@ -255,116 +246,125 @@ impl Router {
         Some(self.locals.remove(i).key)
     }
 
+    /// The track of `key`, made if new. At [`MAX_TRACKS`], scopes that
+    /// neither flow nor have a virtual stream are forgotten first (what the
+    /// next connection for them starts from is then the machines' cursors).
+    fn track_mut(&mut self, key: &str) -> &mut Track {
+        let i = match self.tracks.iter().position(|t| t.key == key) {
+            Some(i) => i,
+            None => {
+                if self.tracks.len() >= MAX_TRACKS {
+                    let locals = &self.locals;
+                    self.tracks
+                        .retain(|t| t.flowing || locals.iter().any(|l| l.key == t.key));
+                }
+                self.tracks.push(Track {
+                    key: key.to_owned(),
+                    ..Track::default()
+                });
+                self.tracks.len() - 1
+            }
+        };
+        &mut self.tracks[i]
+    }
+
     /// One event of the shared stream (`text` is its envelope as received).
     /// `start`: for a `hello` of a new source, where its durable events
     /// start (the `after` it was opened with, `None` = at the hello's head).
+    /// False for a durable event at or below the position (a duplicate,
+    /// dropped).
     pub fn event(
         &mut self,
         text: &str,
         env: &Envelope,
         start: Option<Option<u64>>,
         out: &mut VecDeque<Output>,
-    ) -> Routed {
+    ) -> bool {
         let key = key_of(env.scope, &env.scope_id);
-        if !self.tracks.contains_key(&key) && self.tracks.len() >= MAX_TRACKS {
-            self.forget_idle_tracks();
-        }
-        let t = self.tracks.entry(key.clone()).or_default();
-        let type_name = env.event.type_name();
+        let t = self.track_mut(&key);
+        let is_hello = matches!(env.event, Event::Hello(_));
+        // A hello goes to the machines waiting for one, and to those already
+        // following only if the log or the worker changed (a new
+        // connection's hello says nothing new otherwise); anything else
+        // goes to the greeted.
+        let mut to_all = false;
         match &env.event {
             Event::Hello(h) => {
                 let new_epoch = t.epoch.as_deref() != Some(h.epoch.as_str());
-                let new_boot = t.boot != h.boot_id;
+                to_all = new_epoch || t.boot != h.boot_id;
                 if new_epoch {
                     t.epoch = Some(h.epoch.clone());
                     t.head = h.head;
                     t.position = None;
                 }
-                t.boot = h.boot_id.clone();
+                t.boot.clone_from(&h.boot_id);
                 t.head = t.head.max(h.head);
                 if t.position.is_none() {
-                    t.position = match start {
-                        Some(Some(after)) => Some(after),
-                        Some(None) => Some(h.head),
-                        None => None,
-                    };
+                    t.position = start.map(|s| s.unwrap_or(h.head));
                 }
                 t.flowing = true;
-                let bytes = sse(type_name, text);
-                for l in self.locals.iter_mut().filter(|l| l.key == key) {
-                    // A machine already following this scope continues: a
-                    // new stream's hello says nothing new unless the log
-                    // or the worker changed.
-                    if !l.greeted || new_epoch || new_boot {
-                        l.greeted = true;
-                        out.push_back(deliver(l, Delivery::Bytes(bytes.clone())));
-                    }
-                }
-                return Routed::Kept;
             }
             Event::Heartbeat(hb) => t.head = t.head.max(hb.head),
             Event::Unknown { type_name, data } if type_name == "subscription.error" => {
-                *t = Track::default();
-                let what = subscription_error(data.as_str());
-                self.end_where(|l| l.key == key, |_| what.clone(), out);
-                return Routed::Kept;
+                // Forgotten: nothing more comes for it on this source.
+                t.epoch = None;
+                t.boot.clear();
+                t.head = 0;
+                t.position = None;
+                t.flowing = false;
+                let why = subscription_error(data.as_str());
+                self.end_streams(std::slice::from_ref(&key), &why, out);
+                return true;
             }
             _ => {}
         }
-        if let Some(seq) = env.seq {
+        if let Some(seq) = env.seq.filter(|_| !is_hello) {
             if t.position.is_some_and(|p| seq <= p) {
                 self.duplicates += 1;
-                return Routed::Duplicate;
+                return false;
             }
             t.position = Some(seq);
             t.head = t.head.max(seq);
         }
-        let bytes = sse(type_name, text);
-        for l in self.locals.iter().filter(|l| l.key == key && l.greeted) {
-            out.push_back(deliver(l, Delivery::Bytes(bytes.clone())));
+        let bytes = sse(env.event.type_name(), text);
+        for l in &mut self.locals {
+            if l.key == key && (l.greeted != is_hello || to_all) {
+                l.greeted = true;
+                out.push_back(deliver(l, Delivery::Bytes(bytes.clone())));
+            }
         }
-        Routed::Kept
+        true
     }
 
-    /// The shared stream stopped carrying `keys` (all when `None`): their
-    /// virtual streams end, so each machine backs off and subscribes again.
-    pub fn end(&mut self, keys: Option<&[String]>, why: &EndReason, out: &mut VecDeque<Output>) {
-        let hit = |k: &str| keys.is_none_or(|ks| ks.iter().any(|x| x == k));
-        for (k, t) in self.tracks.iter_mut() {
-            if hit(k) {
+    /// The shared stream stopped carrying `keys`: their virtual streams
+    /// end, so each machine backs off and subscribes again.
+    pub fn end(&mut self, keys: &[String], why: &EndReason, out: &mut VecDeque<Output>) {
+        for t in &mut self.tracks {
+            if keys.contains(&t.key) {
                 t.flowing = false;
             }
         }
-        let what = match why {
-            EndReason::Clean => Delivery::End,
-            EndReason::Failed(msg) => Delivery::Failed(CoreError::Network(msg.clone())),
-            EndReason::Http {
-                status,
-                retry_after,
-                body,
-            } => Delivery::HttpError {
-                status: *status,
-                retry_after: retry_after.clone(),
-                body: body.clone().into_bytes(),
-            },
-        };
-        self.end_where(|l| hit(&l.key), |_| what.clone(), out);
+        self.end_streams(keys, why, out);
     }
 
-    fn end_where(
-        &mut self,
-        mut hit: impl FnMut(&Local) -> bool,
-        what: impl Fn(&Local) -> Delivery,
-        out: &mut VecDeque<Output>,
-    ) {
+    /// Ends the virtual streams of `keys`, each with its own answer (built
+    /// from `why`, so `Delivery` needs no `Clone`).
+    fn end_streams(&mut self, keys: &[String], why: &EndReason, out: &mut VecDeque<Output>) {
         self.locals.retain(|l| {
-            if hit(l) {
-                out.push_back(deliver(l, what(l)));
-                false
-            } else {
-                true
+            let hit = keys.contains(&l.key);
+            if hit {
+                out.push_back(deliver(l, why.delivery()));
             }
+            !hit
         });
+    }
+
+    /// One virtual stream of `machine`, if it has any.
+    pub fn stream_of(&self, machine: u64) -> Option<RequestId> {
+        self.locals
+            .iter()
+            .find(|l| l.machine == machine)
+            .map(|l| l.id)
     }
 }
 
@@ -373,14 +373,6 @@ fn deliver(l: &Local, what: Delivery) -> Output {
         machine: l.machine,
         stream: l.id,
         what,
-    }
-}
-
-/// The smaller of two `after`s, where `None` (live only) yields to any cursor.
-pub fn min_after(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, None) | (None, x) => x,
     }
 }
 
@@ -399,14 +391,13 @@ mod tests {
             ("new_thing", 502),
         ] {
             let data = format!(r#"{{"error":"{code}","message":"m","head":3}}"#);
-            let Delivery::HttpError {
+            let EndReason::Http {
                 status: s, body, ..
             } = subscription_error(&data)
             else {
                 panic!("an HTTP answer");
             };
             assert_eq!(s, status);
-            let body = String::from_utf8(body).unwrap();
             assert_eq!(body, format!(r#"{{"error":"{code}","message":"m"}}"#));
         }
     }
@@ -414,19 +405,20 @@ mod tests {
     #[test]
     fn a_greeting_carries_the_highest_head_seen() {
         let t = Track {
+            key: "session:s".into(),
             epoch: Some("e".into()),
             boot: "b".into(),
             head: 7,
             position: Some(9),
             flowing: true,
         };
-        let [hello, beat] = greeting("session:s", &t).unwrap();
+        let [hello, beat] = greeting(&t).unwrap();
         assert_eq!(
             hello,
             r#"{"scope":"session","scope_id":"s","type":"hello","critical":true,"data":{"epoch":"e","head":9,"boot_id":"b"}}"#
         );
         assert!(beat.contains(r#""data":{"head":9}"#));
-        assert_eq!(greeting("session:s", &Track::default()), None);
+        assert_eq!(greeting(&Track::default()), None);
         assert_eq!(sse("hello", "a\nb"), b"event: hello\ndata: a\ndata: b\n\n");
     }
 }

@@ -1,21 +1,26 @@
 //! The channel's messages between the contexts of one group (versioned JSON,
-//! written and read with the project's small JSON module).
+//! written here and read with the project's JSON module).
 //!
 //! Every message is `{"v":1,"g":<group>,"from":<context id>,"t":<type>,…}`:
-//! - `sub` `{"subs":[["session:ses_1",17],["team:t1",null]]}`: the sender's
-//!   whole set of scopes and the smallest cursor its machines asked from
-//!   (null = live only). Sent on every change, when a leader announces
-//!   itself, and every [`SUB_REFRESH_MS`](super::SUB_REFRESH_MS).
+//! - `sub` `{"keys":["session:ses_1","team:t1"],"after":[17,null]}`: the
+//!   sender's whole set of scopes and, at the same index, the smallest
+//!   cursor its machines asked from (null = live only). Sent on every
+//!   change, when a leader announces itself, and every
+//!   [`SUB_REFRESH_MS`](super::SUB_REFRESH_MS).
 //! - `leader` `{}`: the sender holds the lock and the multiplexed stream.
 //! - `resign` `{}`: the sender gave the lock up.
 //! - `bye` `{}`: the sender closed; forget its subscriptions.
 //! - `ev` `{"d":<envelope>}`: one event of one scope, as the server sent it.
-//! - `end` `{"keys":[…],"why":"clean"|"failed"|"http","msg":…,"status":…,
-//!   "retry_after":…,"body":…}`: the multiplexed stream ended for these scopes.
+//! - `end` `{"keys":[…],"why":"clean"|"failed"|"http","status":…,
+//!   "retry_after":…,"body":…}`: the multiplexed stream ended for these
+//!   scopes (`body`: the failure's message, or the HTTP answer's body).
 
 use std::borrow::Cow;
 
-use crate::core::json::{self, FromJson, JsonError, Reader};
+use super::subs::Subs;
+use super::Delivery;
+use crate::core::json::{self, RawJson};
+use crate::core::machine::CoreError;
 
 /// The version this code writes and reads.
 pub const VERSION: u64 = 1;
@@ -38,11 +43,31 @@ pub enum EndReason {
     },
 }
 
-/// One decoded message; the envelope of `Event` is kept as text.
+impl EndReason {
+    /// What each machine's virtual stream gets for it (a fresh value per
+    /// stream: building is what a `Clone` of [`Delivery`] would do anyway).
+    pub fn delivery(&self) -> Delivery {
+        match self {
+            EndReason::Clean => Delivery::End,
+            EndReason::Failed(msg) => Delivery::Failed(CoreError::Network(msg.clone())),
+            EndReason::Http {
+                status,
+                retry_after,
+                body,
+            } => Delivery::HttpError {
+                status: *status,
+                retry_after: retry_after.clone(),
+                body: body.clone().into_bytes(),
+            },
+        }
+    }
+}
+
+/// One message; the envelope of `Event` is kept as text.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Body<'a> {
     /// The sender's subscriptions.
-    Sub(Vec<(String, Option<u64>)>),
+    Sub(Subs),
     /// The sender leads.
     Leader,
     /// The sender stopped leading.
@@ -50,7 +75,7 @@ pub enum Body<'a> {
     /// The sender closed.
     Bye,
     /// One event (the envelope's JSON text).
-    Event(&'a str),
+    Event(Cow<'a, str>),
     /// The stream ended for these scopes.
     End(Vec<String>, EndReason),
 }
@@ -66,169 +91,148 @@ pub struct Message<'a> {
     pub body: Body<'a>,
 }
 
-fn header(t: &str, group: &str, from: u64) -> String {
-    let mut s = String::with_capacity(96);
-    s.push_str("{\"v\":1,\"g\":");
-    json::write_str(&mut s, group);
-    s.push_str(",\"from\":");
-    s.push_str(&from.to_string());
-    s.push_str(",\"t\":");
-    json::write_str(&mut s, t);
-    s
+/// `,"keys":[…]`.
+fn write_keys(s: &mut String, keys: &mut dyn Iterator<Item = &str>) {
+    s.push_str(",\"keys\":[");
+    for (i, k) in keys.enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        json::write_str(s, k);
+    }
+    s.push(']');
 }
 
 /// Encodes a message; `Event` splices the envelope text in verbatim.
 pub fn encode(group: &str, from: u64, body: &Body<'_>) -> Vec<u8> {
-    let mut s;
+    let t = match body {
+        Body::Sub(_) => "sub",
+        Body::Leader => "leader",
+        Body::Resign => "resign",
+        Body::Bye => "bye",
+        Body::Event(_) => "ev",
+        Body::End(..) => "end",
+    };
+    let mut s = format!("{{\"v\":{VERSION},\"from\":{from},\"t\":\"{t}\",\"g\":");
+    json::write_str(&mut s, group);
     match body {
         Body::Sub(subs) => {
-            s = header("sub", group, from);
-            s.push_str(",\"subs\":[");
-            for (i, (key, after)) in subs.iter().enumerate() {
+            write_keys(&mut s, &mut subs.iter().map(|(k, _)| k));
+            s.push_str(",\"after\":[");
+            for (i, (_, a)) in subs.iter().enumerate() {
                 if i > 0 {
                     s.push(',');
                 }
-                s.push('[');
-                json::write_str(&mut s, key);
-                s.push(',');
-                match after {
+                match a {
                     Some(a) => s.push_str(&a.to_string()),
                     None => s.push_str("null"),
                 }
-                s.push(']');
             }
             s.push(']');
         }
-        Body::Leader => s = header("leader", group, from),
-        Body::Resign => s = header("resign", group, from),
-        Body::Bye => s = header("bye", group, from),
         Body::Event(text) => {
-            s = header("ev", group, from);
             s.push_str(",\"d\":");
             s.push_str(text);
         }
         Body::End(keys, why) => {
-            s = header("end", group, from);
-            s.push_str(",\"keys\":[");
-            for (i, k) in keys.iter().enumerate() {
-                if i > 0 {
-                    s.push(',');
-                }
-                json::write_str(&mut s, k);
-            }
-            s.push_str("],\"why\":");
-            match why {
-                EndReason::Clean => s.push_str("\"clean\""),
-                EndReason::Failed(msg) => {
-                    s.push_str("\"failed\",\"msg\":");
-                    json::write_str(&mut s, msg);
-                }
+            write_keys(&mut s, &mut keys.iter().map(String::as_str));
+            let (why, status, retry_after, text) = match why {
+                EndReason::Clean => ("clean", 0, None, ""),
+                EndReason::Failed(msg) => ("failed", 0, None, msg.as_str()),
                 EndReason::Http {
                     status,
                     retry_after,
                     body,
-                } => {
-                    s.push_str("\"http\",\"status\":");
-                    s.push_str(&status.to_string());
-                    if let Some(r) = retry_after {
-                        s.push_str(",\"retry_after\":");
-                        json::write_str(&mut s, r);
-                    }
-                    s.push_str(",\"body\":");
-                    json::write_str(&mut s, body);
-                }
+                } => ("http", *status, retry_after.as_deref(), body.as_str()),
+            };
+            s.push_str(",\"why\":\"");
+            s.push_str(why);
+            s.push_str("\",\"status\":");
+            s.push_str(&status.to_string());
+            s.push_str(",\"body\":");
+            json::write_str(&mut s, text);
+            if let Some(r) = retry_after {
+                s.push_str(",\"retry_after\":");
+                json::write_str(&mut s, r);
             }
         }
+        Body::Leader | Body::Resign | Body::Bye => {}
     }
     s.push('}');
     s.into_bytes()
 }
 
-/// One `[key, after]` pair of a `sub` message.
-struct SubPair(String, Option<u64>);
-
-impl FromJson for SubPair {
-    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
-        let mut key = None;
-        let mut after = None;
-        let mut n = 0;
-        r.array(&mut |r| {
-            match n {
-                0 => key = Some(String::read(r)?),
-                1 => after = Option::<u64>::read(r)?,
-                _ => r.skip()?,
-            }
-            n += 1;
-            Ok(())
-        })?;
-        Ok(SubPair(key.ok_or(JsonError::Missing("key"))?, after))
-    }
+/// Every key a message may have; which ones count depends on `t`.
+/// Each is optional here and checked below: a required field's early
+/// return in the reader costs a drop of every field read before it.
+#[derive(Default)]
+struct Fields {
+    v: u64,
+    g: String,
+    from: Option<u64>,
+    t: String,
+    keys: Option<Vec<String>>,
+    after: Vec<Option<u64>>,
+    d: Option<RawJson>,
+    why: String,
+    status: u64,
+    retry_after: Option<String>,
+    body: String,
 }
+
+// The JSON module's one field loop (`Reader::fields`): a hand-written
+// decoder cost 4 KB of raw wasm.
+crate::json_struct!(Fields {
+    v: def,
+    g: def,
+    from: def,
+    t: def,
+    keys: def,
+    after: def,
+    d: def,
+    why: def,
+    status: def,
+    retry_after: def,
+    body: def,
+});
 
 /// Decodes a message; `None` for anything malformed, of another version or
 /// of an unknown type (the caller counts it).
-pub fn decode(bytes: &[u8]) -> Option<Message<'_>> {
-    let text = json::utf8(bytes).ok()?;
-    let mut r = Reader::new(text);
-    let mut v = None;
-    let mut group = None;
-    let mut from = None;
-    let mut t: Option<Cow<'_, str>> = None;
-    let mut subs: Option<Vec<SubPair>> = None;
-    let mut d: Option<&str> = None;
-    let mut keys: Option<Vec<String>> = None;
-    let mut why: Option<String> = None;
-    let mut msg: Option<String> = None;
-    let mut status: Option<u64> = None;
-    let mut retry_after: Option<String> = None;
-    let mut body: Option<String> = None;
-    r.object(&mut |r, key| {
-        match key {
-            "v" => v = Some(u64::read(r)?),
-            "g" => group = Some(String::read(r)?),
-            "from" => from = Some(u64::read(r)?),
-            "t" => t = Some(r.string()?),
-            "subs" => subs = Some(Vec::read(r)?),
-            "d" => d = Some(r.raw()?),
-            "keys" => keys = Some(Vec::read(r)?),
-            "why" => why = Some(String::read(r)?),
-            "msg" => msg = Some(String::read(r)?),
-            "status" => status = Some(u64::read(r)?),
-            "retry_after" => retry_after = Option::read(r)?,
-            "body" => body = Some(String::read(r)?),
-            _ => r.skip()?,
-        }
-        Ok(())
-    })
-    .ok()?;
-    r.end().ok()?;
-    if v != Some(VERSION) {
+pub fn decode(bytes: &[u8]) -> Option<Message<'static>> {
+    let f: Fields = json::from_slice(bytes).ok()?;
+    if f.v != VERSION {
         return None;
     }
-    let body = match t?.as_ref() {
-        "sub" => Body::Sub(subs?.into_iter().map(|p| (p.0, p.1)).collect()),
+    let body = match f.t.as_str() {
+        "sub" => {
+            let mut subs = Subs::default();
+            for (i, k) in f.keys?.iter().enumerate() {
+                subs.add(k, f.after.get(i).copied().flatten());
+            }
+            Body::Sub(subs)
+        }
         "leader" => Body::Leader,
         "resign" => Body::Resign,
         "bye" => Body::Bye,
-        "ev" => Body::Event(d?),
+        "ev" => Body::Event(Cow::Owned(f.d?.as_str().to_owned())),
         "end" => {
-            let reason = match why?.as_str() {
+            let reason = match f.why.as_str() {
                 "clean" => EndReason::Clean,
-                "failed" => EndReason::Failed(msg.unwrap_or_default()),
+                "failed" => EndReason::Failed(f.body),
                 "http" => EndReason::Http {
-                    status: u16::try_from(status?).ok()?,
-                    retry_after,
-                    body: body.unwrap_or_default(),
+                    status: u16::try_from(f.status).ok()?,
+                    retry_after: f.retry_after,
+                    body: f.body,
                 },
                 _ => return None,
             };
-            Body::End(keys?, reason)
+            Body::End(f.keys?, reason)
         }
         _ => return None,
     };
     Some(Message {
-        group: group?,
-        from: from?,
+        group: f.g,
+        from: f.from?,
         body,
     })
 }
@@ -241,15 +245,15 @@ mod tests {
 
     #[test]
     fn every_message_round_trips() {
+        let mut subs = Subs::default();
+        subs.add("session:s1", Some(17));
+        subs.add("team:t", None);
         let bodies = [
-            Body::Sub(vec![
-                ("session:s1".into(), Some(17)),
-                ("team:t".into(), None),
-            ]),
+            Body::Sub(subs),
             Body::Leader,
             Body::Resign,
             Body::Bye,
-            Body::Event(r#"{"scope":"session","type":"x"}"#),
+            Body::Event(r#"{"scope":"session","type":"x"}"#.into()),
             Body::End(vec!["session:s1".into()], EndReason::Clean),
             Body::End(vec![], EndReason::Failed("cut \"here\"".into())),
             Body::End(
