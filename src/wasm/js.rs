@@ -10,6 +10,20 @@ extern "C" {
     /// `globalThis.setTimeout(f, ms)`.
     #[wasm_bindgen(js_name = setTimeout)]
     pub fn set_timeout(f: &Function, ms: i32) -> JsValue;
+    /// `globalThis.queueMicrotask(f)`.
+    #[wasm_bindgen(js_name = queueMicrotask)]
+    pub fn queue_microtask(f: &Function);
+    /// A promise, as [`settle`] uses it.
+    type Thenable;
+    #[wasm_bindgen(method)]
+    fn then(this: &Thenable, ok: &JsValue, err: &JsValue);
+}
+
+/// `promise.then(ok, err)`, either may be `undefined`: a promise's outcome
+/// as a call of a function made once per client, where awaiting it would
+/// take a future and two closures per promise.
+pub fn settle(promise: &Promise, ok: &JsValue, err: &JsValue) {
+    promise.unchecked_ref::<Thenable>().then(ok, err);
 }
 
 #[wasm_bindgen(module = "/src/wasm/browser.js")]
@@ -113,13 +127,6 @@ pub fn to_js<T: serde::Serialize + ?Sized>(value: &T) -> JsValue {
         Ok(text) => parse_json(&text),
         Err(_) => JsValue::NULL,
     }
-}
-
-/// Runs a future on the microtask queue. Boxed so that every task shares
-/// one instantiation of the executor's code (a few hundred bytes each).
-pub fn spawn(f: impl std::future::Future<Output = ()> + 'static) {
-    let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> = Box::pin(f);
-    wasm_bindgen_futures::spawn_local(boxed);
 }
 
 /// A Promise settled by a future; boxed for the same reason as [`spawn`].
