@@ -51,8 +51,22 @@ pub struct Driver {
     /// Reads a page that arrived early, queued as a microtask behind the
     /// requests just started (`has_waiting_page`).
     read_waiting_page: Function,
+    /// Calls the subscribers when the pacer deferred them.
+    notify_later: Function,
     /// Where an asynchronous storage answers.
     storage: StorageReports,
+}
+
+/// A JS function calling `f` on the driver while it exists, made once per
+/// client: a timer, a deferred notification or a queued microtask creates
+/// no closure.
+fn call_back(weak: &Weak<Driver>, f: fn(&Rc<Driver>)) -> Function {
+    let weak = weak.clone();
+    function(Closure::<dyn FnMut()>::new(move || {
+        if let Some(d) = weak.upgrade() {
+            f(&d);
+        }
+    }))
 }
 
 /// The JS functions an asynchronous storage's promises settle into.
@@ -156,18 +170,16 @@ impl Driver {
         // Nothing to persist into: the machine need not encode its state.
         config.persist = !store.keeps_nothing();
         let driver = Rc::new_cyclic(|weak: &Weak<Driver>| {
-            let w = weak.clone();
-            let read_waiting_page = Closure::<dyn FnMut()>::new(move || {
-                if let Some(d) = w.upgrade() {
-                    d.input(|m, now| m.handle_waiting_page(now));
-                }
+            let fire = call_back(weak, |d| {
+                d.state.borrow_mut().timer.fired();
+                d.input(|m, now| m.handle_timeout(now));
             });
             Driver {
                 state: RefCell::new(State {
                     machine: Machine::load(config, now),
                     closed: false,
                     reqs: Vec::new(),
-                    timer: Timer::default(),
+                    timer: Timer::new(fire),
                     listeners: None,
                     subscribers: Subscribers::new(o.notify),
                     outcomes: Outcomes::default(),
@@ -176,7 +188,10 @@ impl Driver {
                 http: Http::new(&o, get_token, reports(weak)),
                 target: o.target,
                 js_view: RefCell::new(with_js_view.then(ViewCache::default)),
-                read_waiting_page: function(read_waiting_page),
+                read_waiting_page: call_back(weak, |d| {
+                    d.input(|m, now| m.handle_waiting_page(now))
+                }),
+                notify_later: call_back(weak, |d| d.notify_now()),
                 storage: StorageReports::new(weak),
             }
         });
@@ -331,13 +346,7 @@ impl Driver {
                 } else {
                     None
                 };
-                let weak = Rc::downgrade(self);
-                state.timer.arm(m.poll_timeout(), move || {
-                    if let Some(d) = weak.upgrade() {
-                        d.state.borrow_mut().timer.fired();
-                        d.input(|m, now| m.handle_timeout(now));
-                    }
-                });
+                state.timer.arm(m.poll_timeout());
                 (dones, notify_at, Some(m.has_waiting_page()))
             }
         };
@@ -435,12 +444,7 @@ impl Driver {
         if at == NotifyAt::Now {
             return self.notify_now();
         }
-        let weak = Rc::downgrade(self);
-        notify::defer(at, move || {
-            if let Some(d) = weak.upgrade() {
-                d.notify_now();
-            }
-        });
+        notify::defer(at, &self.notify_later);
     }
 
     fn notify_now(&self) {
@@ -479,11 +483,8 @@ impl Driver {
                 dones.extend(state.outcomes.complete(done));
             }
             state.closed = true;
-            let rest = (
-                std::mem::take(&mut state.timer),
-                state.listeners.take(),
-                state.subscribers.clear(),
-            );
+            state.timer.clear();
+            let rest = (state.listeners.take(), state.subscribers.clear());
             (std::mem::take(&mut state.reqs), persist, dones, rest)
         };
         drop((reqs, rest));

@@ -10,6 +10,9 @@ extern "C" {
     /// `globalThis.setTimeout(f, ms)`.
     #[wasm_bindgen(js_name = setTimeout)]
     pub fn set_timeout(f: &Function, ms: i32) -> JsValue;
+    /// `globalThis.clearTimeout(handle)`.
+    #[wasm_bindgen(js_name = clearTimeout)]
+    pub fn clear_timeout(handle: &JsValue);
     /// `globalThis.queueMicrotask(f)`.
     #[wasm_bindgen(js_name = queueMicrotask)]
     pub fn queue_microtask(f: &Function);
