@@ -131,12 +131,3 @@ pub fn to_js<T: serde::Serialize + ?Sized>(value: &T) -> JsValue {
         Err(_) => JsValue::NULL,
     }
 }
-
-/// A Promise settled by a future; boxed for the same reason as [`spawn`].
-pub fn promise(
-    f: impl std::future::Future<Output = Result<JsValue, JsValue>> + 'static,
-) -> js_sys::Promise {
-    let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>>>> =
-        Box::pin(f);
-    wasm_bindgen_futures::future_to_promise(boxed)
-}

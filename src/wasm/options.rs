@@ -193,12 +193,14 @@ fn js_token_source(f: Function) -> TokenSource {
 }
 
 /// A Rust token source as the JS function `exchange` awaits: resolves to
-/// the token, rejects with the reason's text.
+/// the token, rejects with the reason's text. Only Rust clients
+/// ([`Client::connect`](super::Client::connect)) take this path, so the JS
+/// package links no futures executor.
 pub fn token_function(source: &TokenSource) -> JsValue {
     let source = source.clone();
     Closure::<dyn Fn() -> js_sys::Promise>::new(move || {
         let token = source();
-        js::promise(async move {
+        wasm_bindgen_futures::future_to_promise(async move {
             token.await.map(JsValue::from).map_err(|e| {
                 JsValue::from(match e {
                     WasmError::Credentials(text) => text,
