@@ -395,7 +395,7 @@ impl Driver {
             // after this action already use fresh credentials.
             Action::RefreshCredentials => {}
             request => {
-                if let Some(req) = requests::start(&self.http, request) {
+                if let Some(req) = requests::start(&self.http, &request) {
                     self.state.borrow_mut().reqs.push(req);
                 }
             }

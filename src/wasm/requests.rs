@@ -40,43 +40,46 @@ impl Drop for Req {
 
 /// Starts the request an `OpenStream`, `Fetch` or `Post` asks for; other
 /// actions are not requests.
-pub fn start(http: &Http, action: Action) -> Option<Req> {
-    let (id, purpose, ctl) = match action {
+pub fn start(http: &Http, action: &Action) -> Option<Req> {
+    let json = "application/json";
+    let (id, purpose, request) = match action {
         Action::OpenStream {
             id,
             path_and_query,
             last_event_id,
         } => {
-            let req = Request {
+            let request = Request {
                 last_event_id: last_event_id.as_deref(),
                 stream: true,
-                ..Request::get(&path_and_query, "text/event-stream")
+                ..Request::get(path_and_query, "text/event-stream")
             };
-            (id, Purpose::Stream, http.start(id, req))
+            (*id, Purpose::Stream, request)
         }
         Action::Fetch {
             id,
             path_and_query,
             kind,
-        } => {
-            let req = Request::get(&path_and_query, "application/json");
-            (id, Purpose::Page(kind), http.start(id, req))
-        }
+        } => (
+            *id,
+            Purpose::Page(*kind),
+            Request::get(path_and_query, json),
+        ),
         Action::Post {
             id,
             path_and_query,
             body,
         } => {
-            let req = Request {
+            let request = Request {
                 method: "POST",
-                body: Some(&body),
+                body: Some(body),
                 hold: true,
-                ..Request::get(&path_and_query, "application/json")
+                ..Request::get(path_and_query, json)
             };
-            (id, Purpose::Post, http.start(id, req))
+            (*id, Purpose::Post, request)
         }
         _ => return None,
     };
+    let ctl = http.start(id, request);
     Some(Req { id, purpose, ctl })
 }
 
