@@ -5,11 +5,12 @@ use std::rc::Rc;
 use js_sys::{Function, Object, Promise};
 use wasm_bindgen::prelude::*;
 
-use super::client::Client;
+use super::client::{self, Client};
 use super::error::WasmError;
 use super::js;
 use super::options::Options;
 use super::view;
+use crate::core::machine::{Write, WriteOutcome};
 
 /// A client following one scope of an agent runtime (see `ConnectOptions`).
 #[wasm_bindgen]
@@ -24,9 +25,10 @@ impl ReplayClient {
     pub fn connect(
         #[wasm_bindgen(unchecked_param_type = "ConnectOptions")] options: JsValue,
     ) -> Result<ReplayClient, JsValue> {
-        let options = Options::from_js(&options)?;
+        let (options, get_token) = Options::from_js_parts(&options)?;
+        let get_token = get_token.map_or(JsValue::NULL, JsValue::from);
         Ok(ReplayClient {
-            client: Client::connect_for_js(options),
+            client: Client::connect_for_js(options, &get_token),
         })
     }
 
@@ -91,13 +93,17 @@ impl ReplayClient {
         text: String,
         #[wasm_bindgen(js_name = messageId)] message_id: Option<String>,
     ) -> Promise {
-        let sent = self.client.send(&text, message_id);
-        js::promise(async move {
-            let turn_id = sent.await?;
-            let o = Object::new();
-            js::set(&o, "turnId", &JsValue::from_str(&turn_id));
-            Ok(o.into())
-        })
+        self.write(
+            client::send_write(&text, message_id),
+            |outcome| match outcome {
+                WriteOutcome::Sent { turn_id } => {
+                    let o = Object::new();
+                    js::set(&o, "turnId", &JsValue::from_str(&turn_id));
+                    Ok(o.into())
+                }
+                other => Err(client::unexpected(other)),
+            },
+        )
     }
 
     /// Answers a pending question.
@@ -107,26 +113,47 @@ impl ReplayClient {
         #[wasm_bindgen(js_name = questionId)] question_id: String,
         answer: String,
     ) -> Promise {
-        let done = self.client.answer(&question_id, &answer);
-        js::promise(async move {
-            done.await?;
-            Ok(JsValue::UNDEFINED)
-        })
+        let write = Write::Answer {
+            question_id,
+            answer,
+        };
+        self.write(write, |_| Ok(JsValue::UNDEFINED))
     }
 
     /// Stops `turnId`, or the turn the view shows live; a retry never stops
     /// the turn after it.
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn cancel(&self, #[wasm_bindgen(js_name = turnId)] turn_id: Option<String>) -> Promise {
-        let done = self.client.cancel_turn(turn_id);
-        js::promise(async move {
-            done.await?;
-            Ok(JsValue::UNDEFINED)
-        })
+        self.write(Write::Cancel { turn_id }, |_| Ok(JsValue::UNDEFINED))
     }
 
     /// Stops everything; nothing is dispatched afterwards. Idempotent.
     pub fn close(&self) {
         self.client.close();
+    }
+}
+
+impl ReplayClient {
+    /// Starts `write`; the Promise settles with `resolved(outcome)`, or
+    /// rejects with the machine's error as a `ReplayError`.
+    fn write(
+        &self,
+        write: Write,
+        resolved: fn(WriteOutcome) -> Result<JsValue, WasmError>,
+    ) -> Promise {
+        let mut settle = None;
+        let promise = Promise::new(&mut |resolve, reject| settle = Some((resolve, reject)));
+        if let Some((resolve, reject)) = settle {
+            let done = Box::new(move |outcome: Result<WriteOutcome, _>| {
+                let settled = match outcome.map_err(WasmError::from).and_then(resolved) {
+                    Ok(v) => resolve.call1(&JsValue::UNDEFINED, &v),
+                    Err(e) => reject.call1(&JsValue::UNDEFINED, &e.into()),
+                };
+                // Settling a promise runs no code now: it cannot throw.
+                drop(settled);
+            });
+            self.client.driver().write(write, done);
+        }
+        promise
     }
 }

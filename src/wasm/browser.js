@@ -178,7 +178,7 @@ export function idbRemove(key) {
 // (Uint8Array; empty if a non-2xx body failed), or, when streamed, true at
 // its end and false when stopped. Rejects [kind, message], kind one of
 // "timeout", "credentials", "options", "network".
-export async function exchange(http, method, path, accept, body, lastEventId, ctl, hold, open, chunk) {
+async function exchange(http, method, path, accept, body, lastEventId, ctl, hold, open, chunk) {
   const [base, pairs, getToken, ms] = http;
   let late = false;
   let timer = setTimeout(() => { late = true; ctl.abort(); }, ms);
@@ -217,6 +217,24 @@ export async function exchange(http, method, path, accept, body, lastEventId, ct
   } finally {
     disarm();
   }
+}
+
+// Starts request `id` of a client on the microtask queue (no user code,
+// such as getToken, runs inside the driver's loop) and reports what
+// happens to the client's four functions `to` = [opened, chunk, settled,
+// failed], made once per client: opened(id, status, contentType,
+// retryAfter) and chunk(id, bytes) when `stream`, each returning false to
+// stop; then settled(id, status, retryAfter, body) with `exchange`'s body
+// (bytes, or true/false for a stream), or failed(id, kind, message).
+// Returns the request's AbortController.
+export function request(http, to, id, method, path, accept, body, lastEventId, hold, stream) {
+  const ctl = new AbortController();
+  const [opened, chunk, settled, failed] = to;
+  queueMicrotask(() => exchange(
+    http, method, path, accept, body, lastEventId, ctl, hold,
+    stream && ((...head) => opened(id, ...head)), (bytes) => chunk(id, bytes),
+  ).then((a) => settled(id, a[0], a[2], a[3]), (e) => failed(id, e[0], e[1])));
+  return ctl;
 }
 
 function text(e) {

@@ -4,9 +4,12 @@
 use std::future::Future;
 use std::rc::{Rc, Weak};
 
+use wasm_bindgen::JsValue;
+
 use super::driver::Driver;
 use super::error::WasmError;
-use super::options::Options;
+use super::options::{self, Options};
+use super::outcomes::WriteFuture;
 use crate::core::fold::View;
 use crate::core::machine::{
     Client as Machine, ClientNotice, Counters, Position, Status, Target, Write, WriteOutcome,
@@ -95,15 +98,20 @@ impl Client {
     /// the stored state is shown immediately; with IndexedDB or an async
     /// adapter the status stays `connecting` until it is read.
     pub fn connect(options: Options) -> Client {
+        let get_token = options
+            .get_token
+            .as_ref()
+            .map_or(JsValue::NULL, options::token_function);
         Client {
-            driver: Driver::connect(options, false),
+            driver: Driver::connect(options, &get_token, false),
         }
     }
 
-    /// A client whose driver also keeps the JS snapshot (`ReplayClient`).
-    pub(crate) fn connect_for_js(options: Options) -> Client {
+    /// A client whose driver also keeps the JS snapshot (`ReplayClient`);
+    /// `get_token` is the caller's JS function, or null.
+    pub(crate) fn connect_for_js(options: Options, get_token: &JsValue) -> Client {
         Client {
-            driver: Driver::connect(options, true),
+            driver: Driver::connect(options, get_token, true),
         }
     }
 
@@ -177,11 +185,7 @@ impl Client {
         text: &str,
         message_id: Option<String>,
     ) -> impl Future<Output = Result<String, WasmError>> + 'static {
-        let write = Write::Send {
-            message_id: message_id.unwrap_or_else(fresh_message_id),
-            text: text.to_owned(),
-        };
-        let done = self.driver.write(write);
+        let done = self.write(send_write(text, message_id));
         async move {
             match done.await? {
                 WriteOutcome::Sent { turn_id } => Ok(turn_id),
@@ -197,7 +201,7 @@ impl Client {
         question_id: &str,
         answer: &str,
     ) -> impl Future<Output = Result<(), WasmError>> + 'static {
-        let done = self.driver.write(Write::Answer {
+        let done = self.write(Write::Answer {
             question_id: question_id.to_owned(),
             answer: answer.to_owned(),
         });
@@ -217,13 +221,19 @@ impl Client {
         &self,
         turn_id: Option<String>,
     ) -> impl Future<Output = Result<Option<String>, WasmError>> + 'static {
-        let done = self.driver.write(Write::Cancel { turn_id });
+        let done = self.write(Write::Cancel { turn_id });
         async move {
             match done.await? {
                 WriteOutcome::Cancelled { turn_id } => Ok(turn_id),
                 other => Err(unexpected(other)),
             }
         }
+    }
+
+    fn write(&self, write: Write) -> WriteFuture {
+        let (future, done) = WriteFuture::new();
+        self.driver.write(write, done);
+        future
     }
 
     /// Stops everything; the last state is flushed to storage and nothing is
@@ -239,8 +249,16 @@ impl Drop for Client {
     }
 }
 
+/// The write of [`Client::send`]: `message_id` defaults to a fresh one.
+pub(crate) fn send_write(text: &str, message_id: Option<String>) -> Write {
+    Write::Send {
+        message_id: message_id.unwrap_or_else(fresh_message_id),
+        text: text.to_owned(),
+    }
+}
+
 /// A write resolved with another kind's outcome: cannot happen.
-fn unexpected(_: WriteOutcome) -> WasmError {
+pub(crate) fn unexpected(_: WriteOutcome) -> WasmError {
     WasmError::BadJson("a write resolved with another kind's outcome".to_owned())
 }
 

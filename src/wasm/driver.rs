@@ -10,35 +10,22 @@
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
-use wasm_bindgen_futures::JsFuture;
-use web_sys::AbortController;
+use js_sys::{Function, Uint8Array};
+use wasm_bindgen::prelude::*;
 
-use super::http::Http;
+use super::http::{Http, Reports};
 use super::js;
 use super::lifecycle::{self, Listeners};
 use super::notify::{self, Subscriber, Subscribers};
 use super::options::Options;
-use super::outcomes::{Outcomes, WriteFuture};
-use super::port::Port;
-use super::requests::{self, Exchange};
+use super::outcomes::{Done, Outcomes};
+use super::requests::{self, Req};
 use super::storage::{Loaded, Store};
 use super::timer::Timer;
 use super::view::ViewCache;
 use crate::core::machine::{
     Action, Client as Machine, Config, Lifecycle, NotifyAt, RequestId, Target, Write,
 };
-
-/// An in-flight request; dropping it aborts the fetch.
-struct Req {
-    id: RequestId,
-    ctl: AbortController,
-}
-
-impl Drop for Req {
-    fn drop(&mut self) {
-        self.ctl.abort();
-    }
-}
 
 /// Everything mutable of one client but the store and the JS view.
 struct State {
@@ -61,28 +48,114 @@ pub struct Driver {
     target: Target,
     /// The JS snapshot of a `ReplayClient` (Rust clients read the core view).
     js_view: RefCell<Option<ViewCache>>,
+    /// Reads a page that arrived early, queued as a microtask behind the
+    /// requests just started (`has_waiting_page`).
+    read_waiting_page: Function,
+    /// Calls the subscribers when the pacer deferred them.
+    notify_later: Function,
+    /// Where an asynchronous storage answers.
+    storage: StorageReports,
 }
 
-/// The handle a request runner delivers through.
-#[derive(Clone)]
-struct DriverPort(Weak<Driver>);
+/// A JS function calling `f` on the driver while it exists, made once per
+/// client: a timer, a deferred notification or a queued microtask creates
+/// no closure.
+fn call_back(weak: &Weak<Driver>, f: fn(&Rc<Driver>)) -> Function {
+    let weak = weak.clone();
+    function(Closure::<dyn FnMut()>::new(move || {
+        if let Some(d) = weak.upgrade() {
+            f(&d);
+        }
+    }))
+}
 
-impl Port for DriverPort {
-    fn feed(&self, id: RequestId, input: impl FnOnce(&mut Machine, u64)) -> bool {
-        self.0.upgrade().is_some_and(|d| d.feed(id, input))
-    }
+/// The JS functions an asynchronous storage's promises settle into.
+struct StorageReports {
+    /// `loaded(value)`: the stored string, `null` or `undefined`.
+    loaded: Function,
+    /// `failed(reason)`: a read or write was rejected.
+    failed: Function,
+}
 
-    fn finish(&self, id: RequestId, input: impl FnOnce(&mut Machine, u64)) {
-        if let Some(d) = self.0.upgrade() {
-            d.finish(id, input);
+impl StorageReports {
+    fn new(weak: &Weak<Driver>) -> Self {
+        let w = weak.clone();
+        let loaded = move |v: JsValue| {
+            if let Some(d) = w.upgrade() {
+                d.input(|m, now| m.handle_stored(v.as_string().as_deref().map(str::as_bytes), now));
+            }
+        };
+        let w = weak.clone();
+        let failed = move |e: JsValue| {
+            if let Some(d) = w.upgrade() {
+                d.storage_failed(js::error_text(&e));
+            }
+        };
+        StorageReports {
+            loaded: function(Closure::<dyn FnMut(JsValue)>::new(loaded)),
+            failed: function(Closure::<dyn FnMut(JsValue)>::new(failed)),
         }
     }
 }
 
+/// The JS functions through which `browser.js` reports on this client's
+/// requests, made once per client (not a future and two closures per
+/// request). They hold the driver weakly: a report after it is gone is
+/// dropped.
+fn reports(weak: &Weak<Driver>) -> Reports {
+    let w = weak.clone();
+    let opened = move |id: f64, status: u16, ct: Option<String>, retry_after: Option<String>| {
+        let id = RequestId(id as u64);
+        w.upgrade().is_some_and(|d| {
+            d.feed(id, |m, now| {
+                m.handle_stream_opened(id, status, ct.as_deref(), retry_after.as_deref(), now)
+            })
+        })
+    };
+    let w = weak.clone();
+    let chunk = move |id: f64, chunk: Uint8Array| {
+        let id = RequestId(id as u64);
+        let bytes = chunk.to_vec();
+        w.upgrade()
+            .is_some_and(|d| d.feed(id, |m, now| m.handle_stream_bytes(id, &bytes, now)))
+    };
+    let w = weak.clone();
+    let settled = move |id: f64, status: u16, retry_after: Option<String>, body: JsValue| {
+        if let Some(d) = w.upgrade() {
+            d.finish(RequestId(id as u64), |req, m, now| {
+                req.settled(m, status, retry_after, body, now)
+            });
+        }
+    };
+    let w = weak.clone();
+    let failed = move |id: f64, kind: String, message: String| {
+        if let Some(d) = w.upgrade() {
+            let error = d.http.failure(&kind, message);
+            d.finish(RequestId(id as u64), |req, m, now| {
+                req.failed(m, error, now)
+            });
+        }
+    };
+    type Opened = dyn FnMut(f64, u16, Option<String>, Option<String>) -> bool;
+    Reports {
+        opened: function(Closure::<Opened>::new(opened)),
+        chunk: function(Closure::<dyn FnMut(f64, Uint8Array) -> bool>::new(chunk)),
+        settled: function(Closure::<dyn FnMut(f64, u16, Option<String>, JsValue)>::new(settled)),
+        failed: function(Closure::<dyn FnMut(f64, String, String)>::new(failed)),
+    }
+}
+
+/// A closure handed to JS for good (it holds the driver weakly).
+fn function<F: ?Sized + wasm_bindgen::closure::WasmClosure>(f: Closure<F>) -> Function {
+    f.into_js_value().unchecked_into()
+}
+
 impl Driver {
     /// Creates the client and starts it: the machine first asks for the
-    /// stored value (read at once from a synchronous storage).
-    pub fn connect(o: Options, with_js_view: bool) -> Rc<Driver> {
+    /// stored value (read at once from a synchronous storage). `get_token`
+    /// is the JS function awaited before every request, or null
+    /// (`o.get_token` is not read).
+    pub fn connect(o: Options, get_token: &JsValue, with_js_view: bool) -> Rc<Driver> {
         let now = js::now();
         let mut config = Config::new(o.target.clone());
         config.seed = o
@@ -96,20 +169,31 @@ impl Driver {
         let (store, unavailable) = Store::open(&o.storage, key);
         // Nothing to persist into: the machine need not encode its state.
         config.persist = !store.keeps_nothing();
-        let driver = Rc::new(Driver {
-            state: RefCell::new(State {
-                machine: Machine::load(config, now),
-                closed: false,
-                reqs: Vec::new(),
-                timer: Timer::default(),
-                listeners: None,
-                subscribers: Subscribers::new(o.notify),
-                outcomes: Outcomes::default(),
-            }),
-            store: RefCell::new(store),
-            http: Http::new(&o),
-            target: o.target,
-            js_view: RefCell::new(with_js_view.then(ViewCache::default)),
+        let driver = Rc::new_cyclic(|weak: &Weak<Driver>| {
+            let fire = call_back(weak, |d| {
+                d.state.borrow_mut().timer.fired();
+                d.input(|m, now| m.handle_timeout(now));
+            });
+            Driver {
+                state: RefCell::new(State {
+                    machine: Machine::load(config, now),
+                    closed: false,
+                    reqs: Vec::new(),
+                    timer: Timer::new(fire),
+                    listeners: None,
+                    subscribers: Subscribers::new(o.notify),
+                    outcomes: Outcomes::default(),
+                }),
+                store: RefCell::new(store),
+                http: Http::new(&o, get_token, reports(weak)),
+                target: o.target,
+                js_view: RefCell::new(with_js_view.then(ViewCache::default)),
+                read_waiting_page: call_back(weak, |d| {
+                    d.input(|m, now| m.handle_waiting_page(now))
+                }),
+                notify_later: call_back(weak, |d| d.notify_now()),
+                storage: StorageReports::new(weak),
+            }
         });
         let weak = Rc::downgrade(&driver);
         let listeners = lifecycle::install(Rc::new(move |ev| {
@@ -157,15 +241,14 @@ impl Driver {
         view.get(&mut state.machine, &self.target)
     }
 
-    /// Starts a write; resolves to its outcome.
-    pub fn write(self: &Rc<Self>, write: Write) -> WriteFuture {
-        let future = {
+    /// Starts a write; `done` gets its outcome.
+    pub fn write(self: &Rc<Self>, write: Write, done: Done) {
+        {
             let mut state = self.state.borrow_mut();
             let id = state.machine.handle_write(write, js::now());
-            state.outcomes.wait(id)
-        };
+            state.outcomes.wait(id, done);
+        }
         self.drive();
-        future
     }
 
     /// Adds a subscriber; returns its id for [`unsubscribe`](Self::unsubscribe).
@@ -193,16 +276,21 @@ impl Driver {
         self.is_current(id)
     }
 
-    fn finish(self: &Rc<Self>, id: RequestId, input: impl FnOnce(&mut Machine, u64)) {
-        if self.feed(id, input) {
-            let done = {
-                let mut state = self.state.borrow_mut();
-                let i = state.reqs.iter().position(|r| r.id == id);
-                i.map(|i| state.reqs.swap_remove(i))
-            };
-            // Aborting a finished fetch is a no-op; drop outside the borrow.
-            drop(done);
+    /// Delivers the last input about request `id`, if it is still wanted,
+    /// and forgets the request.
+    fn finish(self: &Rc<Self>, id: RequestId, input: impl FnOnce(&Req, &mut Machine, u64)) {
+        if let Some(req) = self.take_request(id) {
+            self.input(|m, now| input(&req, m, now));
+            // Aborting a finished fetch is a no-op; dropped unborrowed.
+            drop(req);
         }
+    }
+
+    /// Removes request `id` from those in flight (`None` once closed).
+    fn take_request(&self, id: RequestId) -> Option<Req> {
+        let mut state = self.state.borrow_mut();
+        let i = state.reqs.iter().position(|r| r.id == id)?;
+        Some(state.reqs.swap_remove(i))
     }
 
     /// Delivers one input, then carries out what follows.
@@ -234,17 +322,17 @@ impl Driver {
                 None => break,
             }
         }
-        let (wakers, notify_at, waiting) = {
+        let (dones, notify_at, waiting) = {
             let mut state = self.state.borrow_mut();
             let state = &mut *state;
             let m = &mut state.machine;
-            let mut wakers = Vec::new();
+            let mut dones = Vec::new();
             // Even after close(): a write started then ends with `closed`.
             while let Some(done) = m.poll_write_done() {
-                wakers.extend(state.outcomes.complete(done));
+                dones.extend(state.outcomes.complete(done));
             }
             if state.closed {
-                (wakers, None, None)
+                (dones, None, None)
             } else {
                 // Notices are kept by the machine for the snapshot.
                 while m.poll_notice().is_some() {}
@@ -258,18 +346,12 @@ impl Driver {
                 } else {
                     None
                 };
-                let weak = Rc::downgrade(self);
-                state.timer.arm(m.poll_timeout(), move || {
-                    if let Some(d) = weak.upgrade() {
-                        d.state.borrow_mut().timer.fired();
-                        d.input(|m, now| m.handle_timeout(now));
-                    }
-                });
-                (wakers, notify_at, Some(m.has_waiting_page()))
+                state.timer.arm(m.poll_timeout());
+                (dones, notify_at, Some(m.has_waiting_page()))
             }
         };
-        for w in wakers {
-            w.wake();
+        for (done, outcome) in dones {
+            done(outcome);
         }
         let Some(waiting) = waiting else {
             return;
@@ -279,10 +361,9 @@ impl Driver {
         }
         if waiting {
             // A page that arrived early is read once the request after it is
-            // on the network (pipelined paging): spawned requests call
-            // fetch() when first polled, and this task is queued behind them.
-            let this = self.clone();
-            js::spawn(async move { this.input(|m, now| m.handle_waiting_page(now)) });
+            // on the network (pipelined paging): requests call fetch() from
+            // the microtasks `request` queued, and this one comes after them.
+            js::queue_microtask(&self.read_waiting_page);
         } else {
             // Nothing to read: prepare UI objects while the network works.
             self.stage_view();
@@ -303,45 +384,7 @@ impl Driver {
 
     fn execute(self: &Rc<Self>, action: Action) {
         match action {
-            Action::OpenStream {
-                id,
-                path_and_query,
-                last_event_id,
-            } => {
-                if let Some(ctl) = self.register(id) {
-                    let this = self.clone();
-                    js::spawn(async move {
-                        let port = DriverPort(Rc::downgrade(&this));
-                        let run = requests::run_stream(
-                            port,
-                            &this.http,
-                            id,
-                            path_and_query,
-                            last_event_id,
-                            ctl,
-                        );
-                        run.await
-                    });
-                }
-            }
-            Action::Fetch {
-                id,
-                path_and_query: path,
-                kind,
-            } => self.exchange(id, Exchange::Page { path, kind }),
-            Action::Post {
-                id,
-                path_and_query: path,
-                body,
-            } => self.exchange(id, Exchange::Post { path, body }),
-            Action::Abort { id } => {
-                let gone = {
-                    let mut state = self.state.borrow_mut();
-                    let i = state.reqs.iter().position(|r| r.id == id);
-                    i.map(|i| state.reqs.swap_remove(i))
-                };
-                drop(gone);
-            }
+            Action::Abort { id } => drop(self.take_request(id)),
             Action::Persist(bytes) => self.save(bytes),
             Action::LoadStored => self.load(),
             Action::RemoveStored => {
@@ -351,27 +394,12 @@ impl Driver {
             // getToken() is awaited before every request, so the requests
             // after this action already use fresh credentials.
             Action::RefreshCredentials => {}
+            request => {
+                if let Some(req) = requests::start(&self.http, &request) {
+                    self.state.borrow_mut().reqs.push(req);
+                }
+            }
         }
-    }
-
-    /// A page or a write attempt, its whole answer delivered.
-    fn exchange(self: &Rc<Self>, id: RequestId, exchange: Exchange) {
-        if let Some(ctl) = self.register(id) {
-            let this = self.clone();
-            js::spawn(async move {
-                let port = DriverPort(Rc::downgrade(&this));
-                requests::run_exchange(port, &this.http, id, exchange, ctl).await
-            });
-        }
-    }
-
-    fn register(&self, id: RequestId) -> Option<AbortController> {
-        let ctl = AbortController::new().ok()?;
-        self.state.borrow_mut().reqs.push(Req {
-            id,
-            ctl: ctl.clone(),
-        });
-        Some(ctl)
     }
 
     /// `Action::LoadStored`: the value goes back to the machine, now or when
@@ -384,15 +412,7 @@ impl Driver {
                 self.input(|m, now| m.handle_stored(v.as_deref().map(str::as_bytes), now))
             }
             Ok(Loaded::Pending(p)) => {
-                let this = self.clone();
-                js::spawn(async move {
-                    match JsFuture::from(p).await {
-                        Ok(v) => this.input(|m, now| {
-                            m.handle_stored(v.as_string().as_deref().map(str::as_bytes), now)
-                        }),
-                        Err(e) => this.storage_failed(js::error_text(&e)),
-                    }
-                });
+                js::settle(&p, &self.storage.loaded, &self.storage.failed);
             }
             Err(why) => self.storage_failed(why),
         }
@@ -409,12 +429,7 @@ impl Driver {
         match store.save(&value) {
             Ok(None) => {}
             Ok(Some(pending)) => {
-                let this = self.clone();
-                js::spawn(async move {
-                    if let Err(e) = JsFuture::from(pending).await {
-                        this.storage_failed(js::error_text(&e));
-                    }
-                });
+                js::settle(&pending, &JsValue::UNDEFINED, &self.storage.failed);
             }
             Err(why) => self.storage_failed(why),
         }
@@ -429,12 +444,7 @@ impl Driver {
         if at == NotifyAt::Now {
             return self.notify_now();
         }
-        let weak = Rc::downgrade(self);
-        notify::defer(at, move || {
-            if let Some(d) = weak.upgrade() {
-                d.notify_now();
-            }
-        });
+        notify::defer(at, &self.notify_later);
     }
 
     fn notify_now(&self) {
@@ -454,7 +464,7 @@ impl Driver {
     /// clears the timer and listeners, flushes the last state; nothing is
     /// carried out afterwards.
     pub fn close(self: &Rc<Self>) {
-        let (reqs, persist, wakers, rest) = {
+        let (reqs, persist, dones, rest) = {
             let mut state = self.state.borrow_mut();
             let state = &mut *state;
             if state.closed {
@@ -468,21 +478,18 @@ impl Driver {
                     persist.push(b);
                 }
             }
-            let mut wakers = Vec::new();
+            let mut dones = Vec::new();
             while let Some(done) = state.machine.poll_write_done() {
-                wakers.extend(state.outcomes.complete(done));
+                dones.extend(state.outcomes.complete(done));
             }
             state.closed = true;
-            let rest = (
-                std::mem::take(&mut state.timer),
-                state.listeners.take(),
-                state.subscribers.clear(),
-            );
-            (std::mem::take(&mut state.reqs), persist, wakers, rest)
+            state.timer.clear();
+            let rest = (state.listeners.take(), state.subscribers.clear());
+            (std::mem::take(&mut state.reqs), persist, dones, rest)
         };
         drop((reqs, rest));
-        for w in wakers {
-            w.wake();
+        for (done, outcome) in dones {
+            done(outcome);
         }
         for b in persist {
             self.save(b);

@@ -1,39 +1,56 @@
-//! HTTP for the browser layer: one call per exchange into `exchange` of
+//! HTTP for the browser layer: one call per request into `request` of
 //! `browser.js`, which does `fetch`, headers, credentials, the first-byte
-//! deadline and the body. Rust gets the outcome: through web-sys the same
-//! calls cost several KB of wasm (docs/size.md).
+//! deadline and the body, and reports the outcome to the client's
+//! [`Reports`]. Through web-sys the same calls cost several KB of wasm, and
+//! a Rust future per request several more (docs/size.md).
 
-use js_sys::{Array, Promise, Uint8Array};
+use js_sys::{Array, Function};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::JsFuture;
 use web_sys::AbortController;
 
 use super::error::WasmError;
-use super::js;
-use super::options::{Options, TokenSource};
+use super::options::Options;
+use crate::core::machine::RequestId;
 
 #[wasm_bindgen(module = "/src/wasm/browser.js")]
 extern "C" {
     #[allow(clippy::too_many_arguments)]
-    fn exchange(
+    fn request(
         http: &JsValue,
+        to: &Array,
+        id: f64,
         method: &str,
         path: &str,
         accept: &str,
         body: Option<&str>,
         last_event_id: Option<&str>,
-        ctl: &AbortController,
         hold: bool,
-        open: &JsValue,
-        chunk: &JsValue,
-    ) -> Promise;
+        stream: bool,
+    ) -> AbortController;
 }
 
-/// How requests are addressed and authenticated.
+/// The four functions of one client that `request` reports to, each called
+/// with the request's id (a JS number: ids count up from 1, far below 2^53).
+pub struct Reports {
+    /// `opened(id, status, contentType, retryAfter) -> bool`: a stream's
+    /// 2xx headers; false stops it.
+    pub opened: Function,
+    /// `chunk(id, bytes) -> bool`: one chunk of a stream's body; false stops it.
+    pub chunk: Function,
+    /// `settled(id, status, retryAfter, body)`: the answer; `body` is the
+    /// whole body (`Uint8Array`), or for a streamed 2xx body true at its end
+    /// and false when stopped.
+    pub settled: Function,
+    /// `failed(id, kind, message)`: no answer (see [`Http::failure`]).
+    pub failed: Function,
+}
+
+/// How requests are addressed, authenticated and reported.
 pub struct Http {
     /// `[baseUrl, headers, getToken, timeoutMs]` as `exchange` takes it.
     config: JsValue,
+    /// `[opened, chunk, settled, failed]`.
+    reports: Array,
     /// First-byte timeout of every request.
     pub connect_timeout_ms: u32,
 }
@@ -53,120 +70,75 @@ pub struct Request<'a> {
     /// The deadline also covers the whole body (writes); otherwise it ends
     /// at the headers, or at a stream's first byte.
     pub hold: bool,
+    /// A 2xx body goes to `opened` and `chunk` as it comes.
+    pub stream: bool,
 }
 
 impl<'a> Request<'a> {
     /// A GET of `path` accepting `accept`.
-    pub fn get(path: &'a str, accept: &'a str, last_event_id: Option<&'a str>) -> Self {
+    pub fn get(path: &'a str, accept: &'a str) -> Self {
         Request {
             method: "GET",
             path,
             accept,
             body: None,
-            last_event_id,
+            last_event_id: None,
             hold: false,
+            stream: false,
         }
     }
 }
 
-/// What came back (a stream's content type goes to `open`).
-pub struct Answer {
-    /// The HTTP status.
-    pub status: u16,
-    /// `Retry-After`.
-    pub retry_after: Option<String>,
-    /// The whole body; empty when it was streamed.
-    pub body: Vec<u8>,
-    /// A streamed body reached its end (false: the stream was stopped).
-    pub ended: bool,
-}
-
 impl Http {
-    /// From the connect options.
-    pub fn new(o: &Options) -> Self {
+    /// From the connect options; `get_token` is a JS function (or null)
+    /// awaited before every request; outcomes go to `reports`.
+    pub fn new(o: &Options, get_token: &JsValue, reports: Reports) -> Self {
         let headers: Array = o
             .headers
             .iter()
             .map(|(k, v)| JsValue::from(Array::of2(&k.into(), &v.into())))
             .collect();
-        let token = o.get_token.clone().map_or(JsValue::NULL, token_fn);
         let config = Array::of4(
             &o.base_url.as_str().into(),
             &headers,
-            &token,
+            get_token,
             &o.connect_timeout_ms.into(),
         );
         Http {
             config: config.into(),
+            reports: Array::of4(
+                &reports.opened,
+                &reports.chunk,
+                &reports.settled,
+                &reports.failed,
+            ),
             connect_timeout_ms: o.connect_timeout_ms,
         }
     }
 
-    /// Sends one request. With `open` and `chunk` (JS functions, else
-    /// `undefined`) a 2xx body is streamed to them: `open(status,
-    /// contentType, retryAfter)` and `chunk(bytes)` return false to stop.
-    pub async fn send(
-        &self,
-        req: Request<'_>,
-        ctl: &AbortController,
-        open: &JsValue,
-        chunk: &JsValue,
-    ) -> Result<Answer, WasmError> {
-        let sent = exchange(
+    /// Starts request `id`; dropping or aborting the controller stops it.
+    pub fn start(&self, id: RequestId, req: Request<'_>) -> AbortController {
+        request(
             &self.config,
+            &self.reports,
+            id.0 as f64,
             req.method,
             req.path,
             req.accept,
             req.body,
             req.last_event_id,
-            ctl,
             req.hold,
-            open,
-            chunk,
-        );
-        let out: Array = JsFuture::from(sent)
-            .await
-            .map_err(|e| self.failure(e.unchecked_ref()))?
-            .unchecked_into();
-        let last = out.get(3);
-        let (body, ended) = if last.is_object() {
-            (last.unchecked_into::<Uint8Array>().to_vec(), true)
-        } else {
-            (Vec::new(), last.is_truthy())
-        };
-        Ok(Answer {
-            status: out.get(0).as_f64().unwrap_or(0.0) as u16,
-            retry_after: out.get(2).as_string(),
-            body,
-            ended,
-        })
+            req.stream,
+        )
     }
 
-    /// `exchange` rejects with `[kind, message]`.
-    fn failure(&self, e: &Array) -> WasmError {
-        let text = e.get(1).as_string().unwrap_or_default();
-        match e.get(0).as_string().as_deref() {
-            Some("timeout") => WasmError::Timeout(self.connect_timeout_ms),
-            Some("credentials") => WasmError::Credentials(text),
-            Some("options") => WasmError::InvalidOptions(text),
-            _ => WasmError::Network(text),
+    /// What `failed(id, kind, message)` means.
+    pub fn failure(&self, kind: &str, message: String) -> WasmError {
+        match kind {
+            "timeout" => WasmError::Timeout(self.connect_timeout_ms),
+            "credentials" => WasmError::Credentials(message),
+            "options" => WasmError::InvalidOptions(message),
+            _ => WasmError::Network(message),
         }
     }
-}
-
-/// A token source as the JS function `exchange` awaits: resolves to the
-/// token, rejects with the reason's text.
-fn token_fn(f: TokenSource) -> JsValue {
-    Closure::<dyn Fn() -> Promise>::new(move || {
-        let token = f();
-        js::promise(async move {
-            token.await.map(JsValue::from).map_err(|e| {
-                JsValue::from(match e {
-                    WasmError::Credentials(text) => text,
-                    e => e.to_string(),
-                })
-            })
-        })
-    })
-    .into_js_value()
 }

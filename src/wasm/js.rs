@@ -10,6 +10,23 @@ extern "C" {
     /// `globalThis.setTimeout(f, ms)`.
     #[wasm_bindgen(js_name = setTimeout)]
     pub fn set_timeout(f: &Function, ms: i32) -> JsValue;
+    /// `globalThis.clearTimeout(handle)`.
+    #[wasm_bindgen(js_name = clearTimeout)]
+    pub fn clear_timeout(handle: &JsValue);
+    /// `globalThis.queueMicrotask(f)`.
+    #[wasm_bindgen(js_name = queueMicrotask)]
+    pub fn queue_microtask(f: &Function);
+    /// A promise, as [`settle`] uses it.
+    type Thenable;
+    #[wasm_bindgen(method)]
+    fn then(this: &Thenable, ok: &JsValue, err: &JsValue);
+}
+
+/// `promise.then(ok, err)`, either may be `undefined`: a promise's outcome
+/// as a call of a function made once per client, where awaiting it would
+/// take a future and two closures per promise.
+pub fn settle(promise: &Promise, ok: &JsValue, err: &JsValue) {
+    promise.unchecked_ref::<Thenable>().then(ok, err);
 }
 
 #[wasm_bindgen(module = "/src/wasm/browser.js")]
@@ -113,20 +130,4 @@ pub fn to_js<T: serde::Serialize + ?Sized>(value: &T) -> JsValue {
         Ok(text) => parse_json(&text),
         Err(_) => JsValue::NULL,
     }
-}
-
-/// Runs a future on the microtask queue. Boxed so that every task shares
-/// one instantiation of the executor's code (a few hundred bytes each).
-pub fn spawn(f: impl std::future::Future<Output = ()> + 'static) {
-    let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> = Box::pin(f);
-    wasm_bindgen_futures::spawn_local(boxed);
-}
-
-/// A Promise settled by a future; boxed for the same reason as [`spawn`].
-pub fn promise(
-    f: impl std::future::Future<Output = Result<JsValue, JsValue>> + 'static,
-) -> js_sys::Promise {
-    let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>>>> =
-        Box::pin(f);
-    wasm_bindgen_futures::future_to_promise(boxed)
 }

@@ -17,7 +17,6 @@ mod lifecycle;
 mod notify;
 mod options;
 mod outcomes;
-mod port;
 mod requests;
 mod stage;
 mod storage;

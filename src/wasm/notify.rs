@@ -4,8 +4,8 @@
 
 use std::rc::Rc;
 
-use wasm_bindgen::closure::Closure;
-use wasm_bindgen::{JsCast, JsValue};
+use js_sys::Function;
+use wasm_bindgen::JsValue;
 
 use super::js;
 use crate::core::machine::{Notify, NotifyAt, NotifyPacer};
@@ -60,9 +60,8 @@ impl Subscribers {
     }
 }
 
-/// Runs `f` at `at` (never synchronously: `NotifyAt::Now` is the caller's).
-pub fn defer(at: NotifyAt, f: impl FnOnce() + 'static) {
-    let cb = Closure::once_into_js(f);
+/// Calls `f` at `at` (never synchronously: `NotifyAt::Now` is the caller's).
+pub fn defer(at: NotifyAt, f: &Function) {
     let raf = match at {
         NotifyAt::NextFrame => js::global_fn("requestAnimationFrame"),
         _ => None,
@@ -73,10 +72,10 @@ pub fn defer(at: NotifyAt, f: impl FnOnce() + 'static) {
     };
     match raf {
         Some(raf) => {
-            let _ = raf.call1(&JsValue::UNDEFINED, &cb);
+            let _ = raf.call1(&JsValue::UNDEFINED, f);
         }
         None => {
-            let _ = js::set_timeout(cb.unchecked_ref(), delay);
+            let _ = js::set_timeout(f, delay);
         }
     }
 }

@@ -85,6 +85,15 @@ impl Options {
     /// Parses a JS `ConnectOptions` object (checked by `connectOptions` in
     /// `browser.js`, then read by name).
     pub fn from_js(o: &JsValue) -> Result<Options, WasmError> {
+        let (mut opts, get_token) = Options::from_js_parts(o)?;
+        opts.get_token = get_token.map(js_token_source);
+        Ok(opts)
+    }
+
+    /// [`from_js`](Self::from_js) with `getToken` left a JS function, as
+    /// the `ReplayClient` hands it to `exchange` (no Rust future between
+    /// two JS promises).
+    pub(crate) fn from_js_parts(o: &JsValue) -> Result<(Options, Option<Function>), WasmError> {
         let o = connect_options(o).map_err(|e| invalid(&js::error_text(&e)))?;
         let target = match text(&o, "scope").as_str() {
             "global" => Target::Global,
@@ -107,10 +116,7 @@ impl Options {
                 pair.get(1).as_string().unwrap_or_default(),
             ));
         }
-        opts.get_token = js::get(&o, "getToken")
-            .dyn_into::<Function>()
-            .ok()
-            .map(js_token_source);
+        let get_token = js::get(&o, "getToken").dyn_into::<Function>().ok();
         // `connectOptions` has checked every value; the arms that reject
         // keep a disagreement between it and this reader from passing silently.
         let storage = js::get(&o, "storage");
@@ -138,7 +144,7 @@ impl Options {
             opts.prefetch_depth = n.min(8.0) as u8;
         }
         opts.seed = js::get(&o, "seed").as_f64().map(|s| s as u64);
-        Ok(opts)
+        Ok((opts, get_token))
     }
 }
 
@@ -184,4 +190,24 @@ fn js_token_source(f: Function) -> TokenSource {
                 .ok_or_else(|| WasmError::Credentials("getToken must return a string".to_owned()))
         })
     })
+}
+
+/// A Rust token source as the JS function `exchange` awaits: resolves to
+/// the token, rejects with the reason's text. Only Rust clients
+/// ([`Client::connect`](super::Client::connect)) take this path, so the JS
+/// package links no futures executor.
+pub fn token_function(source: &TokenSource) -> JsValue {
+    let source = source.clone();
+    Closure::<dyn Fn() -> js_sys::Promise>::new(move || {
+        let token = source();
+        wasm_bindgen_futures::future_to_promise(async move {
+            token.await.map(JsValue::from).map_err(|e| {
+                JsValue::from(match e {
+                    WasmError::Credentials(text) => text,
+                    e => e.to_string(),
+                })
+            })
+        })
+    })
+    .into_js_value()
 }

@@ -1,5 +1,7 @@
-//! The application's side of a write: a future per [`WriteId`] that the
-//! driver completes with the machine's [`WriteDone`].
+//! The application's side of a write: a callback per [`WriteId`] that the
+//! driver calls with the machine's [`WriteDone`]. The JS API settles a
+//! Promise from it, the Rust API a [`WriteFuture`]: no Rust future runs
+//! for a write made from JS.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -9,7 +11,11 @@ use std::task::{Context, Poll, Waker};
 
 use crate::core::machine::{CoreError, WriteDone, WriteId, WriteOutcome};
 
-type Outcome = Result<WriteOutcome, CoreError>;
+/// What a write ends with.
+pub type Outcome = Result<WriteOutcome, CoreError>;
+
+/// Called once with a write's outcome, with no borrow held.
+pub type Done = Box<dyn FnOnce(Outcome)>;
 
 #[derive(Default)]
 struct Slot {
@@ -20,6 +26,25 @@ struct Slot {
 /// Resolves to the outcome of one write.
 pub struct WriteFuture {
     slot: Rc<RefCell<Slot>>,
+}
+
+impl WriteFuture {
+    /// The future, and the callback that completes it.
+    pub fn new() -> (WriteFuture, Done) {
+        let slot = Rc::new(RefCell::new(Slot::default()));
+        let filled = slot.clone();
+        let done = Box::new(move |outcome| {
+            let waker = {
+                let mut slot = filled.borrow_mut();
+                slot.value = Some(outcome);
+                slot.waker.take()
+            };
+            if let Some(w) = waker {
+                w.wake();
+            }
+        });
+        (WriteFuture { slot }, done)
+    }
 }
 
 impl Future for WriteFuture {
@@ -37,27 +62,22 @@ impl Future for WriteFuture {
     }
 }
 
-/// Writes whose outcome someone awaits.
+/// Writes whose outcome someone waits for.
 #[derive(Default)]
 pub struct Outcomes {
-    waiting: Vec<(WriteId, Rc<RefCell<Slot>>)>,
+    waiting: Vec<(WriteId, Done)>,
 }
 
 impl Outcomes {
-    /// A future for `id`'s outcome.
-    pub fn wait(&mut self, id: WriteId) -> WriteFuture {
-        let slot = Rc::new(RefCell::new(Slot::default()));
-        self.waiting.push((id, slot.clone()));
-        WriteFuture { slot }
+    /// Calls `done` with `id`'s outcome.
+    pub fn wait(&mut self, id: WriteId, done: Done) {
+        self.waiting.push((id, done));
     }
 
-    /// Completes the future of `done.id`; returns the waker to call once no
-    /// borrow is held (waking runs no user code now, but stays outside).
-    pub fn complete(&mut self, done: WriteDone) -> Option<Waker> {
+    /// The callback of `done.id` and its outcome, to call once no borrow is
+    /// held.
+    pub fn complete(&mut self, done: WriteDone) -> Option<(Done, Outcome)> {
         let i = self.waiting.iter().position(|(id, _)| *id == done.id)?;
-        let (_, slot) = self.waiting.swap_remove(i);
-        let mut slot = slot.borrow_mut();
-        slot.value = Some(done.result);
-        slot.waker.take()
+        Some((self.waiting.swap_remove(i).1, done.result))
     }
 }

@@ -1,130 +1,123 @@
 //! The machine's requests, carried out: the live stream (bytes in, as they
-//! come), JSON pages and writes. Each answer, chunk or failure is delivered
-//! to the machine as it is; every retry and classification is the machine's.
+//! come), JSON pages and writes. A request is started and then forgotten
+//! until `browser.js` reports on it by id; each answer, chunk or failure is
+//! delivered to the machine as it is, and every retry and classification
+//! is the machine's.
 
 use js_sys::Uint8Array;
-use wasm_bindgen::prelude::*;
+use wasm_bindgen::{JsCast, JsValue};
 use web_sys::AbortController;
 
 use super::error::WasmError;
-use super::http::{Answer, Http, Request};
-use super::port::Port;
-use crate::core::machine::{CoreError, FetchKind, RequestId};
+use super::http::{Http, Request};
+use crate::core::machine::{Action, Client as Machine, CoreError, FetchKind, RequestId};
 
-fn is_success(status: u16) -> bool {
-    (200..300).contains(&status)
+/// Which machine input a request's answer becomes.
+#[derive(Clone, Copy)]
+enum Purpose {
+    /// `Action::OpenStream`: the body went to the machine chunk by chunk.
+    Stream,
+    /// `Action::Fetch`: a replay or event page, read whole.
+    Page(FetchKind),
+    /// `Action::Post`: one attempt of a write, read whole (the machine
+    /// decides on retries).
+    Post,
 }
 
-/// Reports a failure of request `id` before any answer, and forgets it.
-fn fail(port: &impl Port, id: RequestId, e: WasmError) {
-    let error = CoreError::from(e);
-    port.finish(id, |m, now| m.handle_request_failed(id, error, now));
-}
-
-/// A non-2xx answer goes to the machine with its body (an `ErrorBody`).
-fn http_error(port: &impl Port, id: RequestId, a: Answer) {
-    port.finish(id, |m, now| {
-        m.handle_http_error(id, a.status, a.retry_after.as_deref(), &a.body, now)
-    });
-}
-
-/// `Action::OpenStream`: every body chunk is copied into wasm and fed to
-/// the machine as it arrives; the machine parses SSE.
-pub async fn run_stream<P: Port + Clone + 'static>(
-    port: P,
-    http: &Http,
-    id: RequestId,
-    path: String,
-    last_event_id: Option<String>,
+/// An in-flight request; dropping it aborts the fetch (a no-op once answered).
+pub struct Req {
+    /// The machine's id for it.
+    pub id: RequestId,
+    purpose: Purpose,
     ctl: AbortController,
-) {
-    type Open = dyn FnMut(u16, Option<String>, Option<String>) -> bool;
-    let open = {
-        let port = port.clone();
-        Closure::<Open>::new(
-            move |status, content_type: Option<String>, retry_after: Option<String>| {
-                port.feed(id, |m, now| {
-                    m.handle_stream_opened(
-                        id,
-                        status,
-                        content_type.as_deref(),
-                        retry_after.as_deref(),
-                        now,
-                    )
-                })
-            },
-        )
-    };
-    let chunk = {
-        let port = port.clone();
-        Closure::<dyn FnMut(Uint8Array) -> bool>::new(move |chunk: Uint8Array| {
-            let bytes = chunk.to_vec();
-            port.feed(id, |m, now| m.handle_stream_bytes(id, &bytes, now))
-        })
-    };
-    // The closures live until the exchange settled: it never calls them after.
-    let req = Request::get(&path, "text/event-stream", last_event_id.as_deref());
-    match http.send(req, &ctl, open.as_ref(), chunk.as_ref()).await {
-        Err(e) => fail(&port, id, e),
-        Ok(a) if !is_success(a.status) => http_error(&port, id, a),
-        Ok(a) if a.ended => port.finish(id, |m, now| m.handle_stream_end(id, now)),
-        // Stopped: no longer this client's stream, nothing to report.
-        Ok(_) => {}
+}
+
+impl Drop for Req {
+    fn drop(&mut self) {
+        self.ctl.abort();
     }
 }
 
-/// A request whose answer is read whole: a page (`Action::Fetch`) or one
-/// attempt of a write (`Action::Post`, the machine decides on retries).
-pub enum Exchange {
-    /// A replay or event page; the machine's own fetch timeout covers a slow body.
-    Page {
-        /// Path and query.
-        path: String,
-        /// Which handler takes the body.
-        kind: FetchKind,
-    },
-    /// A write's JSON body, POSTed; the deadline covers the whole answer.
-    Post {
-        /// Path.
-        path: String,
-        /// The JSON body.
-        body: String,
-    },
+/// Starts the request an `OpenStream`, `Fetch` or `Post` asks for; other
+/// actions are not requests.
+pub fn start(http: &Http, action: &Action) -> Option<Req> {
+    let json = "application/json";
+    let (id, purpose, request) = match action {
+        Action::OpenStream {
+            id,
+            path_and_query,
+            last_event_id,
+        } => {
+            let request = Request {
+                last_event_id: last_event_id.as_deref(),
+                stream: true,
+                ..Request::get(path_and_query, "text/event-stream")
+            };
+            (*id, Purpose::Stream, request)
+        }
+        Action::Fetch {
+            id,
+            path_and_query,
+            kind,
+        } => (
+            *id,
+            Purpose::Page(*kind),
+            Request::get(path_and_query, json),
+        ),
+        Action::Post {
+            id,
+            path_and_query,
+            body,
+        } => {
+            let request = Request {
+                method: "POST",
+                body: Some(body),
+                hold: true,
+                ..Request::get(path_and_query, json)
+            };
+            (*id, Purpose::Post, request)
+        }
+        _ => return None,
+    };
+    let ctl = http.start(id, request);
+    Some(Req { id, purpose, ctl })
 }
 
-/// `Action::Fetch` and `Action::Post`: the whole answer goes to the machine.
-pub async fn run_exchange(
-    port: impl Port,
-    http: &Http,
-    id: RequestId,
-    exchange: Exchange,
-    ctl: AbortController,
-) {
-    let none = JsValue::UNDEFINED;
-    let req = match &exchange {
-        Exchange::Page { path, .. } => Request::get(path, "application/json", None),
-        Exchange::Post { path, body } => Request {
-            method: "POST",
-            path,
-            accept: "application/json",
-            body: Some(body),
-            last_event_id: None,
-            hold: true,
-        },
-    };
-    match http.send(req, &ctl, &none, &none).await {
-        Err(e) => fail(&port, id, e),
-        Ok(a) if !is_success(a.status) => http_error(&port, id, a),
-        Ok(a) => port.finish(id, |m, now| match exchange {
-            Exchange::Page {
-                kind: FetchKind::Replay,
-                ..
-            } => m.handle_replay_page(id, &a.body, now),
-            Exchange::Page {
-                kind: FetchKind::Events,
-                ..
-            } => m.handle_event_page(id, &a.body, now),
-            Exchange::Post { .. } => m.handle_post_answer(id, &a.body, now),
-        }),
+impl Req {
+    /// `settled(id, status, retryAfter, body)`, delivered: a non-2xx answer
+    /// with its body (an `ErrorBody`), else by purpose.
+    pub fn settled(
+        &self,
+        m: &mut Machine,
+        status: u16,
+        retry_after: Option<String>,
+        body: JsValue,
+        now: u64,
+    ) {
+        let id = self.id;
+        // A body read whole is bytes; a streamed one is true at its end.
+        let bytes = || {
+            if body.is_object() {
+                body.unchecked_ref::<Uint8Array>().to_vec()
+            } else {
+                Vec::new()
+            }
+        };
+        if !(200..300).contains(&status) {
+            return m.handle_http_error(id, status, retry_after.as_deref(), &bytes(), now);
+        }
+        match self.purpose {
+            Purpose::Stream if body.is_truthy() => m.handle_stream_end(id, now),
+            // Stopped: no longer this client's stream, nothing to report.
+            Purpose::Stream => {}
+            Purpose::Page(FetchKind::Replay) => m.handle_replay_page(id, &bytes(), now),
+            Purpose::Page(FetchKind::Events) => m.handle_event_page(id, &bytes(), now),
+            Purpose::Post => m.handle_post_answer(id, &bytes(), now),
+        }
+    }
+
+    /// A failure before any answer, delivered.
+    pub fn failed(&self, m: &mut Machine, error: WasmError, now: u64) {
+        m.handle_request_failed(self.id, CoreError::from(error), now);
     }
 }

@@ -1,25 +1,31 @@
-//! The one timer of a client: a wake-up at the machine's `poll_timeout`.
+//! The one timer of a client: a wake-up at the machine's `poll_timeout`,
+//! calling one JS function made once per client (a `setTimeout` per arm,
+//! no closure per arm).
 
-use gloo_timers::callback::Timeout;
+use js_sys::Function;
+use wasm_bindgen::JsValue;
 
 use super::js;
 
 /// An armed `setTimeout` for one deadline; dropping it clears it.
-#[derive(Default)]
 pub struct Timer {
-    armed: Option<(u64, Timeout)>,
-    /// The timer that fired: dropped on the next arm, not inside its own
-    /// callback.
-    spent: Option<Timeout>,
+    armed: Option<(u64, JsValue)>,
+    /// What the timer calls (it delivers `handle_timeout`).
+    fire: Function,
 }
 
 impl Timer {
-    /// Wakes `fire` at `deadline` (ms, `Date.now()` clock). A timer already
-    /// armed no later is kept: the stall watchdog moves the deadline on every
+    /// A timer that calls `fire` when it goes off.
+    pub fn new(fire: Function) -> Self {
+        Timer { armed: None, fire }
+    }
+
+    /// Wakes at `deadline` (ms, `Date.now()` clock). A timer already armed
+    /// no later is kept: the stall watchdog moves the deadline on every
     /// chunk, and an early wake-up is harmless (the machine finds nothing due
     /// and names the next deadline), so a streamed answer costs no
     /// clearTimeout/setTimeout pair per chunk.
-    pub fn arm(&mut self, deadline: Option<u64>, fire: impl FnOnce() + 'static) {
+    pub fn arm(&mut self, deadline: Option<u64>) {
         let keep = match (self.armed.as_ref(), deadline) {
             (Some(&(armed, _)), Some(at)) => armed <= at,
             (Some(_), None) => true,
@@ -28,15 +34,28 @@ impl Timer {
         if keep {
             return;
         }
-        self.spent = None;
+        self.clear();
         self.armed = deadline.map(|at| {
-            let delay = at.saturating_sub(js::now()).min(i32::MAX as u64) as u32;
-            (at, Timeout::new(delay, fire))
+            let delay = at.saturating_sub(js::now()).min(i32::MAX as u64) as i32;
+            (at, js::set_timeout(&self.fire, delay))
         });
     }
 
-    /// Called first thing by the callback of the armed timer.
+    /// Called first thing when the timer went off: nothing is armed now.
     pub fn fired(&mut self) {
-        self.spent = self.armed.take().map(|t| t.1);
+        self.armed = None;
+    }
+
+    /// Clears the armed timeout, if any.
+    pub fn clear(&mut self) {
+        if let Some((_, handle)) = self.armed.take() {
+            js::clear_timeout(&handle);
+        }
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.clear();
     }
 }
