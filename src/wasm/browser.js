@@ -167,13 +167,14 @@ export function idbRemove(key) {
 // through web-sys, and Rust only needs the outcome.
 //
 // `http` is [baseUrl, headers as [name, value] pairs, getToken or null,
-// timeoutMs]. getToken() is awaited for every request. A request with no
+// timeoutMs]; its frame pacing is added here (see paceOf). getToken() is
+// awaited for every request. A request with no
 // answer after timeoutMs is aborted: until its headers (`hold` false), its
 // whole body (`hold` true), or, when `open` is given, its first body byte
 // (a stream's headers alone do not prove it is alive).
 //
 // With `open`, a 2xx body is streamed: open(status, contentType, retryAfter)
-// returns false to stop, then chunk(bytes) per chunk (see pumpBody).
+// returns false to stop, then chunk(bytes, inFrame) per chunk (see pumpBody).
 // Resolves [status, contentType, retryAfter, body]: body is the whole body
 // (Uint8Array; empty if a non-2xx body failed), or, when streamed, true at
 // its end and false when stopped. Rejects [kind, message], kind one of
@@ -206,7 +207,7 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, hold
         return [...head, false];
       }
       if (!r.body) return [...head, true];
-      return [...head, await pumpBody(r.body.getReader(), (c) => { disarm(); return chunk(c); })];
+      return [...head, await pumpBody(r.body.getReader(), disarm, chunk, paceOf(http))];
     }
     if (!hold) disarm();
     const bytes = r.arrayBuffer();
@@ -223,7 +224,7 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, hold
 // such as getToken, runs inside the driver's loop) and reports what
 // happens to the client's four functions `to` = [opened, chunk, settled,
 // failed], made once per client: opened(id, status, contentType,
-// retryAfter) and chunk(id, bytes) when `stream`, each returning false to
+// retryAfter) and chunk(id, bytes, inFrame) when `stream`, each returning false to
 // stop; then settled(id, status, retryAfter, body) with `exchange`'s body
 // (bytes, or true/false for a stream), or failed(id, kind, message).
 // Returns the request's AbortController.
@@ -232,7 +233,7 @@ export function request(http, to, id, method, path, accept, body, lastEventId, h
   const [opened, chunk, settled, failed] = to;
   queueMicrotask(() => exchange(
     http, method, path, accept, body, lastEventId, ctl, hold,
-    stream && ((...head) => opened(id, ...head)), (bytes) => chunk(id, bytes),
+    stream && ((...head) => opened(id, ...head)), (bytes, inFrame) => chunk(id, bytes, inFrame),
   ).then((a) => settled(id, a[0], a[2], a[3]), (e) => failed(id, e[0], e[1])));
   return ctl;
 }
@@ -242,19 +243,82 @@ function text(e) {
 }
 
 // --- Response bodies ------------------------------------------------------
-// Reads a body to its end, handing each chunk to `onChunk`, which returns
-// false to stop reading. One call into wasm per chunk: awaiting each read()
-// from Rust cost a promise-to-future bridge and two closures per chunk, and
-// a live answer arrives as thousands of small chunks.
-// Resolves true at the end of the body, false when stopped; rejects as
-// read() does (abort, network error).
-async function pumpBody(reader, onChunk) {
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return true;
-    if (!onChunk(value)) {
+// Reads a body to its end, calling `onRead()` after every read and handing
+// the chunks to `onChunk(bytes, inFrame)`, which returns false to stop
+// reading. Awaiting each read() from Rust cost a promise-to-future bridge
+// and two closures per chunk, and a live answer arrives as thousands of
+// small chunks. While `pace.hold` (set by Rust, as the core's pacer says)
+// the chunks that arrive before the next animation frame wait for it and
+// reach wasm together, in it (`inFrame` true): one crossing per frame
+// instead of one per chunk. Resolves true at the end of the body (what
+// waits is delivered first), false when stopped; rejects as read() does
+// (abort, network error), dropping what waits.
+async function pumpBody(reader, onRead, onChunk, pace) {
+  let held = null;
+  let stopped = false;
+  const deliver = (bytes, inFrame) => {
+    if (!stopped && !onChunk(bytes, inFrame)) {
+      stopped = true;
       reader.cancel().catch(() => {});
-      return false;
     }
+  };
+  const flush = (inFrame) => {
+    if (pace.release === release) pace.release = null;
+    const h = held;
+    held = null;
+    if (h) deliver(h.length === 1 ? h[0] : join(h), inFrame);
+  };
+  const release = () => flush(false);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      onRead();
+      if (done) {
+        flush(false);
+        return !stopped;
+      }
+      if (held) held.push(value);
+      else if (pace.hold) {
+        held = [value];
+        pace.release = release;
+        requestAnimationFrame(() => flush(true));
+      } else deliver(value, false);
+      if (stopped) return false;
+    }
+  } finally {
+    // A frame callback still to come finds nothing to do.
+    stopped = true;
+    if (pace.release === release) pace.release = null;
   }
+}
+
+function join(chunks) {
+  let size = 0;
+  for (const c of chunks) size += c.length;
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out;
+}
+
+// Frame pacing of one client's streamed body (a client reads one at a
+// time), kept beside its `http`: `hold` as the core's pacer says (Rust
+// calls paceHold); `release` delivers the chunks that wait for a frame.
+// Released in a microtask when the hold ends: Rust is on the stack, and a
+// hidden page runs no frames.
+const paceOf = (http) => (http.pace ??= { hold: false, release: null });
+
+export function paceHold(http, hold) {
+  const pace = paceOf(http);
+  pace.hold = hold;
+  if (!hold && pace.release) queueMicrotask(pace.release);
+}
+
+// Whether animation frames run (the pacer's input): a visible document
+// with requestAnimationFrame; a Worker or a hidden page runs none.
+export function framesRun() {
+  return typeof requestAnimationFrame === "function" && globalThis.document?.visibilityState === "visible";
 }

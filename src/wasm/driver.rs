@@ -7,7 +7,7 @@
 //! (`getToken`, a custom storage, subscribers): outputs are taken under the
 //! borrow, then carried out after it is released.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 
 use js_sys::{Function, Uint8Array};
@@ -55,6 +55,8 @@ pub struct Driver {
     notify_later: Function,
     /// Where an asynchronous storage answers.
     storage: StorageReports,
+    /// Set while an input delivered inside an animation frame is driven.
+    in_frame: Cell<bool>,
 }
 
 /// A JS function calling `f` on the driver while it exists, made once per
@@ -113,11 +115,17 @@ fn reports(weak: &Weak<Driver>) -> Reports {
         })
     };
     let w = weak.clone();
-    let chunk = move |id: f64, chunk: Uint8Array| {
+    // `in_frame`: chunks that waited for, and are delivered in, an
+    // animation frame (`Http::hold_chunks`): subscribers are called in it.
+    let chunk = move |id: f64, chunk: Uint8Array, in_frame: bool| {
         let id = RequestId(id as u64);
         let bytes = chunk.to_vec();
-        w.upgrade()
-            .is_some_and(|d| d.feed(id, |m, now| m.handle_stream_bytes(id, &bytes, now)))
+        w.upgrade().is_some_and(|d| {
+            d.in_frame.set(in_frame);
+            let wanted = d.feed(id, |m, now| m.handle_stream_bytes(id, &bytes, now));
+            d.in_frame.set(false);
+            wanted
+        })
     };
     let w = weak.clone();
     let settled = move |id: f64, status: u16, retry_after: Option<String>, body: JsValue| {
@@ -139,7 +147,9 @@ fn reports(weak: &Weak<Driver>) -> Reports {
     type Opened = dyn FnMut(f64, u16, Option<String>, Option<String>) -> bool;
     Reports {
         opened: function(Closure::<Opened>::new(opened)),
-        chunk: function(Closure::<dyn FnMut(f64, Uint8Array) -> bool>::new(chunk)),
+        chunk: function(Closure::<dyn FnMut(f64, Uint8Array, bool) -> bool>::new(
+            chunk,
+        )),
         settled: function(Closure::<dyn FnMut(f64, u16, Option<String>, JsValue)>::new(settled)),
         failed: function(Closure::<dyn FnMut(f64, String, String)>::new(failed)),
     }
@@ -193,11 +203,14 @@ impl Driver {
                 }),
                 notify_later: call_back(weak, |d| d.notify_now()),
                 storage: StorageReports::new(weak),
+                in_frame: Cell::new(false),
             }
         });
+        driver.frames();
         let weak = Rc::downgrade(&driver);
         let listeners = lifecycle::install(Rc::new(move |ev| {
             if let Some(d) = weak.upgrade() {
+                d.frames();
                 d.input(|m, now| m.handle_lifecycle(ev, now));
             }
         }));
@@ -210,6 +223,17 @@ impl Driver {
         }
         driver.drive();
         driver
+    }
+
+    /// Tells the pacer whether animation frames run now, and the body
+    /// reader whether to hold stream chunks for them.
+    fn frames(&self) {
+        let hold = self
+            .state
+            .borrow_mut()
+            .subscribers
+            .frames(Http::frames_run());
+        self.http.hold_chunks(hold);
     }
 
     /// What is followed.
@@ -342,7 +366,7 @@ impl Driver {
                     }
                 }
                 let notify_at = if m.take_notify() {
-                    state.subscribers.schedule(js::now())
+                    state.subscribers.schedule(js::now(), self.in_frame.get())
                 } else {
                     None
                 };

@@ -27,6 +27,12 @@ extern "C" {
         hold: bool,
         stream: bool,
     ) -> AbortController;
+
+    #[wasm_bindgen(js_name = paceHold)]
+    fn pace_hold(http: &JsValue, hold: bool);
+
+    #[wasm_bindgen(js_name = framesRun)]
+    fn frames_run() -> bool;
 }
 
 /// The four functions of one client that `request` reports to, each called
@@ -35,7 +41,9 @@ pub struct Reports {
     /// `opened(id, status, contentType, retryAfter) -> bool`: a stream's
     /// 2xx headers; false stops it.
     pub opened: Function,
-    /// `chunk(id, bytes) -> bool`: one chunk of a stream's body; false stops it.
+    /// `chunk(id, bytes, inFrame) -> bool`: chunks of a stream's body, as
+    /// they come or, while held ([`Http::hold_chunks`]), those that waited
+    /// for an animation frame, delivered in it (`inFrame`); false stops it.
     pub chunk: Function,
     /// `settled(id, status, retryAfter, body)`: the answer; `body` is the
     /// whole body (`Uint8Array`), or for a streamed 2xx body true at its end
@@ -114,6 +122,20 @@ impl Http {
             ),
             connect_timeout_ms: o.connect_timeout_ms,
         }
+    }
+
+    /// Whether animation frames run now: a visible document with
+    /// `requestAnimationFrame` (a Worker or a hidden page runs none).
+    pub fn frames_run() -> bool {
+        frames_run()
+    }
+
+    /// Stream chunks wait for the next animation frame (`true`, the
+    /// pacer's [`holds_chunks`](crate::core::machine::NotifyPacer::holds_chunks)),
+    /// or go to `chunk` as they come; `false` also delivers what waits, in
+    /// a microtask (never inside this call).
+    pub fn hold_chunks(&self, hold: bool) {
+        pace_hold(&self.config, hold);
     }
 
     /// Starts request `id`; dropping or aborting the controller stops it.

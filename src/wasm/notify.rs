@@ -48,9 +48,21 @@ impl Subscribers {
         std::mem::take(&mut self.list)
     }
 
-    /// A change is due: when to call, per the pacer.
-    pub fn schedule(&mut self, now: u64) -> Option<NotifyAt> {
-        self.pacer.schedule(now)
+    /// A change is due: when to call, per the pacer; `in_frame`: it was
+    /// made by an input delivered inside an animation frame.
+    pub fn schedule(&mut self, now: u64, in_frame: bool) -> Option<NotifyAt> {
+        if in_frame {
+            self.pacer.schedule_in_frame(now)
+        } else {
+            self.pacer.schedule(now)
+        }
+    }
+
+    /// Whether animation frames run now (an input of the pacer); returns
+    /// whether stream chunks are to be held for the next frame.
+    pub fn frames(&mut self, running: bool) -> bool {
+        self.pacer.handle_frames(running);
+        self.pacer.holds_chunks()
     }
 
     /// The subscribers to call now (call them with no borrow held).

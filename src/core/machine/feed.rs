@@ -191,21 +191,61 @@ pub enum NotifyAt {
 
 /// Paces subscriber calls: at most one call in flight, spaced as
 /// [`Notify`] says. Pure: the caller passes the time.
+///
+/// With [`Notify::Frame`] while animation frames run, it also paces the
+/// live stream's input: the executor holds the body's chunks until the next
+/// frame and delivers them together, inside that frame, where the
+/// subscribers are then called at once ([`schedule_in_frame`]). A UI shows a
+/// chunk no earlier than that frame anyway; one delivery per frame costs one
+/// crossing into the machine instead of one per chunk (a paced answer sends
+/// each event in its own chunk, several per frame), and no second frame
+/// callback (session 7: a frame callback of its own for the chunks cost
+/// more than it saved). Where no frames run (a hidden page, a Worker),
+/// chunks are delivered as they come: the stall watchdog and the stored
+/// state keep up.
+///
+/// [`schedule_in_frame`]: NotifyPacer::schedule_in_frame
 #[derive(Clone, Debug)]
 pub struct NotifyPacer {
     mode: Notify,
     scheduled: bool,
     last: u64,
+    frames: bool,
 }
 
 impl NotifyPacer {
-    /// A pacer for `mode`.
+    /// A pacer for `mode`; no frames run until
+    /// [`handle_frames`](Self::handle_frames) says so.
     pub fn new(mode: Notify) -> Self {
         NotifyPacer {
             mode,
             scheduled: false,
             last: 0,
+            frames: false,
         }
+    }
+
+    /// Whether animation frames run: `requestAnimationFrame` exists and the
+    /// page is visible (an input of the executor, at start and after each
+    /// page lifecycle event; a hidden or frozen page runs none).
+    pub fn handle_frames(&mut self, running: bool) {
+        self.frames = running;
+    }
+
+    /// Whether the live stream's chunks are held until the next animation
+    /// frame and delivered there together (see the type's docs).
+    pub fn holds_chunks(&self) -> bool {
+        self.mode == Notify::Frame && self.frames
+    }
+
+    /// Like [`schedule`](Self::schedule), for a change made by an input
+    /// delivered inside an animation frame: with [`Notify::Frame`] that
+    /// frame is the one to call the subscribers in, now.
+    pub fn schedule_in_frame(&mut self, now: u64) -> Option<NotifyAt> {
+        if self.mode == Notify::Frame && !self.scheduled {
+            return Some(NotifyAt::Now);
+        }
+        self.schedule(now)
     }
 
     /// Something is due at `now`: when to call the subscribers, or `None`
@@ -235,6 +275,33 @@ impl NotifyPacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunks_wait_for_the_frame_only_while_frames_run() {
+        let mut f = NotifyPacer::new(Notify::Frame);
+        assert!(!f.holds_chunks(), "no frames known to run yet");
+        f.handle_frames(true);
+        assert!(f.holds_chunks());
+        f.handle_frames(false);
+        assert!(!f.holds_chunks(), "a hidden page gets chunks as they come");
+        for mode in [Notify::Sync, Notify::Every(50)] {
+            let mut p = NotifyPacer::new(mode);
+            p.handle_frames(true);
+            assert!(!p.holds_chunks(), "{mode:?} delivers chunks as they come");
+        }
+    }
+
+    #[test]
+    fn an_input_delivered_in_a_frame_notifies_in_that_frame() {
+        let mut f = NotifyPacer::new(Notify::Frame);
+        assert_eq!(f.schedule_in_frame(0), Some(NotifyAt::Now));
+        f.delivered(0);
+        // A frame call already asked for (by a timer's input) is kept.
+        assert_eq!(f.schedule(1), Some(NotifyAt::NextFrame));
+        assert_eq!(f.schedule_in_frame(2), None);
+        let mut e = NotifyPacer::new(Notify::Every(100));
+        assert_eq!(e.schedule_in_frame(0), Some(NotifyAt::After(100)));
+    }
 
     #[test]
     fn a_pacer_keeps_one_call_in_flight_and_spaces_calls() {
