@@ -17,32 +17,21 @@ type Module = Vec<String>;
 /// `main.rs` stand for their folder).
 fn modules(root: &Path) -> BTreeMap<Module, String> {
     let mut out = BTreeMap::new();
-    let mut dirs = vec![root.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in fs::read_dir(&dir).expect("a source folder").flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let rel = path.strip_prefix(root).expect("under the root");
-            let mut name: Module = rel
-                .with_extension("")
-                .iter()
-                .map(|c| c.to_string_lossy().into_owned())
-                .collect();
-            if matches!(
-                name.last().map(String::as_str),
-                Some("mod" | "lib" | "main")
-            ) {
-                name.pop();
-            }
-            let text = fs::read_to_string(&path).expect("a source file");
-            out.insert(name, without_comments(&text));
+    for path in crate::sources::rust_files(root) {
+        let rel = path.strip_prefix(root).expect("under the root");
+        let mut name: Module = rel
+            .with_extension("")
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect();
+        if matches!(
+            name.last().map(String::as_str),
+            Some("mod" | "lib" | "main")
+        ) {
+            name.pop();
         }
+        let text = fs::read_to_string(&path).expect("a source file");
+        out.insert(name, without_comments(&text));
     }
     out
 }

@@ -10,32 +10,21 @@ use std::path::Path;
 /// `file:line` of every shipped line under `root` that formats with Debug.
 fn debug_formats(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
-    let mut dirs = vec![root.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in fs::read_dir(&dir).expect("a source folder").flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                if path.file_name().is_none_or(|n| n != "tests") {
-                    dirs.push(path);
-                }
-                continue;
+    let shipped =
+        |p: &Path| p.iter().all(|c| c != "tests") && p.file_name().is_some_and(|n| n != "tests.rs");
+    for path in crate::sources::rust_files(root) {
+        if !shipped(path.strip_prefix(root).expect("under the root")) {
+            continue;
+        }
+        let text = fs::read_to_string(&path).expect("a source file");
+        for (i, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("#[cfg(test)]") || line.contains("#[cfg(all(test") {
+                break;
             }
-            if path.extension().is_none_or(|e| e != "rs")
-                || path.file_name().is_some_and(|n| n == "tests.rs")
-            {
-                continue;
-            }
-            let text = fs::read_to_string(&path).expect("a source file");
-            for (i, line) in text.lines().enumerate() {
-                if line.trim_start().starts_with("#[cfg(test)]") || line.contains("#[cfg(all(test")
-                {
-                    break;
-                }
-                let code = line.split("//").next().unwrap_or("");
-                let formats = code.contains("format!(") || code.contains("#[error(");
-                if formats && code.contains(":?}") {
-                    out.push(format!("{}:{}", path.display(), i + 1));
-                }
+            let code = line.split("//").next().unwrap_or("");
+            let formats = code.contains("format!(") || code.contains("#[error(");
+            if formats && code.contains(":?}") {
+                out.push(format!("{}:{}", path.display(), i + 1));
             }
         }
     }

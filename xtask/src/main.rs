@@ -19,6 +19,8 @@ mod names;
 mod pkg;
 mod server;
 mod setup;
+#[cfg(test)]
+mod sources;
 mod test;
 
 use std::process::ExitCode;
