@@ -27,7 +27,11 @@ export interface ConnectOptions {
   getToken?: () => string | Promise<string>;
   /** Default `"local"`. Quota errors or missing storage fall back to memory with a notice. */
   storage?: StorageKind | StorageAdapter;
-  /** When subscribers are told: once per animation frame (default), synchronously, or at most every N ms. */
+  /**
+   * When subscribers are told: once per animation frame (default), synchronously, or at most every N ms.
+   * With `"frame"` in a visible page, the live stream's chunks that arrive between two frames are applied
+   * together in the next one, where subscribers are told; a hidden page applies them as they come.
+   */
   notify?: "frame" | "sync" | number;
   /** Abort a request that has not produced its first byte after this long (default 10 000 ms). */
   connectTimeoutMs?: number;
