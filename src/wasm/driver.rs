@@ -13,7 +13,7 @@ use std::rc::{Rc, Weak};
 use js_sys::{Function, Uint8Array};
 use wasm_bindgen::prelude::*;
 
-use super::http::{Http, Reports};
+use super::http::{self, Http, Reports};
 use super::js;
 use super::lifecycle::{self, Listeners};
 use super::notify::{self, Subscriber, Subscribers};
@@ -232,7 +232,7 @@ impl Driver {
             .state
             .borrow_mut()
             .subscribers
-            .frames(Http::frames_run());
+            .frames(http::frames_run());
         self.http.hold_chunks(hold);
     }
 

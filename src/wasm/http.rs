@@ -31,8 +31,10 @@ extern "C" {
     #[wasm_bindgen(js_name = paceHold)]
     fn pace_hold(http: &JsValue, hold: bool);
 
+    /// Whether animation frames run now: a visible document with
+    /// `requestAnimationFrame` (a Worker or a hidden page runs none).
     #[wasm_bindgen(js_name = framesRun)]
-    fn frames_run() -> bool;
+    pub fn frames_run() -> bool;
 }
 
 /// The four functions of one client that `request` reports to, each called
@@ -122,12 +124,6 @@ impl Http {
             ),
             connect_timeout_ms: o.connect_timeout_ms,
         }
-    }
-
-    /// Whether animation frames run now: a visible document with
-    /// `requestAnimationFrame` (a Worker or a hidden page runs none).
-    pub fn frames_run() -> bool {
-        frames_run()
     }
 
     /// Stream chunks wait for the next animation frame (`true`, the

@@ -92,14 +92,20 @@ struct DiagnosticsJs<'a> {
     storage: &'a str,
 }
 
+impl<'a> StatusJs<'a> {
+    fn of(s: &'a Status) -> Self {
+        StatusJs {
+            state: s.state,
+            since: s.since,
+            next_retry_at: s.next_retry_at,
+            last_error: s.last_error.as_ref(),
+        }
+    }
+}
+
 /// The JS form of a status.
 pub fn status_js(s: &Status) -> JsValue {
-    js::to_js(&StatusJs {
-        state: s.state,
-        since: s.since,
-        next_retry_at: s.next_retry_at,
-        last_error: s.last_error.as_ref(),
-    })
+    js::to_js(&StatusJs::of(s))
 }
 
 /// The JS `Diagnostics` object; `storage` is the label of the storage in use.
@@ -111,12 +117,7 @@ pub fn diagnostics_js(m: &Machine, storage: &str) -> JsValue {
         .map(SessionView::boot_id)
         .filter(|b| !b.is_empty());
     js::to_js(&DiagnosticsJs {
-        status: StatusJs {
-            state: status.state,
-            since: status.since,
-            next_retry_at: status.next_retry_at,
-            last_error: status.last_error.as_ref(),
-        },
+        status: StatusJs::of(&status),
         counters: m.counters(),
         epoch: m.epoch(),
         cursor: m.cursor(),
@@ -373,12 +374,7 @@ impl ViewCache {
         js::set(&o, "pendingPrompts", &self.prompts.json(&prompts, true));
         js::set(&o, "tasks", &self.tasks.json(tasks, false));
         let s = m.status();
-        let status = StatusJs {
-            state: s.state,
-            since: s.since,
-            next_retry_at: s.next_retry_at,
-            last_error: s.last_error.as_ref(),
-        };
+        let status = StatusJs::of(&s);
         js::set(&o, "status", &self.status.json(&status, false));
         let notices: Vec<_> = m.recent_notices().iter().collect();
         js::set(&o, "notices", &self.notices.json(&notices, true));

@@ -54,21 +54,27 @@ async function seedBacklog() {
   return { id, head };
 }
 
+// A CPU profile's busy nodes with their self time (µs): every sampled node
+// but idle and "(program)" (browser work outside script).
+function busyNodes(prof) {
+  const dt = new Map();
+  for (let i = 0; i < prof.samples.length; i++) dt.set(prof.samples[i], (dt.get(prof.samples[i]) ?? 0) + (prof.timeDeltas[i] ?? 0));
+  return prof.nodes
+    .filter((n) => n.callFrame.functionName !== "(idle)" && n.callFrame.functionName !== "(program)")
+    .map((n) => [n.callFrame, dt.get(n.id) ?? 0]);
+}
+
+// Main-thread time of a profile (µs): the sum of its busy nodes.
+const busyUs = (prof) => busyNodes(prof).reduce((sum, [, t]) => sum + t, 0);
+
 // Self time by function (top 25) of a CDP CPU profile, on stderr.
 function printProfile(prof) {
   const self = new Map();
-  const dt = new Map();
-  for (let i = 0; i < prof.samples.length; i++) dt.set(prof.samples[i], (dt.get(prof.samples[i]) ?? 0) + (prof.timeDeltas[i] ?? 0));
-  let total = 0;
-  for (const n of prof.nodes) {
-    const t = dt.get(n.id) ?? 0;
-    const f = n.callFrame;
-    if (f.functionName === "(idle)" || f.functionName === "(program)") continue;
+  for (const [f, t] of busyNodes(prof)) {
     const key = `${f.functionName || "(anonymous)"} ${f.url.split("/").pop()}:${f.lineNumber}`;
     self.set(key, (self.get(key) ?? 0) + t);
-    total += t;
   }
-  console.error(`profile: ${(total / 1000).toFixed(1)} ms of script (self time, µs)`);
+  console.error(`profile: ${(busyUs(prof) / 1000).toFixed(1)} ms of script (self time, µs)`);
   for (const [k, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.error(`  ${String(t).padStart(8)} ${k}`);
 }
 
@@ -147,23 +153,13 @@ try {
   if (wants("live") || wants("memory")) {
     const metric = async () =>
       Object.fromEntries((await cdp.send("Performance.getMetrics")).metrics.map((m) => [m.name, m.value]));
-    // Main-thread time of a follower: the sum of a CPU profile's samples
+    // Main-thread time of a follower (`busyUs`): the sum of a CPU profile's samples
     // (JS, wasm, GC and the builtins they call; not idle, not "(program)").
     // CDP's ScriptDuration is not used: it counts tasks (timers, animation
     // frames) and leaves out promise jobs, where both followers read the
     // body and where the SDK parses and folds every chunk (session 7:
     // `notify: "sync"`, which moves the SDK's whole work into promise jobs,
     // read 1.6 µs per event by ScriptDuration).
-    const busyUs = (prof) => {
-      const dt = new Map();
-      for (let i = 0; i < prof.samples.length; i++) dt.set(prof.samples[i], (dt.get(prof.samples[i]) ?? 0) + (prof.timeDeltas[i] ?? 0));
-      let us = 0;
-      for (const n of prof.nodes) {
-        const name = n.callFrame.functionName;
-        if (name !== "(idle)" && name !== "(program)") us += dt.get(n.id) ?? 0;
-      }
-      return us;
-    };
     const follow = async (which, { latency = false, turns = TURNS, burst = false } = {}) => {
       const { session_id: s } = await api("POST", "/v1/sessions", { title: `live ${which}` });
       await page.evaluate(([w, s]) => window[`${w}Follow`](s, 1), [which, s]);
