@@ -46,7 +46,11 @@ macro_rules! wire_struct {
             ) -> Result<Self, $crate::core::json::JsonError> {
                 $( let mut $field: Option<$ty> = None; )*
                 let slots: &mut [&mut dyn $crate::core::json::Slot] = &mut [$( &mut $field ),*];
-                r.fields(&[$( stringify!($field) ),*], slots)?;
+                r.fields(
+                    &[$( stringify!($field) ),*],
+                    &[$( $crate::wire_struct!(@required $($default)?) ),*],
+                    slots,
+                )?;
                 Ok($name { $( $field: $crate::wire_struct!(@take $field $ty $(, $default)?), )* })
             }
         }
@@ -69,8 +73,14 @@ macro_rules! wire_struct {
             !<$ty as $crate::core::json::FromJson>::OPTIONAL,
             concat!("`", stringify!($field), "` is an Option: declare it `= default`, as serde reads it"),
         );
-        $field.ok_or($crate::core::json::JsonError::Missing(stringify!($field)))?
+        // `fields` has checked that a required slot is filled.
+        match $field {
+            Some(value) => value,
+            None => unreachable!(),
+        }
     }};
+    (@required) => { true };
+    (@required default) => { false };
     (@take $field:ident $ty:ty, default) => {
         $field.unwrap_or_default()
     };
@@ -182,7 +192,11 @@ macro_rules! wire_tagged {
                             $( let mut $field: Option<$ty> = None; )*
                             let slots: &mut [&mut dyn $crate::core::json::Slot] =
                                 &mut [$( &mut $field ),*];
-                            r.fields(&[$( stringify!($field) ),*], slots)?;
+                            r.fields(
+                                &[$( stringify!($field) ),*],
+                                &[$( $crate::wire_struct!(@required $($default)?) ),*],
+                                slots,
+                            )?;
                             Ok($name::$variant {
                                 $( $field: $crate::wire_struct!(@take $field $ty $(, $default)?), )*
                             })
