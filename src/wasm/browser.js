@@ -83,6 +83,16 @@ export function connectOptions(o) {
 const decoder = new TextDecoder();
 const NONE = 0xffffffff;
 
+// The view and its `live` part, built by Rust in one call each (see view.rs),
+// with the keys in the order of api.d.ts.
+export function viewObject(scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices) {
+  return Object.freeze({ scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices });
+}
+
+export function liveObject(turn_id, message_id, text_offset, state, tools, pending_question, stale, text) {
+  return { turn_id, message_id, text_offset, state, tools, pending_question, stale, text };
+}
+
 export function buildItems(bytes, layout) {
   const text = decoder.decode(bytes);
   const items = [];
