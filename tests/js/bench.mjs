@@ -162,6 +162,9 @@ try {
     // read 1.6 µs per event by ScriptDuration).
     const follow = async (which, { latency = false, turns = TURNS, burst = false } = {}) => {
       const { session_id: s } = await api("POST", "/v1/sessions", { title: `live ${which}` });
+      // The SDK pipes its body once, when it connects: the probe is on
+      // before (its samples are cleared once the follower is warm).
+      if (latency) await page.evaluate(() => window.latencyProbe(true));
       await page.evaluate(([w, s]) => window[`${w}Follow`](s, 1), [which, s]);
       // One unmeasured answer first: each follower's code (and a package's
       // wasm, which starts in V8's baseline tier) is warm when measured,

@@ -106,20 +106,37 @@ window.benchFirstRestore = async (which, sessionId, head) =>
 // answer's text length into the page, as an app would set the text.
 const shown = document.getElementById("out");
 
-// Delta arrival to render: while on, each body read stamps the first chunk
-// not yet rendered, and each render records the time since it (the paint
-// follows the animation frame's callbacks).
+// Delta arrival to render: while on, each body chunk stamps the first
+// chunk not yet rendered, and each render records the time since it (the
+// paint follows the animation frame's callbacks). The plain-JS follower
+// reads its body (read() is stamped); the SDK pipes it into a sink
+// (pipeTo() is given a stamping stage first, which costs the SDK a
+// little time in the latency run only).
 let unrendered = null;
 const latencies = [];
+const stamp = () => {
+  if (unrendered === null) unrendered = performance.now();
+};
 const plainRead = ReadableStreamDefaultReader.prototype.read;
 function stampedRead() {
   return plainRead.call(this).then((r) => {
-    if (!r.done && unrendered === null) unrendered = performance.now();
+    if (!r.done) stamp();
     return r;
   });
 }
+const plainPipeTo = ReadableStream.prototype.pipeTo;
+function stampedPipeTo(dest, options) {
+  const stage = new TransformStream({
+    transform(chunk, controller) {
+      stamp();
+      controller.enqueue(chunk);
+    },
+  });
+  return plainPipeTo.call(this.pipeThrough(stage), dest, options);
+}
 window.latencyProbe = (on) => {
   ReadableStreamDefaultReader.prototype.read = on ? stampedRead : plainRead;
+  ReadableStream.prototype.pipeTo = on ? stampedPipeTo : plainPipeTo;
   unrendered = null;
   latencies.length = 0;
 };
