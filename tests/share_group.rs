@@ -3,9 +3,10 @@
 
 mod share_support;
 
-use replay_client::core::machine::{Lifecycle, State};
-use replay_client::core::share::Role;
-use share_support::World;
+use replay_client::core::machine::{Lifecycle, RequestId, State, Target};
+use replay_client::core::share::{Delivery, Output, Role, Share, ShareConfig};
+use serde_json::json;
+use share_support::{control, frame, message, World, BOOT, EPOCH};
 
 /// Three tabs, three sessions, each tab following two of them.
 fn three_tabs() -> (World, Vec<(usize, u64)>) {
@@ -377,4 +378,57 @@ fn a_gone_machine_gives_its_streams_back_and_its_scope_lingers_then_leaves() {
     w.server.append("a");
     w.advance(10);
     w.assert_converged();
+}
+
+#[test]
+fn one_chunk_of_the_connection_is_one_input_per_machine() {
+    let mut hub = Share::new(ShareConfig::new(1, "g", false), 0);
+    for (machine, sid) in [(1, "a"), (2, "b")] {
+        let id = RequestId(10 + machine);
+        assert!(hub.handle_open_stream(machine, &Target::session(sid), id, None, 0));
+    }
+    while hub.poll_output().is_some() {}
+    hub.handle_timeout(100);
+    let Some(Output::OpenMux { id, .. }) = hub.poll_output() else {
+        panic!("the connection opens");
+    };
+    hub.handle_mux_opened(id, 200, Some("text/event-stream"), None, 100);
+    while hub.poll_output().is_some() {}
+    let hello = |sid| {
+        control(
+            sid,
+            "hello",
+            json!({"epoch": EPOCH, "head": 0, "boot_id": BOOT}),
+        )
+    };
+    let events = [
+        hello("a"),
+        hello("b"),
+        message("a", 1),
+        message("b", 1),
+        message("a", 2),
+    ];
+    let chunk: Vec<u8> = events.iter().flat_map(frame).collect();
+    hub.handle_mux_bytes(id, &chunk, 101);
+    let mut got: Vec<(u64, Vec<u8>)> = vec![];
+    while let Some(out) = hub.poll_output() {
+        if let Output::Deliver {
+            machine,
+            what: Delivery::Bytes(b),
+            ..
+        } = out
+        {
+            got.push((machine, b));
+        }
+    }
+    let of = |sid: &str, i: &[usize]| -> Vec<u8> {
+        let mut b = vec![];
+        for &i in i {
+            let env = &events[i];
+            assert_eq!(env.scope_id, sid);
+            b.extend(frame(env));
+        }
+        b
+    };
+    assert_eq!(got, vec![(1, of("a", &[0, 2, 4])), (2, of("b", &[1, 3]))]);
 }

@@ -31,7 +31,8 @@ pub fn message(sid: &str, seq: u64) -> Envelope {
     }
 }
 
-fn control(sid: &str, type_name: &str, data: serde_json::Value) -> Envelope {
+/// A control event (`hello`, `heartbeat`, …) of session `sid`.
+pub fn control(sid: &str, type_name: &str, data: serde_json::Value) -> Envelope {
     Envelope {
         id: None,
         scope: Scope::Session,
@@ -45,7 +46,7 @@ fn control(sid: &str, type_name: &str, data: serde_json::Value) -> Envelope {
 }
 
 /// A frame of the multiplexed stream: no `id:` line (PROTOCOL.md §4.6).
-fn frame(env: &Envelope) -> Vec<u8> {
+pub fn frame(env: &Envelope) -> Vec<u8> {
     format!(
         "event: {}\ndata: {}\n\n",
         env.event.type_name(),

@@ -330,7 +330,7 @@ impl Router {
         for l in &mut self.locals {
             if l.key == key && (l.greeted != is_hello || to_all) {
                 l.greeted = true;
-                out.push_back(deliver(l, Delivery::Bytes(bytes.clone())));
+                push_bytes(out, l, &bytes);
             }
         }
         true
@@ -365,6 +365,27 @@ impl Router {
             .iter()
             .find(|l| l.machine == machine)
             .map(|l| l.id)
+    }
+}
+
+/// Queues `bytes` for `l`'s stream, appended to the bytes queued last for
+/// that stream when nothing else for it came after them: the events one
+/// input routes (a chunk of the connection) reach each machine as one
+/// input, as a chunk of its own stream would (a frame's chunks, delivered
+/// together in it, then call its subscribers once). The order is kept per
+/// stream; other streams and the channel do not depend on it.
+fn push_bytes(out: &mut VecDeque<Output>, l: &Local, bytes: &[u8]) {
+    let last = out.iter_mut().rev().find_map(|o| match o {
+        Output::Deliver {
+            machine,
+            stream,
+            what,
+        } if *machine == l.machine && *stream == l.id => Some(what),
+        _ => None,
+    });
+    match last {
+        Some(Delivery::Bytes(queued)) => queued.extend_from_slice(bytes),
+        _ => out.push_back(deliver(l, Delivery::Bytes(bytes.to_vec()))),
     }
 }
 
