@@ -148,4 +148,16 @@ fn errors_name_the_problem() {
         Err(JsonError::Type(0, "an unsigned integer"))
     );
     assert_eq!(from_str::<RawJson>("[1,"), Err(JsonError::Syntax(3)));
+    // The first required field missing, in declaration order, by its key
+    // (`type_name` is read from `type`); optional ones may be absent.
+    use crate::core::machine::LastApplied;
+    assert_eq!(
+        from_str::<LastApplied>(r#"{"seq":3}"#),
+        Err(JsonError::Missing("type"))
+    );
+    assert_eq!(
+        from_str::<LastApplied>(r#"{"id":1}"#),
+        Err(JsonError::Missing("seq"))
+    );
+    assert!(from_str::<LastApplied>(r#"{"seq":3,"type":"t"}"#).is_ok());
 }
