@@ -160,50 +160,76 @@ try {
     // body and where the SDK parses and folds every chunk (session 7:
     // `notify: "sync"`, which moves the SDK's whole work into promise jobs,
     // read 1.6 µs per event by ScriptDuration).
-    const follow = async (which, { latency = false, turns = TURNS, burst = false } = {}) => {
+    // A follower on a session of its own, warm: one unmeasured answer
+    // first, so each follower's code (and a package's wasm, which starts in
+    // V8's baseline tier) is warm when measured, whatever the order.
+    const start = async (which, latency) => {
       const { session_id: s } = await api("POST", "/v1/sessions", { title: `live ${which}` });
       // The SDK pipes its body once, when it connects: the probe is on
       // before (its samples are cleared once the follower is warm).
       if (latency) await page.evaluate(() => window.latencyProbe(true));
       await page.evaluate(([w, s]) => window[`${w}Follow`](s, 1), [which, s]);
-      // One unmeasured answer first: each follower's code (and a package's
-      // wasm, which starts in V8's baseline tier) is warm when measured,
-      // whatever the order the followers run in.
-      const answer = async (i, chars, flags = "") => {
+      let i = 0;
+      const answer = async (chars, flags = "") => {
         await api("POST", `/v1/sessions/${s}/messages`, { message_id: `bench${i}`, text: `/long ${chars}${flags}` });
+        i++;
         // Polled every 100 ms, not every frame: the probe's own calls would
         // otherwise be counted as the follower's time.
-        await page.waitForFunction(([w, n]) => window.liveCursor(w) >= n, [which, 4 * (i + 1) + 1], {
+        await page.waitForFunction(([w, n]) => window.liveCursor(w) >= n, [which, 4 * i + 1], {
           timeout: 300_000,
           polling: 100,
         });
       };
-      await answer(0, 2000);
+      await answer(2000);
       await page.evaluate((on) => window.latencyProbe(on), latency);
-      await cdp.send("Profiler.enable");
-      await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
-      await cdp.send("Profiler.start");
-      const before = await metric();
-      const eventsBefore = (await page.evaluate((w) => window.liveStats(w), which)).events;
-      for (let i = 1; i <= turns; i++) await answer(i, burst ? BURST : LONG, burst ? " /burst" : "");
-      const after = await metric();
-      const stats = await page.evaluate((w) => window.liveStats(w), which);
-      const lat = await page.evaluate(() => window.latencyStats());
-      await page.evaluate(() => window.latencyProbe(false));
-      const prof = (await cdp.send("Profiler.stop")).profile;
-      await page.evaluate((w) => window.liveStop(w), which);
-      const events = stats.events - eventsBefore;
-      const busy = busyUs(prof);
-      const tasks = after.ScriptDuration - before.ScriptDuration;
-      console.error(`live ${which}${burst ? " burst" : ""}: ${events} events, busy ${(busy / 1e3).toFixed(1)} ms, task script ${(tasks * 1e3).toFixed(1)} ms, ${JSON.stringify(stats)}`);
-      return { us: busy / events, taskUs: (tasks * 1e6) / events, events, stats, lat, prof };
+      const f = { which, busy: 0, tasks: 0, events: 0, prof: null, stats: null };
+      // One measured answer, profiled alone.
+      f.measure = async (chars, flags) => {
+        await cdp.send("Profiler.enable");
+        await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
+        await cdp.send("Profiler.start");
+        const before = await metric();
+        const eventsBefore = (await page.evaluate((w) => window.liveStats(w), which)).events;
+        await answer(chars, flags);
+        const after = await metric();
+        f.stats = await page.evaluate((w) => window.liveStats(w), which);
+        f.prof = (await cdp.send("Profiler.stop")).profile;
+        f.busy += busyUs(f.prof);
+        f.tasks += after.ScriptDuration - before.ScriptDuration;
+        f.events += f.stats.events - eventsBefore;
+      };
+      return f;
     };
-    const sdk = await follow("sdk");
-    const js = await follow("js");
-    if (await page.evaluate(() => window.hasBase())) {
-      const base = await follow("base");
+    // Followers measured answer by answer in turn (sdk, js, base, sdk, …):
+    // a change of the machine's load during the run weighs on each alike,
+    // where measuring one follower's answers after the other's had moved
+    // the ratio by ±25 % between runs. A follower waiting for its turn
+    // stays connected; its heartbeats (one a second) fall in the others'
+    // profiles, a fraction of a per cent. Returns per follower the
+    // main-thread µs per event (`us`), the same by ScriptDuration
+    // (`taskUs`), its last answer's profile and the latency samples.
+    const followAll = async (whiches, { latency = false, turns = TURNS, burst = false } = {}) => {
+      const fs = [];
+      for (const w of whiches) fs.push(await start(w, latency));
+      for (let t = 0; t < turns; t++) {
+        for (const f of fs) await f.measure(burst ? BURST : LONG, burst ? " /burst" : "");
+      }
+      const out = {};
+      for (const f of fs) {
+        const lat = await page.evaluate(() => window.latencyStats());
+        await page.evaluate(() => window.latencyProbe(false));
+        await page.evaluate((w) => window.liveStop(w), f.which);
+        console.error(`live ${f.which}${burst ? " burst" : ""}: ${f.events} events, busy ${(f.busy / 1e3).toFixed(1)} ms, task script ${(f.tasks * 1e3).toFixed(1)} ms, ${JSON.stringify(f.stats)}`);
+        out[f.which] = { us: f.busy / f.events, taskUs: (f.tasks * 1e6) / f.events, events: f.events, stats: f.stats, lat, prof: f.prof };
+      }
+      return out;
+    };
+    const hasBase = await page.evaluate(() => window.hasBase());
+    const { sdk, js, base } = await followAll(hasBase ? ["sdk", "js", "base"] : ["sdk", "js"]);
+    if (base) {
       console.log(`browser_live_base_delta_us ${base.us.toFixed(2)}`);
       console.log(`browser_live_base_vs_js ${(base.us / js.us).toFixed(3)}`);
+      console.log(`browser_live_vs_base ${(sdk.us / base.us).toFixed(3)}`);
     }
     console.log(`browser_live_delta_us ${sdk.us.toFixed(2)}`);
     console.log(`browser_live_js_delta_us ${js.us.toFixed(2)}`);
@@ -213,20 +239,20 @@ try {
     console.log(`browser_notifications_per_frame ${sdk.stats.maxPerFrame}`);
     // A burst: one answer's deltas back to back (`/burst`), so thousands of
     // events arrive in a few large chunks.
-    const sdkBurst = await follow("sdk", { burst: true, turns: 1 });
-    const jsBurst = await follow("js", { burst: true, turns: 1 });
+    const { sdk: sdkBurst, js: jsBurst } = await followAll(["sdk", "js"], { burst: true, turns: 1 });
     console.log(`browser_burst_events ${sdkBurst.events}`);
     console.log(`browser_burst_delta_us ${sdkBurst.us.toFixed(2)}`);
     console.log(`browser_burst_js_delta_us ${jsBurst.us.toFixed(2)}`);
     console.log(`browser_burst_vs_js ${(sdkBurst.us / jsBurst.us).toFixed(3)}`);
-    const sdkLat = (await follow("sdk", { latency: true, turns: 1 })).lat;
-    const jsLat = (await follow("js", { latency: true, turns: 1 })).lat;
+    // One follower at a time: the probe and its samples are the page's.
+    const sdkLat = (await followAll(["sdk"], { latency: true, turns: 1 })).sdk.lat;
+    const jsLat = (await followAll(["js"], { latency: true, turns: 1 })).js.lat;
     console.log(`browser_live_latency_p50_ms ${sdkLat.p50.toFixed(2)}`);
     console.log(`browser_live_latency_p95_ms ${sdkLat.p95.toFixed(2)}`);
     console.log(`browser_live_js_latency_p50_ms ${jsLat.p50.toFixed(2)}`);
     console.log(`browser_live_js_latency_p95_ms ${jsLat.p95.toFixed(2)}`);
-    // BENCH_PROFILE=path: the measured answers' CPU profiles
-    // (path.sdk.cpuprofile, path.js.cpuprofile), top self times on stderr.
+    // BENCH_PROFILE=path: CPU profiles of each follower's last measured
+    // answer (path.sdk.cpuprofile, path.js.cpuprofile), top self times on stderr.
     if (process.env.BENCH_PROFILE) {
       for (const [which, { prof }] of [["sdk", sdk], ["js", js]]) {
         writeFileSync(`${process.env.BENCH_PROFILE}.${which}.cpuprofile`, JSON.stringify(prof));
