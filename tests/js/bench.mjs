@@ -237,9 +237,10 @@ try {
     console.log(`browser_live_task_script_us ${sdk.taskUs.toFixed(2)}`);
     console.log(`browser_live_js_task_script_us ${js.taskUs.toFixed(2)}`);
     console.log(`browser_notifications_per_frame ${sdk.stats.maxPerFrame}`);
-    // A burst: one answer's deltas back to back (`/burst`), so thousands of
-    // events arrive in a few large chunks.
-    const { sdk: sdkBurst, js: jsBurst } = await followAll(["sdk", "js"], { burst: true, turns: 1 });
+    // A burst: an answer's deltas back to back (`/burst`), so thousands of
+    // events arrive in a few large chunks; TURNS answers each, interleaved
+    // (one answer is 50–130 ms of measure, too little on its own).
+    const { sdk: sdkBurst, js: jsBurst } = await followAll(["sdk", "js"], { burst: true });
     console.log(`browser_burst_events ${sdkBurst.events}`);
     console.log(`browser_burst_delta_us ${sdkBurst.us.toFixed(2)}`);
     console.log(`browser_burst_js_delta_us ${jsBurst.us.toFixed(2)}`);

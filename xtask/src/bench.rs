@@ -230,7 +230,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "browser_burst_events",
         unit: "events",
-        what: "a burst: one answer's deltas back to back (`/long 20000 /burst`), events followed",
+        what: "a burst: three answers' deltas, each sent back to back (`/long 20000 /burst`), events followed",
         target: None,
     },
     Figure {
