@@ -83,35 +83,35 @@ impl Shared {
     /// `value` as JS (parsed from its JSON; frozen if `freeze`).
     fn json<T: Serialize + ?Sized>(&mut self, value: &T, freeze: bool) -> JsValue {
         self.text(
-            crate::core::json::to_string(value).unwrap_or_default(),
+            &crate::core::json::to_string(value).unwrap_or_default(),
             freeze,
         )
     }
 
-    /// A plain string as JS: decoded from wasm only when it changed.
-    fn str(&mut self, text: &str) -> JsValue {
-        match &self.js {
-            Some(js) if self.key == text => js.clone(),
-            _ => {
-                let js = JsValue::from_str(text);
-                self.key.clear();
-                self.key.push_str(text);
-                self.js = Some(js.clone());
-                js
+    // Not generic: one copy of the code for every part.
+    fn text(&mut self, text: &str, freeze: bool) -> JsValue {
+        self.get(text, &|text| {
+            let js = js::parse_json(text);
+            if freeze {
+                Object::freeze(js.unchecked_ref::<Object>());
             }
-        }
+            js
+        })
     }
 
-    // Not generic: one copy of the code for every part.
-    fn text(&mut self, text: String, freeze: bool) -> JsValue {
+    /// A plain string as JS: decoded from wasm only when it changed.
+    fn str(&mut self, text: &str) -> JsValue {
+        self.get(text, &JsValue::from_str)
+    }
+
+    /// The JS value cached for `key`, made by `make` when the key changed.
+    fn get(&mut self, key: &str, make: &dyn Fn(&str) -> JsValue) -> JsValue {
         match &self.js {
-            Some(js) if self.key == text => js.clone(),
+            Some(js) if self.key == key => js.clone(),
             _ => {
-                let js = js::parse_json(&text);
-                if freeze {
-                    Object::freeze(js.unchecked_ref::<Object>());
-                }
-                self.key = text;
+                let js = make(key);
+                self.key.clear();
+                self.key.push_str(key);
                 self.js = Some(js.clone());
                 js
             }
