@@ -225,14 +225,11 @@ impl Driver {
         driver
     }
 
-    /// Tells the pacer whether animation frames run now, and the body
-    /// reader whether to hold stream chunks for them.
+    /// Tells the body reader whether to hold stream chunks for the next
+    /// animation frame, as the pacer says for whether frames run now.
     fn frames(&self) {
-        let hold = self
-            .state
-            .borrow_mut()
-            .subscribers
-            .frames(http::frames_run());
+        let frames_run = http::frames_run();
+        let hold = self.state.borrow().subscribers.holds_chunks(frames_run);
         self.http.hold_chunks(hold);
     }
 

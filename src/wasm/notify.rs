@@ -58,11 +58,10 @@ impl Subscribers {
         }
     }
 
-    /// Whether animation frames run now (an input of the pacer); returns
-    /// whether stream chunks are to be held for the next frame.
-    pub fn frames(&mut self, running: bool) -> bool {
-        self.pacer.handle_frames(running);
-        self.pacer.holds_chunks()
+    /// Whether stream chunks are to be held for the next frame, given
+    /// whether animation frames run now.
+    pub fn holds_chunks(&self, frames_run: bool) -> bool {
+        self.pacer.holds_chunks(frames_run)
     }
 
     /// The subscribers to call now (call them with no borrow held).

@@ -198,11 +198,10 @@ pub enum NotifyAt {
 /// subscribers are then called at once ([`schedule_in_frame`]). A UI shows a
 /// chunk no earlier than that frame anyway; one delivery per frame costs one
 /// crossing into the machine instead of one per chunk (a paced answer sends
-/// each event in its own chunk, several per frame), and no second frame
-/// callback (session 7: a frame callback of its own for the chunks cost
-/// more than it saved). Where no frames run (a hidden page, a Worker),
-/// chunks are delivered as they come: the stall watchdog and the stored
-/// state keep up.
+/// each event in its own chunk, several per frame), and no frame callback
+/// of its own (docs/benchmarks.md). Where no frames run (a hidden page, a
+/// Worker), chunks are delivered as they come: the stall watchdog and the
+/// stored state keep up.
 ///
 /// [`schedule_in_frame`]: NotifyPacer::schedule_in_frame
 #[derive(Clone, Debug)]
@@ -210,32 +209,25 @@ pub struct NotifyPacer {
     mode: Notify,
     scheduled: bool,
     last: u64,
-    frames: bool,
 }
 
 impl NotifyPacer {
-    /// A pacer for `mode`; no frames run until
-    /// [`handle_frames`](Self::handle_frames) says so.
+    /// A pacer for `mode`.
     pub fn new(mode: Notify) -> Self {
         NotifyPacer {
             mode,
             scheduled: false,
             last: 0,
-            frames: false,
         }
     }
 
-    /// Whether animation frames run: `requestAnimationFrame` exists and the
-    /// page is visible (an input of the executor, at start and after each
-    /// page lifecycle event; a hidden or frozen page runs none).
-    pub fn handle_frames(&mut self, running: bool) {
-        self.frames = running;
-    }
-
     /// Whether the live stream's chunks are held until the next animation
-    /// frame and delivered there together (see the type's docs).
-    pub fn holds_chunks(&self) -> bool {
-        self.mode == Notify::Frame && self.frames
+    /// frame and delivered there together (see the type's docs), given
+    /// whether frames run (`requestAnimationFrame` exists and the page is
+    /// visible; the executor asks at start and after each page lifecycle
+    /// event: a hidden or frozen page runs none).
+    pub fn holds_chunks(&self, frames_run: bool) -> bool {
+        self.mode == Notify::Frame && frames_run
     }
 
     /// Like [`schedule`](Self::schedule), for a change made by an input
@@ -278,16 +270,18 @@ mod tests {
 
     #[test]
     fn chunks_wait_for_the_frame_only_while_frames_run() {
-        let mut f = NotifyPacer::new(Notify::Frame);
-        assert!(!f.holds_chunks(), "no frames known to run yet");
-        f.handle_frames(true);
-        assert!(f.holds_chunks());
-        f.handle_frames(false);
-        assert!(!f.holds_chunks(), "a hidden page gets chunks as they come");
+        let f = NotifyPacer::new(Notify::Frame);
+        assert!(f.holds_chunks(true));
+        assert!(
+            !f.holds_chunks(false),
+            "a hidden page gets chunks as they come"
+        );
         for mode in [Notify::Sync, Notify::Every(50)] {
-            let mut p = NotifyPacer::new(mode);
-            p.handle_frames(true);
-            assert!(!p.holds_chunks(), "{mode:?} delivers chunks as they come");
+            let p = NotifyPacer::new(mode);
+            assert!(
+                !p.holds_chunks(true),
+                "{mode:?} delivers chunks as they come"
+            );
         }
     }
 
