@@ -55,7 +55,9 @@ pub struct Driver {
     notify_later: Function,
     /// Where an asynchronous storage answers.
     storage: StorageReports,
-    /// Set while an input delivered inside an animation frame is driven.
+    /// Set while an input delivered inside an animation frame is driven;
+    /// taken by the first notification it schedules, so a subscriber's own
+    /// call into the client (a nested drive) is not taken for the frame's.
     in_frame: Cell<bool>,
 }
 
@@ -363,7 +365,9 @@ impl Driver {
                     }
                 }
                 let notify_at = if m.take_notify() {
-                    state.subscribers.schedule(js::now(), self.in_frame.get())
+                    state
+                        .subscribers
+                        .schedule(js::now(), self.in_frame.replace(false))
                 } else {
                     None
                 };
