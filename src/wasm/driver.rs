@@ -386,8 +386,10 @@ impl Driver {
         }
         if waiting {
             // A page that arrived early is read once the request after it is
-            // on the network (pipelined paging): requests call fetch() from
-            // the microtasks `request` queued, and this one comes after them.
+            // on its way (pipelined paging): requests start in the microtasks
+            // `request` queued, and this one comes after them (with a
+            // `getToken`, their fetch() waits for its promise: the page may
+            // then be read first).
             js::queue_microtask(&self.read_waiting_page);
         } else {
             // Nothing to read: prepare UI objects while the network works.
@@ -419,7 +421,7 @@ impl Driver {
             // getToken() is awaited before every request, so the requests
             // after this action already use fresh credentials.
             Action::RefreshCredentials => {}
-            request => {
+            request @ (Action::OpenStream { .. } | Action::Fetch { .. } | Action::Post { .. }) => {
                 if let Some(req) = requests::start(&self.http, &request) {
                     self.state.borrow_mut().reqs.push(req);
                 }

@@ -57,7 +57,8 @@ pub struct Reports {
 
 /// How requests are addressed, authenticated and reported.
 pub struct Http {
-    /// `[baseUrl, headers, getToken, timeoutMs]` as `exchange` takes it.
+    /// `[baseUrl, headers, getToken, timeoutMs]` as `request` (`browser.js`)
+    /// takes it; `paceHold` keeps the body's frame pacing beside it.
     config: JsValue,
     /// `[opened, chunk, settled, failed]`.
     reports: Array,
