@@ -214,10 +214,12 @@ try {
       for (let t = 0; t < turns; t++) {
         for (const f of fs) await f.measure(burst ? BURST : LONG, burst ? " /burst" : "");
       }
+      // The probe's samples are the page's: one follower's when `latency`.
+      if (latency && fs.length !== 1) throw new Error("latency is measured one follower at a time");
+      const lat = await page.evaluate(() => window.latencyStats());
+      await page.evaluate(() => window.latencyProbe(false));
       const out = {};
       for (const f of fs) {
-        const lat = await page.evaluate(() => window.latencyStats());
-        await page.evaluate(() => window.latencyProbe(false));
         await page.evaluate((w) => window.liveStop(w), f.which);
         console.error(`live ${f.which}${burst ? " burst" : ""}: ${f.events} events, busy ${(f.busy / 1e3).toFixed(1)} ms, task script ${(f.tasks * 1e3).toFixed(1)} ms, ${JSON.stringify(f.stats)}`);
         out[f.which] = { us: f.busy / f.events, taskUs: (f.tasks * 1e6) / f.events, events: f.events, stats: f.stats, lat, prof: f.prof };
