@@ -5,7 +5,7 @@ import { chromium } from "playwright-core";
 
 const url = process.env.BENCH_URL;
 const EVENTS = 10_000;
-// BENCH_ONLY=live,restore,cold,memory runs those parts (quick, repeatable
+// BENCH_ONLY=live,burst,restore,cold,memory runs those parts (quick, repeatable
 // figures while working on one path); unset runs everything.
 const only = process.env.BENCH_ONLY ? process.env.BENCH_ONLY.split(",") : null;
 const wants = (part) => !only || only.includes(part);
@@ -150,7 +150,7 @@ try {
   // Live: long streamed answers (chunks as the server paces them), followed
   // by the SDK and by the plain-JS follower in turn, in the same page;
   // main-thread time per received event from a CPU profile of each.
-  if (wants("live") || wants("memory")) {
+  if (wants("live") || wants("burst") || wants("memory")) {
     const metric = async () =>
       Object.fromEntries((await cdp.send("Performance.getMetrics")).metrics.map((m) => [m.name, m.value]));
     // Main-thread time of a follower (`busyUs`): the sum of a CPU profile's samples
@@ -227,37 +227,50 @@ try {
       return out;
     };
     const hasBase = await page.evaluate(() => window.hasBase());
-    const { sdk, js, base } = await followAll(hasBase ? ["sdk", "js", "base"] : ["sdk", "js"]);
-    if (base) {
-      console.log(`browser_live_base_delta_us ${base.us.toFixed(2)}`);
-      console.log(`browser_live_base_vs_js ${(base.us / js.us).toFixed(3)}`);
-      console.log(`browser_live_vs_base ${(sdk.us / base.us).toFixed(3)}`);
+    const whiches = hasBase ? ["sdk", "js", "base"] : ["sdk", "js"];
+    const profiles = [];
+    if (wants("live") || wants("memory")) {
+      const { sdk, js, base } = await followAll(whiches);
+      if (base) {
+        console.log(`browser_live_base_delta_us ${base.us.toFixed(2)}`);
+        console.log(`browser_live_base_vs_js ${(base.us / js.us).toFixed(3)}`);
+        console.log(`browser_live_vs_base ${(sdk.us / base.us).toFixed(3)}`);
+      }
+      console.log(`browser_live_delta_us ${sdk.us.toFixed(2)}`);
+      console.log(`browser_live_js_delta_us ${js.us.toFixed(2)}`);
+      console.log(`browser_live_vs_js ${(sdk.us / js.us).toFixed(3)}`);
+      console.log(`browser_live_task_script_us ${sdk.taskUs.toFixed(2)}`);
+      console.log(`browser_live_js_task_script_us ${js.taskUs.toFixed(2)}`);
+      console.log(`browser_notifications_per_frame ${sdk.stats.maxPerFrame}`);
+      profiles.push(["sdk", sdk], ["js", js]);
+      // One follower at a time: the probe and its samples are the page's.
+      const sdkLat = (await followAll(["sdk"], { latency: true, turns: 1 })).sdk.lat;
+      const jsLat = (await followAll(["js"], { latency: true, turns: 1 })).js.lat;
+      console.log(`browser_live_latency_p50_ms ${sdkLat.p50.toFixed(2)}`);
+      console.log(`browser_live_latency_p95_ms ${sdkLat.p95.toFixed(2)}`);
+      console.log(`browser_live_js_latency_p50_ms ${jsLat.p50.toFixed(2)}`);
+      console.log(`browser_live_js_latency_p95_ms ${jsLat.p95.toFixed(2)}`);
     }
-    console.log(`browser_live_delta_us ${sdk.us.toFixed(2)}`);
-    console.log(`browser_live_js_delta_us ${js.us.toFixed(2)}`);
-    console.log(`browser_live_vs_js ${(sdk.us / js.us).toFixed(3)}`);
-    console.log(`browser_live_task_script_us ${sdk.taskUs.toFixed(2)}`);
-    console.log(`browser_live_js_task_script_us ${js.taskUs.toFixed(2)}`);
-    console.log(`browser_notifications_per_frame ${sdk.stats.maxPerFrame}`);
     // A burst: an answer's deltas back to back (`/burst`), so thousands of
     // events arrive in a few large chunks; TURNS answers each, interleaved
     // (one answer is 50–130 ms of measure, too little on its own).
-    const { sdk: sdkBurst, js: jsBurst } = await followAll(["sdk", "js"], { burst: true });
-    console.log(`browser_burst_events ${sdkBurst.events}`);
-    console.log(`browser_burst_delta_us ${sdkBurst.us.toFixed(2)}`);
-    console.log(`browser_burst_js_delta_us ${jsBurst.us.toFixed(2)}`);
-    console.log(`browser_burst_vs_js ${(sdkBurst.us / jsBurst.us).toFixed(3)}`);
-    // One follower at a time: the probe and its samples are the page's.
-    const sdkLat = (await followAll(["sdk"], { latency: true, turns: 1 })).sdk.lat;
-    const jsLat = (await followAll(["js"], { latency: true, turns: 1 })).js.lat;
-    console.log(`browser_live_latency_p50_ms ${sdkLat.p50.toFixed(2)}`);
-    console.log(`browser_live_latency_p95_ms ${sdkLat.p95.toFixed(2)}`);
-    console.log(`browser_live_js_latency_p50_ms ${jsLat.p50.toFixed(2)}`);
-    console.log(`browser_live_js_latency_p95_ms ${jsLat.p95.toFixed(2)}`);
+    if (wants("live") || wants("burst")) {
+      const { sdk, js, base } = await followAll(whiches, { burst: true });
+      if (base) {
+        console.log(`browser_burst_base_delta_us ${base.us.toFixed(2)}`);
+        console.log(`browser_burst_vs_base ${(sdk.us / base.us).toFixed(3)}`);
+      }
+      console.log(`browser_burst_events ${sdk.events}`);
+      console.log(`browser_burst_delta_us ${sdk.us.toFixed(2)}`);
+      console.log(`browser_burst_js_delta_us ${js.us.toFixed(2)}`);
+      console.log(`browser_burst_vs_js ${(sdk.us / js.us).toFixed(3)}`);
+      profiles.push(["burst.sdk", sdk], ["burst.js", js]);
+    }
     // BENCH_PROFILE=path: CPU profiles of each follower's last measured
-    // answer (path.sdk.cpuprofile, path.js.cpuprofile), top self times on stderr.
+    // answer (path.sdk.cpuprofile, path.js.cpuprofile, path.burst.sdk.cpuprofile,
+    // path.burst.js.cpuprofile), top self times on stderr.
     if (process.env.BENCH_PROFILE) {
-      for (const [which, { prof }] of [["sdk", sdk], ["js", js]]) {
+      for (const [which, { prof }] of profiles) {
         writeFileSync(`${process.env.BENCH_PROFILE}.${which}.cpuprofile`, JSON.stringify(prof));
         console.error(`${which}:`);
         printProfile(prof);

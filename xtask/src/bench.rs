@@ -300,7 +300,7 @@ pub fn run_task(args: &[String]) -> Result {
     // `--native` or `--browser` runs one half (while developing; the report
     // then holds only that half).
     let only_native = args.iter().any(|a| a == "--native");
-    // `--only live` (or `restore`, `cold`, `memory`, comma-separated) runs
+    // `--only live` (or `burst`, `restore`, `cold`, `memory`, comma-separated) runs
     // those browser parts and prints them without rewriting the report: a
     // quick figure to compare within one run on a noisy machine.
     let only_parts = args
