@@ -43,9 +43,10 @@ pub struct Reports {
     /// `opened(id, status, contentType, retryAfter) -> bool`: a stream's
     /// 2xx headers; false stops it.
     pub opened: Function,
-    /// `chunk(id, bytes, inFrame) -> bool`: chunks of a stream's body, as
-    /// they come or, while held ([`Http::hold_chunks`]), those that waited
-    /// for an animation frame, delivered in it (`inFrame`); false stops it.
+    /// `chunk(id, chunks, inFrame) -> bool`: chunks of a stream's body (an
+    /// array of `Uint8Array`s), each as it comes or, while held
+    /// ([`Http::hold_chunks`]), those that waited for an animation frame,
+    /// delivered in it (`inFrame`); false stops it.
     pub chunk: Function,
     /// `settled(id, status, retryAfter, body)`: the answer; `body` is the
     /// whole body (`Uint8Array`), or for a streamed 2xx body true at its end
