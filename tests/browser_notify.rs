@@ -24,12 +24,56 @@ export function startFrameCounter() {
   requestAnimationFrame(tick);
 }
 export function frameCount() { return frames; }
+// A page whose frames never come although it is visible, as in a
+// display:none iframe: requestAnimationFrame takes callbacks and never
+// calls them.
+let realRaf = null;
+export function stopFrames() {
+  realRaf = globalThis.requestAnimationFrame;
+  globalThis.requestAnimationFrame = () => 1;
+}
+export function restartFrames() {
+  if (realRaf) globalThis.requestAnimationFrame = realRaf;
+}
 "#)]
 extern "C" {
     #[wasm_bindgen(js_name = startFrameCounter)]
     fn start_frame_counter();
     #[wasm_bindgen(js_name = frameCount)]
     fn frame_count() -> u32;
+    #[wasm_bindgen(js_name = stopFrames)]
+    fn stop_frames();
+    #[wasm_bindgen(js_name = restartFrames)]
+    fn restart_frames();
+}
+
+fn turn_ended(client: &ReplayClient) -> bool {
+    json_of(&get(&client.view(), "items"))
+        .as_array()
+        .is_some_and(|a| a.iter().any(|i| i["kind"] == "turn_end"))
+}
+
+#[wasm_bindgen_test]
+async fn a_visible_page_whose_frames_never_come_still_follows() {
+    let session = create_session().await;
+    let client = connect(json!({"baseUrl": server(), "sessionId": session, "storage": "memory"}));
+    let (calls, _off) = counter(&client);
+    assert!(
+        wait_until(10_000, || get(&client.view(), "status.state")
+            .as_string()
+            .as_deref()
+            == Some("live"))
+        .await
+    );
+    stop_frames();
+    let heard = calls.get();
+    post_message(&session, "m1", "/long 600 in a frameless page").await;
+    let followed = wait_until(10_000, || turn_ended(&client)).await;
+    let notified = calls.get() > heard;
+    restart_frames();
+    assert!(followed, "the answer reached the view");
+    assert!(notified, "subscribers were called");
+    client.close();
 }
 
 #[wasm_bindgen_test]

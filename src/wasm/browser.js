@@ -293,7 +293,7 @@ async function pumpBody(body, onRead, onChunk, pace) {
     else if (pace.hold) {
       held = [value];
       pace.release = release;
-      requestAnimationFrame(() => flush(true));
+      nextFrame(flush, pace.hold);
     } else deliver([value], false);
   };
   try {
@@ -313,11 +313,27 @@ async function pumpBody(body, onRead, onChunk, pace) {
 }
 
 // Frame pacing of one client's streamed body (a client reads one at a
-// time), kept beside its `http`: `hold` as the core's pacer says (Rust
-// calls paceHold); `release` delivers the chunks that wait for a frame.
+// time), kept beside its `http`: `hold`, as the core's pacer says (Rust
+// calls paceHold), is 0 or the longest wait for a frame in ms; `release`
+// delivers the chunks that wait for a frame.
 // Released in a microtask when the hold ends: Rust is on the stack, and a
 // hidden page runs no frames.
-const paceOf = (http) => (http.pace ??= { hold: false, release: null });
+const paceOf = (http) => (http.pace ??= { hold: 0, release: null });
+
+// Calls f(true) in the next animation frame, or f(false) after waitMs if no
+// frame came first: a page can be visible and run none (an iframe styled
+// display: none).
+export function nextFrame(f, waitMs) {
+  let timer = 0;
+  const once = (inFrame) => {
+    if (!timer) return;
+    clearTimeout(timer);
+    timer = 0;
+    f(inFrame);
+  };
+  timer = setTimeout(() => once(false), waitMs);
+  requestAnimationFrame(() => once(true));
+}
 
 export function paceHold(http, hold) {
   const pace = paceOf(http);

@@ -10,7 +10,7 @@ use web_sys::AbortController;
 
 use super::error::WasmError;
 use super::options::Options;
-use crate::core::machine::RequestId;
+use crate::core::machine::{NotifyPacer, RequestId};
 
 #[wasm_bindgen(module = "/src/wasm/browser.js")]
 extern "C" {
@@ -29,7 +29,7 @@ extern "C" {
     ) -> AbortController;
 
     #[wasm_bindgen(js_name = paceHold)]
-    fn pace_hold(http: &JsValue, hold: bool);
+    fn pace_hold(http: &JsValue, wait_ms: u32);
 
     /// Whether animation frames run now: a visible document with
     /// `requestAnimationFrame` (a Worker or a hidden page runs none).
@@ -128,12 +128,16 @@ impl Http {
         }
     }
 
-    /// Stream chunks wait for the next animation frame (`true`, the
-    /// pacer's [`holds_chunks`](crate::core::machine::NotifyPacer::holds_chunks)),
-    /// or go to `chunk` as they come; `false` also delivers what waits, in
-    /// a microtask (never inside this call).
+    /// Stream chunks wait for the next animation frame, for at most
+    /// [`NotifyPacer::FRAME_WAIT_MS`] (`true`, the pacer's
+    /// [`holds_chunks`](NotifyPacer::holds_chunks)), or go to `chunk` as
+    /// they come; `false` also delivers what waits, in a microtask (never
+    /// inside this call).
     pub fn hold_chunks(&self, hold: bool) {
-        pace_hold(&self.config, hold);
+        pace_hold(
+            &self.config,
+            if hold { NotifyPacer::FRAME_WAIT_MS } else { 0 },
+        );
     }
 
     /// Starts request `id`; dropping or aborting the controller stops it.

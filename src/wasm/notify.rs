@@ -5,7 +5,7 @@
 use std::rc::Rc;
 
 use js_sys::Function;
-use wasm_bindgen::JsValue;
+use wasm_bindgen::prelude::*;
 
 use super::js;
 use crate::core::machine::{Notify, NotifyAt, NotifyPacer};
@@ -71,22 +71,22 @@ impl Subscribers {
     }
 }
 
-/// Calls `f` at `at` (never synchronously: `NotifyAt::Now` is the caller's).
+#[wasm_bindgen(module = "/src/wasm/browser.js")]
+extern "C" {
+    #[wasm_bindgen(js_name = nextFrame)]
+    fn next_frame(f: &Function, wait_ms: u32);
+}
+
+/// Calls `f` at `at` (never synchronously: `NotifyAt::Now` is the caller's):
+/// the next frame comes at most [`NotifyPacer::FRAME_WAIT_MS`] late.
 pub fn defer(at: NotifyAt, f: &Function) {
-    let raf = match at {
-        NotifyAt::NextFrame => js::global_fn("requestAnimationFrame"),
-        _ => None,
-    };
+    let frames = at == NotifyAt::NextFrame && js::global_fn("requestAnimationFrame").is_some();
+    if frames {
+        return next_frame(f, NotifyPacer::FRAME_WAIT_MS);
+    }
     let delay = match at {
         NotifyAt::After(ms) => ms.min(i32::MAX as u64) as i32,
         _ => 0,
     };
-    match raf {
-        Some(raf) => {
-            let _ = raf.call1(&JsValue::UNDEFINED, f);
-        }
-        None => {
-            let _ = js::set_timeout(f, delay);
-        }
-    }
+    let _ = js::set_timeout(f, delay);
 }

@@ -201,7 +201,9 @@ pub enum NotifyAt {
 /// each event in its own chunk, several per frame), and no frame callback
 /// of its own (docs/benchmarks.md). Where no frames run (a hidden page, a
 /// Worker), chunks are delivered as they come: the stall watchdog and the
-/// stored state keep up.
+/// stored state keep up. A frame awaited is awaited at most
+/// [`FRAME_WAIT_MS`](Self::FRAME_WAIT_MS): a page can be visible and still
+/// run none (an iframe styled `display: none`).
 ///
 /// [`schedule_in_frame`]: NotifyPacer::schedule_in_frame
 #[derive(Clone, Debug)]
@@ -212,6 +214,13 @@ pub struct NotifyPacer {
 }
 
 impl NotifyPacer {
+    /// The longest an executor waits for an animation frame (to deliver held
+    /// chunks, or to call the subscribers at [`NotifyAt::NextFrame`]) before
+    /// it acts as if one came: a visible page normally runs one every
+    /// 16.7 ms, but an iframe styled `display: none` runs none and would
+    /// otherwise hold chunks, without bound, and never notify.
+    pub const FRAME_WAIT_MS: u32 = 100;
+
     /// A pacer for `mode`.
     pub fn new(mode: Notify) -> Self {
         NotifyPacer {
