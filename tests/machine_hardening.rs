@@ -219,7 +219,7 @@ fn live_turn(rev: u64, text: &str) -> LiveTurn {
 
 fn overlay(r: &Rig) -> Option<(String, bool)> {
     let v = r.c.view().as_session().unwrap();
-    v.overlay().map(|o| (o.text.clone(), o.stale))
+    v.overlay().map(|o| (o.text.as_str().to_owned(), o.stale))
 }
 
 /// Runs timers until a page is requested again.
