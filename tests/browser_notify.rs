@@ -35,6 +35,23 @@ export function stopFrames() {
 export function restartFrames() {
   if (realRaf) globalThis.requestAnimationFrame = realRaf;
 }
+// A hidden page: visibilityState says so (and the event is sent), and its
+// frame callbacks wait until it shows again (run by showPage).
+let waiting = [];
+export function hidePage() {
+  realRaf = globalThis.requestAnimationFrame;
+  globalThis.requestAnimationFrame = (f) => waiting.push(f);
+  Object.defineProperty(document, "visibilityState", { configurable: true, get: () => "hidden" });
+  document.dispatchEvent(new Event("visibilitychange"));
+}
+export function showPage() {
+  delete document.visibilityState;
+  globalThis.requestAnimationFrame = realRaf;
+  document.dispatchEvent(new Event("visibilitychange"));
+  const due = waiting;
+  waiting = [];
+  for (const f of due) f(performance.now());
+}
 "#)]
 extern "C" {
     #[wasm_bindgen(js_name = startFrameCounter)]
@@ -45,6 +62,10 @@ extern "C" {
     fn stop_frames();
     #[wasm_bindgen(js_name = restartFrames)]
     fn restart_frames();
+    #[wasm_bindgen(js_name = hidePage)]
+    fn hide_page();
+    #[wasm_bindgen(js_name = showPage)]
+    fn show_page();
 }
 
 fn turn_ended(client: &ReplayClient) -> bool {
@@ -73,6 +94,32 @@ async fn a_visible_page_whose_frames_never_come_still_follows() {
     restart_frames();
     assert!(followed, "the answer reached the view");
     assert!(notified, "subscribers were called");
+    client.close();
+}
+
+#[wasm_bindgen_test]
+async fn a_hidden_page_follows_and_its_subscribers_hear_when_it_shows() {
+    let session = create_session().await;
+    let client = connect(json!({"baseUrl": server(), "sessionId": session, "storage": "memory"}));
+    let (calls, _off) = counter(&client);
+    assert!(
+        wait_until(10_000, || get(&client.view(), "status.state")
+            .as_string()
+            .as_deref()
+            == Some("live"))
+        .await
+    );
+    hide_page();
+    let heard = calls.get();
+    post_message(&session, "m1", "/long 600 while hidden").await;
+    let followed = wait_until(10_000, || turn_ended(&client)).await;
+    sleep(300).await;
+    let heard_hidden = calls.get() - heard;
+    show_page();
+    let heard_shown = calls.get() - heard;
+    assert!(followed, "the answer reached the view while hidden");
+    assert_eq!(heard_hidden, 0, "no frame, no call, while hidden");
+    assert_eq!(heard_shown, 1, "one call when the page shows");
     client.close();
 }
 

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use js_sys::Function;
 use wasm_bindgen::prelude::*;
 
+use super::http;
 use super::js;
 use crate::core::machine::{Notify, NotifyAt, NotifyPacer};
 
@@ -78,11 +79,19 @@ extern "C" {
 }
 
 /// Calls `f` at `at` (never synchronously: `NotifyAt::Now` is the caller's):
-/// the next frame comes at most [`NotifyPacer::FRAME_WAIT_MS`] late.
+/// the next frame, while frames should run, at most
+/// [`NotifyPacer::FRAME_WAIT_MS`] late ([`NotifyPacer::frame_wait`]).
 pub fn defer(at: NotifyAt, f: &Function) {
-    let frames = at == NotifyAt::NextFrame && js::global_fn("requestAnimationFrame").is_some();
-    if frames {
-        return next_frame(f, NotifyPacer::FRAME_WAIT_MS);
+    let raf = match at {
+        NotifyAt::NextFrame => js::global_fn("requestAnimationFrame"),
+        _ => None,
+    };
+    if let Some(raf) = raf {
+        match NotifyPacer::frame_wait(http::frames_run()) {
+            Some(ms) => next_frame(f, ms),
+            None => drop(raf.call1(&JsValue::UNDEFINED, f)),
+        }
+        return;
     }
     let delay = match at {
         NotifyAt::After(ms) => ms.min(i32::MAX as u64) as i32,

@@ -215,11 +215,21 @@ pub struct NotifyPacer {
 
 impl NotifyPacer {
     /// The longest an executor waits for an animation frame (to deliver held
-    /// chunks, or to call the subscribers at [`NotifyAt::NextFrame`]) before
-    /// it acts as if one came: a visible page normally runs one every
-    /// 16.7 ms, but an iframe styled `display: none` runs none and would
-    /// otherwise hold chunks, without bound, and never notify.
+    /// chunks, or to call the subscribers at [`NotifyAt::NextFrame`]) while
+    /// frames should run, before it acts as if one came: a visible page
+    /// normally runs one every 16.7 ms, but an iframe styled
+    /// `display: none` runs none and would otherwise hold chunks, without
+    /// bound, and never notify.
     pub const FRAME_WAIT_MS: u32 = 100;
+
+    /// How long to wait for the next animation frame, given whether frames
+    /// run (as for [`holds_chunks`](Self::holds_chunks)): at most
+    /// [`FRAME_WAIT_MS`](Self::FRAME_WAIT_MS) on a visible page; on a
+    /// hidden one until it shows again (`None`: it shows nothing before,
+    /// and its timers run once a second at best).
+    pub fn frame_wait(frames_run: bool) -> Option<u32> {
+        frames_run.then_some(Self::FRAME_WAIT_MS)
+    }
 
     /// A pacer for `mode`.
     pub fn new(mode: Notify) -> Self {
@@ -284,6 +294,16 @@ mod tests {
         assert!(
             !f.holds_chunks(false),
             "a hidden page gets chunks as they come"
+        );
+        assert_eq!(
+            NotifyPacer::frame_wait(true),
+            Some(100),
+            "a visible page waits 100 ms at most"
+        );
+        assert_eq!(
+            NotifyPacer::frame_wait(false),
+            None,
+            "a hidden page waits until it shows"
         );
         for mode in [Notify::Sync, Notify::Every(50)] {
             let p = NotifyPacer::new(mode);
