@@ -487,6 +487,48 @@ fn rule_8_epoch_change_in_hello_discards_state_and_restarts_from_zero() {
 }
 
 #[test]
+fn rule_8_a_chunk_cut_by_an_epoch_change_leaves_nothing_to_the_next_stream() {
+    let mut r = Rig::live_with(&simple_log(3));
+    let id = r.stream_id();
+    r.c.handle_stream_end(id, r.now);
+    r.pump();
+    r.until_reconnect();
+    r.open_ok();
+    // One chunk: a hello of a new epoch, a frame after it, half of another.
+    let cut = frame(&user_msg(4, "u4", "of the old epoch"));
+    let mut chunk = frames(&[hello("e2", 1, BOOT), user_msg(4, "u4", "x")]);
+    chunk.push_str(&cut[..cut.len() / 2]);
+    r.send_raw(chunk.as_bytes());
+    assert_eq!(
+        r.c.cursor(),
+        0,
+        "nothing after the new epoch's hello applied"
+    );
+    r.open_ok();
+    r.notices.clear();
+    r.send(&[hello("e2", 1, BOOT)]);
+    assert!(
+        !r.notices
+            .iter()
+            .any(|n| matches!(n, Notice::FrameSkipped { .. })),
+        "the new stream's first frame is read whole: {:?}",
+        r.notices
+    );
+    r.answer(&replay_page(
+        "e2",
+        BOOT,
+        0,
+        &simple_log(1),
+        1,
+        false,
+        None,
+        None,
+    ));
+    assert_eq!(r.c.status().state, State::Live);
+    assert_eq!(r.c.transcript().unwrap().items.len(), 1);
+}
+
+#[test]
 fn rule_8_epoch_change_in_replay_restarts_from_zero() {
     let live = Rig::live_with(&simple_log(3));
     let mut r = Rig::with(Config::session(SES), Some(&persisted(&live)));

@@ -6,7 +6,7 @@ use super::classify::{classify, HttpClass};
 use super::error::CoreError;
 use super::types::{Action, FetchKind, Lifecycle, Notice, RequestId};
 use super::{paths, Client, FetchSlot, Mode, StreamConn};
-use crate::core::sse::SseItem;
+use crate::core::sse::{SseItem, SseParser};
 
 /// How the runtime looks from the request that gates progress (the page
 /// fetch behind a barrier, else the stream), for the status.
@@ -322,13 +322,16 @@ impl Client {
             _ => return,
         }
         self.counters.bytes += bytes.len() as u64;
-        let mut items = std::mem::take(&mut self.scratch);
-        self.parser.push(bytes, &mut |it| items.push(it));
-        for item in items.drain(..) {
+        // Each event is handled as it is dispatched, lent from the parser's
+        // buffers (no copy): the parser is moved out meanwhile, and a stand-in
+        // takes whatever the handling does to it (a reset, when a frame
+        // replaces the connection).
+        let mut parser = std::mem::replace(&mut self.parser, SseParser::with_max_event_size(0));
+        parser.push_borrowed(bytes, &mut |item| {
             // A frame may have replaced the connection (epoch change, 409…):
             // the rest of this chunk belongs to a dead stream.
             if self.stream.as_ref().is_none_or(|s| s.id != id) || self.halted() {
-                break;
+                return;
             }
             match item {
                 SseItem::Event(ev) => self.on_sse_event(ev, now),
@@ -339,8 +342,11 @@ impl Client {
                     self.notices.push_back(Notice::FrameSkipped { error });
                 }
             }
+        });
+        if self.stream.as_ref().is_none_or(|s| s.id != id) {
+            parser.reset();
         }
-        self.scratch = items;
+        self.parser = parser;
     }
 
     pub(super) fn on_stream_end(&mut self, id: RequestId, err: Option<CoreError>, now: u64) {

@@ -40,7 +40,7 @@ use std::collections::VecDeque;
 
 use crate::core::fold::{View, ViewChange};
 use crate::core::protocol::{Envelope, Transcript};
-use crate::core::sse::{SseItem, SseParser};
+use crate::core::sse::SseParser;
 
 /// What the cursor logic is doing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,7 +139,6 @@ pub struct Client {
     rng: SplitMix64,
     sse_retry: Option<u64>,
     parser: SseParser,
-    scratch: Vec<SseItem>,
     streams_opened: u64,
     auth_refreshed: bool,
     closed: bool,
@@ -277,7 +276,6 @@ impl Client {
             known_head: 0,
             fetch_backoff: Backoff::default(),
             sse_retry: None,
-            scratch: Vec::new(),
             streams_opened: 0,
             auth_refreshed: false,
             closed: false,

@@ -8,7 +8,7 @@ use super::{Client, Frame, Mode};
 use crate::core::fold::{View, ViewChange};
 use crate::core::json::{self, JsonError};
 use crate::core::protocol::{Envelope, Event, EventPage, Hello, ReplayPage};
-use crate::core::sse::SseEvent;
+use crate::core::sse::SseEventRef;
 
 /// What applying one frame led to.
 enum Step {
@@ -169,10 +169,10 @@ impl Client {
     }
 
     /// One dispatched SSE event.
-    pub(super) fn on_sse_event(&mut self, ev: SseEvent, now: u64) {
+    pub(super) fn on_sse_event(&mut self, ev: SseEventRef<'_>, now: u64) {
         // The client's own reader (small in the wasm); the parser already
         // validated UTF-8.
-        let env = match self.read::<Envelope>(&ev.data) {
+        let env = match self.read::<Envelope>(ev.data) {
             Ok(env) => env,
             Err(e) => {
                 // Nothing of a bad frame is applied; if it was durable (had an
