@@ -7,7 +7,10 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 #[path = "browser_support/mod.rs"]
 mod support;
 
-use js_sys::Array;
+use std::cell::Cell;
+use std::rc::Rc;
+
+use js_sys::{Array, Function};
 use replay_client::wasm::ReplayClient;
 use serde_json::json;
 use support::*;
@@ -74,11 +77,12 @@ fn turn_ended(client: &ReplayClient) -> bool {
         .is_some_and(|a| a.iter().any(|i| i["kind"] == "turn_end"))
 }
 
-#[wasm_bindgen_test]
-async fn a_visible_page_whose_frames_never_come_still_follows() {
+/// A client of a new session, stored in memory, live, its notifications
+/// counted (the counter's subscription is the last value).
+async fn live_and_counted() -> (String, ReplayClient, Rc<Cell<u32>>, Function) {
     let session = create_session().await;
     let client = connect(json!({"baseUrl": server(), "sessionId": session, "storage": "memory"}));
-    let (calls, _off) = counter(&client);
+    let (calls, off) = counter(&client);
     assert!(
         wait_until(10_000, || get(&client.view(), "status.state")
             .as_string()
@@ -86,6 +90,12 @@ async fn a_visible_page_whose_frames_never_come_still_follows() {
             == Some("live"))
         .await
     );
+    (session, client, calls, off)
+}
+
+#[wasm_bindgen_test]
+async fn a_visible_page_whose_frames_never_come_still_follows() {
+    let (session, client, calls, _off) = live_and_counted().await;
     stop_frames();
     let heard = calls.get();
     post_message(&session, "m1", "/long 600 in a frameless page").await;
@@ -99,16 +109,7 @@ async fn a_visible_page_whose_frames_never_come_still_follows() {
 
 #[wasm_bindgen_test]
 async fn a_hidden_page_follows_and_its_subscribers_hear_when_it_shows() {
-    let session = create_session().await;
-    let client = connect(json!({"baseUrl": server(), "sessionId": session, "storage": "memory"}));
-    let (calls, _off) = counter(&client);
-    assert!(
-        wait_until(10_000, || get(&client.view(), "status.state")
-            .as_string()
-            .as_deref()
-            == Some("live"))
-        .await
-    );
+    let (session, client, calls, _off) = live_and_counted().await;
     hide_page();
     let heard = calls.get();
     post_message(&session, "m1", "/long 600 while hidden").await;

@@ -451,24 +451,20 @@ fn rule_7_turn_failed_worker_restart_interrupts_the_overlay() {
     assert_eq!(v.interrupted()[0].reason, REASON_WORKER_RESTART);
 }
 
-#[test]
-fn rule_8_epoch_change_in_hello_discards_state_and_restarts_from_zero() {
-    let mut r = Rig::live_with(&simple_log(3));
+/// A client live after `n` events whose stream ended and reopened (no
+/// hello yet).
+fn reconnected_after(n: u64) -> Rig {
+    let mut r = Rig::live_with(&simple_log(n));
     let id = r.stream_id();
     r.c.handle_stream_end(id, r.now);
     r.pump();
     r.until_reconnect();
     r.open_ok();
-    r.send(&[hello("e2", 1, BOOT)]);
-    assert!(r
-        .notices
-        .iter()
-        .any(|n| matches!(n, Notice::EpochChanged { error } if error.code == "epoch_changed")));
-    assert_eq!(r.c.cursor(), 0);
-    assert_eq!(r.c.status().state, State::Restoring);
-    assert!(r.fetch_path().contains("after_cursor=0"));
-    r.open_ok();
-    r.send(&[hello("e2", 1, BOOT)]);
+    r
+}
+
+/// Answers the pending replay with epoch `e2`'s one-event history.
+fn answer_epoch_2_replay(r: &mut Rig) {
     r.answer(&replay_page(
         "e2",
         BOOT,
@@ -479,6 +475,22 @@ fn rule_8_epoch_change_in_hello_discards_state_and_restarts_from_zero() {
         None,
         None,
     ));
+}
+
+#[test]
+fn rule_8_epoch_change_in_hello_discards_state_and_restarts_from_zero() {
+    let mut r = reconnected_after(3);
+    r.send(&[hello("e2", 1, BOOT)]);
+    assert!(r
+        .notices
+        .iter()
+        .any(|n| matches!(n, Notice::EpochChanged { error } if error.code == "epoch_changed")));
+    assert_eq!(r.c.cursor(), 0);
+    assert_eq!(r.c.status().state, State::Restoring);
+    assert!(r.fetch_path().contains("after_cursor=0"));
+    r.open_ok();
+    r.send(&[hello("e2", 1, BOOT)]);
+    answer_epoch_2_replay(&mut r);
     let changes = r.changes();
     assert_eq!(changes.len(), 1);
     assert!(changes[0].reset && changes[0].restore_completed);
@@ -488,12 +500,7 @@ fn rule_8_epoch_change_in_hello_discards_state_and_restarts_from_zero() {
 
 #[test]
 fn rule_8_a_chunk_cut_by_an_epoch_change_leaves_nothing_to_the_next_stream() {
-    let mut r = Rig::live_with(&simple_log(3));
-    let id = r.stream_id();
-    r.c.handle_stream_end(id, r.now);
-    r.pump();
-    r.until_reconnect();
-    r.open_ok();
+    let mut r = reconnected_after(3);
     // One chunk: a hello of a new epoch, a frame after it, half of another.
     let cut = frame(&user_msg(4, "u4", "of the old epoch"));
     let mut chunk = frames(&[hello("e2", 1, BOOT), user_msg(4, "u4", "x")]);
@@ -514,16 +521,7 @@ fn rule_8_a_chunk_cut_by_an_epoch_change_leaves_nothing_to_the_next_stream() {
         "the new stream's first frame is read whole: {:?}",
         r.notices
     );
-    r.answer(&replay_page(
-        "e2",
-        BOOT,
-        0,
-        &simple_log(1),
-        1,
-        false,
-        None,
-        None,
-    ));
+    answer_epoch_2_replay(&mut r);
     assert_eq!(r.c.status().state, State::Live);
     assert_eq!(r.c.transcript().unwrap().items.len(), 1);
 }
