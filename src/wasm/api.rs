@@ -93,17 +93,15 @@ impl ReplayClient {
         text: String,
         #[wasm_bindgen(js_name = messageId)] message_id: Option<String>,
     ) -> Promise {
-        self.write(
-            client::send_write(&text, message_id),
-            |outcome| match outcome {
-                WriteOutcome::Sent { turn_id } => {
-                    let o = Object::new();
-                    js::set(&o, "turnId", &JsValue::from_str(&turn_id));
-                    Ok(o.into())
-                }
-                other => Err(client::unexpected(other)),
-            },
-        )
+        self.write(client::send_write(&text, message_id), |outcome| {
+            let o = Object::new();
+            js::set(
+                &o,
+                "turnId",
+                &JsValue::from_str(&client::sent_turn(outcome)?),
+            );
+            Ok(o.into())
+        })
     }
 
     /// Answers a pending question.

@@ -186,12 +186,7 @@ impl Client {
         message_id: Option<String>,
     ) -> impl Future<Output = Result<String, WasmError>> + 'static {
         let done = self.write(send_write(text, message_id));
-        async move {
-            match done.await? {
-                WriteOutcome::Sent { turn_id } => Ok(turn_id),
-                other => Err(unexpected(other)),
-            }
-        }
+        async move { sent_turn(done.await?) }
     }
 
     /// Answers a pending question. A retry whose first try was committed
@@ -257,8 +252,16 @@ pub(crate) fn send_write(text: &str, message_id: Option<String>) -> Write {
     }
 }
 
+/// The turn a send started (the JS and Rust APIs both resolve to it).
+pub(crate) fn sent_turn(outcome: WriteOutcome) -> Result<String, WasmError> {
+    match outcome {
+        WriteOutcome::Sent { turn_id } => Ok(turn_id),
+        other => Err(unexpected(other)),
+    }
+}
+
 /// A write resolved with another kind's outcome: cannot happen.
-pub(crate) fn unexpected(_: WriteOutcome) -> WasmError {
+fn unexpected(_: WriteOutcome) -> WasmError {
     WasmError::BadJson("a write resolved with another kind's outcome".to_owned())
 }
 
