@@ -78,8 +78,13 @@ impl Client {
         }
     }
 
+    /// Whether `id` is the live stream's request.
+    fn is_stream(&self, id: RequestId) -> bool {
+        self.stream.as_ref().is_some_and(|s| s.id == id)
+    }
+
     fn which(&self, id: RequestId) -> Option<Req> {
-        if self.stream.as_ref().is_some_and(|s| s.id == id) {
+        if self.is_stream(id) {
             Some(Req::Stream)
         } else if self.fetch.as_ref().is_some_and(|f| f.id == Some(id)) {
             Some(Req::Fetch)
@@ -330,7 +335,7 @@ impl Client {
         parser.push_borrowed(bytes, &mut |item| {
             // A frame may have replaced the connection (epoch change, 409…):
             // the rest of this chunk belongs to a dead stream.
-            if self.stream.as_ref().is_none_or(|s| s.id != id) || self.halted() {
+            if !self.is_stream(id) || self.halted() {
                 return;
             }
             match item {
@@ -343,7 +348,7 @@ impl Client {
                 }
             }
         });
-        if self.stream.as_ref().is_none_or(|s| s.id != id) {
+        if !self.is_stream(id) {
             parser.reset();
         }
         self.parser = parser;
