@@ -80,18 +80,17 @@ extern "C" {
 
 /// Calls `f` at `at` (never synchronously: `NotifyAt::Now` is the caller's):
 /// the next frame, while frames should run, at most
-/// [`NotifyPacer::FRAME_WAIT_MS`] late ([`NotifyPacer::frame_wait`]).
+/// [`NotifyPacer::FRAME_WAIT_MS`] late ([`NotifyPacer::frame_wait`]); on a
+/// hidden page, the frame that comes when it shows; where no frames exist
+/// (a Worker), a timer.
 pub fn defer(at: NotifyAt, f: &Function) {
-    let raf = match at {
-        NotifyAt::NextFrame => js::global_fn("requestAnimationFrame"),
-        _ => None,
-    };
-    if let Some(raf) = raf {
-        match NotifyPacer::frame_wait(http::frames_run()) {
-            Some(ms) => next_frame(f, ms),
-            None => drop(raf.call1(&JsValue::UNDEFINED, f)),
+    if at == NotifyAt::NextFrame {
+        if let Some(ms) = NotifyPacer::frame_wait(http::frames_run()) {
+            return next_frame(f, ms);
         }
-        return;
+        if let Some(raf) = js::global_fn("requestAnimationFrame") {
+            return drop(raf.call1(&JsValue::UNDEFINED, f));
+        }
     }
     let delay = match at {
         NotifyAt::After(ms) => ms.min(i32::MAX as u64) as i32,
