@@ -209,6 +209,8 @@ try {
     // main-thread µs per event (`us`), the same by ScriptDuration
     // (`taskUs`), its last answer's profile and the latency samples.
     const followAll = async (whiches, { latency = false, turns = TURNS, burst = false } = {}) => {
+      // The probe's samples are the page's: one follower's when `latency`.
+      if (latency && whiches.length !== 1) throw new Error("latency is measured one follower at a time");
       const fs = [];
       for (const w of whiches) fs.push(await start(w, latency));
       for (let t = 0; t < turns; t++) {
@@ -219,8 +221,6 @@ try {
           await f.measure(burst ? BURST : LONG, burst ? " /burst" : "");
         }
       }
-      // The probe's samples are the page's: one follower's when `latency`.
-      if (latency && fs.length !== 1) throw new Error("latency is measured one follower at a time");
       const lat = await page.evaluate(() => window.latencyStats());
       await page.evaluate(() => window.latencyProbe(false));
       const out = {};
