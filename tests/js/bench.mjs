@@ -1,6 +1,8 @@
 // Drives tests/js/bench/ in headless Chromium and prints `name value` lines
 // for `cargo xtask bench`. BENCH_URL is a replay-server serving the bench site.
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { chromium } from "playwright-core";
 
 const url = process.env.BENCH_URL;
@@ -64,6 +66,23 @@ function busyNodes(prof) {
     .map((n) => [n.callFrame, dt.get(n.id) ?? 0]);
 }
 
+// Ends a CDP trace started with `transferMode: "ReturnAsStream"` and returns
+// its events.
+async function traceEvents(cdp) {
+  const done = new Promise((resolve) => cdp.once("Tracing.tracingComplete", resolve));
+  await cdp.send("Tracing.end");
+  const { stream } = await done;
+  let text = "";
+  for (;;) {
+    const chunk = await cdp.send("IO.read", { handle: stream });
+    text += chunk.base64Encoded ? Buffer.from(chunk.data, "base64").toString() : chunk.data;
+    if (chunk.eof) break;
+  }
+  await cdp.send("IO.close", { handle: stream });
+  const parsed = JSON.parse(text);
+  return Array.isArray(parsed) ? parsed : parsed.traceEvents;
+}
+
 // Main-thread time of a profile (µs): the sum of its busy nodes.
 const busyUs = (prof) => busyNodes(prof).reduce((sum, [, t]) => sum + t, 0);
 
@@ -78,11 +97,12 @@ function printProfile(prof) {
   for (const [k, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.error(`  ${String(t).padStart(8)} ${k}`);
 }
 
-const browser = await chromium.launch({
+const launchOptions = {
   executablePath: process.env.BENCH_CHROMIUM ?? "/usr/bin/chromium",
   args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--enable-precise-memory-info"],
-});
+};
+const browser = await chromium.launch(launchOptions);
 try {
   const page = await browser.newPage();
   await page.goto(url + "/bench/");
@@ -109,34 +129,47 @@ try {
   }
 
   // Cold: the first restore of a first visit, SDK and baseline each in a
-  // browser context of their own (no HTTP or code cache; median of 3). V8
-  // runs wasm in its baseline compiler until hot functions are re-compiled,
-  // and caches the optimised code only for later visits.
+  // browser profile of their own (median of 3). V8 runs wasm in its baseline
+  // compiler until hot functions are re-compiled. A second visit in the same
+  // on-disk profile (an incognito context keeps no code cache) comes after
+  // the first page stayed open CACHE_WAIT_MS, the time V8 waits after the
+  // last optimised function before it offers the module to Chromium's code
+  // cache (`--wasm-caching-timeout-ms`, 2 000 by default); a trace of the
+  // second visit tells whether the module came from that cache.
   if (wants("cold")) {
-  const cold = { sdk: [], baseline: [], init: [], second: [], secondInit: [] };
-  const visit = async (context, which) => {
+  const CACHE_WAIT_MS = 3000;
+  const cold = { sdk: [], baseline: [], init: [], second: [], secondInit: [], cacheHits: 0 };
+  const visit = async (context, which, { linger = 0, trace = false } = {}) => {
     const fresh = await context.newPage();
+    const cdp = trace ? await context.newCDPSession(fresh) : null;
+    if (cdp) await cdp.send("Tracing.start", { categories: "disabled-by-default-devtools.timeline", transferMode: "ReturnAsStream" });
     await fresh.goto(url + "/bench/");
     await fresh.waitForFunction(() => document.getElementById("out").textContent === "ready");
     const ms = await fresh.evaluate(([w, s, h]) => window.benchFirstRestore(w, s, h), [which, id, head]);
     const init = await fresh.evaluate(() => window.readyAt);
+    if (linger) await fresh.waitForTimeout(linger);
+    const cacheHit = cdp ? (await traceEvents(cdp)).some((e) => e.name === "v8.wasm.moduleCacheHit") : false;
     await fresh.close();
-    return { ms, init };
+    return { ms, init, cacheHit };
   };
   for (let i = 0; i < 3; i++) {
     for (const which of ["sdk", "baseline"]) {
-      const context = await browser.newContext();
-      const first = await visit(context, which);
-      cold[which].push(first.ms);
-      if (which === "sdk") {
-        // A second visit in the same profile: HTTP cache, and V8's code
-        // cache of the wasm module if it made one.
-        cold.init.push(first.init);
-        const second = await visit(context, which);
-        cold.second.push(second.ms);
-        cold.secondInit.push(second.init);
+      const profile = mkdtempSync(join(tmpdir(), "bench-profile-"));
+      const context = await chromium.launchPersistentContext(profile, launchOptions);
+      try {
+        const first = await visit(context, which, { linger: which === "sdk" ? CACHE_WAIT_MS : 0 });
+        cold[which].push(first.ms);
+        if (which === "sdk") {
+          cold.init.push(first.init);
+          const second = await visit(context, which, { trace: true });
+          cold.second.push(second.ms);
+          cold.secondInit.push(second.init);
+          cold.cacheHits += second.cacheHit ? 1 : 0;
+        }
+      } finally {
+        await context.close();
+        rmSync(profile, { recursive: true, force: true });
       }
-      await context.close();
     }
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -144,6 +177,7 @@ try {
   console.log(`browser_restore_second_visit_ms ${median(cold.second).toFixed(1)}`);
   console.log(`browser_init_cold_ms ${median(cold.init).toFixed(1)}`);
   console.log(`browser_init_second_visit_ms ${median(cold.secondInit).toFixed(1)}`);
+  console.log(`browser_second_visit_code_cache_hits ${cold.cacheHits}`);
   console.log(`browser_baseline_restore_cold_ms ${median(cold.baseline).toFixed(1)}`);
   }
 

@@ -170,19 +170,25 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "browser_restore_cold_ms",
         unit: "ms",
-        what: "the same restore as the first work of a first visit, SDK (median of 3 fresh browser contexts; wasm still in V8's baseline tier)",
+        what: "the same restore as the first work of a first visit, SDK (median of 3 fresh browser profiles; wasm still in V8's baseline tier)",
         target: None,
     },
     Figure {
         name: "browser_baseline_restore_cold_ms",
         unit: "ms",
-        what: "the same, plain-JS baseline (contexts of its own)",
+        what: "the same, plain-JS baseline (profiles of its own)",
         target: None,
     },
     Figure {
         name: "browser_restore_second_visit_ms",
         unit: "ms",
-        what: "the same restore on a second visit (same browser profile: HTTP and code caches)",
+        what: "the same restore on a second visit (same on-disk profile, the first page left open 3 s: HTTP cache, and V8's code cache if it made one)",
+        target: None,
+    },
+    Figure {
+        name: "browser_second_visit_code_cache_hits",
+        unit: "of 3",
+        what: "second visits whose wasm module came from Chromium's code cache (trace event `v8.wasm.moduleCacheHit`)",
         target: None,
     },
     Figure {
