@@ -36,6 +36,19 @@ export function makeAdapter(mode) {
   };
   return adapter;
 }
+export function idbWrite(key, value) {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open("replay-client", 1);
+    req.onupgradeneeded = () => req.result.createObjectStore("kv");
+    req.onerror = () => reject(req.error);
+    req.onsuccess = () => {
+      const tx = req.result.transaction("kv", "readwrite");
+      tx.objectStore("kv").put(value, key);
+      tx.oncomplete = () => { resolve(); req.result.close(); };
+      tx.onerror = () => reject(tx.error);
+    };
+  });
+}
 export function idbRead(key) {
   return new Promise((resolve, reject) => {
     const req = indexedDB.open("replay-client", 1);
@@ -55,6 +68,8 @@ extern "C" {
     fn make_adapter(mode: &str) -> Object;
     #[wasm_bindgen(js_name = idbRead)]
     fn idb_read(key: &str) -> Promise;
+    #[wasm_bindgen(js_name = idbWrite)]
+    fn idb_write(key: &str, value: &str) -> Promise;
 }
 
 fn adapter_value(adapter: &Object, key: &str) -> Option<String> {
@@ -235,4 +250,101 @@ async fn a_storage_that_never_answers_falls_back_to_memory_after_the_connect_tim
         .count();
     assert_eq!(fallbacks, 1);
     c.close();
+}
+
+/// The value stored under `key` in `storage` (local or IndexedDB).
+async fn stored(storage: &StorageChoice, key: &str) -> Option<String> {
+    match storage {
+        StorageChoice::IndexedDb => JsFuture::from(idb_read(key)).await.unwrap().as_string(),
+        _ => local_storage().get_item(key).unwrap(),
+    }
+}
+
+/// What another tab does: stores `value` under `key`.
+async fn store(storage: &StorageChoice, key: &str, value: &str) {
+    match storage {
+        StorageChoice::IndexedDb => {
+            JsFuture::from(idb_write(key, value)).await.unwrap();
+        }
+        _ => local_storage().set_item(key, value).unwrap(),
+    }
+}
+
+fn cursor_of(value: &Option<String>) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_str(value.as_deref()?).ok()?;
+    v["cursor"].as_u64()
+}
+
+/// `value` as another tab of the same epoch would have stored it at `cursor`.
+fn at_cursor(value: &str, cursor: u64) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(value).unwrap();
+    v["cursor"] = cursor.into();
+    v.to_string()
+}
+
+/// Polls the stored cursor for up to `ms`; the first one `until` accepts,
+/// else the last seen.
+async fn watch_cursor(
+    storage: &StorageChoice,
+    key: &str,
+    ms: u32,
+    until: impl Fn(Option<u64>) -> bool,
+) -> Option<u64> {
+    let start = js_sys::Date::now();
+    loop {
+        let cursor = cursor_of(&stored(storage, key).await);
+        if until(cursor) || js_sys::Date::now() - start > ms as f64 {
+            return cursor;
+        }
+        sleep(25).await;
+    }
+}
+
+/// Two tabs on one scope share its stored value (issue 12, item 4): a save
+/// replaces an older value of the same epoch, never a newer one.
+async fn a_save_never_replaces_a_newer_value(storage: StorageChoice) {
+    let session = create_session().await;
+    post_message(&session, "m1", "first").await;
+    let k = key(&session);
+    let c = Client::connect(options(&session, storage.clone()));
+    converge(&c, &session, 15_000).await;
+    let first = watch_cursor(&storage, &k, 5_000, |c| c.is_some()).await;
+    assert!(first.is_some(), "the client saved");
+    let value = stored(&storage, &k).await.unwrap();
+
+    // Another tab stored an older cursor: the next save replaces it.
+    store(&storage, &k, &at_cursor(&value, 1)).await;
+    post_message(&session, "m2", "second").await;
+    let server = converge(&c, &session, 15_000).await;
+    let head = server["cursor"].as_u64().unwrap();
+    let replaced = watch_cursor(&storage, &k, 5_000, |c| c == Some(head)).await;
+    assert_eq!(replaced, Some(head), "an older stored value is replaced");
+
+    // Another tab is ahead: no save of this one replaces its value, not
+    // even the one `close` makes.
+    let ahead = head + 1_000;
+    store(&storage, &k, &at_cursor(&value, ahead)).await;
+    post_message(&session, "m3", "third").await;
+    let server = converge(&c, &session, 15_000).await;
+    assert!(server["cursor"].as_u64().unwrap() < ahead);
+    // Saves come at most once a second (`persist_throttle_ms`).
+    let seen = watch_cursor(&storage, &k, 2_500, |c| c != Some(ahead)).await;
+    assert_eq!(
+        seen,
+        Some(ahead),
+        "a newer stored value is kept while following"
+    );
+    c.close();
+    let seen = watch_cursor(&storage, &k, 1_000, |c| c != Some(ahead)).await;
+    assert_eq!(seen, Some(ahead), "a newer stored value is kept by close");
+}
+
+#[wasm_bindgen_test]
+async fn local_storage_never_replaces_a_newer_value_another_tab_stored() {
+    a_save_never_replaces_a_newer_value(StorageChoice::Local).await;
+}
+
+#[wasm_bindgen_test]
+async fn indexeddb_never_replaces_a_newer_value_another_tab_stored() {
+    a_save_never_replaces_a_newer_value(StorageChoice::IndexedDb).await;
 }

@@ -1,7 +1,11 @@
 /** Where the client keeps `{epoch, cursor, state}` between page loads. */
 export type StorageKind = "local" | "session" | "indexeddb" | "memory";
 
-/** A storage of your own; each method may return a value or a Promise of it. */
+/**
+ * A storage of your own; each method may return a value or a Promise of it.
+ * `set` is called with every save, also one older than a value another tab
+ * stored under the same key (the built-in storages skip those: see the README).
+ */
 export interface StorageAdapter {
   get(key: string): string | null | undefined | Promise<string | null | undefined>;
   set(key: string, value: string): void | Promise<void>;

@@ -163,8 +163,16 @@ export function idbGet(key) {
   return run("readonly", (s) => s.get(key)).then((v) => (typeof v === "string" ? v : null));
 }
 
-export function idbSet(key, value) {
-  return run("readwrite", (s) => s.put(value, key)).then(() => undefined);
+// The check and the write in one readwrite transaction: the browser runs
+// those of one store one at a time, across tabs.
+export function idbSetIf(key, value, replaces) {
+  return run("readwrite", (s) => {
+    const old = s.get(key);
+    old.onsuccess = () => {
+      if (typeof old.result !== "string" || replaces(value, old.result)) s.put(value, key);
+    };
+    return old;
+  }).then(() => undefined);
 }
 
 export function idbRemove(key) {

@@ -41,9 +41,10 @@ extern "C" {
     /// Resolves to the stored string or `null`.
     #[wasm_bindgen(js_name = idbGet)]
     pub fn idb_get(key: &str) -> Promise;
-    /// Resolves once written.
-    #[wasm_bindgen(js_name = idbSet)]
-    pub fn idb_set(key: &str, value: &str) -> Promise;
+    /// Writes unless `replaces(value, stored)` is false, in one
+    /// transaction; resolves once done.
+    #[wasm_bindgen(js_name = idbSetIf)]
+    pub fn idb_set_if(key: &str, value: &str, replaces: &JsValue) -> Promise;
     /// Resolves once removed.
     #[wasm_bindgen(js_name = idbRemove)]
     pub fn idb_remove(key: &str) -> Promise;

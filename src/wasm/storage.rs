@@ -11,6 +11,7 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::js;
 use super::options::StorageChoice;
+use crate::core::machine::supersedes;
 
 /// The stored value, now or later.
 pub enum Loaded {
@@ -23,7 +24,9 @@ pub enum Loaded {
 #[derive(Clone)]
 enum Backend {
     Web(web_sys::Storage),
-    IndexedDb,
+    /// With [`supersedes`] as the JS function `idbSetIf` calls inside its
+    /// transaction, made once per store.
+    IndexedDb(JsValue),
     Memory,
     Custom(Object),
 }
@@ -43,7 +46,16 @@ impl Store {
         let (backend, label) = match choice {
             StorageChoice::Local => (web_storage("localStorage"), "local"),
             StorageChoice::Session => (web_storage("sessionStorage"), "session"),
-            StorageChoice::IndexedDb => (Ok(Backend::IndexedDb), "indexeddb"),
+            StorageChoice::IndexedDb => {
+                let replaces =
+                    wasm_bindgen::closure::Closure::<dyn Fn(String, String) -> bool>::new(
+                        |new: String, old: String| supersedes(new.as_bytes(), old.as_bytes()),
+                    );
+                (
+                    Ok(Backend::IndexedDb(replaces.into_js_value())),
+                    "indexeddb",
+                )
+            }
             StorageChoice::Memory => (Ok(Backend::Memory), "memory"),
             StorageChoice::Custom(o) => (Ok(Backend::Custom(o.clone())), "custom"),
         };
@@ -76,7 +88,7 @@ impl Store {
                 .get_item(&self.key)
                 .map(Loaded::Ready)
                 .map_err(|e| js::error_text(&e)),
-            Backend::IndexedDb => Ok(Loaded::Pending(js::idb_get(&self.key))),
+            Backend::IndexedDb(_) => Ok(Loaded::Pending(js::idb_get(&self.key))),
             // The machine holds the state in memory; nothing outlives the page.
             Backend::Memory => Ok(Loaded::Ready(None)),
             Backend::Custom(o) => {
@@ -90,15 +102,27 @@ impl Store {
         }
     }
 
-    /// Writes `value`, replacing the previous one. `Ok(Some(p))`: the write
-    /// completes (or fails) with `p`. `Err`: it failed now (quota exceeded).
+    /// Writes `value` unless the stored one is newer (another tab wrote a
+    /// larger cursor of the same epoch: [`supersedes`] decides).
+    /// `Ok(Some(p))`: the write completes (or fails) with `p`. `Err`: it
+    /// failed now (quota exceeded).
+    ///
+    /// Web storage checks and writes in one task: a Web Lock around it
+    /// would not make another process's write visible sooner, so it would
+    /// add a wait and no order. IndexedDB checks inside the write's own
+    /// readwrite transaction, which the browser serialises across tabs.
     pub fn save(&self, value: &str) -> Result<Option<Promise>, String> {
         match &self.backend {
-            Backend::Web(s) => s
-                .set_item(&self.key, value)
-                .map(|_| None)
-                .map_err(|e| js::error_text(&e)),
-            Backend::IndexedDb => Ok(Some(js::idb_set(&self.key, value))),
+            Backend::Web(s) => {
+                let stored = s.get_item(&self.key).ok().flatten();
+                if stored.is_some_and(|old| !supersedes(value.as_bytes(), old.as_bytes())) {
+                    return Ok(None);
+                }
+                s.set_item(&self.key, value)
+                    .map(|_| None)
+                    .map_err(|e| js::error_text(&e))
+            }
+            Backend::IndexedDb(replaces) => Ok(Some(js::idb_set_if(&self.key, value, replaces))),
             Backend::Memory => Ok(None),
             Backend::Custom(o) => {
                 let v = call(o, "set", &self.key, Some(value))?;
@@ -113,7 +137,7 @@ impl Store {
             Backend::Web(s) => {
                 let _ = s.remove_item(&self.key);
             }
-            Backend::IndexedDb => {
+            Backend::IndexedDb(_) => {
                 let _ = js::idb_remove(&self.key);
             }
             Backend::Memory => {}
