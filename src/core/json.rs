@@ -39,6 +39,14 @@ pub trait FromJson: Sized {
     /// Reads one value.
     fn read(r: &mut Reader<'_>) -> Result<Self, JsonError>;
 
+    /// Reads one value over `self`, reusing what it holds (a string's
+    /// buffer) where the type can: a stream's thousands of like events
+    /// then allocate nothing. On an error `self` is left half-read.
+    fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), JsonError> {
+        *self = Self::read(r)?;
+        Ok(())
+    }
+
     /// Whether this is an `Option`. serde reads a missing `Option` field as
     /// `None`; a wire declaration must say `= default` for such a field, and
     /// [`wire_struct!`](crate::wire_struct) refuses to compile one that does not.
@@ -51,6 +59,22 @@ pub trait Slot {
     fn fill(&mut self, r: &mut Reader<'_>) -> Result<(), JsonError>;
     /// Whether a value was read into it.
     fn filled(&self) -> bool;
+}
+
+/// A struct's own field as a [`Slot`], read over in place
+/// ([`FromJson::read_into`]).
+pub struct InPlace<'a, T>(pub &'a mut T, pub bool);
+
+impl<T: FromJson> Slot for InPlace<'_, T> {
+    fn fill(&mut self, r: &mut Reader<'_>) -> Result<(), JsonError> {
+        self.0.read_into(r)?;
+        self.1 = true;
+        Ok(())
+    }
+
+    fn filled(&self) -> bool {
+        self.1
+    }
 }
 
 impl<T: FromJson> Slot for Option<T> {
@@ -82,6 +106,16 @@ pub fn from_str_opaque<T: FromJson>(s: &str) -> Result<T, JsonError> {
     let mut r = Reader::new(s);
     r.opaque = true;
     read_all(r)
+}
+
+/// Reads a whole text over `value` ([`FromJson::read_into`]), payloads kept
+/// as text if `opaque` ([`from_str_opaque`]). On an error `value` is left
+/// half-read.
+pub fn read_over<T: FromJson>(s: &str, value: &mut T, opaque: bool) -> Result<(), JsonError> {
+    let mut r = Reader::new(s);
+    r.opaque = opaque;
+    value.read_into(&mut r)?;
+    r.end()
 }
 
 /// Checks that bytes are UTF-8 (what every reading starts with).
@@ -460,6 +494,13 @@ impl FromJson for String {
     fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
         r.string().map(Cow::into_owned)
     }
+
+    fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), JsonError> {
+        let s = r.string()?;
+        self.clear();
+        self.push_str(&s);
+        Ok(())
+    }
 }
 
 impl FromJson for u64 {
@@ -497,6 +538,15 @@ impl<T: FromJson> FromJson for Option<T> {
             return Ok(None);
         }
         T::read(r).map(Some)
+    }
+
+    fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), JsonError> {
+        match self {
+            _ if r.null() => *self = None,
+            Some(value) => value.read_into(r)?,
+            None => *self = Some(T::read(r)?),
+        }
+        Ok(())
     }
 
     const OPTIONAL: bool = true;

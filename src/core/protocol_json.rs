@@ -94,33 +94,87 @@ fn opaque(r: &Reader<'_>, type_name: &str) -> bool {
     r.opaque_events() && !matches!(type_name, "hello" | "heartbeat")
 }
 
+impl Envelope {
+    /// An envelope to read over: [`FromJson::read_into`] sets every field.
+    pub(crate) fn blank() -> Self {
+        Envelope {
+            id: None,
+            scope: super::protocol::Scope::Session,
+            scope_id: String::new(),
+            seq: None,
+            after_seq: None,
+            critical: false,
+            ts: String::new(),
+            event: Event::Heartbeat(super::protocol::Heartbeat { head: 0 }),
+        }
+    }
+}
+
+impl Event {
+    /// Reads the payload of `type_name` over `self`. A `turn.delta` read
+    /// over a `turn.delta` reuses its strings: a streamed answer is
+    /// thousands of them in a row. Any other event is read anew (an
+    /// in-place reader for every payload type would weigh on the wasm for
+    /// events that come one at a time).
+    fn read_client_value_into(
+        &mut self,
+        type_name: &str,
+        r: &mut Reader<'_>,
+    ) -> Result<(), JsonError> {
+        match self {
+            Event::TurnDelta(delta) if type_name == "turn.delta" => delta.read_into(r),
+            _ => {
+                *self = Event::read_client_value(type_name, r)?;
+                Ok(())
+            }
+        }
+    }
+}
+
 impl FromJson for Envelope {
     fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
-        let mut id = None;
+        let mut env = Envelope::blank();
+        env.read_into(r)?;
+        Ok(env)
+    }
+
+    /// The one envelope reader: every field is set, the strings' buffers
+    /// (and a delta's) are reused.
+    fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), JsonError> {
         let mut scope = None;
-        let mut scope_id = String::new();
-        let mut seq = None;
-        let mut after_seq = None;
+        let mut scope_id = false;
         let mut ty: Option<Cow<'_, str>> = None;
         let mut critical = None;
-        let mut ts = String::new();
+        let mut ts = false;
         let mut data = None;
-        let mut event = None;
+        let mut event = false;
+        self.id = None;
+        self.seq = None;
+        self.after_seq = None;
         r.object(&mut |r, key| {
             match key {
-                "id" => id = FromJson::read(r)?,
+                "id" => self.id = FromJson::read(r)?,
                 "scope" => scope = Some(FromJson::read(r)?),
-                "scope_id" => scope_id = FromJson::read(r)?,
-                "seq" => seq = FromJson::read(r)?,
-                "after_seq" => after_seq = FromJson::read(r)?,
+                "scope_id" => {
+                    self.scope_id.read_into(r)?;
+                    scope_id = true;
+                }
+                "seq" => self.seq = FromJson::read(r)?,
+                "after_seq" => self.after_seq = FromJson::read(r)?,
                 "type" => ty = Some(r.string()?),
                 "critical" => critical = FromJson::read(r)?,
-                "ts" => ts = FromJson::read(r)?,
+                "ts" => {
+                    self.ts.read_into(r)?;
+                    ts = true;
+                }
                 // Servers write `type` first: decode in place, one pass. If
                 // `type` comes later, keep the text and decode at the end.
                 "data" if r.null() => {}
                 "data" => match &ty {
-                    Some(t) if !opaque(r, t) => event = Some(Event::read_client_value(t, r)?),
+                    Some(t) if !opaque(r, t) => {
+                        self.event.read_client_value_into(t, r)?;
+                        event = true;
+                    }
                     _ => data = Some(r.raw()?),
                 },
                 _ => r.skip()?,
@@ -128,27 +182,29 @@ impl FromJson for Envelope {
             Ok(())
         })?;
         let ty = ty.ok_or(JsonError::Missing("type"))?;
-        Ok(Envelope {
-            id,
-            scope: scope.ok_or(JsonError::Missing("scope"))?,
-            scope_id,
-            seq,
-            after_seq,
-            // Every durable event is critical, whatever the wire says.
-            critical: critical.unwrap_or(true) || seq.is_some(),
-            ts,
-            event: match event {
-                Some(e) => e,
-                None if opaque(r, &ty) => Event::Unknown {
+        self.scope = scope.ok_or(JsonError::Missing("scope"))?;
+        if !scope_id {
+            self.scope_id.clear();
+        }
+        if !ts {
+            self.ts.clear();
+        }
+        // Every durable event is critical, whatever the wire says.
+        self.critical = critical.unwrap_or(true) || self.seq.is_some();
+        if !event {
+            self.event = if opaque(r, &ty) {
+                Event::Unknown {
                     type_name: ty.into_owned(),
                     data: match data {
                         Some(text) => json::from_str(text)?,
                         None => RawJson::empty_object(),
                     },
-                },
-                None => Event::read_client_data(&ty, data)?,
-            },
-        })
+                }
+            } else {
+                Event::read_client_data(&ty, data)?
+            };
+        }
+        Ok(())
     }
 }
 

@@ -53,6 +53,21 @@ macro_rules! wire_struct {
                 )?;
                 Ok($name { $( $field: $crate::wire_struct!(@take $field $ty $(, $default)?), )* })
             }
+
+            fn read_into(
+                &mut self,
+                r: &mut $crate::core::json::Reader<'_>,
+            ) -> Result<(), $crate::core::json::JsonError> {
+                let $name { $( $field ),* } = self;
+                $( let mut $field = $crate::core::json::InPlace($field, false); )*
+                r.fields(
+                    &[$( stringify!($field) ),*],
+                    &[$( $crate::wire_struct!(@required $($default)?) ),*],
+                    &mut [$( &mut $field ),*],
+                )?;
+                $( $crate::wire_struct!(@absent $field $(, $default)?); )*
+                Ok(())
+            }
         }
 
         #[cfg(all(test, not(target_arch = "wasm32")))]
@@ -83,6 +98,13 @@ macro_rules! wire_struct {
     (@required default) => { false };
     (@take $field:ident $ty:ty, default) => {
         $field.unwrap_or_default()
+    };
+    // A field `read_into` found no key for: as `read` leaves it.
+    (@absent $field:ident) => {};
+    (@absent $field:ident, default) => {
+        if !$field.1 {
+            *$field.0 = Default::default();
+        }
     };
 }
 

@@ -139,6 +139,9 @@ pub struct Client {
     rng: SplitMix64,
     sse_retry: Option<u64>,
     parser: SseParser,
+    /// The last stream envelope, once handled, kept to read the next one
+    /// over (its strings' buffers reused: a delta allocates nothing).
+    spare: Option<Envelope>,
     streams_opened: u64,
     auth_refreshed: bool,
     closed: bool,
@@ -257,6 +260,7 @@ impl Client {
         let view = View::empty(config.target.is_session(), config.log_capacity);
         Client {
             parser: SseParser::with_max_event_size(config.max_event_size),
+            spare: None,
             rng: SplitMix64::new(config.seed),
             cfg: config,
             pos: Position::default(),

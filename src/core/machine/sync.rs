@@ -172,8 +172,10 @@ impl Client {
     pub(super) fn on_sse_event(&mut self, ev: SseEventRef<'_>, now: u64) {
         // The client's own reader (small in the wasm); the parser already
         // validated UTF-8.
-        let env = match self.read::<Envelope>(ev.data) {
-            Ok(env) => env,
+        // Read over the last envelope: its buffers are reused.
+        let mut env = self.spare.take().unwrap_or_else(Envelope::blank);
+        match json::read_over(ev.data, &mut env, !self.cfg.target.is_session()) {
+            Ok(()) => {}
             Err(e) => {
                 // Nothing of a bad frame is applied; if it was durable (had an
                 // id line) the hole is repaired from event pages.
@@ -184,7 +186,7 @@ impl Client {
                 }
                 return;
             }
-        };
+        }
         self.counters.events += 1;
         match (&env.event, env.seq) {
             (Event::Heartbeat(hb), _) => self.saw_head(hb.head),
@@ -192,7 +194,10 @@ impl Client {
             _ => {}
         }
         match &env.event {
-            Event::Hello(h) => self.on_hello(h, now),
+            Event::Hello(h) => {
+                self.on_hello(h, now);
+                self.spare = Some(env);
+            }
             _ => self.route(Frame::Event(env), now),
         }
     }
@@ -228,8 +233,13 @@ impl Client {
         if let Step::Gap { requeue } = self.apply_frame(&mut frame, false) {
             if requeue {
                 self.buffer.push_back(frame);
+                self.start_repair(now);
+                return;
             }
             self.start_repair(now);
+        }
+        if let Frame::Event(env) = frame {
+            self.spare = Some(env);
         }
     }
 

@@ -35,6 +35,25 @@ fn transient_envelope_has_no_id_or_seq() {
 }
 
 #[test]
+fn a_delta_read_over_another_leaves_nothing_of_it() {
+    let first = r#"{"scope":"session","scope_id":"s","after_seq":16,"type":"turn.delta","critical":true,"ts":"t0","data":{"turn_id":"t","message_id":"m","offset":3,"text":"abc"}}"#;
+    // No scope_id, ts or turn ids: each reads as absent, as it does alone.
+    let second =
+        r#"{"scope":"session","after_seq":17,"type":"turn.delta","data":{"offset":6,"text":"d"}}"#;
+    let mut env = Envelope::from_json(first.as_bytes()).unwrap();
+    json::read_over(second, &mut env, false).unwrap();
+    assert_eq!(env, Envelope::from_json(second.as_bytes()).unwrap());
+    let Event::TurnDelta(d) = &env.event else {
+        panic!("a delta")
+    };
+    assert_eq!(
+        (d.turn_id.as_str(), d.message_id.as_str(), d.text.as_str()),
+        ("", "", "d")
+    );
+    assert_eq!((env.scope_id.as_str(), env.ts.as_str()), ("", ""));
+}
+
+#[test]
 fn transcript_serialises_keys_in_canonical_order() {
     let t = Transcript {
         epoch: "e".into(),
@@ -119,7 +138,48 @@ mod round_trip {
             "{}",
             text
         );
+        read_over(v, v)
+    }
+
+    /// Read over a value read before (as the machine reads each stream
+    /// envelope over the last: `FromJson::read_into`), `b`'s text reads as
+    /// it reads alone, whatever `a` held.
+    fn read_over<T>(a: &T, b: &T) -> Result<(), TestCaseError>
+    where
+        T: Serialize + FromJson + PartialEq + Debug,
+    {
+        let mut over: T = json::from_str(&json::to_string(a).expect("written")).expect("read");
+        let text = json::to_string(b).expect("the client writes it");
+        json::read_over(&text, &mut over, false).expect("the client reads it over another");
+        prop_assert_eq!(&over, b, "{}", text);
         Ok(())
+    }
+
+    /// Envelopes carrying deltas: the in-place path of `turn.delta`.
+    fn delta_envelope() -> impl Strategy<Value = Envelope> {
+        (Envelope::arb(), TurnDelta::arb()).prop_map(|(mut env, delta)| {
+            env.event = Event::TurnDelta(delta);
+            env
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn an_envelope_reads_over_another_as_alone(a in Envelope::arb(), b in Envelope::arb()) {
+            read_over(&a, &b)?;
+        }
+
+        #[test]
+        fn a_delta_reads_over_a_delta_as_alone(a in delta_envelope(), b in delta_envelope()) {
+            read_over(&a, &b)?;
+        }
+
+        #[test]
+        fn an_envelope_and_a_delta_read_over_each_other(a in Envelope::arb(), b in delta_envelope()) {
+            read_over(&a, &b)?;
+            read_over(&b, &a)?;
+        }
     }
 
     macro_rules! every_wire_type {
