@@ -408,6 +408,31 @@ fn rule_6_overlay_aligns_deltas_and_commit_replaces_it() {
 }
 
 #[test]
+fn rule_6_deltas_of_a_committed_message_or_an_ended_turn_add_nothing() {
+    let mut r = Rig::live_with(&[turn_started(1, "t1")]);
+    r.send(&[delta(1, "t1", "m1", 0, "hi")]);
+    r.send(&[assistant_msg(2, "t1", "m1", "hi")]);
+    r.send(&[delta(2, "t1", "m1", 2, " late")]);
+    assert_eq!(
+        overlay_text(&r),
+        None,
+        "a late delta of a committed message"
+    );
+    // A snapshot of the committed message shows the turn without its text;
+    // a delta of that message, even one that follows it, adds none.
+    r.send(&[live_snapshot(2, Some(&live_turn(3, "hi")))]);
+    assert_eq!(overlay_text(&r), Some((String::new(), false)));
+    r.send(&[delta(2, "t1", "m1", 0, "hi again")]);
+    assert_eq!(overlay_text(&r), Some((String::new(), false)));
+    // The turn's next message is followed; after the turn ends, nothing is.
+    r.send(&[delta(2, "t1", "m2", 0, "more")]);
+    assert_eq!(overlay_text(&r), Some(("more".into(), false)));
+    r.send(&[turn_completed(3, "t1")]);
+    r.send(&[delta(3, "t1", "m2", 4, " after the end")]);
+    assert_eq!(overlay_text(&r), None, "a late delta of an ended turn");
+}
+
+#[test]
 fn rule_7_new_boot_id_interrupts_the_overlay_without_promoting_text() {
     let mut r = Rig::live_with(&[turn_started(1, "t1")]);
     r.send(&[delta(1, "t1", "m1", 0, "partial")]);

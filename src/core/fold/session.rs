@@ -258,6 +258,16 @@ impl SessionView {
     pub fn apply_transient(&mut self, env: &Envelope, ch: &mut ViewChange) {
         match &env.event {
             Event::TurnDelta(d) => {
+                // An overlay showing text of this turn's message proves both
+                // alive without the two lookups: a commit or a turn's end
+                // drops it, and a snapshot of a committed message shows no
+                // text. A stream's deltas all take this path but the first.
+                if let Some(o) = self.overlay.as_mut().filter(|o| {
+                    o.text_len > 0 && o.turn_id == d.turn_id && o.message_id == d.message_id
+                }) {
+                    ch.overlay |= o.apply_delta(d);
+                    return;
+                }
                 if self.committed_messages.contains(&d.message_id)
                     || self.ended_turns.contains(&d.turn_id)
                 {
