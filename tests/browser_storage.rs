@@ -36,31 +36,25 @@ export function makeAdapter(mode) {
   };
   return adapter;
 }
-export function idbWrite(key, value) {
+// One transaction on the client's store, as another tab would make it.
+function idb(mode, f) {
   return new Promise((resolve, reject) => {
     const req = indexedDB.open("replay-client", 1);
     req.onupgradeneeded = () => req.result.createObjectStore("kv");
     req.onerror = () => reject(req.error);
     req.onsuccess = () => {
-      const tx = req.result.transaction("kv", "readwrite");
-      tx.objectStore("kv").put(value, key);
-      tx.oncomplete = () => { resolve(); req.result.close(); };
+      const tx = req.result.transaction("kv", mode);
+      const r = f(tx.objectStore("kv"));
+      tx.oncomplete = () => { resolve(r.result ?? null); req.result.close(); };
       tx.onerror = () => reject(tx.error);
     };
   });
 }
+export function idbWrite(key, value) {
+  return idb("readwrite", (s) => s.put(value, key));
+}
 export function idbRead(key) {
-  return new Promise((resolve, reject) => {
-    const req = indexedDB.open("replay-client", 1);
-    req.onupgradeneeded = () => req.result.createObjectStore("kv");
-    req.onerror = () => reject(req.error);
-    req.onsuccess = () => {
-      const tx = req.result.transaction("kv", "readonly");
-      const get = tx.objectStore("kv").get(key);
-      get.onsuccess = () => { resolve(get.result ?? null); req.result.close(); };
-      get.onerror = () => reject(get.error);
-    };
-  });
+  return idb("readonly", (s) => s.get(key));
 }
 "#)]
 extern "C" {

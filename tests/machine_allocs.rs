@@ -7,7 +7,10 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use replay_client::core::machine::{Action, Client, Config, FetchKind};
+mod machine_support;
+
+use machine_support::events::*;
+use machine_support::rig::*;
 
 struct Counting;
 
@@ -38,60 +41,27 @@ static COUNTING: Counting = Counting;
 
 const DELTAS: usize = 20_000;
 
-/// A live client (empty replay, stream open) and its stream's id.
-fn live_client() -> (Client, replay_client::core::machine::RequestId) {
-    let mut c = Client::new(Config::session("ses_1"), None, 0);
-    let (mut stream, mut replay) = (None, None);
-    while let Some(a) = c.poll_action() {
-        match a {
-            Action::OpenStream { id, .. } => stream = Some(id),
-            Action::Fetch {
-                id,
-                kind: FetchKind::Replay,
-                ..
-            } => replay = Some(id),
-            _ => {}
-        }
-    }
-    let page = r#"{"epoch":"e1","boot_id":"b1","cursor":0,"head":0,"has_more":false,"history":[],"live_turn":null,"tasks":null}"#;
-    c.handle_replay_page(replay.expect("replay"), page.as_bytes(), 0);
-    let stream = stream.expect("stream");
-    c.handle_stream_opened(stream, 200, Some("text/event-stream"), None, 0);
-    while c.poll_action().is_some() {}
-    (c, stream)
-}
-
 #[test]
 fn a_streamed_delta_allocates_nothing() {
-    let (mut c, stream) = live_client();
-    let mut body = String::from(
-        "id: 1\nevent: turn.started\ndata: {\"id\":1,\"scope\":\"session\",\"scope_id\":\"ses_1\",\"seq\":1,\"ts\":\"2026-12-02T00:00:00.000Z\",\"type\":\"turn.started\",\"data\":{\"turn_id\":\"turn_1\",\"input_message_id\":\"u1\"}}\n\n",
-    );
+    let mut r = Rig::live_with(&[turn_started(1, "t1")]);
+    let words = ["the ", "agent ", "reads ", "file "];
     let mut offset = 0;
-    for i in 0..DELTAS {
-        let text = ["the ", "agent ", "reads ", "file "][i % 4];
-        body.push_str(&format!(
-            "event: turn.delta\ndata: {{\"scope\":\"session\",\"scope_id\":\"ses_1\",\"after_seq\":1,\"type\":\"turn.delta\",\"critical\":true,\"ts\":\"2026-12-02T00:00:01.{:03}Z\",\"data\":{{\"turn_id\":\"turn_1\",\"message_id\":\"a1\",\"offset\":{offset},\"text\":\"{text}\"}}}}\n\n",
-            i % 1000
-        ));
-        offset += text.chars().count();
-    }
+    let deltas: Vec<_> = (0..DELTAS)
+        .map(|i| {
+            let d = delta(1, "t1", "m1", offset, words[i % 4]);
+            offset += words[i % 4].len() as u64;
+            d
+        })
+        .collect();
+    let body = frames(&deltas);
     let before = ALLOCATIONS.load(Ordering::Relaxed);
-    for (i, chunk) in body.as_bytes().chunks(64 * 1024).enumerate() {
-        c.handle_stream_bytes(stream, chunk, i as u64);
-        while c.poll_action().is_some() {}
-        while c.poll_notice().is_some() {}
-        let _ = c.poll_view_change();
+    for chunk in body.as_bytes().chunks(64 * 1024) {
+        r.send_raw(chunk);
     }
     let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
-    assert_eq!(
-        c.counters().events,
-        DELTAS as u64 + 1,
-        "every delta was read"
-    );
     // The overlay keeps the text's tail; `text_offset` counts what it cut.
-    let overlay = c.view().as_session().and_then(|s| s.overlay());
-    let live = overlay.map(|o| o.text_offset as usize + o.text.chars().count());
+    let overlay = r.c.view().as_session().and_then(|s| s.overlay());
+    let live = overlay.map(|o| o.text_offset + o.text.chars().count() as u64);
     assert_eq!(live, Some(offset), "every delta was applied");
     // The live text grows by doubling, the parser's buffer with the
     // chunks: a few dozen in all, not one per delta.
