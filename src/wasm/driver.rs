@@ -10,7 +10,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 
-use js_sys::{Array, Function, Uint8Array};
+use js_sys::{Array, Function};
 use wasm_bindgen::prelude::*;
 
 use super::http::{self, Http, Reports};
@@ -123,7 +123,7 @@ fn reports(weak: &Weak<Driver>) -> Reports {
     // subscribers are called in it.
     let chunk = move |id: f64, chunks: Array, in_frame: bool| {
         let id = RequestId(id as u64);
-        let bytes = concat(&chunks);
+        let bytes = js::concat(&chunks);
         w.upgrade().is_some_and(|d| {
             d.in_frame.set(in_frame);
             let wanted = d.feed(id, |m, now| m.handle_stream_bytes(id, &bytes, now));
@@ -155,18 +155,6 @@ fn reports(weak: &Weak<Driver>) -> Reports {
         settled: function(Closure::<dyn FnMut(f64, u16, Option<String>, JsValue)>::new(settled)),
         failed: function(Closure::<dyn FnMut(f64, String, String)>::new(failed)),
     }
-}
-
-/// The bytes of an array of `Uint8Array`s, end to end.
-fn concat(chunks: &Array) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    for i in 0..chunks.length() {
-        let part = Uint8Array::unchecked_from_js(chunks.get(i));
-        let at = bytes.len();
-        bytes.resize(at + part.length() as usize, 0);
-        part.copy_to(&mut bytes[at..]);
-    }
-    bytes
 }
 
 /// A closure handed to JS for good (it holds the driver weakly).

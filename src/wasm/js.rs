@@ -29,6 +29,19 @@ pub fn settle(promise: &Promise, ok: &JsValue, err: &JsValue) {
     promise.unchecked_ref::<Thenable>().then(ok, err);
 }
 
+/// The bytes of an array of `Uint8Array`s, end to end, copied once into
+/// wasm memory (a frame's chunks of a streamed body).
+pub fn concat(chunks: &js_sys::Array) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for i in 0..chunks.length() {
+        let part = js_sys::Uint8Array::unchecked_from_js(chunks.get(i));
+        let at = bytes.len();
+        bytes.resize(at + part.length() as usize, 0);
+        part.copy_to(&mut bytes[at..]);
+    }
+    bytes
+}
+
 #[wasm_bindgen(module = "/src/wasm/browser.js")]
 extern "C" {
     /// `new ReplayError(code, message, status)`.
