@@ -11,7 +11,7 @@ mod gen;
 
 use std::time::{Duration, Instant};
 
-use replay_client::core::machine::{Action, Client, Config, FetchKind, RequestId};
+use replay_client::core::machine::{supersedes, Action, Client, Config, FetchKind, RequestId};
 
 const EVENTS: usize = 100_000;
 const CHUNK: usize = 64 * 1024;
@@ -79,11 +79,16 @@ fn main() {
     let back = Client::new(Config::session("ses_7f3a"), Some(&stored), 0);
     let decode = t.elapsed();
     assert_eq!(back.cursor(), c.cursor());
+    // A save first asks whether the stored value is newer (another tab's).
+    let t = Instant::now();
+    assert!(supersedes(&stored, &stored));
+    let check = t.elapsed();
     eprintln!(
-        "persisted state: {} bytes, encode {:.1} ms, decode {:.1} ms",
+        "persisted state: {} bytes, encode {:.1} ms, decode {:.1} ms, the save's check against it {:.1} ms",
         stored.len(),
         encode.as_secs_f64() * 1e3,
-        decode.as_secs_f64() * 1e3
+        decode.as_secs_f64() * 1e3,
+        check.as_secs_f64() * 1e3
     );
     println!("pipeline_events_per_s {:.0}", stream.events as f64 / secs);
     println!(

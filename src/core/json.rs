@@ -228,6 +228,37 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// Reads an object's members while `f`, given each key, returns true;
+    /// `f` reads the value before it does. Once `f` returns false (its value
+    /// read or not) the rest is left unread and the reader is spent: for a
+    /// value's head, when the rest may be megabytes.
+    pub fn object_while(
+        &mut self,
+        f: &mut dyn FnMut(&mut Reader<'a>, &str) -> Result<bool, JsonError>,
+    ) -> Result<(), JsonError> {
+        if !self.eat(b'{') {
+            return Err(self.kind("an object"));
+        }
+        if self.eat(b'}') {
+            return Ok(());
+        }
+        loop {
+            if self.peek() != Some(b'"') {
+                return Err(self.syntax());
+            }
+            let key = self.string()?;
+            if !self.eat(b':') {
+                return Err(self.syntax());
+            }
+            if !f(self, &key)? || self.eat(b'}') {
+                return Ok(());
+            }
+            if !self.eat(b',') {
+                return Err(self.syntax());
+            }
+        }
+    }
+
     /// Reads an object field by field: the value of `keys[i]` fills
     /// `slots[i]`, other keys are skipped; then a slot left empty where
     /// `required[i]` is [`JsonError::Missing`] of its key. One loop for

@@ -169,7 +169,7 @@ export function idbSetIf(key, value, replaces) {
   return run("readwrite", (s) => {
     const old = s.get(key);
     old.onsuccess = () => {
-      if (typeof old.result !== "string" || replaces(value, old.result)) s.put(value, key);
+      if (typeof old.result !== "string" || replaces(old.result)) s.put(value, key);
     };
     return old;
   }).then(() => undefined);

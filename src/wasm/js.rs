@@ -54,7 +54,7 @@ extern "C" {
     /// Resolves to the stored string or `null`.
     #[wasm_bindgen(js_name = idbGet)]
     pub fn idb_get(key: &str) -> Promise;
-    /// Writes unless `replaces(value, stored)` is false, in one
+    /// Writes unless `replaces(stored)` is false, in one
     /// transaction; resolves once done.
     #[wasm_bindgen(js_name = idbSetIf)]
     pub fn idb_set_if(key: &str, value: &str, replaces: &JsValue) -> Promise;

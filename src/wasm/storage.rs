@@ -11,7 +11,8 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::js;
 use super::options::StorageChoice;
-use crate::core::machine::supersedes;
+use crate::core::machine::{supersedes, StoredHead};
+use wasm_bindgen::closure::Closure;
 
 /// The stored value, now or later.
 pub enum Loaded {
@@ -24,9 +25,7 @@ pub enum Loaded {
 #[derive(Clone)]
 enum Backend {
     Web(web_sys::Storage),
-    /// With [`supersedes`] as the JS function `idbSetIf` calls inside its
-    /// transaction, made once per store.
-    IndexedDb(JsValue),
+    IndexedDb,
     Memory,
     Custom(Object),
 }
@@ -46,16 +45,7 @@ impl Store {
         let (backend, label) = match choice {
             StorageChoice::Local => (web_storage("localStorage"), "local"),
             StorageChoice::Session => (web_storage("sessionStorage"), "session"),
-            StorageChoice::IndexedDb => {
-                let replaces =
-                    wasm_bindgen::closure::Closure::<dyn Fn(String, String) -> bool>::new(
-                        |new: String, old: String| supersedes(new.as_bytes(), old.as_bytes()),
-                    );
-                (
-                    Ok(Backend::IndexedDb(replaces.into_js_value())),
-                    "indexeddb",
-                )
-            }
+            StorageChoice::IndexedDb => (Ok(Backend::IndexedDb), "indexeddb"),
             StorageChoice::Memory => (Ok(Backend::Memory), "memory"),
             StorageChoice::Custom(o) => (Ok(Backend::Custom(o.clone())), "custom"),
         };
@@ -88,7 +78,7 @@ impl Store {
                 .get_item(&self.key)
                 .map(Loaded::Ready)
                 .map_err(|e| js::error_text(&e)),
-            Backend::IndexedDb(_) => Ok(Loaded::Pending(js::idb_get(&self.key))),
+            Backend::IndexedDb => Ok(Loaded::Pending(js::idb_get(&self.key))),
             // The machine holds the state in memory; nothing outlives the page.
             Backend::Memory => Ok(Loaded::Ready(None)),
             Backend::Custom(o) => {
@@ -122,7 +112,19 @@ impl Store {
                     .map(|_| None)
                     .map_err(|e| js::error_text(&e))
             }
-            Backend::IndexedDb(replaces) => Ok(Some(js::idb_set_if(&self.key, value, replaces))),
+            Backend::IndexedDb => {
+                // Asked inside the transaction, of the stored value only: the
+                // new value's head is read here, once.
+                let head = StoredHead::of(value.as_bytes());
+                let replaces = Closure::<dyn FnMut(String) -> bool>::new(move |old: String| {
+                    head.as_ref().is_none_or(|h| h.replaces(old.as_bytes()))
+                });
+                Ok(Some(js::idb_set_if(
+                    &self.key,
+                    value,
+                    &replaces.into_js_value(),
+                )))
+            }
             Backend::Memory => Ok(None),
             Backend::Custom(o) => {
                 let v = call(o, "set", &self.key, Some(value))?;
@@ -137,7 +139,7 @@ impl Store {
             Backend::Web(s) => {
                 let _ = s.remove_item(&self.key);
             }
-            Backend::IndexedDb(_) => {
+            Backend::IndexedDb => {
                 let _ = js::idb_remove(&self.key);
             }
             Backend::Memory => {}

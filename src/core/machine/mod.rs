@@ -29,7 +29,7 @@ mod writes;
 pub use backoff::{parse_retry_after, Backoff, SplitMix64, MAX_RETRY_HINT_MS};
 pub use error::{CoreError, ErrorInfo};
 pub use feed::{ClientNotice, Notify, NotifyAt, NotifyPacer, NOTICE_CAPACITY};
-pub use persist::{supersedes, LastApplied, Position, STORAGE_VERSION};
+pub use persist::{supersedes, LastApplied, Position, StoredHead, STORAGE_VERSION};
 pub use types::{
     Action, BackoffConfig, Config, Counters, FetchKind, Lifecycle, Notice, RequestId, State,
     Status, Target,

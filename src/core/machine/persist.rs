@@ -118,37 +118,91 @@ pub fn decode(bytes: &[u8], target: &Target) -> Result<(Position, View), CoreErr
     Ok((pos, s.state))
 }
 
+/// Where an encoded value stands: its epoch and cursor, read from the head
+/// of the value alone. Several tabs persist one scope under one key (issue
+/// 12 point 4), and a save asks this of the stored value, which may hold
+/// megabytes of state: the reading stops once both are read, before the
+/// state, which the writer puts after them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredHead {
+    epoch: Option<String>,
+    cursor: u64,
+}
+
+impl StoredHead {
+    /// The head of an encoded value; `None` when it is not one. It is read
+    /// from the value's first 4 KiB when it is there (neither the rest's
+    /// UTF-8 nor its JSON is looked at), else from the whole value.
+    pub fn of(value: &[u8]) -> Option<StoredHead> {
+        const PREFIX: usize = 4096;
+        let prefix = match std::str::from_utf8(&value[..value.len().min(PREFIX)]) {
+            Ok(text) => Some(text),
+            // Cut inside a character: the text before it.
+            Err(e) if e.error_len().is_none() => {
+                std::str::from_utf8(&value[..e.valid_up_to()]).ok()
+            }
+            Err(_) => None,
+        };
+        // Read from the prefix only if something follows what was read
+        // there: a number at its very end may have been cut.
+        prefix
+            .and_then(|text| StoredHead::read(text).filter(|(_, end)| *end < text.len()))
+            .or_else(|| StoredHead::read(json::utf8(value).ok()?))
+            .map(|(head, _)| head)
+    }
+
+    /// The head and the offset just past the last value read for it.
+    fn read(text: &str) -> Option<(StoredHead, usize)> {
+        let mut r = json::Reader::new(text);
+        let (mut epoch, mut cursor) = (None, None);
+        let mut epoch_seen = false;
+        r.object_while(&mut |r, key| {
+            match key {
+                "epoch" => {
+                    epoch = json::FromJson::read(r)?;
+                    epoch_seen = true;
+                }
+                "cursor" => cursor = Some(json::FromJson::read(r)?),
+                _ => r.skip()?,
+            }
+            Ok(!(epoch_seen && cursor.is_some()))
+        })
+        .ok()?;
+        let head = StoredHead {
+            epoch,
+            cursor: cursor?,
+        };
+        Some((head, r.pos()))
+    }
+
+    /// Whether a value with this head may replace `stored`: never a smaller
+    /// cursor of the same epoch over a larger one. A different epoch
+    /// replaces (epochs have no order; a writer's epoch was checked against
+    /// the server at its last `hello`, and one on a stale epoch flips at its
+    /// next), and so does anything over a value without a readable head; a
+    /// value without an epoch does not replace one with.
+    pub fn replaces(&self, stored: &[u8]) -> bool {
+        match StoredHead::of(stored) {
+            Some(s) => match (&self.epoch, &s.epoch) {
+                // Nothing known yet does not replace something known.
+                (None, Some(_)) => false,
+                (a, b) if a == b => self.cursor >= s.cursor,
+                _ => true,
+            },
+            None => true,
+        }
+    }
+}
+
 /// Whether the encoded value `new` may replace `stored` under the same key
-/// (several tabs persist one scope, issue 12 point 4): never a smaller
-/// cursor of the same epoch over a larger one. A different epoch replaces
-/// (epochs have no order; a writer's epoch was checked against the server
-/// at its last `hello`, and one on a stale epoch flips at its next), and so
-/// does anything over an unreadable value; a value without an epoch does
-/// not replace one with.
+/// ([`StoredHead::replaces`]; a `new` without a readable head replaces).
 pub fn supersedes(new: &[u8], stored: &[u8]) -> bool {
-    struct Head {
-        epoch: Option<String>,
-        cursor: u64,
-    }
-    crate::json_struct!(Head {
-        epoch: def,
-        cursor: req
-    });
-    let head = |b: &[u8]| json::from_slice::<Head>(b).ok();
-    match (head(new), head(stored)) {
-        (Some(n), Some(s)) => match (&n.epoch, &s.epoch) {
-            // Nothing known yet does not replace something known.
-            (None, Some(_)) => false,
-            (a, b) if a == b => n.cursor >= s.cursor,
-            _ => true,
-        },
-        _ => true,
-    }
+    StoredHead::of(new).is_none_or(|n| n.replaces(stored))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::supersedes;
+    use super::{encode, supersedes, Position, Target, View};
 
     fn value(epoch: &str, cursor: u64) -> Vec<u8> {
         format!(
@@ -162,6 +216,44 @@ mod tests {
         assert!(!supersedes(&value("e1", 4), &value("e1", 9)));
         assert!(supersedes(&value("e1", 9), &value("e1", 4)));
         assert!(supersedes(&value("e1", 9), &value("e1", 9)));
+    }
+
+    #[test]
+    fn the_head_is_read_without_the_state() {
+        // The state is left unread: a value cut inside it is judged by its head.
+        let cut = br#"{"v":1,"target":"session:s","epoch":"e1","cursor":9,"state":{"items":[{"#;
+        assert!(!supersedes(&value("e1", 4), cut));
+        // Another writer's order is read too.
+        let reordered = br#"{"state":{},"cursor":9,"v":1,"epoch":"e1"}"#;
+        assert!(!supersedes(&value("e1", 4), reordered));
+        assert!(supersedes(&value("e1", 10), reordered));
+    }
+
+    #[test]
+    fn a_head_cut_by_the_prefix_is_read_from_the_whole_value() {
+        // The cursor's digits straddle the 4 KiB the head is first read from.
+        let target = "s".repeat(4096 - r#"{"v":1,"target":"","epoch":"e1","cursor":12"#.len());
+        let stored =
+            format!(r#"{{"v":1,"target":"{target}","epoch":"e1","cursor":1234,"state":{{}}}}"#);
+        assert_eq!(&stored.as_bytes()[4094..4096], b"12");
+        assert!(!supersedes(&value("e1", 100), stored.as_bytes()));
+        assert!(supersedes(&value("e1", 1234), stored.as_bytes()));
+    }
+
+    #[test]
+    fn the_head_of_an_encoded_value_is_its_epoch_and_cursor() {
+        let target = Target::Scoped {
+            scope: crate::core::protocol::Scope::Session,
+            scope_id: "s".into(),
+        };
+        let pos = Position {
+            epoch: Some("e1".into()),
+            cursor: 7,
+            last: None,
+        };
+        let stored = encode(&target, &pos, &View::empty(true, 10));
+        assert!(!supersedes(&value("e1", 6), &stored));
+        assert!(supersedes(&value("e1", 7), &stored));
     }
 
     #[test]
