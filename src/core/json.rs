@@ -216,16 +216,7 @@ impl<'a> Reader<'a> {
         &mut self,
         f: &mut dyn FnMut(&mut Reader<'a>, &str) -> Result<(), JsonError>,
     ) -> Result<(), JsonError> {
-        self.members(b'{', b'}', "an object", |r| {
-            if r.peek() != Some(b'"') {
-                return Err(r.syntax());
-            }
-            let key = r.string()?;
-            if !r.eat(b':') {
-                return Err(r.syntax());
-            }
-            f(r, &key)
-        })
+        self.keyed(|r, key| f(r, key).map(|()| true))
     }
 
     /// Reads an object's members while `f`, given each key, returns true;
@@ -236,27 +227,24 @@ impl<'a> Reader<'a> {
         &mut self,
         f: &mut dyn FnMut(&mut Reader<'a>, &str) -> Result<bool, JsonError>,
     ) -> Result<(), JsonError> {
-        if !self.eat(b'{') {
-            return Err(self.kind("an object"));
-        }
-        if self.eat(b'}') {
-            return Ok(());
-        }
-        loop {
-            if self.peek() != Some(b'"') {
-                return Err(self.syntax());
+        self.keyed(f)
+    }
+
+    /// An object's members as `key:` then `f` (see [`Reader::members`]).
+    fn keyed(
+        &mut self,
+        mut f: impl FnMut(&mut Reader<'a>, &str) -> Result<bool, JsonError>,
+    ) -> Result<(), JsonError> {
+        self.members(b'{', b'}', "an object", |r| {
+            if r.peek() != Some(b'"') {
+                return Err(r.syntax());
             }
-            let key = self.string()?;
-            if !self.eat(b':') {
-                return Err(self.syntax());
+            let key = r.string()?;
+            if !r.eat(b':') {
+                return Err(r.syntax());
             }
-            if !f(self, &key)? || self.eat(b'}') {
-                return Ok(());
-            }
-            if !self.eat(b',') {
-                return Err(self.syntax());
-            }
-        }
+            f(r, &key)
+        })
     }
 
     /// Reads an object field by field: the value of `keys[i]` fills
@@ -313,16 +301,17 @@ impl<'a> Reader<'a> {
         &mut self,
         f: &mut dyn FnMut(&mut Reader<'a>) -> Result<(), JsonError>,
     ) -> Result<(), JsonError> {
-        self.members(b'[', b']', "an array", f)
+        self.members(b'[', b']', "an array", |r| f(r).map(|()| true))
     }
 
-    /// The comma-separated members between `open` and `close`.
+    /// The comma-separated members between `open` and `close`, while
+    /// `member` returns true (false: the rest is left unread).
     fn members(
         &mut self,
         open: u8,
         close: u8,
         what: &'static str,
-        mut member: impl FnMut(&mut Reader<'a>) -> Result<(), JsonError>,
+        mut member: impl FnMut(&mut Reader<'a>) -> Result<bool, JsonError>,
     ) -> Result<(), JsonError> {
         // After `tag`, the object is open and its first member read.
         let resumed = std::mem::take(&mut self.resume);
@@ -330,18 +319,12 @@ impl<'a> Reader<'a> {
             return Err(self.kind(what));
         }
         self.nest()?;
-        if !resumed {
-            if self.eat(close) {
-                self.depth -= 1;
-                return Ok(());
-            }
-            member(self)?;
-        }
-        while !self.eat(close) {
+        let mut go_on = resumed || !self.eat(close) && member(self)?;
+        while go_on && !self.eat(close) {
             if !self.eat(b',') {
                 return Err(self.syntax());
             }
-            member(self)?;
+            go_on = member(self)?;
         }
         self.depth -= 1;
         Ok(())
