@@ -132,13 +132,18 @@ impl Client {
         self.restart_from_zero(notice, now);
     }
 
-    /// Reads a frame or page. Logs keep payloads as text: they show them
-    /// and never look inside (and the wasm then needs no payload encoder).
+    /// Whether payloads are read as text: logs show them and never look
+    /// inside (and the wasm then needs no payload encoder).
+    fn opaque_payloads(&self) -> bool {
+        !self.cfg.target.is_session()
+    }
+
+    /// Reads a page ([`Client::opaque_payloads`]).
     fn read<T: json::FromJson>(&self, text: &str) -> Result<T, JsonError> {
-        if self.cfg.target.is_session() {
-            json::from_str(text)
-        } else {
+        if self.opaque_payloads() {
             json::from_str_opaque(text)
+        } else {
+            json::from_str(text)
         }
     }
 
@@ -174,7 +179,7 @@ impl Client {
         // validated UTF-8.
         // Read over the last envelope: its buffers are reused.
         let mut env = self.spare.take().unwrap_or_else(Envelope::blank);
-        match json::read_over(ev.data, &mut env, !self.cfg.target.is_session()) {
+        match json::read_over(ev.data, &mut env, self.opaque_payloads()) {
             Ok(()) => {}
             Err(e) => {
                 // Nothing of a bad frame is applied; if it was durable (had an
