@@ -154,22 +154,19 @@ impl StoredHead {
     /// The head and the offset just past the last value read for it.
     fn read(text: &str) -> Option<(StoredHead, usize)> {
         let mut r = json::Reader::new(text);
-        let (mut epoch, mut cursor) = (None, None);
-        let mut epoch_seen = false;
+        // `epoch` is `Some` once its key is read (its value may be null).
+        let (mut epoch, mut cursor): (Option<Option<String>>, _) = (None, None);
         r.object_while(&mut |r, key| {
             match key {
-                "epoch" => {
-                    epoch = json::FromJson::read(r)?;
-                    epoch_seen = true;
-                }
+                "epoch" => epoch = Some(json::FromJson::read(r)?),
                 "cursor" => cursor = Some(json::FromJson::read(r)?),
                 _ => r.skip()?,
             }
-            Ok(!(epoch_seen && cursor.is_some()))
+            Ok(epoch.is_none() || cursor.is_none())
         })
         .ok()?;
         let head = StoredHead {
-            epoch,
+            epoch: epoch.flatten(),
             cursor: cursor?,
         };
         Some((head, r.pos()))
