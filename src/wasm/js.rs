@@ -1,7 +1,7 @@
 //! Bindings to the JS globals the layer uses. Everything is looked up on
 //! `globalThis`, never through `window`, so the client also runs in a Worker.
 
-use js_sys::{Function, Object, Promise, Reflect};
+use js_sys::{Array, Function, Object, Promise, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
@@ -31,10 +31,10 @@ pub fn settle(promise: &Promise, ok: &JsValue, err: &JsValue) {
 
 /// The bytes of an array of `Uint8Array`s, end to end, copied once into
 /// wasm memory (a frame's chunks of a streamed body).
-pub fn concat(chunks: &js_sys::Array) -> Vec<u8> {
+pub fn concat(chunks: &Array) -> Vec<u8> {
     let mut bytes = Vec::new();
     for i in 0..chunks.length() {
-        let part = js_sys::Uint8Array::unchecked_from_js(chunks.get(i));
+        let part = Uint8Array::unchecked_from_js(chunks.get(i));
         let at = bytes.len();
         bytes.resize(at + part.length() as usize, 0);
         part.copy_to(&mut bytes[at..]);
