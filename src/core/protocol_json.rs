@@ -142,31 +142,27 @@ impl FromJson for Envelope {
     /// (and a delta's) are reused.
     fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), JsonError> {
         let mut scope = None;
-        let mut scope_id = false;
         let mut ty: Option<Cow<'_, str>> = None;
         let mut critical = None;
-        let mut ts = false;
         let mut data = None;
         let mut event = false;
         self.id = None;
         self.seq = None;
         self.after_seq = None;
+        // Cleared, not dropped: an absent key reads as empty, a present one
+        // refills the buffer.
+        self.scope_id.clear();
+        self.ts.clear();
         r.object(&mut |r, key| {
             match key {
                 "id" => self.id = FromJson::read(r)?,
                 "scope" => scope = Some(FromJson::read(r)?),
-                "scope_id" => {
-                    self.scope_id.read_into(r)?;
-                    scope_id = true;
-                }
+                "scope_id" => self.scope_id.read_into(r)?,
                 "seq" => self.seq = FromJson::read(r)?,
                 "after_seq" => self.after_seq = FromJson::read(r)?,
                 "type" => ty = Some(r.string()?),
                 "critical" => critical = FromJson::read(r)?,
-                "ts" => {
-                    self.ts.read_into(r)?;
-                    ts = true;
-                }
+                "ts" => self.ts.read_into(r)?,
                 // Servers write `type` first: decode in place, one pass. If
                 // `type` comes later, keep the text and decode at the end.
                 "data" if r.null() => {}
@@ -183,12 +179,6 @@ impl FromJson for Envelope {
         })?;
         let ty = ty.ok_or(JsonError::Missing("type"))?;
         self.scope = scope.ok_or(JsonError::Missing("scope"))?;
-        if !scope_id {
-            self.scope_id.clear();
-        }
-        if !ts {
-            self.ts.clear();
-        }
         // Every durable event is critical, whatever the wire says.
         self.critical = critical.unwrap_or(true) || self.seq.is_some();
         if !event {
