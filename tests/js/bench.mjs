@@ -266,10 +266,12 @@ try {
       return out;
     };
     const hasBase = await page.evaluate(() => window.hasBase());
-    const whiches = hasBase ? ["sdk", "js", "base"] : ["sdk", "js"];
+    // `worker`: the plain-JS follower reading its stream in a worker, the
+    // floor of a follower that keeps the network off the main thread.
+    const whiches = hasBase ? ["sdk", "js", "worker", "base"] : ["sdk", "js", "worker"];
     const profiles = [];
     if (wants("live") || wants("memory")) {
-      const { sdk, js, base } = await followAll(whiches);
+      const { sdk, js, worker, base } = await followAll(whiches);
       if (base) {
         console.log(`browser_live_base_delta_us ${base.us.toFixed(2)}`);
         console.log(`browser_live_base_vs_js ${(base.us / js.us).toFixed(3)}`);
@@ -278,6 +280,8 @@ try {
       console.log(`browser_live_delta_us ${sdk.us.toFixed(2)}`);
       console.log(`browser_live_js_delta_us ${js.us.toFixed(2)}`);
       console.log(`browser_live_vs_js ${(sdk.us / js.us).toFixed(3)}`);
+      console.log(`browser_live_worker_delta_us ${worker.us.toFixed(2)}`);
+      console.log(`browser_live_worker_vs_js ${(worker.us / js.us).toFixed(3)}`);
       console.log(`browser_live_task_script_us ${sdk.taskUs.toFixed(2)}`);
       console.log(`browser_live_js_task_script_us ${js.taskUs.toFixed(2)}`);
       console.log(`browser_notifications_per_frame ${sdk.stats.maxPerFrame}`);
@@ -294,7 +298,7 @@ try {
     // events arrive in a few large chunks; TURNS answers each, interleaved
     // (one answer is 50–130 ms of measure, too little on its own).
     if (wants("live") || wants("burst")) {
-      const { sdk, js, base } = await followAll(whiches, { burst: true });
+      const { sdk, js, worker, base } = await followAll(whiches, { burst: true });
       if (base) {
         console.log(`browser_burst_base_delta_us ${base.us.toFixed(2)}`);
         console.log(`browser_burst_vs_base ${(sdk.us / base.us).toFixed(3)}`);
@@ -303,6 +307,8 @@ try {
       console.log(`browser_burst_delta_us ${sdk.us.toFixed(2)}`);
       console.log(`browser_burst_js_delta_us ${js.us.toFixed(2)}`);
       console.log(`browser_burst_vs_js ${(sdk.us / js.us).toFixed(3)}`);
+      console.log(`browser_burst_worker_delta_us ${worker.us.toFixed(2)}`);
+      console.log(`browser_burst_worker_vs_js ${(worker.us / js.us).toFixed(3)}`);
       profiles.push(["burst.sdk", sdk], ["burst.js", js]);
     }
     // BENCH_PROFILE=path: CPU profiles of each follower's last measured

@@ -222,6 +222,18 @@ const FIGURES: &[Figure] = &[
         target: Some((Goal::AtMost, 1.0)),
     },
     Figure {
+        name: "browser_live_worker_delta_us",
+        unit: "µs",
+        what: "the same plain-JS follower with its stream read and parsed in a dedicated worker, posting what changed once per frame: the page's main-thread time per event (the floor of a follower that keeps the network off the main thread)",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_worker_vs_js",
+        unit: "x",
+        what: "that worker-read follower / the plain-JS follower, main-thread time per streamed event",
+        target: None,
+    },
+    Figure {
         name: "browser_live_task_script_us",
         unit: "µs",
         what: "SDK, CDP ScriptDuration per event: tasks only (animation frames, timers), promise jobs left out; the figure this table reported before session 7",
@@ -256,6 +268,18 @@ const FIGURES: &[Figure] = &[
         unit: "x",
         what: "SDK / plain-JS main-thread time per event of the burst",
         target: Some((Goal::AtMost, 1.0)),
+    },
+    Figure {
+        name: "browser_burst_worker_delta_us",
+        unit: "µs",
+        what: "the burst, the worker-read plain-JS follower: the page's main-thread time per event",
+        target: None,
+    },
+    Figure {
+        name: "browser_burst_worker_vs_js",
+        unit: "x",
+        what: "the burst, worker-read follower / plain-JS follower",
+        target: None,
     },
     Figure {
         name: "browser_live_latency_p50_ms",

@@ -153,7 +153,8 @@ function rendered() {
 let sdkLive = null;
 let jsLive = null;
 let baseLive = null;
-const followers = () => ({ sdk: sdkLive, js: jsLive, base: baseLive });
+let workerLive = null;
+const followers = () => ({ sdk: sdkLive, js: jsLive, base: baseLive, worker: workerLive });
 
 // SDK follower: a subscriber that reads view() once per notification.
 // `Client` is this package's ReplayClient, or an earlier build's (`base`).
@@ -265,6 +266,40 @@ window.jsFollow = async (sessionId, head) => {
     }
   })();
   jsLive = { stop: () => ctl.abort(), cursor: () => st.cursor, stats: () => ({ events: st.events, cursor: st.cursor, frames: st.frames }) };
+};
+
+// The same plain-JS follower with its stream read and parsed in a worker
+// (`follow-worker.js`): the page applies what the worker posts, at most one
+// post per frame, and renders once per frame as the others do.
+window.workerFollow = async (sessionId, head) => {
+  const worker = new Worker(new URL("./follow-worker.js", import.meta.url), { type: "module" });
+  const st = { cursor: head, events: 0, text: "", items: [], frames: 0 };
+  let queued = false;
+  const render = () => {
+    queued = false;
+    st.frames++;
+    shown.textContent = st.text ? st.text.length : st.items.length;
+    rendered();
+  };
+  worker.onmessage = ({ data: { events, cursor, append, committed } }) => {
+    st.events += events;
+    if (cursor) st.cursor = cursor;
+    if (committed.length) {
+      st.items.push(...committed);
+      st.text = "";
+    }
+    st.text += append;
+    if (!queued) {
+      queued = true;
+      requestAnimationFrame(render);
+    }
+  };
+  worker.postMessage({ url: `${baseUrl}/v1/sessions/${sessionId}/events?after_seq=${head}` });
+  workerLive = {
+    stop: () => worker.terminate(),
+    cursor: () => st.cursor,
+    stats: () => ({ events: st.events, cursor: st.cursor, frames: st.frames }),
+  };
 };
 
 window.liveStats = (which) => followers()[which].stats();
