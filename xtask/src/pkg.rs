@@ -43,6 +43,7 @@ pub fn build() -> Result<PathBuf> {
             })?;
         }
         write_index(&out, target)?;
+        add_worker_entries(&out)?;
     }
     for file in ["package.json", "README.md"] {
         fs::copy(root().join("pkg-template").join(file), pkg.join(file))
@@ -130,13 +131,17 @@ fn optimise(out: &Path) -> Result {
 /// `new URL("….wasm", import.meta.url)` survives, so bundlers still find
 /// the wasm asset.
 fn minify(out: &Path) -> Result {
-    let esbuild = setup::node_bin("esbuild");
     let mut files: Vec<PathBuf> = ["replay_client.js", "replay_client_bg.js"]
         .iter()
         .map(|name| out.join(name))
         .filter(|file| file.exists())
         .collect();
     js_files(&out.join("snippets"), &mut files)?;
+    minify_files(&files)
+}
+
+fn minify_files(files: &[PathBuf]) -> Result {
+    let esbuild = setup::node_bin("esbuild");
     for file in files {
         let file = file.to_str().expect("utf-8 path");
         cmd::run_in(
@@ -200,6 +205,35 @@ fn write_index(out: &Path, target: &str) -> Result {
     // nothing stale shadows the package root's files.
     let _ = fs::remove_file(out.join(".gitignore"));
     Ok(())
+}
+
+/// The two halves of a client run in a dedicated worker (`pkg-template/`):
+/// `worker.js` (`serve`, loads the package in the worker) and
+/// `worker-client.js` (`WorkerClient`, the page's half, which loads no wasm
+/// and takes `ReplayError` from `replay_error.js`, the error class alone).
+fn add_worker_entries(out: &Path) -> Result {
+    let snippet = error_snippet(out)?;
+    let write = |name: &str, text: &str| {
+        fs::write(out.join(name), text).map_err(|e| format!("write {name}: {e}"))
+    };
+    write(
+        "replay_error.js",
+        &format!("export {{ ReplayError }} from \"{snippet}\";\n"),
+    )?;
+    let mut minified = Vec::new();
+    for file in [
+        "worker.js",
+        "worker.d.ts",
+        "worker-client.js",
+        "worker-client.d.ts",
+    ] {
+        fs::copy(root().join("pkg-template").join(file), out.join(file))
+            .map_err(|e| format!("copy pkg-template/{file}: {e}"))?;
+        if file.ends_with(".js") {
+            minified.push(out.join(file));
+        }
+    }
+    minify_files(&minified)
 }
 
 /// wasm-bindgen types `[Symbol.dispose]()`, which only exists in TypeScript's

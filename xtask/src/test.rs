@@ -202,29 +202,45 @@ fn package() -> Result {
     if !has_wasm {
         return Err("the Vite build did not emit the .wasm asset".into());
     }
-    println!("vite build: bundled, .wasm asset emitted");
+    // `new Worker(new URL("./replay.worker.ts", import.meta.url))`: a chunk of its own.
+    let has_worker = fs::read_dir(&assets)
+        .map_err(|e| format!("{}: {e}", assets.display()))?
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().starts_with("replay.worker"));
+    if !has_worker {
+        return Err("the Vite build did not emit the worker (replay.worker.ts)".into());
+    }
+    println!("vite build: bundled, .wasm asset and the worker emitted");
     Ok(())
 }
 
 /// Playwright drives the demo page against a live server.
 fn e2e() -> Result {
     let site = demo::build_site()?;
+    // The page half of the worker test (`worker.test.mjs`), beside the demo.
+    demo::copy_dir(
+        &root().join("tests/js/worker-page"),
+        &site.join("worker-page"),
+    )?;
     let server = test_server(&["--static", site.to_str().expect("utf-8")])?;
     let artifacts = root().join("tests/artifacts");
     fs::create_dir_all(&artifacts).map_err(|e| e.to_string())?;
     let js = setup::js_dir();
     let tmp = setup::browser_tmp()?;
-    run_in(
-        &js,
-        "node",
-        &["--test", "--test-reporter=spec", "e2e.test.mjs"],
-        &[
-            ("TMPDIR", tmp.to_str().expect("utf-8 path")),
-            ("E2E_URL", &server.url),
-            ("E2E_ARTIFACTS", artifacts.to_str().expect("utf-8")),
-            ("E2E_CHROMIUM", setup::CHROMIUM),
-        ],
-    )?;
+    // One file after the other: the fault schedule's faults are server-wide.
+    for file in ["e2e.test.mjs", "worker.test.mjs"] {
+        run_in(
+            &js,
+            "node",
+            &["--test", "--test-reporter=spec", file],
+            &[
+                ("TMPDIR", tmp.to_str().expect("utf-8 path")),
+                ("E2E_URL", &server.url),
+                ("E2E_ARTIFACTS", artifacts.to_str().expect("utf-8")),
+                ("E2E_CHROMIUM", setup::CHROMIUM),
+            ],
+        )?;
+    }
     report_artifacts(&artifacts);
     Ok(())
 }

@@ -75,3 +75,27 @@ ReplayClient.connect({
     remove: (key: string) => sessionStorage.removeItem(key),
   },
 }).close();
+
+// Off the main thread (README): the worker half and the page half, typed.
+import { serve } from "replay-client/worker";
+import { WorkerClient, type WorkerConnectOptions } from "replay-client/worker-client";
+
+serve({ getToken: async () => "my-token" });
+
+const workerOptions: WorkerConnectOptions = { baseUrl: "http://127.0.0.1:8787", sessionId: "ses_123" };
+const worker = new Worker(new URL("./replay.worker.ts", import.meta.url), { type: "module" });
+const inWorker: WorkerClient = await WorkerClient.connect(worker, workerOptions);
+const stopWorkerRender: () => void = inWorker.subscribe(() => render(inWorker.view()));
+const workerStatus: Status = inWorker.status();
+const workerDiagnostics: Diagnostics = inWorker.diagnostics();
+const workerTranscript: Transcript = await inWorker.transcript();
+console.log(workerStatus.state, workerDiagnostics.storage, workerTranscript.cursor);
+try {
+  const { turnId } = await inWorker.send("hello", "m-1");
+  await inWorker.answer("q1", "yes");
+  await inWorker.cancel(turnId);
+} catch (err) {
+  if (err instanceof ReplayError) console.error(err.code, err.status);
+}
+stopWorkerRender();
+inWorker.close();

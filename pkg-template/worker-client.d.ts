@@ -1,0 +1,43 @@
+import type { ConnectOptions, Diagnostics, Status, StorageKind, Transcript, View } from "./index.js";
+
+/**
+ * What a page passes to a client in a worker: `ConnectOptions` without
+ * functions (they cannot cross to a worker; give `getToken` or a storage
+ * adapter to `serve()` there). `storage` defaults to `"indexeddb"`.
+ */
+export type WorkerConnectOptions = Omit<ConnectOptions, "getToken" | "storage"> & {
+  storage?: Exclude<StorageKind, "local" | "session">;
+};
+
+/** Anything a connect message can be posted to: a `Worker`, or a `MessagePort` of one. */
+export interface WorkerLike {
+  postMessage(message: unknown, transfer: Transferable[]): void;
+}
+
+/** A `ReplayClient` running in a dedicated worker (which called `serve()`), seen from the page. */
+export declare class WorkerClient {
+  private constructor();
+  /**
+   * Connects a client inside `worker`; resolves once its first view arrived,
+   * rejects with a `ReplayError` when the worker could not connect it.
+   */
+  static connect(worker: WorkerLike, options: WorkerConnectOptions): Promise<WorkerClient>;
+  /** The latest view: the same object until something changed, and unchanged parts keep their objects. */
+  view(): View;
+  /** The connection status (the view's `status`). */
+  status(): Status;
+  /** Counters and position, as of the latest view. */
+  diagnostics(): Diagnostics;
+  /** Calls `listener` after each change the worker posts; returns an unsubscribe function. */
+  subscribe(listener: () => void): () => void;
+  /** As `ReplayClient.send`. */
+  send(text: string, messageId?: string | null): Promise<{ turnId: string }>;
+  /** As `ReplayClient.answer`. */
+  answer(questionId: string, answer: string): Promise<void>;
+  /** As `ReplayClient.cancel`. */
+  cancel(turnId?: string | null): Promise<void>;
+  /** As `ReplayClient.transcript`, asked of the worker (it rejects for non-session scopes). */
+  transcript(): Promise<Transcript>;
+  /** Closes the client in the worker; calls still waiting reject with code `closed`. */
+  close(): void;
+}

@@ -1,0 +1,53 @@
+// The page half of tests/js/worker.test.mjs: the README's "Off the main
+// thread" recipe, with hooks the test reads.
+import { WorkerClient } from "../pkg/web/worker-client.js";
+import { ReplayError } from "../pkg/web/replay_error.js";
+
+const worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
+const out = document.getElementById("out");
+
+window.t = {
+  client: null,
+  views: [],
+  ReplayError,
+  async connect(options) {
+    const client = await WorkerClient.connect(worker, { baseUrl: location.origin, ...options });
+    this.client = client;
+    this.views = [client.view()];
+    client.subscribe(() => {
+      const view = client.view();
+      this.views.push(view);
+      out.textContent = `${view.status.state} ${view.items.length} ${view.live?.text.length ?? ""}`;
+    });
+    return client.diagnostics().storage;
+  },
+  // While `live` changed: how often `items` kept its object, and how often
+  // it got a new one with the same content (never, if only changes cross).
+  itemsKeptWhileLiveChanged() {
+    let kept = 0;
+    let needlesslyNew = 0;
+    for (let i = 1; i < this.views.length; i++) {
+      const [a, b] = [this.views[i - 1], this.views[i]];
+      if (a.live && b.live && a.live !== b.live) {
+        if (a.items === b.items) kept++;
+        else if (JSON.stringify(a.items) === JSON.stringify(b.items)) needlesslyNew++;
+      }
+    }
+    return { kept, needlesslyNew };
+  },
+  // More clients through the same worker, kept by name.
+  others: {},
+  async connectOther(name, options) {
+    this.others[name] = await WorkerClient.connect(worker, { baseUrl: location.origin, ...options });
+  },
+  async rejects(f) {
+    try {
+      await f();
+      return null;
+    } catch (err) {
+      return { isReplayError: err instanceof ReplayError, code: err.code, message: err.message };
+    }
+  },
+  wasmLoadedHere: () => performance.getEntriesByType("resource").some((e) => e.name.endsWith(".wasm")),
+};
+out.textContent = "ready";

@@ -1,0 +1,136 @@
+// The client run in a dedicated worker (`replay-client/worker` and
+// `replay-client/worker-client`), in headless Chromium against a live
+// replay-server: the page, which loads no wasm, ends with the server's
+// transcript. `cargo xtask test` serves tests/js/worker-page/ at
+// /worker-page/ and passes E2E_URL.
+import { test, after, before } from "node:test";
+import assert from "node:assert/strict";
+import { chromium } from "playwright-core";
+
+const url = process.env.E2E_URL;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what, predicate, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = await predicate();
+    if (value) return value;
+    await sleep(100);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+async function api(method, path, body) {
+  const res = await fetch(url + path, {
+    method,
+    headers: body ? { "Content-Type": "application/json" } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  assert.ok(res.ok, `${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+let browser;
+let page;
+const pageErrors = [];
+
+before(async () => {
+  assert.ok(url, "E2E_URL is set by cargo xtask test");
+  browser = await chromium.launch({
+    executablePath: process.env.E2E_CHROMIUM ?? "/usr/bin/chromium",
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-dev-shm-usage"],
+  });
+  page = await browser.newPage();
+  page.on("pageerror", (err) => pageErrors.push(String(err)));
+  await page.goto(url + "/worker-page/");
+  await page.waitForFunction(() => document.getElementById("out").textContent === "ready");
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+test("a client in a worker follows a session: the page's view ends equal to the server's transcript", async () => {
+  const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: "worker" });
+  const storage = await page.evaluate((s) => window.t.connect({ sessionId: s }), sessionId);
+  assert.equal(storage, "indexeddb", "a worker has no localStorage: IndexedDB by default");
+  await until("live", () => page.evaluate(() => window.t.client.status().state === "live"));
+
+  const { turnId } = await page.evaluate(() => window.t.client.send("/tool /long 3000 from a worker"));
+  assert.ok(turnId, "send resolves with the turn's id");
+  const server = await until("the page to converge", async () => {
+    const s = await api("GET", `/v1/sessions/${sessionId}/transcript`);
+    const v = await page.evaluate(() => {
+      const view = window.t.client.view();
+      return { cursor: view.cursor, items: view.items, live: view.live };
+    });
+    const ended = s.items.some((i) => i.kind === "turn_end");
+    return ended && v.live === null && v.cursor === s.cursor && JSON.stringify(v.items) === JSON.stringify(s.items)
+      ? s
+      : null;
+  });
+  // The worker's own transcript, asked through the page, is the server's too.
+  const asked = await page.evaluate(() => window.t.client.transcript());
+  assert.equal(JSON.stringify(asked.items), JSON.stringify(server.items));
+  assert.equal(asked.cursor, server.cursor);
+
+  // While the answer streamed, only `live` crossed: the items kept their object.
+  const identity = await page.evaluate(() => window.t.itemsKeptWhileLiveChanged());
+  assert.ok(identity.kept > 10, `items kept their object across live changes: ${JSON.stringify(identity)}`);
+  assert.equal(identity.needlesslyNew, 0, "items got a new object only when an item changed");
+
+  const diagnostics = await page.evaluate(() => window.t.client.diagnostics());
+  assert.equal(diagnostics.cursor, server.cursor);
+  assert.ok(diagnostics.counters.events > 0);
+  assert.equal(await page.evaluate(() => window.t.wasmLoadedHere()), false, "the page loads no wasm");
+
+  await page.evaluate(() => window.t.client.close());
+  const closed = await page.evaluate(() => window.t.rejects(() => window.t.client.send("after close")));
+  assert.deepEqual({ ...closed, message: undefined }, { isReplayError: true, code: "closed", message: undefined });
+  assert.deepEqual(pageErrors, []);
+});
+
+test("errors cross as ReplayError with their code", async () => {
+  // No session id: the worker's connect throws; the page's connect rejects.
+  const bad = await page.evaluate(() => window.t.rejects(() => window.t.connect({})));
+  assert.equal(bad.isReplayError, true);
+  assert.equal(bad.code, "invalid_options", bad.message);
+
+  // A write the server refuses: an answer to a question that does not exist.
+  const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: "worker errors" });
+  await page.evaluate((s) => window.t.connect({ sessionId: s, storage: "memory" }), sessionId);
+  await until("live", () => page.evaluate(() => window.t.client.status().state === "live"));
+  const refused = await page.evaluate(() => window.t.rejects(() => window.t.client.answer("q_missing", "yes")));
+  assert.equal(refused.isReplayError, true);
+  assert.equal(refused.code, "http_status", refused.message);
+  await page.evaluate(() => window.t.client.close());
+  assert.deepEqual(pageErrors, []);
+});
+
+test("one worker serves several clients, each on its own port; closing one leaves the others following", async () => {
+  const sessions = [];
+  for (const title of ["worker a", "worker b"]) sessions.push((await api("POST", "/v1/sessions", { title })).session_id);
+  for (const [i, s] of sessions.entries()) {
+    await page.evaluate(([name, s]) => window.t.connectOther(name, { sessionId: s, storage: "memory" }), [`c${i}`, s]);
+  }
+  await until("both live", () =>
+    page.evaluate(() => Object.values(window.t.others).every((c) => c.status().state === "live")),
+  );
+  const converged = (i) =>
+    until(`client ${i} to converge`, async () => {
+      const server = await api("GET", `/v1/sessions/${sessions[i]}/transcript`);
+      const items = await page.evaluate((n) => window.t.others[n].view().items, `c${i}`);
+      return server.items.some((x) => x.kind === "turn_end") && JSON.stringify(items) === JSON.stringify(server.items);
+    });
+  await page.evaluate(() => window.t.others.c0.send("first"));
+  await converged(0);
+  // c0 closed: its calls reject at once; c1, on the same worker, still follows.
+  await page.evaluate(() => window.t.others.c0.close());
+  const closed = await page.evaluate(() => window.t.rejects(() => window.t.others.c0.send("late")));
+  assert.equal(closed.code, "closed");
+  await api("POST", `/v1/sessions/${sessions[1]}/messages`, { message_id: "m_b", text: "/tool second" });
+  await converged(1);
+  await page.evaluate(() => window.t.others.c1.close());
+  assert.deepEqual(pageErrors, []);
+});
