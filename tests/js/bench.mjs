@@ -93,7 +93,13 @@ function printProfile(prof) {
     const key = `${f.functionName || "(anonymous)"} ${f.url.split("/").pop()}:${f.lineNumber}`;
     self.set(key, (self.get(key) ?? 0) + t);
   }
-  console.error(`profile: ${(busyUs(prof) / 1000).toFixed(1)} ms of script (self time, µs)`);
+  const outside = { "(idle)": 0, "(program)": 0 };
+  for (let i = 0; i < prof.samples.length; i++) {
+    const n = prof.nodes.find((x) => x.id === prof.samples[i]);
+    if (n.callFrame.functionName in outside) outside[n.callFrame.functionName] += prof.timeDeltas[i] ?? 0;
+  }
+  const ms = (us) => (us / 1000).toFixed(1);
+  console.error(`profile: ${ms(busyUs(prof))} ms of script, ${ms(outside["(program)"])} ms (program), ${ms(outside["(idle)"])} ms idle (self time, µs)`);
   for (const [k, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.error(`  ${String(t).padStart(8)} ${k}`);
 }
 
@@ -139,16 +145,29 @@ try {
   if (wants("cold")) {
   const CACHE_WAIT_MS = 3000;
   const cold = { sdk: [], baseline: [], init: [], second: [], secondInit: [], cacheHits: 0 };
-  const visit = async (context, which, { linger = 0, trace = false } = {}) => {
+  // BENCH_PROFILE=path: a CPU profile of the first round's first restore of
+  // each (path.cold.sdk.cpuprofile, path.cold.baseline.cpuprofile).
+  const visit = async (context, which, { linger = 0, trace = false, profile = false } = {}) => {
     const fresh = await context.newPage();
-    const cdp = trace ? await context.newCDPSession(fresh) : null;
-    if (cdp) await cdp.send("Tracing.start", { categories: "disabled-by-default-devtools.timeline", transferMode: "ReturnAsStream" });
+    const cdp = trace || profile ? await context.newCDPSession(fresh) : null;
+    if (trace) await cdp.send("Tracing.start", { categories: "disabled-by-default-devtools.timeline", transferMode: "ReturnAsStream" });
     await fresh.goto(url + "/bench/");
     await fresh.waitForFunction(() => document.getElementById("out").textContent === "ready");
+    if (profile) {
+      await cdp.send("Profiler.enable");
+      await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
+      await cdp.send("Profiler.start");
+    }
     const ms = await fresh.evaluate(([w, s, h]) => window.benchFirstRestore(w, s, h), [which, id, head]);
+    if (profile) {
+      const prof = (await cdp.send("Profiler.stop")).profile;
+      writeFileSync(`${process.env.BENCH_PROFILE}.cold.${which}.cpuprofile`, JSON.stringify(prof));
+      console.error(`cold ${which}: restore ${ms.toFixed(1)} ms`);
+      printProfile(prof);
+    }
     const init = await fresh.evaluate(() => window.readyAt);
     if (linger) await fresh.waitForTimeout(linger);
-    const cacheHit = cdp ? (await traceEvents(cdp)).some((e) => e.name === "v8.wasm.moduleCacheHit") : false;
+    const cacheHit = trace ? (await traceEvents(cdp)).some((e) => e.name === "v8.wasm.moduleCacheHit") : false;
     await fresh.close();
     return { ms, init, cacheHit };
   };
@@ -157,7 +176,8 @@ try {
       const profile = mkdtempSync(join(tmpdir(), "bench-profile-"));
       const context = await chromium.launchPersistentContext(profile, launchOptions);
       try {
-        const first = await visit(context, which, { linger: which === "sdk" ? CACHE_WAIT_MS : 0 });
+        const profile = i === 0 && Boolean(process.env.BENCH_PROFILE);
+        const first = await visit(context, which, { linger: which === "sdk" ? CACHE_WAIT_MS : 0, profile });
         cold[which].push(first.ms);
         if (which === "sdk") {
           cold.init.push(first.init);
@@ -268,10 +288,11 @@ try {
     const hasBase = await page.evaluate(() => window.hasBase());
     // `worker`: the plain-JS follower reading its stream in a worker, the
     // floor of a follower that keeps the network off the main thread.
-    const whiches = hasBase ? ["sdk", "js", "worker", "base"] : ["sdk", "js", "worker"];
+    // `sdkWorker`: this package in a worker, the page applying its posts.
+    const whiches = ["sdk", "js", "worker", "sdkWorker", ...(hasBase ? ["base"] : [])];
     const profiles = [];
     if (wants("live") || wants("memory")) {
-      const { sdk, js, worker, base } = await followAll(whiches);
+      const { sdk, js, worker, sdkWorker, base } = await followAll(whiches);
       if (base) {
         console.log(`browser_live_base_delta_us ${base.us.toFixed(2)}`);
         console.log(`browser_live_base_vs_js ${(base.us / js.us).toFixed(3)}`);
@@ -282,6 +303,8 @@ try {
       console.log(`browser_live_vs_js ${(sdk.us / js.us).toFixed(3)}`);
       console.log(`browser_live_worker_delta_us ${worker.us.toFixed(2)}`);
       console.log(`browser_live_worker_vs_js ${(worker.us / js.us).toFixed(3)}`);
+      console.log(`browser_live_sdk_worker_delta_us ${sdkWorker.us.toFixed(2)}`);
+      console.log(`browser_live_sdk_worker_vs_js ${(sdkWorker.us / js.us).toFixed(3)}`);
       console.log(`browser_live_task_script_us ${sdk.taskUs.toFixed(2)}`);
       console.log(`browser_live_js_task_script_us ${js.taskUs.toFixed(2)}`);
       console.log(`browser_notifications_per_frame ${sdk.stats.maxPerFrame}`);
@@ -298,7 +321,7 @@ try {
     // events arrive in a few large chunks; TURNS answers each, interleaved
     // (one answer is 50–130 ms of measure, too little on its own).
     if (wants("live") || wants("burst")) {
-      const { sdk, js, worker, base } = await followAll(whiches, { burst: true });
+      const { sdk, js, worker, sdkWorker, base } = await followAll(whiches, { burst: true });
       if (base) {
         console.log(`browser_burst_base_delta_us ${base.us.toFixed(2)}`);
         console.log(`browser_burst_vs_base ${(sdk.us / base.us).toFixed(3)}`);
@@ -309,6 +332,8 @@ try {
       console.log(`browser_burst_vs_js ${(sdk.us / js.us).toFixed(3)}`);
       console.log(`browser_burst_worker_delta_us ${worker.us.toFixed(2)}`);
       console.log(`browser_burst_worker_vs_js ${(worker.us / js.us).toFixed(3)}`);
+      console.log(`browser_burst_sdk_worker_delta_us ${sdkWorker.us.toFixed(2)}`);
+      console.log(`browser_burst_sdk_worker_vs_js ${(sdkWorker.us / js.us).toFixed(3)}`);
       profiles.push(["burst.sdk", sdk], ["burst.js", js]);
     }
     // BENCH_PROFILE=path: CPU profiles of each follower's last measured

@@ -1,6 +1,7 @@
 // Browser figures for `cargo xtask bench`, measured in one page: the SDK
 // (optimised package) against a plain-JS baseline doing the same restore.
 import init, { ReplayClient } from "../pkg/web/index.js";
+import { WorkerClient } from "../pkg/web/worker-client.js";
 
 const wasm = await init();
 const baseUrl = location.origin;
@@ -154,12 +155,14 @@ let sdkLive = null;
 let jsLive = null;
 let baseLive = null;
 let workerLive = null;
-const followers = () => ({ sdk: sdkLive, js: jsLive, base: baseLive, worker: workerLive });
+let sdkWorkerLive = null;
+const followers = () => ({ sdk: sdkLive, js: jsLive, base: baseLive, worker: workerLive, sdkWorker: sdkWorkerLive });
 
 // SDK follower: a subscriber that reads view() once per notification.
 // `Client` is this package's ReplayClient, or an earlier build's (`base`).
-async function follow(Client, sessionId, head) {
-  const client = Client.connect({ baseUrl, sessionId, storage: "memory" });
+// `connect` makes the client (a `WorkerClient` is made asynchronously).
+async function follow(Client, sessionId, head, connect = (o) => Client.connect(o)) {
+  const client = await connect({ baseUrl, sessionId, storage: "memory" });
   await whenLive(client, head);
   // Notifications per frame, counted by the frame's timestamp: a loop of
   // our own would add a requestAnimationFrame per frame to the SDK's time.
@@ -300,6 +303,14 @@ window.workerFollow = async (sessionId, head) => {
     cursor: () => st.cursor,
     stats: () => ({ events: st.events, cursor: st.cursor, frames: st.frames }),
   };
+};
+
+// The SDK in a worker (`sdk-worker.js` calls the package's `serve()`), the
+// page following it through `WorkerClient` with the same subscriber as above.
+window.sdkWorkerFollow = async (sessionId, head) => {
+  const worker = new Worker(new URL("./sdk-worker.js", import.meta.url), { type: "module" });
+  const live = await follow(null, sessionId, head, (o) => WorkerClient.connect(worker, o));
+  sdkWorkerLive = { ...live, stop: () => (live.stop(), worker.terminate()) };
 };
 
 window.liveStats = (which) => followers()[which].stats();
