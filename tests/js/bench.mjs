@@ -144,14 +144,14 @@ try {
   // second visit tells whether the module came from that cache.
   if (wants("cold")) {
   const CACHE_WAIT_MS = 3000;
-  const cold = { sdk: [], baseline: [], init: [], second: [], secondInit: [], cacheHits: 0 };
+  const cold = { sdk: [], baseline: [], sdkWorker: [], init: [], second: [], secondInit: [], cacheHits: 0 };
   // BENCH_PROFILE=path: a CPU profile of the first round's first restore of
   // each (path.cold.sdk.cpuprofile, path.cold.baseline.cpuprofile).
   const visit = async (context, which, { linger = 0, trace = false, profile = false } = {}) => {
     const fresh = await context.newPage();
     const cdp = trace || profile ? await context.newCDPSession(fresh) : null;
     if (trace) await cdp.send("Tracing.start", { categories: "disabled-by-default-devtools.timeline", transferMode: "ReturnAsStream" });
-    await fresh.goto(url + "/bench/");
+    await fresh.goto(url + (which === "sdkWorker" ? "/bench/?worker" : "/bench/"));
     await fresh.waitForFunction(() => document.getElementById("out").textContent === "ready");
     if (profile) {
       await cdp.send("Profiler.enable");
@@ -172,7 +172,7 @@ try {
     return { ms, init, cacheHit };
   };
   for (let i = 0; i < 3; i++) {
-    for (const which of ["sdk", "baseline"]) {
+    for (const which of ["sdk", "baseline", "sdkWorker"]) {
       const profile = mkdtempSync(join(tmpdir(), "bench-profile-"));
       const context = await chromium.launchPersistentContext(profile, launchOptions);
       try {
@@ -199,6 +199,7 @@ try {
   console.log(`browser_init_second_visit_ms ${median(cold.secondInit).toFixed(1)}`);
   console.log(`browser_second_visit_code_cache_hits ${cold.cacheHits}`);
   console.log(`browser_baseline_restore_cold_ms ${median(cold.baseline).toFixed(1)}`);
+  console.log(`browser_restore_cold_sdk_worker_ms ${median(cold.sdkWorker).toFixed(1)}`);
   }
 
   // Live: long streamed answers (chunks as the server paces them), followed

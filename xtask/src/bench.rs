@@ -192,6 +192,12 @@ const FIGURES: &[Figure] = &[
         target: None,
     },
     Figure {
+        name: "browser_restore_cold_sdk_worker_ms",
+        unit: "ms",
+        what: "the same first restore with the SDK in a worker started as the page loads (`WorkerClient.connect` to live; the wasm compiles in the worker)",
+        target: None,
+    },
+    Figure {
         name: "browser_init_cold_ms",
         unit: "ms",
         what: "first visit: navigation start to the package ready (wasm fetched, compiled streaming, instantiated)",

@@ -97,10 +97,28 @@ window.benchRestore = async (sessionId, head, rounds) => {
   return { sdkMs: median(sdk), baselineMs: median(base), baseMs, items };
 };
 
+// `/bench/?worker`: the SDK's worker started as the page loads, as an app
+// would start it (its wasm compiles there, not on the page).
+const startWorker = () => new Worker(new URL("./sdk-worker.js", import.meta.url), { type: "module" });
+const coldWorker = location.search === "?worker" ? startWorker() : null;
+
+// The same restore through `WorkerClient`: connect to live with the backlog.
+async function sdkWorkerRestore(sessionId, head, worker) {
+  const t0 = performance.now();
+  const client = await WorkerClient.connect(worker, { baseUrl, sessionId, storage: "memory" });
+  const view = await whenLive(client, head);
+  const ms = performance.now() - t0;
+  client.close();
+  return { ms, items: view.items.length };
+}
+
 // One restore as the first work of a fresh page: the wasm still runs its
 // baseline (Liftoff) code, as on an app's first load.
-window.benchFirstRestore = async (which, sessionId, head) =>
-  (which === "sdk" ? await sdkRestore(sessionId, head) : await baselineRestore(sessionId)).ms;
+window.benchFirstRestore = async (which, sessionId, head) => {
+  if (which === "sdk") return (await sdkRestore(sessionId, head)).ms;
+  if (which === "sdkWorker") return (await sdkWorkerRestore(sessionId, head, coldWorker)).ms;
+  return (await baselineRestore(sessionId)).ms;
+};
 
 // --- Live, side by side with a plain-JS follower ---------------------------
 // Both followers "render" the same way, once per animation frame: the
@@ -308,7 +326,7 @@ window.workerFollow = async (sessionId, head) => {
 // The SDK in a worker (`sdk-worker.js` calls the package's `serve()`), the
 // page following it through `WorkerClient` with the same subscriber as above.
 window.sdkWorkerFollow = async (sessionId, head) => {
-  const worker = new Worker(new URL("./sdk-worker.js", import.meta.url), { type: "module" });
+  const worker = startWorker();
   const live = await follow(null, sessionId, head, (o) => WorkerClient.connect(worker, o));
   sdkWorkerLive = { ...live, stop: () => (live.stop(), worker.terminate()) };
 };
