@@ -9,19 +9,17 @@ export type WorkerConnectOptions = Omit<ConnectOptions, "getToken" | "storage"> 
   storage?: Exclude<StorageKind, "local" | "session">;
 };
 
-/** Anything a connect message can be posted to: a `Worker`, or a `MessagePort` of one. */
-export interface WorkerLike {
-  postMessage(message: unknown, transfer: Transferable[]): void;
-}
-
 /** A `ReplayClient` running in a dedicated worker (which called `serve()`), seen from the page. */
 export declare class WorkerClient {
   private constructor();
   /**
-   * Connects a client inside `worker`; resolves once its first view arrived,
-   * rejects with a `ReplayError` when the worker could not connect it.
+   * Connects a client inside `worker` (a `Worker` that called `serve()`, or
+   * a `MessagePort` to one); resolves once its first view arrived. Rejects
+   * with a `ReplayError`: the worker's own (e.g. `invalid_options`),
+   * `network` when the worker failed to start, `timeout` when it did not
+   * answer within `connectTimeoutMs` (default 10 s).
    */
-  static connect(worker: WorkerLike, options: WorkerConnectOptions): Promise<WorkerClient>;
+  static connect(worker: Worker | MessagePort, options: WorkerConnectOptions): Promise<WorkerClient>;
   /** The latest view: the same object until something changed, and unchanged parts keep their objects. */
   view(): View;
   /** The connection status (the view's `status`). */

@@ -24,19 +24,34 @@ export class WorkerClient {
   /**
    * Connects a client inside `worker` (which called `serve()`), resolving
    * once its first view arrived; rejects with a `ReplayError` when the
-   * worker could not connect it (e.g. `invalid_options`).
+   * worker could not connect it (e.g. `invalid_options`), when the worker
+   * failed to start (`network`), or when no answer came within
+   * `connectTimeoutMs` (default 10 s; `timeout`: was `serve()` called?).
    */
   static connect(worker, options) {
     return new Promise((resolve, reject) => {
       const { port1, port2 } = new MessageChannel();
       const client = new WorkerClient(port1, CONNECTING);
+      const settle = (err) => {
+        clearTimeout(timer);
+        worker.removeEventListener?.("error", failedToStart);
+        if (!err) return resolve(client);
+        // Should the worker attach the client later, it closes it at once.
+        port1.postMessage({ call: "close" });
+        port1.close();
+        reject(err);
+      };
+      // A worker whose script did not load or threw says so only here.
+      const failedToStart = (event) =>
+        settle(new ReplayError("network", `the worker failed: ${event.message ?? "it did not start"}`));
+      const timer = setTimeout(
+        () => settle(new ReplayError("timeout", "no answer from the worker: does it call serve()?")),
+        options?.connectTimeoutMs ?? 10_000,
+      );
+      worker.addEventListener?.("error", failedToStart);
       port1.onmessage = ({ data }) => {
-        if (data.failed) {
-          port1.close();
-          reject(toError(data.failed));
-        } else if (client.#receive(data) === "first") {
-          resolve(client);
-        }
+        if (data.failed) settle(toError(data.failed));
+        else if (client.#receive(data) === "first") settle(null);
       };
       worker.postMessage({ type: "replay-client.connect", options }, [port2]);
     });

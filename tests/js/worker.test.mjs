@@ -97,6 +97,13 @@ test("errors cross as ReplayError with their code", async () => {
   assert.equal(bad.isReplayError, true);
   assert.equal(bad.code, "invalid_options", bad.message);
 
+  const missing = await page.evaluate(() => window.t.connectTo("./no-such-worker.js", { sessionId: "ses_x" }));
+  assert.deepEqual([missing.isReplayError, missing.code], [true, "network"], missing.message);
+  const idle = await page.evaluate(() =>
+    window.t.connectTo("./idle-worker.js", { sessionId: "ses_x", connectTimeoutMs: 300 }),
+  );
+  assert.deepEqual([idle.isReplayError, idle.code], [true, "timeout"], idle.message);
+
   // A write the server refuses: an answer to a question that does not exist.
   const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: "worker errors" });
   await page.evaluate((s) => window.t.connect({ sessionId: s, storage: "memory" }), sessionId);

@@ -51,3 +51,13 @@ window.t = {
   wasmLoadedHere: () => performance.getEntriesByType("resource").some((e) => e.name.endsWith(".wasm")),
 };
 out.textContent = "ready";
+
+// A worker that never started (its script is missing), and one that does
+// not call serve(): connect rejects instead of waiting forever.
+window.t.connectTo = (script, options) =>
+  window.t.rejects(() =>
+    WorkerClient.connect(new Worker(new URL(script, import.meta.url), { type: "module" }), {
+      baseUrl: location.origin,
+      ...options,
+    }),
+  );

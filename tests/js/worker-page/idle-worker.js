@@ -1,0 +1,1 @@
+// A worker that never calls serve().
