@@ -53,7 +53,12 @@ export class WorkerClient {
         if (data.failed) settle(toError(data.failed));
         else if (client.#receive(data) === "first") settle(null);
       };
-      worker.postMessage({ type: "replay-client.connect", options }, [port2]);
+      try {
+        worker.postMessage({ type: "replay-client.connect", options }, [port2]);
+      } catch (err) {
+        // E.g. a function among the options: it cannot be cloned.
+        settle(new ReplayError("invalid_options", `options cannot cross to a worker (give functions to serve()): ${err.message}`));
+      }
     });
   }
 

@@ -11,8 +11,9 @@ const ready = typeof replay.default === "function" ? replay.default() : Promise.
 // What a page may call: the client's writes and its transcript.
 const CALLS = ["send", "answer", "cancel", "transcript"];
 
-const errorInfo = (err) => ({
-  code: typeof err?.code === "string" ? err.code : "invalid_options",
+// A `ReplayError`'s code, or `fallback` for anything else thrown.
+const errorInfo = (err, fallback = "invalid_options") => ({
+  code: typeof err?.code === "string" ? err.code : fallback,
   message: String(err?.message ?? err),
   status: typeof err?.status === "number" ? err.status : undefined,
 });
@@ -71,7 +72,8 @@ export function serve(defaults = {}) {
     const options = { storage: "indexeddb", ...defaults, ...event.data.options };
     ready.then(
       () => attach(port, options),
-      (err) => port.postMessage({ failed: errorInfo(err) }),
+      // The package's wasm could not be fetched or compiled here.
+      (err) => port.postMessage({ failed: errorInfo(err, "network") }),
     );
   });
 }

@@ -97,6 +97,8 @@ test("errors cross as ReplayError with their code", async () => {
   assert.equal(bad.isReplayError, true);
   assert.equal(bad.code, "invalid_options", bad.message);
 
+  const withFunction = await page.evaluate(() => window.t.connectWithFunction());
+  assert.deepEqual([withFunction.isReplayError, withFunction.code], [true, "invalid_options"], withFunction.message);
   const missing = await page.evaluate(() => window.t.connectTo("./no-such-worker.js", { sessionId: "ses_x" }));
   assert.deepEqual([missing.isReplayError, missing.code], [true, "network"], missing.message);
   const idle = await page.evaluate(() =>

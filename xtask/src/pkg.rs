@@ -4,7 +4,8 @@
 //! wasm-opt (npm binaryen; Debian's is too old for reference types), esbuild
 //! on the JS, short import names for `web` (`names.rs`), then the files of
 //! `pkg-template/` merged in, with an `index.js` per target that also
-//! exports the `ReplayError` class from the wasm-bindgen snippet.
+//! exports the `ReplayError` class from the wasm-bindgen snippet, and the
+//! two halves of a client run in a worker (`worker.js`, `worker-client.js`).
 
 use crate::cmd::{self, root, run, Result};
 use crate::{names, setup};
@@ -209,8 +210,9 @@ fn write_index(out: &Path, target: &str) -> Result {
 
 /// The two halves of a client run in a dedicated worker (`pkg-template/`):
 /// `worker.js` (`serve`, loads the package in the worker) and
-/// `worker-client.js` (`WorkerClient`, the page's half, which loads no wasm
-/// and takes `ReplayError` from `replay_error.js`, the error class alone).
+/// `worker-client.js` (`WorkerClient`, the page's half, which loads no wasm:
+/// it takes `ReplayError` from `replay_error.js`, a re-export of the class
+/// from the `browser.js` snippet, so that both entries throw the same class).
 fn add_worker_entries(out: &Path) -> Result {
     let snippet = error_snippet(out)?;
     let write = |name: &str, text: &str| {

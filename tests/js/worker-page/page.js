@@ -61,3 +61,7 @@ window.t.connectTo = (script, options) =>
       ...options,
     }),
   );
+
+// Options with a function (which cannot be cloned to a worker).
+window.t.connectWithFunction = () =>
+  window.t.rejects(() => WorkerClient.connect(worker, { baseUrl: location.origin, sessionId: "ses_x", getToken: () => "t" }));
