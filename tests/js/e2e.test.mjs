@@ -5,6 +5,7 @@
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
+import { api as call, sleep, until as waitUntil } from "./support.mjs";
 
 const url = process.env.E2E_URL;
 const artifacts = process.env.E2E_ARTIFACTS ?? ".";
@@ -22,16 +23,8 @@ function rng(state) {
 }
 const random = rng(seed);
 const pick = (list) => list[Math.floor(random() * list.length)];
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what, predicate, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < deadline) {
-    last = await predicate();
-    if (last) return last;
-    await sleep(100);
-  }
+// On a timeout: the page client's diagnostics and last notices.
+const describeClient = async () => {
   const state = page
     ? await page
         .evaluate(() => ({
@@ -40,19 +33,10 @@ async function until(what, predicate, timeoutMs = 30_000) {
         }))
         .catch((e) => String(e))
     : null;
-  throw new Error(`timed out waiting for ${what} (seed ${seed}); client: ${JSON.stringify(state)}`);
-}
-
-async function api(method, path, body) {
-  const res = await fetch(url + path, {
-    method,
-    headers: body ? { "Content-Type": "application/json" } : {},
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const text = await res.text();
-  assert.ok(res.ok, `${method} ${path}: ${res.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
+  return ` (seed ${seed}); client: ${JSON.stringify(state)}`;
+};
+const until = (what, predicate, timeoutMs = 30_000) => waitUntil(what, predicate, { timeoutMs, describe: describeClient });
+const api = (method, path, body) => call(url, method, path, body);
 
 const FAULTS = [
   { kind: "close_streams" },

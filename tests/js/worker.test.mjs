@@ -6,30 +6,10 @@
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
+import { api as call, until } from "./support.mjs";
 
 const url = process.env.E2E_URL;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what, predicate, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await predicate();
-    if (value) return value;
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
-async function api(method, path, body) {
-  const res = await fetch(url + path, {
-    method,
-    headers: body ? { "Content-Type": "application/json" } : {},
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const text = await res.text();
-  assert.ok(res.ok, `${method} ${path}: ${res.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
+const api = (method, path, body) => call(url, method, path, body);
 
 let browser;
 let page;

@@ -2,6 +2,7 @@
 // (optimised package) against a plain-JS baseline doing the same restore.
 import init, { ReplayClient } from "../pkg/web/index.js";
 import { WorkerClient } from "../pkg/web/worker-client.js";
+import { applyEvent, readEvents } from "./plain-follower.js";
 
 const wasm = await init();
 const baseUrl = location.origin;
@@ -237,14 +238,8 @@ window.baseFollow = async (sessionId, head) => {
 
 // Plain JS, as an app developer would write it: fetch, TextDecoderStream,
 // split on blank lines, JSON.parse, append deltas, one render per frame.
-window.jsFollow = async (sessionId, head) => {
-  const ctl = new AbortController();
-  const res = await fetch(`${baseUrl}/v1/sessions/${sessionId}/events?after_seq=${head}`, {
-    headers: { Accept: "text/event-stream" },
-    signal: ctl.signal,
-  });
-  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-  const st = { cursor: head, events: 0, text: "", items: [], frames: 0 };
+// Renders `st` once per animation frame, however often it is called.
+function frameRenderer(st) {
   let queued = false;
   const render = () => {
     queued = false;
@@ -252,41 +247,33 @@ window.jsFollow = async (sessionId, head) => {
     shown.textContent = st.text ? st.text.length : st.items.length;
     rendered();
   };
-  const apply = (frame) => {
-    const line = frame.split("\n").find((l) => l.startsWith("data:"));
-    if (!line) return;
-    const e = JSON.parse(line.slice(5));
-    st.events++;
-    if (e.seq) st.cursor = e.seq;
-    const d = e.data;
-    if (e.type === "turn.delta") st.text += d.text;
-    else if (e.type === "message.committed") {
-      st.items.push({ kind: "message", message_id: d.message_id, role: d.role, text: d.text });
-      st.text = "";
-    } else if (e.type !== "heartbeat" && e.type !== "hello") return;
+  return () => {
     if (!queued) {
       queued = true;
       requestAnimationFrame(render);
     }
   };
-  (async () => {
-    let buf = "";
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        buf += value;
-        let at;
-        while ((at = buf.indexOf("\n\n")) >= 0) {
-          apply(buf.slice(0, at));
-          buf = buf.slice(at + 2);
-        }
-      }
-    } catch {
-      // aborted
-    }
-  })();
-  jsLive = { stop: () => ctl.abort(), cursor: () => st.cursor, stats: () => ({ events: st.events, cursor: st.cursor, frames: st.frames }) };
+}
+
+const followerState = (head) => ({ cursor: head, events: 0, text: "", items: [], frames: 0 });
+const followerLive = (st, stop) => ({
+  stop,
+  cursor: () => st.cursor,
+  stats: () => ({ events: st.events, cursor: st.cursor, frames: st.frames }),
+});
+
+window.jsFollow = async (sessionId, head) => {
+  const ctl = new AbortController();
+  const res = await fetch(`${baseUrl}/v1/sessions/${sessionId}/events?after_seq=${head}`, {
+    headers: { Accept: "text/event-stream" },
+    signal: ctl.signal,
+  });
+  const st = followerState(head);
+  const render = frameRenderer(st);
+  readEvents(res, (e) => applyEvent(st, e) && render()).catch(() => {
+    // aborted
+  });
+  jsLive = followerLive(st, () => ctl.abort());
 };
 
 // The same plain-JS follower with its stream read and parsed in a worker
@@ -294,33 +281,20 @@ window.jsFollow = async (sessionId, head) => {
 // post per frame, and renders once per frame as the others do.
 window.workerFollow = async (sessionId, head) => {
   const worker = new Worker(new URL("./follow-worker.js", import.meta.url), { type: "module" });
-  const st = { cursor: head, events: 0, text: "", items: [], frames: 0 };
-  let queued = false;
-  const render = () => {
-    queued = false;
-    st.frames++;
-    shown.textContent = st.text ? st.text.length : st.items.length;
-    rendered();
-  };
-  worker.onmessage = ({ data: { events, cursor, append, committed } }) => {
+  const st = followerState(head);
+  const render = frameRenderer(st);
+  worker.onmessage = ({ data: { events, cursor, text, items } }) => {
     st.events += events;
     if (cursor) st.cursor = cursor;
-    if (committed.length) {
-      st.items.push(...committed);
+    if (items.length) {
+      st.items.push(...items);
       st.text = "";
     }
-    st.text += append;
-    if (!queued) {
-      queued = true;
-      requestAnimationFrame(render);
-    }
+    st.text += text;
+    render();
   };
   worker.postMessage({ url: `${baseUrl}/v1/sessions/${sessionId}/events?after_seq=${head}` });
-  workerLive = {
-    stop: () => worker.terminate(),
-    cursor: () => st.cursor,
-    stats: () => ({ events: st.events, cursor: st.cursor, frames: st.frames }),
-  };
+  workerLive = followerLive(st, () => worker.terminate());
 };
 
 // The SDK in a worker (`sdk-worker.js` calls the package's `serve()`), the

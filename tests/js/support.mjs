@@ -1,0 +1,30 @@
+// Helpers shared by the Playwright test files (`e2e.test.mjs`, `worker.test.mjs`).
+import assert from "node:assert/strict";
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Polls `predicate` every 100 ms until it returns something truthy (returned);
+ * after `timeoutMs` throws, with what `describe()` says of the state then.
+ */
+export async function until(what, predicate, { timeoutMs = 30_000, describe = async () => "" } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = await predicate();
+    if (value) return value;
+    await sleep(100);
+  }
+  throw new Error(`timed out waiting for ${what}${await describe()}`);
+}
+
+/** A JSON call to the server at `base`; asserts a 2xx answer and returns its JSON (or null). */
+export async function api(base, method, path, body) {
+  const res = await fetch(base + path, {
+    method,
+    headers: body ? { "Content-Type": "application/json" } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  assert.ok(res.ok, `${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
