@@ -9,7 +9,12 @@ export type WorkerConnectOptions = Omit<ConnectOptions, "getToken" | "storage"> 
   storage?: Exclude<StorageKind, "local" | "session">;
 };
 
-/** A `ReplayClient` running in a dedicated worker (which called `serve()`), seen from the page. */
+/**
+ * A `ReplayClient` running in a dedicated worker (which called `serve()`),
+ * seen from the page. Call `close()` before terminating the worker: a page
+ * is not told that its worker stopped (Chromium has no `close` event on a
+ * `MessagePort` yet), so its calls would wait.
+ */
 export declare class WorkerClient {
   private constructor();
   /**
