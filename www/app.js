@@ -1,12 +1,19 @@
 // The demo page: one ReplayClient following one session, rendered with
 // textContent only (every server string is text, never HTML).
 import init, { ReplayClient, ReplayError } from "./pkg/web/index.js";
+import { WorkerClient } from "./pkg/web/worker-client.js";
 
 const baseUrl = location.origin;
 const RECENT_KEY = "replay-demo:sessions";
 const $ = (id) => document.getElementById(id);
 
-await init();
+// `?worker`: the client runs in a dedicated worker (README, "Off the main
+// thread"); the page then loads no wasm of its own.
+const worker = new URLSearchParams(location.search).has("worker")
+  ? new Worker(new URL("./replay.worker.js", import.meta.url), { type: "module" })
+  : null;
+if (!worker) await init();
+$("mode").textContent = worker ? "client in a worker" : "client on the page";
 
 let client = null;
 let sessionId = null;
@@ -42,8 +49,9 @@ async function createSession() {
   return session_id;
 }
 
-function open(id) {
+async function open(id) {
   if (client) client.close();
+  client = null;
   sessionId = id;
   history.replaceState(null, "", "#" + id);
   $("session-id").textContent = id;
@@ -51,7 +59,12 @@ function open(id) {
   renderedItems = [];
   lastView = null;
   $("transcript").replaceChildren();
-  client = ReplayClient.connect({ baseUrl, sessionId: id, storage: "local" });
+  const next = worker
+    ? await WorkerClient.connect(worker, { baseUrl, sessionId: id }).catch((err) => (showError(err), null))
+    : ReplayClient.connect({ baseUrl, sessionId: id, storage: "local" });
+  // Another session was opened while this one connected in the worker.
+  if (sessionId !== id || !next) return next?.close();
+  client = next;
   client.subscribe(() => render(client.view()));
   render(client.view());
   // Hooks for the end-to-end test and for curious people in devtools.
@@ -212,11 +225,12 @@ function showError(err) {
 $("composer").addEventListener("submit", (e) => {
   e.preventDefault();
   const text = $("message").value.trim();
-  if (!text) return;
+  // A client in a worker is there once it connected.
+  if (!text || !client) return;
   $("message").value = "";
   client.send(text).catch(showError);
 });
-$("cancel").onclick = () => client.cancel().catch(showError);
+$("cancel").onclick = () => client?.cancel().catch(showError);
 $("new-session").onclick = async () => open(await createSession());
 $("session-select").onchange = (e) => open(e.target.value);
 $("reload").onclick = () => location.reload();

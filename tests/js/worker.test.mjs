@@ -123,3 +123,29 @@ test("one worker serves several clients, each on its own port; closing one leave
   await page.evaluate(() => window.t.others.c1.close());
   assert.deepEqual(pageErrors, []);
 });
+
+test("the demo page with ?worker: the client runs in a worker and the page ends equal to the server", async () => {
+  const demo = await browser.newPage();
+  demo.on("pageerror", (err) => pageErrors.push(String(err)));
+  await demo.goto(url + "/?worker");
+  await until("the demo's client to go live", () =>
+    demo.evaluate(() => window.__replay?.client.status().state === "live"),
+  );
+  assert.equal(await demo.textContent("#mode"), "client in a worker");
+  const sessionId = await demo.evaluate(() => window.__replay.sessionId);
+  await demo.fill("#message", "/tool hello from the demo");
+  await demo.click("#composer button[type=submit]");
+  await until("the demo page to converge", async () => {
+    const server = await api("GET", `/v1/sessions/${sessionId}/transcript`);
+    const client = await demo.evaluate(() => window.__replay.client.transcript());
+    return server.items.some((i) => i.kind === "turn_end") &&
+      client.cursor === server.cursor &&
+      JSON.stringify(client.items) === JSON.stringify(server.items);
+  });
+  const wasmOnPage = await demo.evaluate(() =>
+    performance.getEntriesByType("resource").some((e) => e.name.endsWith(".wasm")),
+  );
+  assert.equal(wasmOnPage, false, "the page loads no wasm");
+  await demo.close();
+  assert.deepEqual(pageErrors, []);
+});
