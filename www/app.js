@@ -49,9 +49,12 @@ async function createSession() {
   return session_id;
 }
 
+let opening = 0;
+
 async function open(id) {
   if (client) client.close();
   client = null;
+  const generation = ++opening;
   sessionId = id;
   history.replaceState(null, "", "#" + id);
   $("session-id").textContent = id;
@@ -62,8 +65,8 @@ async function open(id) {
   const next = worker
     ? await WorkerClient.connect(worker, { baseUrl, sessionId: id }).catch((err) => (showError(err), null))
     : ReplayClient.connect({ baseUrl, sessionId: id, storage: "local" });
-  // Another session was opened while this one connected in the worker.
-  if (sessionId !== id || !next) return next?.close();
+  // Another open() began while this one connected in the worker.
+  if (generation !== opening || !next) return next?.close();
   client = next;
   client.subscribe(() => render(client.view()));
   render(client.view());
