@@ -21,15 +21,19 @@ function whenLive(client, cursor) {
   });
 }
 
+// A client of this package or of an earlier build (`base`) on the page,
+// told of every change at once.
+const onPage = (Client) => (o) => Client.connect({ ...o, notify: "sync" });
+
 // SDK: connect with empty storage, resolve when the whole backlog is folded.
-async function sdkRestore(sessionId, head, Client = ReplayClient) {
+// `connect` makes the client (a `WorkerClient` is made asynchronously).
+async function sdkRestore(sessionId, head, connect = onPage(ReplayClient)) {
   const t0 = performance.now();
-  const client = Client.connect({ baseUrl, sessionId, storage: "memory", notify: "sync" });
+  const client = await connect({ baseUrl, sessionId, storage: "memory" });
   const view = await whenLive(client, head);
   const ms = performance.now() - t0;
-  const items = view.items.length;
   client.close();
-  return { ms, items };
+  return { ms, items: view.items.length };
 }
 
 // Baseline: what an app would write by hand with fetch + JSON.parse and an
@@ -89,7 +93,7 @@ window.benchRestore = async (sessionId, head, rounds) => {
     base.push(b.ms);
     items = { sdk: a.items, baseline: b.items };
     if (baseClient) {
-      const c = await sdkRestore(sessionId, head, baseClient);
+      const c = await sdkRestore(sessionId, head, onPage(baseClient));
       earlier.push(c.ms);
       items.base = c.items;
     }
@@ -103,21 +107,12 @@ window.benchRestore = async (sessionId, head, rounds) => {
 const startWorker = () => new Worker(new URL("./sdk-worker.js", import.meta.url), { type: "module" });
 const coldWorker = location.search === "?worker" ? startWorker() : null;
 
-// The same restore through `WorkerClient`: connect to live with the backlog.
-async function sdkWorkerRestore(sessionId, head, worker) {
-  const t0 = performance.now();
-  const client = await WorkerClient.connect(worker, { baseUrl, sessionId, storage: "memory" });
-  const view = await whenLive(client, head);
-  const ms = performance.now() - t0;
-  client.close();
-  return { ms, items: view.items.length };
-}
-
 // One restore as the first work of a fresh page: the wasm still runs its
 // baseline (Liftoff) code, as on an app's first load.
 window.benchFirstRestore = async (which, sessionId, head) => {
   if (which === "sdk") return (await sdkRestore(sessionId, head)).ms;
-  if (which === "sdkWorker") return (await sdkWorkerRestore(sessionId, head, coldWorker)).ms;
+  // Through `WorkerClient`, told as the worker's client notifies.
+  if (which === "sdkWorker") return (await sdkRestore(sessionId, head, (o) => WorkerClient.connect(coldWorker, o))).ms;
   return (await baselineRestore(sessionId)).ms;
 };
 
@@ -178,9 +173,9 @@ let sdkWorkerLive = null;
 const followers = () => ({ sdk: sdkLive, js: jsLive, base: baseLive, worker: workerLive, sdkWorker: sdkWorkerLive });
 
 // SDK follower: a subscriber that reads view() once per notification.
-// `Client` is this package's ReplayClient, or an earlier build's (`base`).
-// `connect` makes the client (a `WorkerClient` is made asynchronously).
-async function follow(Client, sessionId, head, connect = (o) => Client.connect(o)) {
+// `connect` makes the client (this package's on the page or in a worker, or
+// an earlier build's), as for `sdkRestore`.
+async function follow(connect, sessionId, head) {
   const client = await connect({ baseUrl, sessionId, storage: "memory" });
   await whenLive(client, head);
   // Notifications per frame, counted by the frame's timestamp: a loop of
@@ -216,7 +211,7 @@ async function follow(Client, sessionId, head, connect = (o) => Client.connect(o
 }
 
 window.sdkFollow = async (sessionId, head) => {
-  sdkLive = await follow(ReplayClient, sessionId, head);
+  sdkLive = await follow((o) => ReplayClient.connect(o), sessionId, head);
 };
 
 // An earlier build of the package served at ../pkg-base/ (xtask: BENCH_BASE_PKG),
@@ -233,7 +228,7 @@ window.hasBase = async () => {
   }
 };
 window.baseFollow = async (sessionId, head) => {
-  baseLive = await follow(baseClient, sessionId, head);
+  baseLive = await follow((o) => baseClient.connect(o), sessionId, head);
 };
 
 // Plain JS, as an app developer would write it: fetch, TextDecoderStream,
@@ -301,7 +296,7 @@ window.workerFollow = async (sessionId, head) => {
 // page following it through `WorkerClient` with the same subscriber as above.
 window.sdkWorkerFollow = async (sessionId, head) => {
   const worker = startWorker();
-  const live = await follow(null, sessionId, head, (o) => WorkerClient.connect(worker, o));
+  const live = await follow((o) => WorkerClient.connect(worker, o), sessionId, head);
   sdkWorkerLive = { ...live, stop: () => (live.stop(), worker.terminate()) };
 };
 
