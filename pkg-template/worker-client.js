@@ -5,6 +5,7 @@
 import { ReplayError } from "./replay_error.js";
 
 const toError = ({ code, message, status }) => new ReplayError(code, message, status);
+const closedError = () => new ReplayError("closed", "the client is closed");
 
 /** A `ReplayClient` running in a worker, seen from the page. */
 export class WorkerClient {
@@ -50,8 +51,10 @@ export class WorkerClient {
       );
       worker.addEventListener?.("error", failedToStart);
       port1.onmessage = ({ data }) => {
-        if (data.failed) settle(toError(data.failed));
-        else if (client.#receive(data) === "first") settle(null);
+        if (data.failed) return settle(toError(data.failed));
+        const waiting = client.#view === null;
+        client.#receive(data);
+        if (waiting) settle(null);
       };
       try {
         worker.postMessage({ type: "replay-client.connect", options }, [port2]);
@@ -68,16 +71,15 @@ export class WorkerClient {
       this.#pending.delete(data.id);
       if (data.error) call?.reject(toError(data.error));
       else call?.resolve(data.value);
-      return null;
+      return;
     }
-    if (this.#closed) return null;
-    const first = this.#view === null;
+    if (this.#closed) return;
     this.#diagnostics = data.diagnostics;
-    // Nothing of the view changed: the same view, no listener called.
-    if (!first && Object.keys(data.view).length === 0) return null;
+    // Nothing of the view changed: the same view, no listener called. (The
+    // first post holds every part; nobody listens before it.)
+    if (Object.keys(data.view).length === 0) return;
     // A new object when anything changed; the parts not posted keep theirs.
     this.#view = Object.freeze({ ...this.#view, ...data.view });
-    if (first) return "first";
     for (const listener of [...this.#listeners]) {
       try {
         listener();
@@ -86,11 +88,10 @@ export class WorkerClient {
         reportError(err);
       }
     }
-    return null;
   }
 
   #call(call, args) {
-    if (this.#closed) return Promise.reject(new ReplayError("closed", "the client is closed"));
+    if (this.#closed) return Promise.reject(closedError());
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
@@ -148,7 +149,7 @@ export class WorkerClient {
     this.#closed = true;
     this.#port.postMessage({ call: "close" });
     this.#port.close();
-    for (const { reject } of this.#pending.values()) reject(new ReplayError("closed", "the client is closed"));
+    for (const { reject } of this.#pending.values()) reject(closedError());
     this.#pending.clear();
     this.#listeners = [];
   }

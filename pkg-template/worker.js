@@ -37,11 +37,11 @@ function attach(port, options) {
     last = view;
     port.postMessage({ view: changed, diagnostics: client.diagnostics() });
   };
-  const unsubscribe = client.subscribe(post);
+  // `close()` drops this subscription with the client's other listeners.
+  client.subscribe(post);
   post();
   port.onmessage = ({ data }) => {
     if (data?.call === "close") {
-      unsubscribe();
       client.close();
       port.close();
       return;
