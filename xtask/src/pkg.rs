@@ -175,6 +175,11 @@ fn error_snippet(out: &Path) -> Result<String> {
     Err("no snippet for src/wasm/browser.js".into())
 }
 
+/// Writes `text` to the file `name` in `out`.
+fn write(out: &Path, name: &str, text: &str) -> Result {
+    fs::write(out.join(name), text).map_err(|e| format!("write {name}: {e}"))
+}
+
 fn write_index(out: &Path, target: &str) -> Result {
     let snippet = error_snippet(out)?;
     let default_export = if target == "web" {
@@ -191,12 +196,9 @@ fn write_index(out: &Path, target: &str) -> Result {
         "export * from \"./replay_client.js\";\n{default_export}\
          export {{ ReplayError }} from \"./replay_error.js\";\n"
     );
-    let write = |name: &str, text: &str| {
-        fs::write(out.join(name), text).map_err(|e| format!("write {name}: {e}"))
-    };
-    write("index.js", &js)?;
+    write(out, "index.js", &js)?;
     soften_dispose_typing(&out.join("replay_client.d.ts"))?;
-    write("index.d.ts", &dts)?;
+    write(out, "index.d.ts", &dts)?;
     fs::copy(
         root().join("pkg-template/replay_error.d.ts"),
         out.join("replay_error.d.ts"),
@@ -215,10 +217,8 @@ fn write_index(out: &Path, target: &str) -> Result {
 /// from the `browser.js` snippet, so that both entries throw the same class).
 fn add_worker_entries(out: &Path) -> Result {
     let snippet = error_snippet(out)?;
-    let write = |name: &str, text: &str| {
-        fs::write(out.join(name), text).map_err(|e| format!("write {name}: {e}"))
-    };
     write(
+        out,
         "replay_error.js",
         &format!("export {{ ReplayError }} from \"{snippet}\";\n"),
     )?;
