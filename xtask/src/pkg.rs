@@ -199,6 +199,13 @@ fn write_index(out: &Path, target: &str) -> Result {
     write(out, "index.js", &js)?;
     soften_dispose_typing(&out.join("replay_client.d.ts"))?;
     write(out, "index.d.ts", &dts)?;
+    // The class alone, beside its types: what `worker-client.js` imports
+    // (it loads no glue), the same class as the entry's.
+    write(
+        out,
+        "replay_error.js",
+        &format!("export {{ ReplayError }} from \"{snippet}\";\n"),
+    )?;
     fs::copy(
         root().join("pkg-template/replay_error.d.ts"),
         out.join("replay_error.d.ts"),
@@ -213,15 +220,8 @@ fn write_index(out: &Path, target: &str) -> Result {
 /// The two halves of a client run in a dedicated worker (`pkg-template/`):
 /// `worker.js` (`serve`, loads the package in the worker) and
 /// `worker-client.js` (`WorkerClient`, the page's half, which loads no wasm:
-/// it takes `ReplayError` from `replay_error.js`, a re-export of the class
-/// from the `browser.js` snippet, so that both entries throw the same class).
+/// it takes `ReplayError` from `replay_error.js`, written by `write_index`).
 fn add_worker_entries(out: &Path) -> Result {
-    let snippet = error_snippet(out)?;
-    write(
-        out,
-        "replay_error.js",
-        &format!("export {{ ReplayError }} from \"{snippet}\";\n"),
-    )?;
     let mut minified = Vec::new();
     for file in [
         "worker.js",
