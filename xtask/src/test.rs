@@ -195,19 +195,16 @@ fn package() -> Result {
         &[],
     )?;
     let assets = app.join("dist/assets");
-    let has_wasm = fs::read_dir(&assets)
+    let emitted: Vec<String> = fs::read_dir(&assets)
         .map_err(|e| format!("{}: {e}", assets.display()))?
         .filter_map(|e| e.ok())
-        .any(|e| e.path().extension().is_some_and(|x| x == "wasm"));
-    if !has_wasm {
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if !emitted.iter().any(|name| name.ends_with(".wasm")) {
         return Err("the Vite build did not emit the .wasm asset".into());
     }
     // `new Worker(new URL("./replay.worker.ts", import.meta.url))`: a chunk of its own.
-    let has_worker = fs::read_dir(&assets)
-        .map_err(|e| format!("{}: {e}", assets.display()))?
-        .filter_map(|e| e.ok())
-        .any(|e| e.file_name().to_string_lossy().starts_with("replay.worker"));
-    if !has_worker {
+    if !emitted.iter().any(|name| name.starts_with("replay.worker")) {
         return Err("the Vite build did not emit the worker (replay.worker.ts)".into());
     }
     println!("vite build: bundled, .wasm asset and the worker emitted");
