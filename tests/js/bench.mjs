@@ -59,11 +59,17 @@ async function seedBacklog() {
 // A CPU profile's busy nodes with their self time (µs): every sampled node
 // but idle and "(program)" (browser work outside script).
 function busyNodes(prof) {
+  return nodeTimes(prof).filter(([f]) => !OUTSIDE.includes(f.functionName));
+}
+
+// Nodes whose samples are no script: waiting, and browser work outside it.
+const OUTSIDE = ["(idle)", "(program)"];
+
+// Each node of a CPU profile with the time of its own samples (µs).
+function nodeTimes(prof) {
   const dt = new Map();
   for (let i = 0; i < prof.samples.length; i++) dt.set(prof.samples[i], (dt.get(prof.samples[i]) ?? 0) + (prof.timeDeltas[i] ?? 0));
-  return prof.nodes
-    .filter((n) => n.callFrame.functionName !== "(idle)" && n.callFrame.functionName !== "(program)")
-    .map((n) => [n.callFrame, dt.get(n.id) ?? 0]);
+  return prof.nodes.map((n) => [n.callFrame, dt.get(n.id) ?? 0]);
 }
 
 // Ends a CDP trace started with `transferMode: "ReturnAsStream"` and returns
@@ -93,13 +99,9 @@ function printProfile(prof) {
     const key = `${f.functionName || "(anonymous)"} ${f.url.split("/").pop()}:${f.lineNumber}`;
     self.set(key, (self.get(key) ?? 0) + t);
   }
-  const outside = { "(idle)": 0, "(program)": 0 };
-  for (let i = 0; i < prof.samples.length; i++) {
-    const n = prof.nodes.find((x) => x.id === prof.samples[i]);
-    if (n.callFrame.functionName in outside) outside[n.callFrame.functionName] += prof.timeDeltas[i] ?? 0;
-  }
   const ms = (us) => (us / 1000).toFixed(1);
-  console.error(`profile: ${ms(busyUs(prof))} ms of script, ${ms(outside["(program)"])} ms (program), ${ms(outside["(idle)"])} ms idle (self time, µs)`);
+  const outside = (name) => ms(nodeTimes(prof).reduce((sum, [f, t]) => sum + (f.functionName === name ? t : 0), 0));
+  console.error(`profile: ${ms(busyUs(prof))} ms of script, ${outside("(program)")} ms (program), ${outside("(idle)")} ms idle (self time, µs)`);
   for (const [k, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.error(`  ${String(t).padStart(8)} ${k}`);
 }
 
@@ -145,8 +147,8 @@ try {
   if (wants("cold")) {
   const CACHE_WAIT_MS = 3000;
   const cold = { sdk: [], baseline: [], sdkWorker: [], init: [], second: [], secondInit: [], cacheHits: 0 };
-  // BENCH_PROFILE=path: a CPU profile of the first round's first restore of
-  // each (path.cold.sdk.cpuprofile, path.cold.baseline.cpuprofile).
+  // BENCH_PROFILE=path: a CPU profile of the page during the first round's
+  // first restore of each (path.cold.<sdk|baseline|sdkWorker>.cpuprofile).
   const visit = async (context, which, { linger = 0, trace = false, profile = false } = {}) => {
     const fresh = await context.newPage();
     const cdp = trace || profile ? await context.newCDPSession(fresh) : null;
@@ -176,8 +178,8 @@ try {
       const profile = mkdtempSync(join(tmpdir(), "bench-profile-"));
       const context = await chromium.launchPersistentContext(profile, launchOptions);
       try {
-        const profile = i === 0 && Boolean(process.env.BENCH_PROFILE);
-        const first = await visit(context, which, { linger: which === "sdk" ? CACHE_WAIT_MS : 0, profile });
+        const profiled = i === 0 && Boolean(process.env.BENCH_PROFILE);
+        const first = await visit(context, which, { linger: which === "sdk" ? CACHE_WAIT_MS : 0, profile: profiled });
         cold[which].push(first.ms);
         if (which === "sdk") {
           cold.init.push(first.init);
