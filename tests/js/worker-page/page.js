@@ -3,15 +3,17 @@
 import { WorkerClient } from "../pkg/web/worker-client.js";
 import { ReplayError } from "../pkg/web/replay_error.js";
 
-const worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
+const startWorker = (script) => new Worker(new URL(script, import.meta.url), { type: "module" });
+const worker = startWorker("./worker.js");
 const out = document.getElementById("out");
+// A client in `w`, on this site's server.
+const connectIn = (w, options) => WorkerClient.connect(w, { baseUrl: location.origin, ...options });
 
 window.t = {
   client: null,
   views: [],
-  ReplayError,
   async connect(options) {
-    const client = await WorkerClient.connect(worker, { baseUrl: location.origin, ...options });
+    const client = await connectIn(worker, options);
     this.client = client;
     this.views = [client.view()];
     client.subscribe(() => {
@@ -38,7 +40,7 @@ window.t = {
   // More clients through the same worker, kept by name.
   others: {},
   async connectOther(name, options) {
-    this.others[name] = await WorkerClient.connect(worker, { baseUrl: location.origin, ...options });
+    this.others[name] = await connectIn(worker, options);
   },
   async rejects(f) {
     try {
@@ -49,19 +51,14 @@ window.t = {
     }
   },
   wasmLoadedHere: () => performance.getEntriesByType("resource").some((e) => e.name.endsWith(".wasm")),
+  // A worker that never started (its script is missing), or one that does
+  // not call serve(): connect rejects instead of waiting forever.
+  connectTo(script, options) {
+    return this.rejects(() => connectIn(startWorker(script), options));
+  },
+  // Options with a function (which cannot be cloned to a worker).
+  connectWithFunction() {
+    return this.rejects(() => connectIn(worker, { sessionId: "ses_x", getToken: () => "t" }));
+  },
 };
 out.textContent = "ready";
-
-// A worker that never started (its script is missing), and one that does
-// not call serve(): connect rejects instead of waiting forever.
-window.t.connectTo = (script, options) =>
-  window.t.rejects(() =>
-    WorkerClient.connect(new Worker(new URL(script, import.meta.url), { type: "module" }), {
-      baseUrl: location.origin,
-      ...options,
-    }),
-  );
-
-// Options with a function (which cannot be cloned to a worker).
-window.t.connectWithFunction = () =>
-  window.t.rejects(() => WorkerClient.connect(worker, { baseUrl: location.origin, sessionId: "ses_x", getToken: () => "t" }));
