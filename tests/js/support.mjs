@@ -1,5 +1,6 @@
 // Helpers shared by the Playwright test files (`e2e.test.mjs`, `worker.test.mjs`).
 import assert from "node:assert/strict";
+import { chromium } from "playwright-core";
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -27,4 +28,21 @@ export async function api(base, method, path, body) {
   const text = await res.text();
   assert.ok(res.ok, `${method} ${path}: ${res.status} ${text}`);
   return text ? JSON.parse(text) : null;
+}
+
+/** Debian's headless Chromium (`E2E_CHROMIUM`, set by `cargo xtask test`), never a downloaded one. */
+export function launchChromium() {
+  return chromium.launch({
+    executablePath: process.env.E2E_CHROMIUM ?? "/usr/bin/chromium",
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--disable-dev-shm-usage",
+    ],
+  });
 }

@@ -5,8 +5,7 @@
 // /worker-page/ and passes E2E_URL.
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
-import { chromium } from "playwright-core";
-import { api as call, until } from "./support.mjs";
+import { api as call, launchChromium, until } from "./support.mjs";
 
 const url = process.env.E2E_URL;
 const api = (method, path, body) => call(url, method, path, body);
@@ -17,10 +16,7 @@ const pageErrors = [];
 
 before(async () => {
   assert.ok(url, "E2E_URL is set by cargo xtask test");
-  browser = await chromium.launch({
-    executablePath: process.env.E2E_CHROMIUM ?? "/usr/bin/chromium",
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-dev-shm-usage"],
-  });
+  browser = await launchChromium();
   page = await browser.newPage();
   page.on("pageerror", (err) => pageErrors.push(String(err)));
   await page.goto(url + "/worker-page/");
