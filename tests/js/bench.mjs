@@ -138,6 +138,20 @@ try {
   console.log(`browser_restore_events_per_s ${Math.round(head / (restore.sdkMs / 1000))}`);
   console.log(`browser_baseline_restore_ms ${restore.baselineMs.toFixed(1)}`);
   console.log(`browser_restore_vs_baseline ${(restore.baselineMs / restore.sdkMs).toFixed(3)}`);
+  // BENCH_PROFILE=path: one more warm restore of each, profiled after the
+  // measured ones (path.restore.<sdk|baseline>.cpuprofile).
+  if (process.env.BENCH_PROFILE) {
+    await cdp.send("Profiler.enable");
+    await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
+    for (const which of ["sdk", "baseline"]) {
+      await cdp.send("Profiler.start");
+      const ms = await page.evaluate(([w, s, h]) => window.benchFirstRestore(w, s, h), [which, id, head]);
+      const prof = (await cdp.send("Profiler.stop")).profile;
+      writeFileSync(`${process.env.BENCH_PROFILE}.restore.${which}.cpuprofile`, JSON.stringify(prof));
+      console.error(`restore ${which}: ${ms.toFixed(1)} ms`);
+      printProfile(prof);
+    }
+  }
   }
 
   // Cold: the first restore of a first visit, SDK and baseline each in a
