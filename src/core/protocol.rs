@@ -801,7 +801,7 @@ wire_struct! {
 
 wire_struct! {
     /// `GET /v1/sessions/{id}/replay` (PROTOCOL.md §4.1).
-    #[derive(Clone, Debug, PartialEq)]
+    #[derive(Clone, Debug, Default, PartialEq)]
     pub struct ReplayPage {
         /// The log's epoch.
         epoch: String,
@@ -824,7 +824,7 @@ wire_struct! {
 
 wire_struct! {
     /// `GET /v1/{scope_path}/events` as JSON (PROTOCOL.md §4.2).
-    #[derive(Clone, Debug, PartialEq)]
+    #[derive(Clone, Debug, Default, PartialEq)]
     pub struct EventPage {
         /// The log's epoch.
         epoch: String,

@@ -138,6 +138,8 @@ impl FromJson for Envelope {
         Ok(env)
     }
 
+    const READ_OVER: bool = true;
+
     /// The one envelope reader: every field is set, the strings' buffers
     /// (and a delta's) are reused.
     fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), JsonError> {

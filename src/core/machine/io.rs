@@ -218,6 +218,7 @@ impl Client {
             self.actions.push_back(Action::Abort { id });
         }
         self.drop_prefetch();
+        self.drop_spare_pages();
     }
 
     /// Pauses IO but remembers the pending fetch, to resume later (a

@@ -39,7 +39,7 @@ pub use writes::{Write, WriteDone, WriteId, WriteOutcome};
 use std::collections::VecDeque;
 
 use crate::core::fold::{View, ViewChange};
-use crate::core::protocol::{Envelope, Transcript};
+use crate::core::protocol::{Envelope, EventPage, ReplayPage, Transcript};
 use crate::core::sse::SseParser;
 
 /// What the cursor logic is doing.
@@ -142,6 +142,10 @@ pub struct Client {
     /// The last stream envelope, once handled, kept to read the next one
     /// over (its strings' buffers reused: a delta allocates nothing).
     spare: Option<Envelope>,
+    /// The last backlog pages read, kept while the backlog is read to read
+    /// the next page of their kind over (their envelopes' buffers reused).
+    spare_replay: Option<ReplayPage>,
+    spare_events: Option<EventPage>,
     streams_opened: u64,
     auth_refreshed: bool,
     closed: bool,
@@ -261,6 +265,8 @@ impl Client {
         Client {
             parser: SseParser::with_max_event_size(config.max_event_size),
             spare: None,
+            spare_replay: None,
+            spare_events: None,
             rng: SplitMix64::new(config.seed),
             cfg: config,
             pos: Position::default(),

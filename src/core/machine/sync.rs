@@ -138,15 +138,6 @@ impl Client {
         !self.cfg.target.is_session()
     }
 
-    /// Reads a page ([`Client::opaque_payloads`]).
-    fn read<T: json::FromJson>(&self, text: &str) -> Result<T, JsonError> {
-        if self.opaque_payloads() {
-            json::from_str_opaque(text)
-        } else {
-            json::from_str(text)
-        }
-    }
-
     /// Compares a server epoch with ours; adopts it when we have none.
     /// Returns false (after restarting from 0) when it changed.
     fn check_epoch(&mut self, epoch: &str, now: u64) -> bool {
@@ -378,15 +369,30 @@ impl Client {
     fn read_page(&mut self, kind: FetchKind, body: &[u8], now: u64) {
         // Where the page was asked from: it must move the cursor past that.
         let asked = self.fetch.as_ref().map_or(self.pos.cursor, |f| f.after);
+        // Each page is read over the last one of its kind (kept until the
+        // backlog is read: `end_fetch`).
+        let opaque = self.opaque_payloads();
         match kind {
-            FetchKind::Replay => match json::from_slice::<ReplayPage>(body) {
-                Ok(page) => self.on_replay_page(page, asked, now),
-                Err(e) => self.page_unreadable(e, now),
-            },
-            FetchKind::Events => match json::utf8(body).and_then(|t| self.read::<EventPage>(t)) {
-                Ok(page) => self.on_event_page(page, asked, now),
-                Err(e) => self.page_unreadable(e, now),
-            },
+            FetchKind::Replay => {
+                let mut page = self.spare_replay.take().unwrap_or_default();
+                match json::utf8(body).and_then(|t| json::read_over(t, &mut page, false)) {
+                    Ok(()) => self.on_replay_page(&mut page, asked, now),
+                    Err(e) => self.page_unreadable(e, now),
+                }
+                if self.fetch.is_some() {
+                    self.spare_replay = Some(page);
+                }
+            }
+            FetchKind::Events => {
+                let mut page = self.spare_events.take().unwrap_or_default();
+                match json::utf8(body).and_then(|t| json::read_over(t, &mut page, opaque)) {
+                    Ok(()) => self.on_event_page(&mut page, asked, now),
+                    Err(e) => self.page_unreadable(e, now),
+                }
+                if self.fetch.is_some() {
+                    self.spare_events = Some(page);
+                }
+            }
         }
     }
 
@@ -422,9 +428,16 @@ impl Client {
     fn end_fetch(&mut self) {
         self.fetch = None;
         self.drop_prefetch();
+        self.drop_spare_pages();
     }
 
-    fn on_replay_page(&mut self, mut page: ReplayPage, asked: u64, now: u64) {
+    /// No backlog is being read: its last pages' buffers are freed.
+    pub(super) fn drop_spare_pages(&mut self) {
+        self.spare_replay = None;
+        self.spare_events = None;
+    }
+
+    fn on_replay_page(&mut self, page: &mut ReplayPage, asked: u64, now: u64) {
         self.auth_refreshed = false;
         if !self.check_epoch(&page.epoch, now) {
             return;
@@ -452,7 +465,7 @@ impl Client {
         self.drain(false, now);
     }
 
-    fn on_event_page(&mut self, mut page: EventPage, asked: u64, now: u64) {
+    fn on_event_page(&mut self, page: &mut EventPage, asked: u64, now: u64) {
         self.auth_refreshed = false;
         if !self.check_epoch(&page.epoch, now) {
             return;

@@ -180,6 +180,17 @@ mod round_trip {
             read_over(&a, &b)?;
             read_over(&b, &a)?;
         }
+
+        /// As a backlog's pages are read, each over the last of its kind.
+        #[test]
+        fn a_page_reads_over_another_as_alone(a in ReplayPage::arb(), b in ReplayPage::arb()) {
+            read_over(&a, &b)?;
+        }
+
+        #[test]
+        fn an_event_page_reads_over_another_as_alone(a in EventPage::arb(), b in EventPage::arb()) {
+            read_over(&a, &b)?;
+        }
     }
 
     macro_rules! every_wire_type {
