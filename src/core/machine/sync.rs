@@ -371,7 +371,6 @@ impl Client {
         let asked = self.fetch.as_ref().map_or(self.pos.cursor, |f| f.after);
         // Each page is read over the last one of its kind (kept until the
         // backlog is read: `end_fetch`).
-        let opaque = self.opaque_payloads();
         match kind {
             FetchKind::Replay => {
                 let mut page = self.spare_replay.take().unwrap_or_default();
@@ -385,6 +384,7 @@ impl Client {
             }
             FetchKind::Events => {
                 let mut page = self.spare_events.take().unwrap_or_default();
+                let opaque = self.opaque_payloads();
                 match json::utf8(body).and_then(|t| json::read_over(t, &mut page, opaque)) {
                     Ok(()) => self.on_event_page(&mut page, asked, now),
                     Err(e) => self.page_unreadable(e, now),
