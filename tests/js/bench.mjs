@@ -145,7 +145,7 @@ try {
     await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
     for (const which of ["sdk", "baseline"]) {
       await cdp.send("Profiler.start");
-      const ms = await page.evaluate(([w, s, h]) => window.benchFirstRestore(w, s, h), [which, id, head]);
+      const ms = await page.evaluate(([w, s, h]) => window.benchOneRestore(w, s, h), [which, id, head]);
       const prof = (await cdp.send("Profiler.stop")).profile;
       writeFileSync(`${process.env.BENCH_PROFILE}.restore.${which}.cpuprofile`, JSON.stringify(prof));
       console.error(`restore ${which}: ${ms.toFixed(1)} ms`);
@@ -178,7 +178,7 @@ try {
       await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
       await cdp.send("Profiler.start");
     }
-    const ms = await fresh.evaluate(([w, s, h]) => window.benchFirstRestore(w, s, h), [which, id, head]);
+    const ms = await fresh.evaluate(([w, s, h]) => window.benchOneRestore(w, s, h), [which, id, head]);
     if (profile) {
       const prof = (await cdp.send("Profiler.stop")).profile;
       writeFileSync(`${process.env.BENCH_PROFILE}.cold.${which}.cpuprofile`, JSON.stringify(prof));

@@ -107,9 +107,10 @@ window.benchRestore = async (sessionId, head, rounds) => {
 const startWorker = () => new Worker(new URL("./sdk-worker.js", import.meta.url), { type: "module" });
 const coldWorker = location.search === "?worker" ? startWorker() : null;
 
-// One restore as the first work of a fresh page: the wasm still runs its
-// baseline (Liftoff) code, as on an app's first load.
-window.benchFirstRestore = async (which, sessionId, head) => {
+// One restore of `which` (sdk, sdkWorker, baseline). As the first work of a
+// fresh page, the wasm still runs its baseline (Liftoff) code, as on an
+// app's first load; `BENCH_PROFILE` also profiles one on the warm page.
+window.benchOneRestore = async (which, sessionId, head) => {
   if (which === "sdk") return (await sdkRestore(sessionId, head)).ms;
   // Through `WorkerClient`, told as the worker's client notifies.
   if (which === "sdkWorker") return (await sdkRestore(sessionId, head, (o) => WorkerClient.connect(coldWorker, o))).ms;
