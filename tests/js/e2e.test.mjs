@@ -4,7 +4,7 @@
 // passes E2E_URL; E2E_SEED replays a schedule.
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
-import { api as call, launchChromium, sleep, until as waitUntil } from "./support.mjs";
+import { api as call, launchChromium, openPage, sleep, until as waitUntil } from "./support.mjs";
 
 const url = process.env.E2E_URL;
 const artifacts = process.env.E2E_ARTIFACTS ?? ".";
@@ -58,9 +58,7 @@ const consoleErrors = [];
 before(async () => {
   assert.ok(url, "E2E_URL is set by cargo xtask test");
   browser = await launchChromium();
-  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  page.on("pageerror", (err) => consoleErrors.push(String(err)));
-  await page.goto(url + "/");
+  page = await openPage(browser, url + "/", consoleErrors, { viewport: { width: 1280, height: 900 } });
   await until("the client to go live", () =>
     page.evaluate(() => window.__replay?.client.status().state === "live"),
   );

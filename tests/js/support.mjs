@@ -30,6 +30,14 @@ export async function api(base, method, path, body) {
   return text ? JSON.parse(text) : null;
 }
 
+/** A new page of `browser` at `url`; its uncaught errors are pushed to `errors`. */
+export async function openPage(browser, url, errors, options = {}) {
+  const page = await browser.newPage(options);
+  page.on("pageerror", (err) => errors.push(String(err)));
+  await page.goto(url);
+  return page;
+}
+
 /** Debian's headless Chromium (`E2E_CHROMIUM`, set by `cargo xtask test`), never a downloaded one. */
 export function launchChromium() {
   return chromium.launch({

@@ -5,7 +5,7 @@
 // /worker-page/ and passes E2E_URL.
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
-import { api as call, launchChromium, until } from "./support.mjs";
+import { api as call, launchChromium, openPage, until } from "./support.mjs";
 
 const url = process.env.E2E_URL;
 const api = (method, path, body) => call(url, method, path, body);
@@ -17,9 +17,7 @@ const pageErrors = [];
 before(async () => {
   assert.ok(url, "E2E_URL is set by cargo xtask test");
   browser = await launchChromium();
-  page = await browser.newPage();
-  page.on("pageerror", (err) => pageErrors.push(String(err)));
-  await page.goto(url + "/worker-page/");
+  page = await openPage(browser, url + "/worker-page/", pageErrors);
   await page.waitForFunction(() => document.getElementById("out").textContent === "ready");
 });
 
@@ -121,9 +119,7 @@ test("one worker serves several clients, each on its own port; closing one leave
 });
 
 test("the demo page with ?worker: the client runs in a worker and the page ends equal to the server", async () => {
-  const demo = await browser.newPage();
-  demo.on("pageerror", (err) => pageErrors.push(String(err)));
-  await demo.goto(url + "/?worker");
+  const demo = await openPage(browser, url + "/?worker", pageErrors);
   await until("the demo's client to go live", () =>
     demo.evaluate(() => window.__replay?.client.status().state === "live"),
   );
