@@ -105,6 +105,21 @@ function printProfile(prof) {
   for (const [k, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.error(`  ${String(t).padStart(8)} ${k}`);
 }
 
+// Starts sampling the page of `cdp` every 100 µs.
+async function startProfile(cdp) {
+  await cdp.send("Profiler.enable");
+  await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
+  await cdp.send("Profiler.start");
+}
+
+// BENCH_PROFILE=path: writes `prof` to path.<name>.cpuprofile and its top
+// self times, under `label`, to stderr.
+function keepProfile(name, prof, label) {
+  writeFileSync(`${process.env.BENCH_PROFILE}.${name}.cpuprofile`, JSON.stringify(prof));
+  console.error(label);
+  printProfile(prof);
+}
+
 // BENCH_JS_FLAGS="--flag ..." passes V8 flags to Chromium: engine
 // experiments (e.g. which tier the first restore runs in), never for the
 // table, since a page cannot set them.
@@ -141,15 +156,10 @@ try {
   // BENCH_PROFILE=path: one more warm restore of each, profiled after the
   // measured ones (path.restore.<sdk|baseline>.cpuprofile).
   if (process.env.BENCH_PROFILE) {
-    await cdp.send("Profiler.enable");
-    await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
     for (const which of ["sdk", "baseline"]) {
-      await cdp.send("Profiler.start");
+      await startProfile(cdp);
       const ms = await page.evaluate(([w, s, h]) => window.benchOneRestore(w, s, h), [which, id, head]);
-      const prof = (await cdp.send("Profiler.stop")).profile;
-      writeFileSync(`${process.env.BENCH_PROFILE}.restore.${which}.cpuprofile`, JSON.stringify(prof));
-      console.error(`restore ${which}: ${ms.toFixed(1)} ms`);
-      printProfile(prof);
+      keepProfile(`restore.${which}`, (await cdp.send("Profiler.stop")).profile, `restore ${which}: ${ms.toFixed(1)} ms`);
     }
   }
   }
@@ -173,18 +183,9 @@ try {
     if (trace) await cdp.send("Tracing.start", { categories: "disabled-by-default-devtools.timeline", transferMode: "ReturnAsStream" });
     await fresh.goto(url + (which === "sdkWorker" ? "/bench/?worker" : "/bench/"));
     await fresh.waitForFunction(() => document.getElementById("out").textContent === "ready");
-    if (profile) {
-      await cdp.send("Profiler.enable");
-      await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
-      await cdp.send("Profiler.start");
-    }
+    if (profile) await startProfile(cdp);
     const ms = await fresh.evaluate(([w, s, h]) => window.benchOneRestore(w, s, h), [which, id, head]);
-    if (profile) {
-      const prof = (await cdp.send("Profiler.stop")).profile;
-      writeFileSync(`${process.env.BENCH_PROFILE}.cold.${which}.cpuprofile`, JSON.stringify(prof));
-      console.error(`cold ${which}: restore ${ms.toFixed(1)} ms`);
-      printProfile(prof);
-    }
+    if (profile) keepProfile(`cold.${which}`, (await cdp.send("Profiler.stop")).profile, `cold ${which}: restore ${ms.toFixed(1)} ms`);
     const init = await fresh.evaluate(() => window.readyAt);
     if (linger) await fresh.waitForTimeout(linger);
     const cacheHit = trace ? (await traceEvents(cdp)).some((e) => e.name === "v8.wasm.moduleCacheHit") : false;
@@ -263,9 +264,7 @@ try {
       const f = { which, busy: 0, tasks: 0, events: 0, prof: null, stats: null };
       // One measured answer, profiled alone.
       f.measure = async (chars, flags) => {
-        await cdp.send("Profiler.enable");
-        await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
-        await cdp.send("Profiler.start");
+        await startProfile(cdp);
         const before = await metric();
         const eventsBefore = (await page.evaluate((w) => window.liveStats(w), which)).events;
         await answer(chars, flags);
@@ -364,11 +363,7 @@ try {
     // answer (path.sdk.cpuprofile, path.js.cpuprofile, path.burst.sdk.cpuprofile,
     // path.burst.js.cpuprofile), top self times on stderr.
     if (process.env.BENCH_PROFILE) {
-      for (const [which, { prof }] of profiles) {
-        writeFileSync(`${process.env.BENCH_PROFILE}.${which}.cpuprofile`, JSON.stringify(prof));
-        console.error(`${which}:`);
-        printProfile(prof);
-      }
+      for (const [which, { prof }] of profiles) keepProfile(which, prof, `${which}:`);
     }
   }
 
