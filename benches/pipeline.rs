@@ -11,7 +11,7 @@ mod gen;
 
 use std::time::{Duration, Instant};
 
-use replay_client::core::machine::{supersedes, Action, Client, Config, FetchKind, RequestId};
+use replay_client::core::machine::{supersedes, Action, Config, FetchKind, Machine, RequestId};
 
 const EVENTS: usize = 100_000;
 const CHUNK: usize = 64 * 1024;
@@ -19,10 +19,10 @@ const RUNS: usize = 7;
 const EPOCH: &str = "e_91c2";
 
 /// A client past its restore barrier (empty replay), with its stream open.
-fn live_client() -> (Client, RequestId) {
+fn live_client() -> (Machine, RequestId) {
     let mut cfg = Config::session("ses_7f3a");
     cfg.buffer_limit = usize::MAX;
-    let mut c = Client::new(cfg, None, 0);
+    let mut c = Machine::new(cfg, None, 0);
     let (mut stream, mut replay) = (None, None);
     while let Some(a) = c.poll_action() {
         match a {
@@ -46,7 +46,7 @@ fn live_client() -> (Client, RequestId) {
 }
 
 /// Feeds the stream once, draining outputs per chunk as the IO layer would.
-fn run_once(bytes: &[u8]) -> (Duration, Client) {
+fn run_once(bytes: &[u8]) -> (Duration, Machine) {
     let (mut c, id) = live_client();
     let start = Instant::now();
     for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
@@ -76,7 +76,7 @@ fn main() {
     let stored = c.persisted_value();
     let encode = t.elapsed();
     let t = Instant::now();
-    let back = Client::new(Config::session("ses_7f3a"), Some(&stored), 0);
+    let back = Machine::new(Config::session("ses_7f3a"), Some(&stored), 0);
     let decode = t.elapsed();
     assert_eq!(back.cursor(), c.cursor());
     // A save first asks whether the stored value is newer (another tab's).

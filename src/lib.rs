@@ -4,12 +4,14 @@
 //! sleeps, reloads and server restarts, losing nothing and duplicating
 //! nothing (see `docs/protocol.md`).
 //!
-//! - [`core`]: the sans-IO brain. Protocol types, the SSE parser, the client
-//!   state machine and the fold into a view. No IO, no clock: inputs go in
-//!   through `handle_*`, actions come out of `poll_*`, time is passed in.
+//! - [`core`]: the sans-IO brain, the crate `replay-core` (re-exported here).
+//!   Protocol types, the SSE parser, the client state machine and the fold
+//!   into a view. No IO, no clock: inputs go in through `handle_*`, actions
+//!   come out of `poll_*`, time is passed in. Its dependency tree holds no
+//!   wasm-bindgen, js-sys or web-sys.
 //! - `wasm` (only on `wasm32`): the thin browser layer and the JS API.
 
-pub mod core;
+pub use replay_core as core;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 

@@ -159,7 +159,8 @@ fn pagehide_flushes_the_state_and_pageshow_resumes_from_the_cursor() {
             _ => None,
         })
         .expect("flushed at once");
-    let restored = replay_client::core::machine::Client::new(Config::session(SES), Some(&bytes), 0);
+    let restored =
+        replay_client::core::machine::Machine::new(Config::session(SES), Some(&bytes), 0);
     assert_eq!(restored.cursor(), 2);
     assert_eq!(r.c.status().state, State::Stopped);
     r.c.handle_lifecycle(Lifecycle::PageShow { persisted: true }, r.now);

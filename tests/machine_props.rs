@@ -10,7 +10,7 @@ use machine_support::rig::{Rig, BOOT, EPOCH};
 use machine_support::server::{Server, Step};
 use machine_support::sim::{script, Chooser, FaultMix, Sim};
 use proptest::prelude::*;
-use replay_client::core::machine::{Client, Config, SplitMix64};
+use replay_client::core::machine::{Config, Machine, SplitMix64};
 use replay_client::core::transcript::{fold, transcript_eq};
 
 /// A server log built from a generated script (no faults).
@@ -80,7 +80,7 @@ proptest! {
             r.send_raw(piece);
         }
         prop_assert_eq!(r.c.cursor(), cut as u64);
-        let restored = Client::new(Config::session(SES), Some(&r.c.persisted_value()), 0);
+        let restored = Machine::new(Config::session(SES), Some(&r.c.persisted_value()), 0);
         prop_assert_eq!(restored.view(), r.c.view());
         prop_assert_eq!(restored.position(), r.c.position());
         let want = fold(EPOCH, &log[..cut]);

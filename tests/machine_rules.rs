@@ -9,7 +9,7 @@ mod machine_support;
 
 use machine_support::events::*;
 use machine_support::rig::*;
-use replay_client::core::machine::{Action, Client, Config, FetchKind, Notice, State};
+use replay_client::core::machine::{Action, Config, FetchKind, Machine, Notice, State};
 use replay_client::core::protocol::*;
 use replay_client::core::transcript::fold;
 
@@ -29,7 +29,7 @@ fn rule_1_cursor_and_state_are_persisted_together_and_throttled() {
     let log = simple_log(3);
     let mut r = Rig::live_with(&log);
     let first = persisted(&r);
-    let restored = Client::new(Config::session(SES), Some(&first), 0);
+    let restored = Machine::new(Config::session(SES), Some(&first), 0);
     assert_eq!(restored.cursor(), 3);
     assert_eq!(
         restored.transcript().unwrap().items,
@@ -50,7 +50,7 @@ fn rule_1_cursor_and_state_are_persisted_together_and_throttled() {
     assert_eq!(persists(&r), before, "throttled");
     r.advance(1_000);
     assert_eq!(persists(&r), before + 1);
-    let restored = Client::new(Config::session(SES), Some(&persisted(&r)), 0);
+    let restored = Machine::new(Config::session(SES), Some(&persisted(&r)), 0);
     assert_eq!(restored.cursor(), 5);
     assert_eq!(restored.transcript().unwrap().items.len(), 5);
 }
@@ -73,7 +73,7 @@ fn rule_1_deltas_alone_do_not_rewrite_the_state_but_snapshots_do() {
     r.advance(1_000);
     assert_eq!(persists(&r), before + 1);
     // The overlay rides along with that write.
-    let restored = Client::new(Config::session(SES), Some(&persisted(&r)), 0);
+    let restored = Machine::new(Config::session(SES), Some(&persisted(&r)), 0);
     let o = restored
         .view()
         .as_session()

@@ -7,25 +7,25 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use replay_client::core::machine::{
-    Action, Client, Config, CoreError, Lifecycle, Notice, RequestId, State, Target, Write,
+    Action, Config, CoreError, Lifecycle, Machine, Notice, RequestId, State, Target, Write,
     WriteDone, WriteId, WriteOutcome,
 };
 
 const SES: &str = "ses_1";
 
 /// A client whose read side is idle (nothing answered), for write tests.
-fn client() -> Client {
-    let mut c = Client::new(Config::session(SES), None, 0);
+fn client() -> Machine {
+    let mut c = Machine::new(Config::session(SES), None, 0);
     drain(&mut c);
     c
 }
 
-fn drain(c: &mut Client) -> Vec<Action> {
+fn drain(c: &mut Machine) -> Vec<Action> {
     std::iter::from_fn(|| c.poll_action()).collect()
 }
 
 /// The one POST the machine asked for: (id, path, body).
-fn post(c: &mut Client) -> (RequestId, String, String) {
+fn post(c: &mut Machine) -> (RequestId, String, String) {
     let posts: Vec<_> = drain(c)
         .into_iter()
         .filter_map(|a| match a {
@@ -41,11 +41,11 @@ fn post(c: &mut Client) -> (RequestId, String, String) {
     posts.into_iter().next().unwrap()
 }
 
-fn done(c: &mut Client) -> Vec<WriteDone> {
+fn done(c: &mut Machine) -> Vec<WriteDone> {
     std::iter::from_fn(|| c.poll_write_done()).collect()
 }
 
-fn send(c: &mut Client, now: u64) -> WriteId {
+fn send(c: &mut Machine, now: u64) -> WriteId {
     let write = Write::Send {
         message_id: "msg_1".into(),
         text: "hi".into(),
@@ -227,7 +227,7 @@ fn an_attempt_without_an_answer_is_aborted_and_retried() {
 
 #[test]
 fn writes_need_a_session_and_an_open_client() {
-    let mut c = Client::new(Config::new(Target::Global), None, 0);
+    let mut c = Machine::new(Config::new(Target::Global), None, 0);
     let w = send(&mut c, 0);
     assert_eq!(done(&mut c)[0].result, Err(CoreError::NotASession));
     assert_eq!(CoreError::NotASession.code(), "invalid_options");
@@ -264,7 +264,7 @@ fn a_late_answer_of_a_replaced_attempt_is_ignored() {
 
 #[test]
 fn a_loading_client_asks_for_its_value_and_does_nothing_else_until_it_comes() {
-    let mut c = Client::load(Config::session(SES), 0);
+    let mut c = Machine::load(Config::session(SES), 0);
     assert_eq!(drain(&mut c), vec![Action::LoadStored]);
     assert_eq!(c.status().state, State::Connecting);
     c.handle_lifecycle(Lifecycle::Visible, 1);
@@ -283,7 +283,7 @@ fn a_loading_client_asks_for_its_value_and_does_nothing_else_until_it_comes() {
 
 #[test]
 fn an_offline_start_during_the_load_is_kept() {
-    let mut c = Client::load(Config::session(SES), 0);
+    let mut c = Machine::load(Config::session(SES), 0);
     drain(&mut c);
     c.handle_lifecycle(Lifecycle::Offline, 0);
     c.handle_stored(None, 1);
@@ -299,7 +299,7 @@ fn an_offline_start_during_the_load_is_kept() {
 fn a_storage_that_never_answers_is_given_up_after_its_timeout() {
     let mut cfg = Config::session(SES);
     cfg.storage_timeout_ms = 500;
-    let mut c = Client::load(cfg, 0);
+    let mut c = Machine::load(cfg, 0);
     drain(&mut c);
     assert_eq!(c.poll_timeout(), Some(500));
     c.handle_timeout(499);
@@ -325,7 +325,7 @@ fn a_storage_that_never_answers_is_given_up_after_its_timeout() {
 
 #[test]
 fn a_corrupt_stored_value_is_removed_by_an_action() {
-    let mut c = Client::load(Config::session(SES), 0);
+    let mut c = Machine::load(Config::session(SES), 0);
     drain(&mut c);
     c.handle_stored(Some(b"not json"), 1);
     let actions = drain(&mut c);
@@ -351,7 +351,7 @@ fn a_failed_save_stops_persisting_with_one_notice() {
 
 #[test]
 fn the_revision_moves_with_what_a_snapshot_shows_and_quiet_steps_notify_nobody() {
-    let mut c = Client::load(Config::session(SES), 0);
+    let mut c = Machine::load(Config::session(SES), 0);
     drain(&mut c);
     let r0 = c.revision();
     assert!(!c.take_notify(), "connecting is quiet");

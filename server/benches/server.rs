@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use replay_client::core::protocol::{Event, Scope, TeamMessage};
-use replay_client::core::sse::{SseItem, SseParser};
+use replay_core::protocol::{Event, Scope, TeamMessage};
+use replay_core::sse::{SseItem, SseParser};
 use replay_server::store::Synchronous;
 use replay_server::{Config, LagPolicy};
 

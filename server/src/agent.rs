@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use replay_client::core::protocol::{
+use replay_core::protocol::{
     Event, LiveTool, LiveTurn, LiveTurnState, MessageCommitted, OutputStream, PendingQuestion,
     ProcessExited, ProcessOutput, ProcessStarted, QuestionAnswered, QuestionAsked,
     QuestionDeclined, Role, Scope, Task, TaskState, ToolCompleted, ToolProgress, ToolStarted,

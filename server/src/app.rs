@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, RwLock};
 
-use replay_client::core::protocol::{
+use replay_core::protocol::{
     BackgroundWait, Event, LiveTurn, LiveTurnSnapshot, Scope, Task, TaskState, TasksSnapshot,
 };
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use replay_client::core::protocol::{Envelope, Scope};
+use replay_core::protocol::{Envelope, Scope};
 use tokio::sync::mpsc;
 
 /// What to do with a subscriber whose buffer is full (PROTOCOL.md §4.3.4).
@@ -279,7 +279,7 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use replay_client::core::protocol::{Event, TurnDelta, TurnRef};
+    use replay_core::protocol::{Event, TurnDelta, TurnRef};
 
     const UNCAPPED: StreamLimits = StreamLimits {
         total: usize::MAX,

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use replay_client::core::protocol::{Envelope, Event, LiveTurn, Scope, TasksSnapshot};
+use replay_core::protocol::{Envelope, Event, LiveTurn, Scope, TasksSnapshot};
 
 use crate::hub::{Frame, Hub};
 use crate::store::{Db, LogInfo, ReadPool, Snapshot, StoreResult, Synchronous};

@@ -2,7 +2,7 @@
 //! at an in-process worker restart). Whatever was live in the previous run
 //! is marked clearly: nothing is resumed, nothing is left half alive.
 
-use replay_client::core::protocol::{
+use replay_core::protocol::{
     Event, QuestionDeclined, Scope, SystemRecovered, SystemStarted, TaskState, ToolCompleted,
     ToolStatus, TurnFailed, WithReason, REASON_WORKER_RESTART,
 };

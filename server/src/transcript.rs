@@ -1,22 +1,22 @@
 //! The server's canonical transcript (PROTOCOL.md §7): the client's own
-//! session fold ([`replay_client::core::transcript::fold`]) over the
+//! session fold ([`replay_core::transcript::fold`]) over the
 //! session's durable events, with the task state the store keeps. One fold
 //! for both sides, so the oracle and the SDK cannot disagree on an item.
 
-use replay_client::core::protocol::{Envelope, TasksSnapshot, Transcript};
+use replay_core::protocol::{Envelope, TasksSnapshot, Transcript};
 
 /// Folds a session's durable events, in seq order, into its transcript.
 pub fn fold(epoch: &str, events: &[Envelope], tasks: TasksSnapshot) -> Transcript {
     Transcript {
         tasks,
-        ..replay_client::core::transcript::fold(epoch, events)
+        ..replay_core::transcript::fold(epoch, events)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use replay_client::core::protocol::{Event, Scope};
+    use replay_core::protocol::{Event, Scope};
 
     fn env(seq: u64, ty: &str, data: serde_json::Value) -> Envelope {
         Envelope {

@@ -12,7 +12,7 @@ pub fn format_rfc3339(ts: jiff::Timestamp) -> String {
 }
 
 /// SplitMix64, the client core's: deterministic scripted text and test schedules.
-pub use replay_client::core::machine::SplitMix64 as Rng;
+pub use replay_core::machine::SplitMix64 as Rng;
 
 /// 64 random bits from the operating system (epochs, boot ids, temp names).
 pub fn entropy() -> u64 {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use replay_client::core::protocol::LiveTurn;
+use replay_core::protocol::LiveTurn;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::AbortHandle;
 

@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use replay_client::core::protocol::{Event, Role};
+use replay_core::protocol::{Event, Role};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -313,7 +313,7 @@ async fn background_task_outlives_the_turn() {
     let done = sse
         .until(5 * SEC, |f| {
             matches!(f.env().map(|e| &e.event), Some(Event::TasksSnapshot(t))
-                if !t.tasks.is_empty() && t.tasks.iter().all(|t| t.state == replay_client::core::protocol::TaskState::Succeeded))
+                if !t.tasks.is_empty() && t.tasks.iter().all(|t| t.state == replay_core::protocol::TaskState::Succeeded))
         })
         .await;
     assert!(done.is_some(), "task finished after the turn");

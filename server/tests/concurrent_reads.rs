@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use replay_client::core::protocol::{Event, Scope, TeamMessage};
+use replay_core::protocol::{Event, Scope, TeamMessage};
 use replay_server::app::App;
 use replay_server::log::READERS;
 use replay_server::store::Reads;

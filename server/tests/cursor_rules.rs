@@ -32,7 +32,7 @@ async fn durable_seqs(sse: &mut Sse, want: usize) -> (u64, Vec<u64>) {
         panic!("hello carries no id: {hello:?}")
     };
     let head = match &env.event {
-        replay_client::core::protocol::Event::Hello(h) => h.head,
+        replay_core::protocol::Event::Hello(h) => h.head,
         other => panic!("{other:?}"),
     };
     let mut seqs = Vec::new();

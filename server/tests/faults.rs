@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use replay_client::core::protocol::Event;
+use replay_core::protocol::Event;
 use replay_server::LagPolicy;
 use reqwest::StatusCode;
 use serde_json::{json, Value};

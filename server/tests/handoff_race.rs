@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use replay_client::core::protocol::Event;
+use replay_core::protocol::Event;
 use replay_server::util::Rng;
 
 const SUBSCRIBERS: u64 = 50;

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use replay_client::core::protocol::{Event, Role, REASON_WORKER_RESTART};
+use replay_core::protocol::{Event, Role, REASON_WORKER_RESTART};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -321,7 +321,7 @@ async fn user_message_is_durable_before_202_and_survives_a_restart() {
     // The first turn waits on a question, so the second stays queued.
     let t1 = s.send(&sid, "m1", "/ask").await;
     let t2 = s.send(&sid, "m2", "queued é🙂").await;
-    let committed = |events: &[replay_client::core::protocol::Envelope]| {
+    let committed = |events: &[replay_core::protocol::Envelope]| {
         events.iter().any(|e| {
             matches!(&e.event, Event::MessageCommitted(m)
                 if m.message_id == "m2" && m.turn_id == t2 && m.role == Role::User && m.text == "queued é🙂")
@@ -501,13 +501,13 @@ async fn a_stream_whose_peer_reads_nothing_times_out() {
     tokio::task::spawn_blocking(move || {
         let text = "x".repeat(60_000);
         for _ in 0..100 {
-            let event = Event::TeamMessage(replay_client::core::protocol::TeamMessage {
+            let event = Event::TeamMessage(replay_core::protocol::TeamMessage {
                 from: "a".into(),
                 to: "b".into(),
                 text: text.clone(),
             });
             app.log
-                .append(replay_client::core::protocol::Scope::Team, "t1", event)
+                .append(replay_core::protocol::Scope::Team, "t1", event)
                 .unwrap();
         }
     })

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use replay_client::core::protocol::{Envelope, Event};
+use replay_core::protocol::{Envelope, Event};
 use replay_server::hub::LagPolicy;
 use replay_server::util::Rng;
 use reqwest::StatusCode;

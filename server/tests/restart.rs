@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use replay_client::core::protocol::{Event, TaskState, REASON_WORKER_RESTART};
+use replay_core::protocol::{Event, TaskState, REASON_WORKER_RESTART};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -137,7 +137,7 @@ async fn kill_during_turn_then_recover_on_same_file() {
         .any(|e| matches!(&e.event, Event::QuestionDeclined(q) if q.reason == "orphaned")));
     assert!(ev1.iter().any(|e| matches!(&e.event, Event::TurnFailed(t) if t.turn_id == t1 && t.reason == REASON_WORKER_RESTART)));
     let ev2 = s.events(&format!("sessions/{s2}")).await;
-    assert!(ev2.iter().any(|e| matches!(&e.event, Event::ToolCompleted(t) if t.status == replay_client::core::protocol::ToolStatus::Error)));
+    assert!(ev2.iter().any(|e| matches!(&e.event, Event::ToolCompleted(t) if t.status == replay_core::protocol::ToolStatus::Error)));
     assert!(ev2
         .iter()
         .any(|e| matches!(&e.event, Event::TurnFailed(t) if t.turn_id == t2)));

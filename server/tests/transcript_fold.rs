@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use replay_client::core::json;
-use replay_client::core::protocol::{Transcript, TranscriptItem};
+use replay_core::json;
+use replay_core::protocol::{Transcript, TranscriptItem};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use futures_util::StreamExt;
-use replay_client::core::json::{self, FromJson};
-use replay_client::core::protocol::{Envelope, Event, EventPage, ReplayPage, Transcript};
-use replay_client::core::sse::{SseItem, SseParser};
+use replay_core::json::{self, FromJson};
+use replay_core::protocol::{Envelope, Event, EventPage, ReplayPage, Transcript};
+use replay_core::sse::{SseItem, SseParser};
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::json;

@@ -106,7 +106,7 @@ pub fn from_slice<T: FromJson>(b: &[u8]) -> Result<T, JsonError> {
 }
 
 /// [`from_str`], keeping event payloads opaque: every envelope but `hello`
-/// and `heartbeat` is read as [`Event::Unknown`](crate::core::protocol::Event)
+/// and `heartbeat` is read as [`Event::Unknown`](crate::protocol::Event)
 /// with its `data` as text. For logs, which show payloads but never look
 /// inside them.
 pub fn from_str_opaque<T: FromJson>(s: &str) -> Result<T, JsonError> {
@@ -633,10 +633,10 @@ impl<T: FromJson + Eq + Hash, S: BuildHasher + Default> FromJson for HashSet<T, 
 #[doc(hidden)]
 macro_rules! json_struct {
     ($ty:ident { $( $field:ident $(= $key:literal)? : $mode:ident ),* $(,)? }) => {
-        impl $crate::core::json::FromJson for $ty {
-            fn read(r: &mut $crate::core::json::Reader<'_>) -> Result<Self, $crate::core::json::JsonError> {
+        impl $crate::json::FromJson for $ty {
+            fn read(r: &mut $crate::json::Reader<'_>) -> Result<Self, $crate::json::JsonError> {
                 $( let mut $field = None; )*
-                let slots: &mut [&mut dyn $crate::core::json::Slot] = &mut [$( &mut $field ),*];
+                let slots: &mut [&mut dyn $crate::json::Slot] = &mut [$( &mut $field ),*];
                 r.fields(
                     &[$( $crate::json_struct!(@key $field $($key)?) ),*],
                     &[$( $crate::json_struct!(@required $mode) ),*],

@@ -5,8 +5,8 @@
 //! differently; tests use it as the oracle for what the machine shows after
 //! restores, cuts, gaps and repairs.
 
-use crate::core::fold::{SessionView, ViewChange};
-use crate::core::protocol::{Envelope, PendingPrompt, Transcript};
+use crate::fold::{SessionView, ViewChange};
+use crate::protocol::{Envelope, PendingPrompt, Transcript};
 
 /// Folds durable session events (ascending `seq`; transient events and
 /// repeated `seq`s are ignored) into the transcript. Its `tasks` are the
@@ -42,7 +42,7 @@ pub fn transcript_eq(a: &Transcript, b: &Transcript) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::protocol::{Event, Scope, TranscriptItem};
+    use crate::protocol::{Event, Scope, TranscriptItem};
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 

@@ -12,7 +12,7 @@ use super::options::{self, Options};
 use super::outcomes::WriteFuture;
 use crate::core::fold::View;
 use crate::core::machine::{
-    Client as Machine, ClientNotice, Counters, Position, Status, Target, Write, WriteOutcome,
+    ClientNotice, Counters, Machine, Position, Status, Target, Write, WriteOutcome,
 };
 use crate::core::protocol::Transcript;
 

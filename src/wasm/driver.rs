@@ -24,7 +24,7 @@ use super::storage::{Loaded, Store};
 use super::timer::Timer;
 use super::view::ViewCache;
 use crate::core::machine::{
-    Action, Client as Machine, Config, Lifecycle, NotifyAt, RequestId, Target, Write,
+    Action, Config, Lifecycle, Machine, NotifyAt, RequestId, Target, Write,
 };
 
 /// Everything mutable of one client but the store and the JS view.

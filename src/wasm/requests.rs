@@ -10,7 +10,7 @@ use web_sys::AbortController;
 
 use super::error::WasmError;
 use super::http::{Http, Request};
-use crate::core::machine::{Action, Client as Machine, CoreError, FetchKind, RequestId};
+use crate::core::machine::{Action, CoreError, FetchKind, Machine, RequestId};
 
 /// Which machine input a request's answer becomes.
 #[derive(Clone, Copy)]

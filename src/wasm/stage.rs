@@ -60,7 +60,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
-    use crate::core::machine::{Action, Client as Machine, Config, FetchKind, RequestId};
+    use crate::core::machine::{Action, Config, FetchKind, Machine, RequestId};
 
     fn event(seq: u64, ty: &str, data: &str) -> String {
         format!(

@@ -21,7 +21,7 @@ use super::js;
 use super::stage::Staged;
 use crate::core::fold::{LogEntry, LogView, Overlay, SessionView, View, ViewChange};
 use crate::core::json::RawJson;
-use crate::core::machine::{Client as Machine, Counters, ErrorInfo, State, Status, Target};
+use crate::core::machine::{Counters, ErrorInfo, Machine, State, Status, Target};
 use crate::core::protocol::{LiveTurnState, TasksSnapshot};
 
 #[wasm_bindgen(module = "/src/wasm/browser.js")]

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use replay_client::core::fold::ViewChange;
-use replay_client::core::machine::{Action, Client, Config, FetchKind, Notice, RequestId};
+use replay_client::core::machine::{Action, Config, FetchKind, Machine, Notice, RequestId};
 use replay_client::core::protocol::*;
 
 use super::events::*;
@@ -12,7 +12,7 @@ pub const EPOCH: &str = "e1";
 pub const BOOT: &str = "b1";
 
 pub struct Rig {
-    pub c: Client,
+    pub c: Machine,
     pub now: u64,
     pub stream: Option<RequestId>,
     /// The oldest fetch in flight: the page the machine is waiting for.
@@ -25,7 +25,7 @@ pub struct Rig {
 
 impl Rig {
     pub fn with(cfg: Config, stored: Option<&[u8]>) -> Self {
-        let c = Client::new(cfg, stored, 0);
+        let c = Machine::new(cfg, stored, 0);
         let mut r = Rig {
             c,
             now: 0,

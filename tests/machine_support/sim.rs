@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use replay_client::core::fold::View;
 use replay_client::core::machine::{
-    Action, Client, Config, FetchKind, Lifecycle, Notice, SplitMix64, State,
+    Action, Config, FetchKind, Lifecycle, Machine, Notice, SplitMix64, State,
 };
 use replay_client::core::protocol::*;
 use replay_client::core::transcript::{fold, transcript_eq};
@@ -187,7 +187,7 @@ pub struct Sim {
     pub c: Chooser,
     pub now: u64,
     pub server: Server,
-    pub client: Client,
+    pub client: Machine,
     pub cfg: Config,
     pub stored: Option<Vec<u8>>,
     pub script: VecDeque<Step>,
@@ -215,7 +215,7 @@ impl Sim {
         cfg.seed = seed ^ 0xabc;
         cfg.replay_page_limit = 1 + c.pick(7);
         cfg.buffer_limit = 4 + c.pick(60) as usize;
-        let client = Client::new(cfg.clone(), None, 0);
+        let client = Machine::new(cfg.clone(), None, 0);
         let mut sim = Sim {
             c,
             now: 0,
@@ -269,7 +269,7 @@ impl Sim {
 
     /// A client built from persisted bytes shows exactly the oracle at its cursor.
     fn check_restored(&self, bytes: &[u8]) {
-        let c = Client::new(self.cfg.clone(), Some(bytes), self.now);
+        let c = Machine::new(self.cfg.clone(), Some(bytes), self.now);
         let Some(epoch) = c.epoch() else {
             assert_eq!(c.cursor(), 0);
             return;
@@ -503,7 +503,7 @@ impl Sim {
 
     fn reload(&mut self) {
         self.server.forget_requests();
-        self.client = Client::new(self.cfg.clone(), self.stored.as_deref(), self.now);
+        self.client = Machine::new(self.cfg.clone(), self.stored.as_deref(), self.now);
         self.unauthorized_used = false;
         self.last = (String::new(), 0);
         self.pump();

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
-use replay_client::core::machine::{Action, Client, Config, FetchKind, RequestId, Target};
+use replay_client::core::machine::{Action, Config, FetchKind, Machine, RequestId, Target};
 use replay_client::core::protocol::*;
 use replay_client::core::share::{Delivery, Output, Share, ShareConfig};
 use serde_json::json;
@@ -242,7 +242,7 @@ impl Server {
 /// One tab: a hub and its machines.
 pub struct Ctx {
     pub share: Share,
-    pub machines: Vec<(u64, Client)>,
+    pub machines: Vec<(u64, Machine)>,
     pub inbox: VecDeque<Vec<u8>>,
     pub alive: bool,
     /// Every delivery kind a machine got, per machine key (for assertions).
@@ -300,12 +300,12 @@ impl World {
     pub fn follow(&mut self, ctx: usize, sid: &str, stored: Option<&[u8]>) -> u64 {
         self.next_machine += 1;
         let key = self.next_machine;
-        let c = Client::new(machine_config(sid, key), stored, self.now);
+        let c = Machine::new(machine_config(sid, key), stored, self.now);
         self.ctxs[ctx].machines.push((key, c));
         key
     }
 
-    pub fn machine(&self, ctx: usize, key: u64) -> &Client {
+    pub fn machine(&self, ctx: usize, key: u64) -> &Machine {
         &self.ctxs[ctx]
             .machines
             .iter()
@@ -314,7 +314,7 @@ impl World {
             .1
     }
 
-    pub fn machine_mut(&mut self, ctx: usize, key: u64) -> &mut Client {
+    pub fn machine_mut(&mut self, ctx: usize, key: u64) -> &mut Machine {
         &mut self.ctxs[ctx]
             .machines
             .iter_mut()
@@ -551,7 +551,7 @@ impl World {
 
     /// What a fresh client restored from the server's replay shows.
     pub fn reference(&self, sid: &str) -> Transcript {
-        let mut m = Client::new(machine_config(sid, 7), None, 0);
+        let mut m = Machine::new(machine_config(sid, 7), None, 0);
         let mut steps = 0;
         while let Some(a) = m.poll_action() {
             steps += 1;

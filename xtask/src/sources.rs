@@ -4,7 +4,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Every `.rs` file under `root`, at any depth.
+/// Every `.rs` file of the crate whose sources are under `root`, at any
+/// depth, except those of a crate nested in it (a folder with its own
+/// `Cargo.toml`: `src/core/` is the crate `replay-core`).
 pub fn rust_files(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut dirs = vec![root.to_path_buf()];
@@ -12,7 +14,9 @@ pub fn rust_files(root: &Path) -> Vec<PathBuf> {
         for entry in fs::read_dir(&dir).expect("a source folder").flatten() {
             let path = entry.path();
             if path.is_dir() {
-                dirs.push(path);
+                if !path.join("Cargo.toml").exists() {
+                    dirs.push(path);
+                }
             } else if path.extension().is_some_and(|e| e == "rs") {
                 out.push(path);
             }

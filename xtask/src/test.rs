@@ -126,8 +126,10 @@ fn in_chromium(only: Option<&str>) -> Result {
         "-p",
         "replay-client",
     ];
-    if let Some(target) = only {
-        args.extend(["--test", target]);
+    match only {
+        Some(target) => args.extend(["--test", target]),
+        // The core crate's own unit tests, in the same browser.
+        None => args.extend(["-p", "replay-core"]),
     }
     run_in(
         &root(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use replay_client::core::protocol::{Envelope, Event, Scope};
+use replay_core::protocol::{Envelope, Event, Scope};
 use serde::Deserialize;
 use serde_json::{json, Value};
 

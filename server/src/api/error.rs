@@ -5,7 +5,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use replay_client::core::protocol::ErrorBody;
+use replay_core::protocol::ErrorBody;
 use serde::de::DeserializeOwned;
 
 use crate::store::StoreError;

@@ -18,7 +18,7 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
-use replay_client::core::protocol::Scope;
+use replay_core::protocol::Scope;
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 

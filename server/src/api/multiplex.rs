@@ -16,8 +16,8 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
-use replay_client::core::json::RawJson;
-use replay_client::core::protocol::{ErrorBody, Event};
+use replay_core::json::RawJson;
+use replay_core::protocol::{ErrorBody, Event};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 

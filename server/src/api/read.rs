@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::Json;
-use replay_client::core::protocol::{Envelope, EventPage, ReplayPage, Scope};
+use replay_core::protocol::{Envelope, EventPage, ReplayPage, Scope};
 use serde_json::json;
 
 use super::error::ApiError;
@@ -126,7 +126,7 @@ fn page_of(
 pub(super) async fn transcript(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-) -> Result<Json<replay_client::core::protocol::Transcript>, ApiError> {
+) -> Result<Json<replay_core::protocol::Transcript>, ApiError> {
     let max = app.cfg.transcript_max_events;
     app.log
         .read(move |snap| {

@@ -12,7 +12,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
-use replay_client::core::protocol::{Envelope, Event, Heartbeat, Hello, LiveTurnSnapshot, Scope};
+use replay_core::protocol::{Envelope, Event, Heartbeat, Hello, LiveTurnSnapshot, Scope};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use replay_client::core::protocol::{
+use replay_core::protocol::{
     AnswerQuestion, CancelAccepted, CancelTurn, CreateSession, Event, MessageAccepted, PostMessage,
     Scope, SessionCreated, SessionCreatedReply,
 };

@@ -9,7 +9,7 @@ mod read;
 
 use std::collections::HashMap;
 
-use replay_client::core::protocol::{
+use replay_core::protocol::{
     BackgroundWait, Envelope, Event, MessageCommitted, Role, Scope, Task, TaskState, TasksSnapshot,
 };
 use rusqlite::{params, Connection, OptionalExtension};
@@ -617,7 +617,7 @@ fn project(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use replay_client::core::protocol::{ProcessStarted, SessionCreated, TurnRef};
+    use replay_core::protocol::{ProcessStarted, SessionCreated, TurnRef};
 
     #[test]
     fn seq_is_dense_per_scope_and_ids_global() {

@@ -2,7 +2,7 @@
 //! lock) or a pooled reader's. A [`Snapshot`] is one read transaction, so
 //! everything read through it describes the same committed state.
 
-use replay_client::core::protocol::{BackgroundWait, Envelope, Event, Scope, Task, TasksSnapshot};
+use replay_core::protocol::{BackgroundWait, Envelope, Event, Scope, Task, TasksSnapshot};
 use rusqlite::{params, CachedStatement, Connection, OptionalExtension, Params, Row, Transaction};
 
 use super::{scope_from_str, LogInfo, ProcessRow, StoreResult};

@@ -7,8 +7,8 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use replay_client::core::protocol::{Envelope, Event};
-use replay_client::core::sse::{SseItem, SseParser};
+use replay_core::protocol::{Envelope, Event};
+use replay_core::sse::{SseItem, SseParser};
 use replay_server::{Config, Running};
 use reqwest::StatusCode;
 use serde_json::{json, Value};

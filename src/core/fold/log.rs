@@ -6,13 +6,13 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
 
 use super::ViewChange;
-use crate::core::json::{FromJson, JsonError, RawJson, Reader};
-use crate::core::protocol::{Envelope, Event, Scope};
+use crate::json::{FromJson, JsonError, RawJson, Reader};
+use crate::protocol::{Envelope, Event, Scope};
 
 /// One event as a log keeps it: the envelope with its `data` as JSON text.
 ///
 /// The machine reads log targets with
-/// [`json::from_str_opaque`](crate::core::json::from_str_opaque), so
+/// [`json::from_str_opaque`](crate::json::from_str_opaque), so
 /// every payload arrives as text and is kept without being re-encoded (the
 /// wasm carries no encoder for typed payloads). A typed envelope given to a
 /// log directly keeps `null` as its data.
@@ -56,7 +56,7 @@ impl LogEntry {
     }
 
     /// Decodes the payload (for apps that want the typed event).
-    pub fn event(&self) -> Result<Event, crate::core::json::JsonError> {
+    pub fn event(&self) -> Result<Event, crate::json::JsonError> {
         Event::read_data(&self.type_name, Some(self.data.as_str()))
     }
 }
@@ -230,10 +230,10 @@ mod tests {
         let pairs: Vec<_> = c.iter().collect();
         assert_eq!(pairs, [("a.y", 2), ("b.x", 3), ("c.z", 1)]);
         assert_eq!(c.get("missing"), 0);
-        let text = crate::core::json::to_string(&c).unwrap();
+        let text = crate::json::to_string(&c).unwrap();
         assert_eq!(text, r#"{"a.y":2,"b.x":3,"c.z":1}"#);
         // Any key order reads back sorted.
-        let back: TypeCounts = crate::core::json::from_str(r#"{"c.z":1,"b.x":3,"a.y":2}"#).unwrap();
+        let back: TypeCounts = crate::json::from_str(r#"{"c.z":1,"b.x":3,"a.y":2}"#).unwrap();
         assert_eq!(back, c);
     }
 }

@@ -16,8 +16,8 @@ pub use session::SessionView;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::json::{FromJson, JsonError, Reader};
-use crate::core::protocol::{Envelope, LiveTurn, TasksSnapshot};
+use crate::json::{FromJson, JsonError, Reader};
+use crate::protocol::{Envelope, LiveTurn, TasksSnapshot};
 
 /// The folded state of one machine's target. Serialised externally tagged
 /// (`{"session": {...}}`): an internal tag would buffer the envelopes of a

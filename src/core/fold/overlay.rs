@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::protocol::{LiveTool, LiveTurn, LiveTurnState, PendingQuestion, TurnDelta};
+use crate::protocol::{LiveTool, LiveTurn, LiveTurnState, PendingQuestion, TurnDelta};
 
 /// The uncommitted tail of a running turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -151,8 +151,8 @@ impl<'de> Deserialize<'de> for TailText {
     }
 }
 
-impl crate::core::json::FromJson for TailText {
-    fn read(r: &mut crate::core::json::Reader<'_>) -> Result<Self, crate::core::json::JsonError> {
+impl crate::json::FromJson for TailText {
+    fn read(r: &mut crate::json::Reader<'_>) -> Result<Self, crate::json::JsonError> {
         String::read(r).map(TailText::from)
     }
 }
@@ -268,7 +268,7 @@ impl Overlay {
     }
 }
 
-// The persisted state is read with the client's small reader (crate::core::json).
+// The persisted state is read with the client's small reader (crate::json).
 crate::json_struct!(Overlay {
     turn_id: req,
     message_id: req,
@@ -367,8 +367,8 @@ mod tests {
             deferred > 5_000,
             "the cut bytes were removed at {deferred} deltas"
         );
-        let stored = crate::core::json::to_string(&o).unwrap();
-        let back: Overlay = crate::core::json::from_str(&stored).unwrap();
+        let stored = crate::json::to_string(&o).unwrap();
+        let back: Overlay = crate::json::from_str(&stored).unwrap();
         assert_eq!(
             (back.text.as_str(), back.text_offset),
             (o.text.as_str(), o.text_offset)

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::hash::{IdMap, IdSet};
 use super::overlay::{InterruptedTurn, Overlay};
 use super::ViewChange;
-use crate::core::json::{FromJson, JsonError, Reader};
-use crate::core::protocol::{
+use crate::json::{FromJson, JsonError, Reader};
+use crate::protocol::{
     Envelope, Event, LiveTurn, PendingPrompt, TasksSnapshot, ToolStatus, Transcript,
     TranscriptItem, REASON_WORKER_RESTART,
 };

@@ -40,12 +40,12 @@ macro_rules! wire_struct {
             )*
         }
 
-        impl $crate::core::json::FromJson for $name {
+        impl $crate::json::FromJson for $name {
             fn read(
-                r: &mut $crate::core::json::Reader<'_>,
-            ) -> Result<Self, $crate::core::json::JsonError> {
+                r: &mut $crate::json::Reader<'_>,
+            ) -> Result<Self, $crate::json::JsonError> {
                 $( let mut $field: Option<$ty> = None; )*
-                let slots: &mut [&mut dyn $crate::core::json::Slot] = &mut [$( &mut $field ),*];
+                let slots: &mut [&mut dyn $crate::json::Slot] = &mut [$( &mut $field ),*];
                 r.fields(
                     &[$( stringify!($field) ),*],
                     &[$( $crate::wire_struct!(@required $($default)?) ),*],
@@ -56,10 +56,10 @@ macro_rules! wire_struct {
 
             fn read_into(
                 &mut self,
-                r: &mut $crate::core::json::Reader<'_>,
-            ) -> Result<(), $crate::core::json::JsonError> {
+                r: &mut $crate::json::Reader<'_>,
+            ) -> Result<(), $crate::json::JsonError> {
                 let $name { $( $field ),* } = self;
-                $( let mut $field = $crate::core::json::InPlace($field, false); )*
+                $( let mut $field = $crate::json::InPlace($field, false); )*
                 r.fields(
                     &[$( stringify!($field) ),*],
                     &[$( $crate::wire_struct!(@required $($default)?) ),*],
@@ -71,12 +71,12 @@ macro_rules! wire_struct {
         }
 
         #[cfg(all(test, not(target_arch = "wasm32")))]
-        impl $crate::core::json::arb::Arb for $name {
+        impl $crate::json::arb::Arb for $name {
             fn arb() -> proptest::strategy::BoxedStrategy<Self> {
                 use proptest::strategy::Strategy;
                 (
                     proptest::strategy::Just(()),
-                    $( <$ty as $crate::core::json::arb::Arb>::arb(), )*
+                    $( <$ty as $crate::json::arb::Arb>::arb(), )*
                 )
                     .prop_map(|((), $( $field, )*)| $name { $( $field ),* })
                     .boxed()
@@ -85,7 +85,7 @@ macro_rules! wire_struct {
     };
     (@take $field:ident $ty:ty) => {{
         const _: () = assert!(
-            !<$ty as $crate::core::json::FromJson>::OPTIONAL,
+            !<$ty as $crate::json::FromJson>::OPTIONAL,
             concat!("`", stringify!($field), "` is an Option: declare it `= default`, as serde reads it"),
         );
         // `fields` has checked that a required slot is filled.
@@ -134,14 +134,14 @@ macro_rules! wire_enum {
             }
         }
 
-        impl $crate::core::json::FromJson for $name {
+        impl $crate::json::FromJson for $name {
             fn read(
-                r: &mut $crate::core::json::Reader<'_>,
-            ) -> Result<Self, $crate::core::json::JsonError> {
+                r: &mut $crate::json::Reader<'_>,
+            ) -> Result<Self, $crate::json::JsonError> {
                 let at = r.pos();
                 match &*r.string()? {
                     $( $wire => Ok($name::$variant), )*
-                    _ => Err($crate::core::json::JsonError::Type(
+                    _ => Err($crate::json::JsonError::Type(
                         at,
                         concat!("a known ", stringify!($name)),
                     )),
@@ -150,7 +150,7 @@ macro_rules! wire_enum {
         }
 
         #[cfg(all(test, not(target_arch = "wasm32")))]
-        impl $crate::core::json::arb::Arb for $name {
+        impl $crate::json::arb::Arb for $name {
             fn arb() -> proptest::strategy::BoxedStrategy<Self> {
                 use proptest::strategy::Strategy;
                 proptest::sample::select(vec![$( $name::$variant ),*]).boxed()
@@ -202,17 +202,17 @@ macro_rules! wire_tagged {
             )*
         }
 
-        impl $crate::core::json::FromJson for $name {
+        impl $crate::json::FromJson for $name {
             fn read(
-                r: &mut $crate::core::json::Reader<'_>,
-            ) -> Result<Self, $crate::core::json::JsonError> {
+                r: &mut $crate::json::Reader<'_>,
+            ) -> Result<Self, $crate::json::JsonError> {
                 let at = r.pos();
                 let kind = r.tag($tag)?;
                 match &*kind {
                     $(
                         $wire => {
                             $( let mut $field: Option<$ty> = None; )*
-                            let slots: &mut [&mut dyn $crate::core::json::Slot] =
+                            let slots: &mut [&mut dyn $crate::json::Slot] =
                                 &mut [$( &mut $field ),*];
                             r.fields(
                                 &[$( stringify!($field) ),*],
@@ -224,7 +224,7 @@ macro_rules! wire_tagged {
                             })
                         }
                     )*
-                    _ => Err($crate::core::json::JsonError::Type(
+                    _ => Err($crate::json::JsonError::Type(
                         at,
                         concat!("a known ", stringify!($name), " ", $tag),
                     )),
@@ -233,14 +233,14 @@ macro_rules! wire_tagged {
         }
 
         #[cfg(all(test, not(target_arch = "wasm32")))]
-        impl $crate::core::json::arb::Arb for $name {
+        impl $crate::json::arb::Arb for $name {
             fn arb() -> proptest::strategy::BoxedStrategy<Self> {
                 use proptest::strategy::Strategy;
                 proptest::strategy::Union::new(vec![
                     $(
                         (
                             proptest::strategy::Just(()),
-                            $( <$ty as $crate::core::json::arb::Arb>::arb(), )*
+                            $( <$ty as $crate::json::arb::Arb>::arb(), )*
                         )
                             .prop_map(|((), $( $field, )*)| $name::$variant { $( $field ),* })
                             .boxed(),

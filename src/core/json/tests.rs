@@ -8,9 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::{from_str, FromJson, JsonError, RawJson};
-use crate::core::protocol::{
-    Envelope, ErrorBody, LiveTurn, ReplayPage, TasksSnapshot, TranscriptItem,
-};
+use crate::protocol::{Envelope, ErrorBody, LiveTurn, ReplayPage, TasksSnapshot, TranscriptItem};
 
 fn same<T: FromJson + DeserializeOwned + PartialEq + std::fmt::Debug>(text: &str) {
     let ours = from_str::<T>(text);
@@ -150,7 +148,7 @@ fn errors_name_the_problem() {
     assert_eq!(from_str::<RawJson>("[1,"), Err(JsonError::Syntax(3)));
     // The first required field missing, in declaration order, by its key
     // (`type_name` is read from `type`); optional ones may be absent.
-    use crate::core::machine::LastApplied;
+    use crate::machine::LastApplied;
     assert_eq!(
         from_str::<LastApplied>(r#"{"seq":3}"#),
         Err(JsonError::Missing("type"))

@@ -15,8 +15,8 @@
 
 use super::backoff::{parse_retry_after, MAX_RETRY_HINT_MS};
 use super::error::CoreError;
-use crate::core::json;
-use crate::core::protocol::ErrorBody;
+use crate::json;
+use crate::protocol::ErrorBody;
 
 /// At most this many characters of a body that is not an error JSON are
 /// kept as the error's message (a proxy's HTML page says who refused).

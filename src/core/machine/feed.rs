@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::error::ErrorInfo;
 use super::types::{Notice, State, Status};
 
-/// How many notices [`Client::recent_notices`](super::Client::recent_notices)
+/// How many notices [`Machine::recent_notices`](super::Machine::recent_notices)
 /// keeps (oldest dropped first).
 pub const NOTICE_CAPACITY: usize = 50;
 

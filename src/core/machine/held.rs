@@ -5,8 +5,8 @@
 //! newest summary of each kind is kept, so nothing piles up however long the
 //! barrier stays up.
 
-use super::{Client, Frame};
-use crate::core::protocol::Event;
+use super::{Frame, Machine};
+use crate::protocol::Event;
 
 /// How many summaries (kinds of held frames) may follow the buffer's bound:
 /// the missing-events marker, the delta marker, the two snapshot kinds, and
@@ -21,7 +21,7 @@ fn overflow_kind(frame: &Frame) -> Option<&str> {
     }
 }
 
-impl Client {
+impl Machine {
     /// Rule 10 and the barrier's bound. Up to [`Config::buffer_limit`]
     /// frames are held as they come. Beyond it (a restore or repair that
     /// keeps failing while the stream goes on) nothing piles up: droppable

@@ -5,8 +5,8 @@
 use super::classify::{classify, HttpClass};
 use super::error::CoreError;
 use super::types::{Action, FetchKind, Lifecycle, Notice, RequestId};
-use super::{paths, Client, FetchSlot, Mode, StreamConn};
-use crate::core::sse::{SseItem, SseParser};
+use super::{paths, FetchSlot, Machine, Mode, StreamConn};
+use crate::sse::{SseItem, SseParser};
 
 /// How the runtime looks from the request that gates progress (the page
 /// fetch behind a barrier, else the stream), for the status.
@@ -28,7 +28,7 @@ enum Req {
     Prefetch,
 }
 
-impl Client {
+impl Machine {
     pub(super) fn alloc_id(&mut self) -> RequestId {
         self.next_id += 1;
         RequestId(self.next_id)
@@ -311,7 +311,7 @@ impl Client {
             return;
         }
         let ct = content_type.unwrap_or("");
-        if !crate::core::sse::is_event_stream(ct) {
+        if !crate::sse::is_event_stream(ct) {
             self.actions.push_back(Action::Abort { id });
             self.stream_retry(Some(CoreError::WrongContentType(ct.to_owned())), None, now);
             return;
@@ -342,7 +342,7 @@ impl Client {
             match item {
                 SseItem::Event(ev) => self.on_sse_event(ev, now),
                 SseItem::Retry(ms) => self.sse_retry = Some(ms),
-                SseItem::Error(crate::core::sse::SseError::EventTooLarge { limit, size }) => {
+                SseItem::Error(crate::sse::SseError::EventTooLarge { limit, size }) => {
                     // A skipped durable event shows up as a gap and is repaired.
                     let error = CoreError::EventTooLarge { limit, size }.info();
                     self.notices.push_back(Notice::FrameSkipped { error });

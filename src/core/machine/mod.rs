@@ -1,12 +1,12 @@
 //! The client state machine (PROTOCOL.md §6, rules 1–11), sans-IO.
 //!
-//! One [`Client`] follows one [`Target`]. It never touches the network or a
+//! One [`Machine`] follows one [`Target`]. It never touches the network or a
 //! clock: the IO layer feeds it inputs (`handle_*`, each with `now` in ms of
 //! the caller's wall clock), then drains its outputs in this order:
-//! [`poll_action`](Client::poll_action) until `None`,
-//! [`poll_notice`](Client::poll_notice), [`poll_view_change`](Client::poll_view_change),
-//! and finally arms one timer at [`poll_timeout`](Client::poll_timeout) that
-//! calls [`handle_timeout`](Client::handle_timeout).
+//! [`poll_action`](Machine::poll_action) until `None`,
+//! [`poll_notice`](Machine::poll_notice), [`poll_view_change`](Machine::poll_view_change),
+//! and finally arms one timer at [`poll_timeout`](Machine::poll_timeout) that
+//! calls [`handle_timeout`](Machine::handle_timeout).
 //!
 //! Every request the machine wants is an [`Action`] with a fresh
 //! [`RequestId`]; answers for ids it no longer cares about (an aborted stream,
@@ -38,9 +38,9 @@ pub use writes::{Write, WriteDone, WriteId, WriteOutcome};
 
 use std::collections::VecDeque;
 
-use crate::core::fold::{View, ViewChange};
-use crate::core::protocol::{Envelope, EventPage, ReplayPage, Transcript};
-use crate::core::sse::SseParser;
+use crate::fold::{View, ViewChange};
+use crate::protocol::{Envelope, EventPage, ReplayPage, Transcript};
+use crate::sse::SseParser;
 
 /// What the cursor logic is doing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,7 +110,7 @@ struct Prefetch {
 
 /// The client state machine for one target. See the module docs.
 #[derive(Debug)]
-pub struct Client {
+pub struct Machine {
     cfg: Config,
     pos: Position,
     view: View,
@@ -174,13 +174,13 @@ pub struct Client {
     writes: writes::Writes,
 }
 
-impl Client {
+impl Machine {
     /// Starts following `config.target`. `stored` is the last value of an
     /// [`Action::Persist`]; a corrupt or foreign one is discarded with a
     /// [`Notice::StorageDiscarded`] and the scope is restored from 0. The
     /// first actions (stream + backlog) are queued at once (rule 2).
     pub fn new(config: Config, stored: Option<&[u8]>, now: u64) -> Self {
-        let mut c = Client::idle(config, now);
+        let mut c = Machine::idle(config, now);
         c.begin(stored, now);
         c.after_input(now);
         c
@@ -194,7 +194,7 @@ impl Client {
     /// client then starts without it, keeping its state in memory, with a
     /// [`Notice::StorageFallback`]). Lifecycle inputs meanwhile are kept.
     pub fn load(config: Config, now: u64) -> Self {
-        let mut c = Client::idle(config, now);
+        let mut c = Machine::idle(config, now);
         c.loading = Some(now.saturating_add(c.cfg.storage_timeout_ms));
         c.actions.push_back(Action::LoadStored);
         c.after_input(now);
@@ -221,7 +221,7 @@ impl Client {
         }
     }
 
-    /// True while the stored value is being read ([`Client::load`]).
+    /// True while the stored value is being read ([`Machine::load`]).
     pub fn is_loading(&self) -> bool {
         self.loading.is_some()
     }
@@ -262,7 +262,7 @@ impl Client {
     /// A machine with nothing loaded and nothing asked for yet.
     fn idle(config: Config, now: u64) -> Self {
         let view = View::empty(config.target.is_session(), config.log_capacity);
-        Client {
+        Machine {
             parser: SseParser::with_max_event_size(config.max_event_size),
             spare: None,
             spare_replay: None,
@@ -399,7 +399,7 @@ impl Client {
     }
 
     /// A non-2xx answer to any request, with its `Retry-After` header and body
-    /// (an [`ErrorBody`](crate::core::protocol::ErrorBody) when JSON).
+    /// (an [`ErrorBody`](crate::protocol::ErrorBody) when JSON).
     pub fn handle_http_error(
         &mut self,
         id: RequestId,
@@ -544,7 +544,7 @@ impl Client {
         Some(c)
     }
 
-    /// The changes a restore withholds from [`Client::poll_view_change`],
+    /// The changes a restore withholds from [`Machine::poll_view_change`],
     /// since the last call: for preparing UI objects while the backlog is
     /// still arriving, so the one repaint at its end is cheap. Each restore
     /// starts with `reset` (stage from the whole view); the input that
@@ -701,7 +701,7 @@ impl Client {
             return State::Offline;
         }
         // A failed request, waiting or being retried, shows as such even
-        // behind a barrier (see `Client::reach`).
+        // behind a barrier (see `Machine::reach`).
         match self.reach() {
             io::Reach::Waiting => return State::Backoff,
             io::Reach::Retrying => return State::Connecting,

@@ -1,7 +1,7 @@
 //! Every URL path and query the machine asks for (PROTOCOL.md §4).
 
 use super::types::Target;
-use crate::core::protocol::Scope;
+use crate::protocol::Scope;
 
 /// Percent-encodes a path segment (ids are normally plain; be safe anyway).
 fn segment(out: &mut String, s: &str) {

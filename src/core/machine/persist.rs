@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::error::CoreError;
 use super::types::Target;
-use crate::core::fold::View;
-use crate::core::json;
+use crate::fold::View;
+use crate::json;
 
 /// Version of the stored format; another version is discarded.
 pub const STORAGE_VERSION: u32 = 1;
@@ -240,7 +240,7 @@ mod tests {
     #[test]
     fn the_head_of_an_encoded_value_is_its_epoch_and_cursor() {
         let target = Target::Scoped {
-            scope: crate::core::protocol::Scope::Session,
+            scope: crate::protocol::Scope::Session,
             scope_id: "s".into(),
         };
         let pos = Position {

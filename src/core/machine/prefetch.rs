@@ -19,9 +19,9 @@
 //! never pipelined.
 
 use super::types::{Action, FetchKind, RequestId};
-use super::{paths, Client, FetchSlot, Mode, Prefetch};
+use super::{paths, FetchSlot, Machine, Mode, Prefetch};
 
-impl Client {
+impl Machine {
     /// The path of the page of `kind` after `after`.
     pub(super) fn page_path(&self, kind: FetchKind, after: u64, limit: u32) -> String {
         match kind {

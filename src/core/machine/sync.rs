@@ -4,11 +4,11 @@
 use super::error::CoreError;
 use super::persist::{LastApplied, Position};
 use super::types::{FetchKind, Notice, Target};
-use super::{Client, Frame, Mode};
-use crate::core::fold::{View, ViewChange};
-use crate::core::json::{self, JsonError};
-use crate::core::protocol::{Envelope, Event, EventPage, Hello, ReplayPage};
-use crate::core::sse::SseEventRef;
+use super::{Frame, Machine, Mode};
+use crate::fold::{View, ViewChange};
+use crate::json::{self, JsonError};
+use crate::protocol::{Envelope, Event, EventPage, Hello, ReplayPage};
+use crate::sse::SseEventRef;
 
 /// What applying one frame led to.
 enum Step {
@@ -19,7 +19,7 @@ enum Step {
     },
 }
 
-impl Client {
+impl Machine {
     pub(super) fn scoped(&self) -> bool {
         matches!(self.cfg.target, Target::Scoped { .. })
     }

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::ErrorInfo;
-use crate::core::protocol::Scope;
+use crate::protocol::Scope;
 
 /// What one machine follows: a scoped log, or the global list.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -201,7 +201,7 @@ pub enum Action {
         id: RequestId,
     },
     /// Store these bytes (one value: epoch, cursor and state together),
-    /// replacing the previous value; pass them back to `Client::new`.
+    /// replacing the previous value; pass them back to `Machine::new`.
     Persist(Vec<u8>),
     /// Obtain fresh credentials before performing the actions after this one.
     RefreshCredentials,
@@ -217,7 +217,7 @@ pub enum Action {
         body: String,
     },
     /// Read the stored value; answer with `handle_stored` or
-    /// `handle_storage_failed` (see [`Client::load`](super::Client::load)).
+    /// `handle_storage_failed` (see [`Machine::load`](super::Machine::load)).
     LoadStored,
     /// Delete the stored value (it was unusable).
     RemoveStored,

@@ -1,6 +1,6 @@
 //! The application's writes (PROTOCOL.md §4.4) as machine work: a write
-//! enters as [`Client::handle_write`], leaves as [`Action::Post`] requests,
-//! and ends as one [`WriteDone`] from [`Client::poll_write_done`].
+//! enters as [`Machine::handle_write`], leaves as [`Action::Post`] requests,
+//! and ends as one [`WriteDone`] from [`Machine::poll_write_done`].
 //!
 //! Every write carries what makes a repeat harmless (rule 11): a message its
 //! client-chosen `message_id`, an answer its question, a cancel the turn it
@@ -11,11 +11,9 @@ use super::backoff::Backoff;
 use super::classify::{classify, HttpClass};
 use super::error::CoreError;
 use super::types::{Action, RequestId};
-use super::{paths, Client};
-use crate::core::json;
-use crate::core::protocol::{
-    AnswerQuestion, CancelAccepted, CancelTurn, MessageAccepted, PostMessage,
-};
+use super::{paths, Machine};
+use crate::json;
+use crate::protocol::{AnswerQuestion, CancelAccepted, CancelTurn, MessageAccepted, PostMessage};
 
 /// A write the application asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,7 +33,7 @@ pub enum Write {
         answer: String,
     },
     /// `POST /v1/sessions/{id}/cancel`: stops `turn_id`, or, when `None`, the
-    /// turn the view shows as live (see [`Client::handle_write`]).
+    /// turn the view shows as live (see [`Machine::handle_write`]).
     Cancel {
         /// The turn to stop.
         turn_id: Option<String>,
@@ -67,7 +65,7 @@ pub struct WriteId(pub u64);
 /// A write that ended, for good or not.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WriteDone {
-    /// The write, as [`Client::handle_write`] returned it.
+    /// The write, as [`Machine::handle_write`] returned it.
     pub id: WriteId,
     /// Its outcome, or the error that ended it.
     pub result: Result<WriteOutcome, CoreError>,
@@ -135,7 +133,7 @@ enum Verdict {
     Refresh,
 }
 
-impl Client {
+impl Machine {
     /// Starts a write; its outcome comes from [`poll_write_done`](Self::poll_write_done).
     /// Writes need a session target; after [`close`](Self::close) they fail
     /// with `closed`. A `Cancel` without a turn names the turn the view shows

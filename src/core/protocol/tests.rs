@@ -116,8 +116,8 @@ mod round_trip {
     use serde::de::DeserializeOwned;
 
     use super::super::*;
-    use crate::core::json::arb::Arb;
-    use crate::core::json::FromJson;
+    use crate::json::arb::Arb;
+    use crate::json::FromJson;
 
     /// Both writers write the same text, and both readers read the value back.
     fn round_trip<T>(v: &T) -> Result<(), TestCaseError>

@@ -6,9 +6,9 @@ use super::mux::{Mux, MAX_SUBS};
 use super::route::key_of;
 use super::wire::{Body, EndReason};
 use super::{Output, Role, Share, Subs, SET_DEBOUNCE_MS};
-use crate::core::machine::{CoreError, RequestId};
-use crate::core::protocol::Event;
-use crate::core::sse::{SseEvent, SseItem};
+use crate::machine::{CoreError, RequestId};
+use crate::protocol::Event;
+use crate::sse::{SseEvent, SseItem};
 
 /// Which connection an input is about.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,7 @@ impl Share {
             return;
         }
         let ct = content_type.unwrap_or("");
-        if !crate::core::sse::is_event_stream(ct) {
+        if !crate::sse::is_event_stream(ct) {
             self.out.push_back(Output::AbortMux { id });
             let why = EndReason::Failed(format!("wrong content type: `{ct}`"));
             self.mux_lost(id, why, 0, now);

@@ -1,6 +1,6 @@
 //! One connection per browser (PROTOCOL.md §4.6, §6 rule 12), sans-IO.
 //!
-//! Every followed scope keeps its own [`machine::Client`](crate::core::machine::Client).
+//! Every followed scope keeps its own [`machine::Machine`](crate::machine::Machine).
 //! A machine's `OpenStream`/`Abort` for a scoped target go to the [`Share`]
 //! hub instead of the network; the hub answers with a virtual stream under
 //! the same [`RequestId`]: [`Output::Deliver`] of [`Delivery`] values that
@@ -37,12 +37,12 @@ pub use subs::Subs;
 
 use std::collections::VecDeque;
 
-use crate::core::json;
-use crate::core::machine::{
+use crate::json;
+use crate::machine::{
     parse_retry_after, Action, Backoff, BackoffConfig, CoreError, RequestId, SplitMix64, Target,
 };
-use crate::core::protocol::Envelope;
-use crate::core::sse::{SseEvent, SseItem};
+use crate::protocol::Envelope;
+use crate::sse::{SseEvent, SseItem};
 use mux::Mux;
 use route::{target_key, Router};
 use wire::Body;

@@ -3,8 +3,8 @@
 
 use super::route::split_key;
 use super::subs::Subs;
-use crate::core::machine::RequestId;
-use crate::core::sse::SseParser;
+use crate::machine::RequestId;
+use crate::sse::SseParser;
 
 /// At most this many `sub`s in one request (PROTOCOL.md §4.6).
 pub const MAX_SUBS: usize = 64;

@@ -8,9 +8,9 @@ use std::collections::VecDeque;
 use super::subs::Subs;
 use super::wire::EndReason;
 use super::{Delivery, Output};
-use crate::core::json;
-use crate::core::machine::{RequestId, Target};
-use crate::core::protocol::{Envelope, Event, Scope};
+use crate::json;
+use crate::machine::{RequestId, Target};
+use crate::protocol::{Envelope, Event, Scope};
 
 /// The routing key of a scope: `session:ses_1`; the system scope is
 /// `system:` (its stream has no id).

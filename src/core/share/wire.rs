@@ -19,8 +19,8 @@ use std::borrow::Cow;
 
 use super::subs::Subs;
 use super::Delivery;
-use crate::core::json::{self, RawJson};
-use crate::core::machine::CoreError;
+use crate::json::{self, RawJson};
+use crate::machine::CoreError;
 
 /// The version this code writes and reads.
 pub const VERSION: u64 = 1;

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use axum::http::StatusCode;
-use replay_client::core::protocol::Scope;
+use replay_core::protocol::Scope;
 
 use crate::api::params::parse_cursor;
 use crate::api::ApiError;

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use super::to_string;
-use crate::core::json::{self, RawJson};
-use crate::core::protocol::{Envelope, LiveTurn, TasksSnapshot, TranscriptItem};
+use crate::json::{self, RawJson};
+use crate::protocol::{Envelope, LiveTurn, TasksSnapshot, TranscriptItem};
 
 fn same<T: Serialize + ?Sized>(v: &T) {
     let theirs = serde_json::to_string(v).expect("serde_json writes it");
