@@ -633,6 +633,33 @@ fn rule_9_unauthorized_refreshes_once_then_fails() {
 }
 
 #[test]
+fn rule_9_a_401_on_a_request_sent_before_the_refresh_retries_without_failing() {
+    // The stream and the first page go out together with the same cached
+    // token; both are refused. The first refusal refreshes; the second was
+    // sent with the token that refresh replaced, so it proves nothing about
+    // the new one: it is retried, with no second refresh.
+    let mut r = Rig::new();
+    r.http_error(true, 401, None, &error_body("unauthorized"));
+    let refreshes = |r: &Rig| {
+        r.log
+            .iter()
+            .filter(|a| matches!(a, Action::RefreshCredentials))
+            .count()
+    };
+    assert_eq!(refreshes(&r), 1);
+    r.http_error(false, 401, None, &error_body("unauthorized"));
+    assert_ne!(r.c.status().state, State::Failed, "{:?}", r.c.status());
+    assert_eq!(refreshes(&r), 1, "one refresh for one refused token");
+    assert!(
+        matches!(r.log.last(), Some(Action::Fetch { .. })),
+        "the page is asked again at once"
+    );
+    // A refusal of a request sent after the refresh is the second: it fails.
+    r.http_error(true, 401, None, &error_body("unauthorized"));
+    assert_eq!(r.c.status().state, State::Failed);
+}
+
+#[test]
 fn rule_9_other_4xx_stop_and_5xx_429_retry_honouring_retry_after() {
     let mut r = Rig::new();
     r.http_error(false, 404, None, &error_body("not_found"));

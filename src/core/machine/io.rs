@@ -399,13 +399,18 @@ impl Machine {
         }
         match classify(status, retry_after, body, now) {
             HttpClass::RefreshCredentials { error } => {
-                if self.auth_refreshed {
-                    self.fail(error);
-                    return;
+                match self.auth_refreshed_from {
+                    // Sent with the refreshed credentials: refused twice.
+                    Some(from) if id.0 >= from => return self.fail(error),
+                    // Sent before the refresh (requests run side by side):
+                    // try again with the new credentials, no second refresh.
+                    Some(_) => {}
+                    // Refresh once, then try again at once (rule 9).
+                    None => {
+                        self.auth_refreshed_from = Some(self.next_id + 1);
+                        self.actions.push_back(Action::RefreshCredentials);
+                    }
                 }
-                // Refresh once, then try again at once (rule 9).
-                self.auth_refreshed = true;
-                self.actions.push_back(Action::RefreshCredentials);
                 match req {
                     Req::Stream => self.open_stream(now),
                     Req::Fetch | Req::Prefetch => self.send_fetch(now),

@@ -147,7 +147,10 @@ pub struct Machine {
     spare_replay: Option<ReplayPage>,
     spare_events: Option<EventPage>,
     streams_opened: u64,
-    auth_refreshed: bool,
+    /// Since the last credentials refresh not yet followed by a success: the
+    /// first request id made after it. A refusal of an older request was of
+    /// the token that refresh replaced, and proves nothing about the new one.
+    auth_refreshed_from: Option<u64>,
     closed: bool,
     failed: bool,
     offline: bool,
@@ -287,7 +290,7 @@ impl Machine {
             fetch_backoff: Backoff::default(),
             sse_retry: None,
             streams_opened: 0,
-            auth_refreshed: false,
+            auth_refreshed_from: None,
             closed: false,
             failed: false,
             offline: false,

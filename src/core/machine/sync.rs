@@ -207,7 +207,7 @@ impl Machine {
             None => return,
         };
         self.stream_backoff.reset();
-        self.auth_refreshed = false;
+        self.auth_refreshed_from = None;
         if !self.check_epoch(&h.epoch, now) {
             return;
         }
@@ -438,7 +438,7 @@ impl Machine {
     }
 
     fn on_replay_page(&mut self, page: &mut ReplayPage, asked: u64, now: u64) {
-        self.auth_refreshed = false;
+        self.auth_refreshed_from = None;
         if !self.check_epoch(&page.epoch, now) {
             return;
         }
@@ -466,7 +466,7 @@ impl Machine {
     }
 
     fn on_event_page(&mut self, page: &mut EventPage, asked: u64, now: u64) {
-        self.auth_refreshed = false;
+        self.auth_refreshed_from = None;
         if !self.check_epoch(&page.epoch, now) {
             return;
         }
