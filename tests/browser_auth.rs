@@ -13,28 +13,46 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use replay_client::core::machine::State;
-use replay_client::wasm::{Client, StorageChoice, TokenFuture, WasmError};
+use replay_client::wasm::{Client, StorageChoice, TokenFuture, TokenRequest, WasmError};
 use serde_json::json;
 use support::*;
 use wasm_bindgen_test::wasm_bindgen_test;
 
-/// A client whose `getToken` counts its calls.
+/// A client whose `getToken` counts its calls (and those asking to refresh).
 fn counting_client(session: &str) -> (Client, Rc<Cell<u32>>) {
+    let (client, tokens) = counting_client_with_refreshes(session);
+    (client, tokens.calls)
+}
+
+/// How often a client's `getToken` was called, and asked for a fresh token.
+struct Tokens {
+    calls: Rc<Cell<u32>>,
+    refreshes: Rc<Cell<u32>>,
+}
+
+/// A client whose `getToken` counts its calls, and the calls asking for a
+/// fresh token.
+fn counting_client_with_refreshes(session: &str) -> (Client, Tokens) {
     let calls = Rc::new(Cell::new(0));
+    let refreshes = Rc::new(Cell::new(0));
     let counter = calls.clone();
+    let refresh_counter = refreshes.clone();
     let mut o = options(session, StorageChoice::Memory);
-    o.get_token = Some(Rc::new(move || -> TokenFuture {
+    o.get_token = Some(Rc::new(move |request: TokenRequest| -> TokenFuture {
+        if request.refresh {
+            refresh_counter.set(refresh_counter.get() + 1);
+        }
         counter.set(counter.get() + 1);
         let token = format!("token-{}", counter.get());
         Box::pin(async move { Ok(token) })
     }));
-    (Client::connect(o), calls)
+    (Client::connect(o), Tokens { calls, refreshes })
 }
 
 #[wasm_bindgen_test]
 async fn a_401_refreshes_credentials_once_and_recovers() {
     let session = create_session().await;
-    let (client, calls) = counting_client(&session);
+    let (client, Tokens { calls, refreshes }) = counting_client_with_refreshes(&session);
     assert!(wait_until(5_000, || client.status().state == State::Live).await);
     assert!(
         calls.get() >= 2,
@@ -48,6 +66,7 @@ async fn a_401_refreshes_credentials_once_and_recovers() {
         wait_until(10_000, || calls.get() >= before + 2).await,
         "asked again after the 401"
     );
+    assert_eq!(refreshes.get(), 1, "asked for a fresh token once");
     post_message(&session, "m1", "after refresh").await;
     converge(&client, &session, 15_000).await;
     assert_eq!(client.status().state, State::Live);

@@ -16,6 +16,12 @@ export interface StorageAdapter {
 export type ScopeName = "session" | "team" | "process" | "worktree" | "system" | "global";
 
 /** Options of {@link ReplayClient.connect}. */
+/** What `getToken` is asked for. */
+export interface TokenRequest {
+  /** The server refused the last token (401/403): return a fresh one, not a cached one. */
+  refresh: boolean;
+}
+
 export interface ConnectOptions {
   /** Runtime base URL, e.g. `http://127.0.0.1:8787`. */
   baseUrl: string;
@@ -27,8 +33,11 @@ export interface ConnectOptions {
   scopeId?: string;
   /** Static headers sent with every request. */
   headers?: Record<string, string>;
-  /** Called before every request for a bearer token; called again once after a 401. */
-  getToken?: () => string | Promise<string>;
+  /**
+   * Called before every request for a bearer token. After the server refused a token (401/403) the
+   * next call gets `{ refresh: true }`, once: a provider that caches its token must fetch a new one then.
+   */
+  getToken?: (request: TokenRequest) => string | Promise<string>;
   /** Default `"local"`. Quota errors or missing storage fall back to memory with a notice. */
   storage?: StorageKind | StorageAdapter;
   /**

@@ -185,8 +185,10 @@ export function idbRemove(key) {
 // through web-sys, and Rust only needs the outcome.
 //
 // `http` is [baseUrl, headers as [name, value] pairs, getToken or null,
-// timeoutMs]; its frame pacing is added here (see paceOf). getToken() is
-// awaited for every request. A request with no
+// timeoutMs]; its frame pacing is added here (see paceOf), and `refresh`
+// (set by refreshToken). getToken({ refresh }) is awaited for every request;
+// `refresh` is true for the first one after the machine asked for fresh
+// credentials (a 401/403), so a provider that caches knows to renew. A request with no
 // answer after timeoutMs is aborted: until its headers (`hold` false), its
 // whole body (`hold` true), or, when `open` is given, its first body byte
 // (a stream's headers alone do not prove it is alive).
@@ -211,7 +213,9 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, hold
     headers.set("Accept", accept);
     if (getToken) {
       let token;
-      try { token = await getToken(); } catch (e) { throw ["credentials", text(e)]; }
+      const refresh = http.refresh === true;
+      http.refresh = false;
+      try { token = await getToken({ refresh }); } catch (e) { throw ["credentials", text(e)]; }
       if (typeof token !== "string") throw ["credentials", "getToken must return a string"];
       guard("credentials", () => headers.set("Authorization", "Bearer " + token));
     }
@@ -254,6 +258,11 @@ export function request(http, to, id, method, path, accept, body, lastEventId, h
     stream && ((...head) => opened(id, ...head)), (chunks, inFrame) => chunk(id, chunks, inFrame),
   ).then((a) => settled(id, a[0], a[2], a[3]), (e) => failed(id, e[0], e[1])));
   return ctl;
+}
+
+// Action::RefreshCredentials: the next getToken call asks for a fresh token.
+export function refreshToken(http) {
+  http.refresh = true;
 }
 
 function text(e) {

@@ -418,9 +418,10 @@ impl Driver {
                 let store = self.store.borrow().clone();
                 store.remove();
             }
-            // getToken() is awaited before every request, so the requests
-            // after this action already use fresh credentials.
-            Action::RefreshCredentials => {}
+            // getToken() is awaited before every request: the next one is
+            // asked for a fresh token, so the requests after this action
+            // use it (a provider that caches would hand back the refused one).
+            Action::RefreshCredentials => self.http.refresh_credentials(),
             request @ (Action::OpenStream { .. } | Action::Fetch { .. } | Action::Post { .. }) => {
                 if let Some(req) = requests::start(&self.http, &request) {
                     self.state.borrow_mut().reqs.push(req);

@@ -28,6 +28,9 @@ extern "C" {
         stream: bool,
     ) -> AbortController;
 
+    #[wasm_bindgen(js_name = refreshToken)]
+    fn refresh_token(http: &JsValue);
+
     #[wasm_bindgen(js_name = paceHold)]
     fn pace_hold(http: &JsValue, wait_ms: u32);
 
@@ -138,6 +141,12 @@ impl Http {
             &self.config,
             if hold { NotifyPacer::FRAME_WAIT_MS } else { 0 },
         );
+    }
+
+    /// `Action::RefreshCredentials`: the next `getToken` call is told to
+    /// return a fresh token (`{ refresh: true }`), once.
+    pub fn refresh_credentials(&self) {
+        refresh_token(&self.config);
     }
 
     /// Starts request `id`; dropping or aborting the controller stops it.

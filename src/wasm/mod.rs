@@ -27,7 +27,7 @@ pub use crate::core::machine::ClientNotice;
 pub use api::ReplayClient;
 pub use client::{Client, ClientRef, Subscription, WeakClient};
 pub use error::WasmError;
-pub use options::{Notify, Options, StorageChoice, TokenFuture, TokenSource};
+pub use options::{Notify, Options, StorageChoice, TokenFuture, TokenRequest, TokenSource};
 
 use wasm_bindgen::prelude::*;
 

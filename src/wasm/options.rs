@@ -19,8 +19,17 @@ use crate::core::protocol::Scope;
 /// A future of a bearer token.
 pub type TokenFuture = Pin<Box<dyn Future<Output = Result<String, WasmError>>>>;
 
-/// Called before every request for a bearer token (again after a 401).
-pub type TokenSource = Rc<dyn Fn() -> TokenFuture>;
+/// What a [`TokenSource`] is asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TokenRequest {
+    /// The server refused the last token (401/403): a cached token must not
+    /// be handed back. True for one call after each refusal.
+    pub refresh: bool,
+}
+
+/// Called before every request for a bearer token; after a 401 the next
+/// call asks for a fresh one ([`TokenRequest::refresh`]).
+pub type TokenSource = Rc<dyn Fn(TokenRequest) -> TokenFuture>;
 
 /// Where the persisted `{epoch, cursor, state}` value lives.
 #[derive(Clone, Debug)]
@@ -177,8 +186,10 @@ extern "C" {
 
 /// Wraps a JS `getToken` (returning a string or a Promise of one).
 fn js_token_source(f: Function) -> TokenSource {
-    Rc::new(move || {
-        let result = f.call0(&JsValue::UNDEFINED);
+    Rc::new(move |request: TokenRequest| {
+        let arg = js_sys::Object::new();
+        js::set(&arg, "refresh", &request.refresh.into());
+        let result = f.call1(&JsValue::UNDEFINED, &arg);
         Box::pin(async move {
             let mut v = result.map_err(|e| WasmError::Credentials(js::error_text(&e)))?;
             if js::is_thenable(&v) {
@@ -198,8 +209,9 @@ fn js_token_source(f: Function) -> TokenSource {
 /// package links no futures executor.
 pub fn token_function(source: &TokenSource) -> JsValue {
     let source = source.clone();
-    Closure::<dyn Fn() -> js_sys::Promise>::new(move || {
-        let token = source();
+    Closure::<dyn Fn(JsValue) -> js_sys::Promise>::new(move |request: JsValue| {
+        let refresh = js::get(&request, "refresh").is_truthy();
+        let token = source(TokenRequest { refresh });
         wasm_bindgen_futures::future_to_promise(async move {
             token.await.map(JsValue::from).map_err(|e| {
                 JsValue::from(match e {

@@ -222,12 +222,15 @@ fn e2e() -> Result {
         &site.join("worker-page"),
     )?;
     let server = test_server(&["--static", site.to_str().expect("utf-8")])?;
+    // `auth.test.mjs`: a runtime that requires a bearer token.
+    let token = "e2e-token";
+    let token_server = test_server(&["--token", token])?;
     let artifacts = root().join("tests/artifacts");
     fs::create_dir_all(&artifacts).map_err(|e| e.to_string())?;
     let js = setup::js_dir();
     let tmp = setup::browser_tmp()?;
     // One file after the other: the fault schedule's faults are server-wide.
-    for file in ["e2e.test.mjs", "worker.test.mjs"] {
+    for file in ["e2e.test.mjs", "worker.test.mjs", "auth.test.mjs"] {
         run_in(
             &js,
             "node",
@@ -235,6 +238,8 @@ fn e2e() -> Result {
             &[
                 ("TMPDIR", tmp.to_str().expect("utf-8 path")),
                 ("E2E_URL", &server.url),
+                ("E2E_TOKEN_URL", &token_server.url),
+                ("E2E_TOKEN", token),
                 ("E2E_ARTIFACTS", artifacts.to_str().expect("utf-8")),
                 ("E2E_CHROMIUM", setup::CHROMIUM),
             ],
