@@ -120,3 +120,37 @@ async fn other_400_stops_with_an_error() {
     assert!(has_notice(&client, "http_status"));
     client.close();
 }
+
+/// The machine runs on a monotonic clock: a retry timer armed before the
+/// system clock is set back fires on time. On `Date.now()` it found nothing
+/// due when it fired and waited the hour the clock went back.
+#[wasm_bindgen_test]
+async fn a_clock_set_back_delays_no_retry() {
+    let session = create_session().await;
+    let client = Client::connect(options(&session, StorageChoice::Memory));
+    assert!(wait_until(5_000, || client.status().state == State::Live).await);
+    // The next stream is refused with `Retry-After: 2`: a retry 2 s away.
+    fault(json!({"kind": "fail_requests", "route": "stream", "status": 503, "count": 1, "retry_after": 2})).await;
+    fault(json!({"kind": "close_streams"})).await;
+    assert!(wait_until(5_000, || client.status().next_retry_at.is_some()).await);
+    // The system clock goes back an hour while the retry waits.
+    js_sys::eval(
+        "globalThis.__realDateNow = Date.now; \
+         Date.now = () => globalThis.__realDateNow() - 3600000;",
+    )
+    .unwrap();
+    // Counted in sleeps: `wait_until` reads the clock that just stepped.
+    let mut live_again = false;
+    for _ in 0..400 {
+        live_again = client.status().state == State::Live;
+        if live_again {
+            break;
+        }
+        sleep(20).await;
+    }
+    js_sys::eval("Date.now = globalThis.__realDateNow;").unwrap();
+    assert!(live_again, "{:?}", client.status());
+    post_message(&session, "m1", "after the clock step").await;
+    converge(&client, &session, 15_000).await;
+    client.close();
+}

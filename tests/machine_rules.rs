@@ -785,3 +785,24 @@ fn rule_11_the_machine_never_issues_writes() {
         );
     }
 }
+
+#[test]
+fn rule_9_a_retry_after_date_is_read_on_the_wall_clock_and_a_wall_step_moves_no_deadline() {
+    // `Sun, 06 Nov 1994 08:49:37 GMT` is 784 111 777 000 ms; the wall clock
+    // reads 7 s before it, while the machine's own clock is near 0.
+    let date = "Sun, 06 Nov 1994 08:49:37 GMT";
+    let mut r = Rig::new();
+    r.c.handle_wall_clock(784_111_777_000 - 7_000, r.now);
+    r.http_error(true, 503, Some(date), &error_body("unavailable"));
+    let retry = r.c.status().next_retry_at.expect("a retry is scheduled");
+    assert!(
+        (r.now + 7_000..r.now + 60_000).contains(&retry),
+        "no earlier than the date, not the 5-minute cap: {retry} at {}",
+        r.now
+    );
+    // The system clock is set back an hour: no deadline moves.
+    let deadline = r.c.poll_timeout();
+    r.c.handle_wall_clock(784_111_777_000 - 7_000 - 3_600_000, r.now);
+    assert_eq!(r.c.poll_timeout(), deadline);
+    assert_eq!(r.c.status().next_retry_at, Some(retry));
+}

@@ -74,6 +74,14 @@ export function connectOptions(o) {
   };
 }
 
+// --- Clock ------------------------------------------------------------------
+// The machine's clock (js.rs `now`): monotonic, on the Unix epoch's scale.
+// Date.now() steps when the system clock is set, and every deadline the
+// machine computed before the step would move with it.
+export function monotonicNow() {
+  return performance.timeOrigin + performance.now();
+}
+
 // --- Transcript items -----------------------------------------------------
 // Builds transcript items from one UTF-8 buffer holding their strings back
 // to back and a layout: per item a kind code, then the UTF-16 end offset of

@@ -112,6 +112,7 @@ fn reports(weak: &Weak<Driver>) -> Reports {
         let id = RequestId(id as u64);
         w.upgrade().is_some_and(|d| {
             d.feed(id, |m, now| {
+                wall_clock_for(m, retry_after.as_deref(), now);
                 m.handle_stream_opened(id, status, ct.as_deref(), retry_after.as_deref(), now)
             })
         })
@@ -135,6 +136,7 @@ fn reports(weak: &Weak<Driver>) -> Reports {
     let settled = move |id: f64, status: u16, retry_after: Option<String>, body: JsValue| {
         if let Some(d) = w.upgrade() {
             d.finish(RequestId(id as u64), |req, m, now| {
+                wall_clock_for(m, retry_after.as_deref(), now);
                 req.settled(m, status, retry_after, body, now)
             });
         }
@@ -154,6 +156,14 @@ fn reports(weak: &Weak<Driver>) -> Reports {
         chunk: function(Closure::<dyn FnMut(f64, Array, bool) -> bool>::new(chunk)),
         settled: function(Closure::<dyn FnMut(f64, u16, Option<String>, JsValue)>::new(settled)),
         failed: function(Closure::<dyn FnMut(f64, String, String)>::new(failed)),
+    }
+}
+
+/// Reports the wall clock before an answer whose `Retry-After` may be an
+/// HTTP date: the only thing the machine reads on it.
+fn wall_clock_for(m: &mut Machine, retry_after: Option<&str>, now: u64) {
+    if retry_after.is_some() {
+        m.handle_wall_clock(js::wall_clock(), now);
     }
 }
 

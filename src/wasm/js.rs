@@ -63,10 +63,24 @@ extern "C" {
     pub fn idb_remove(key: &str) -> Promise;
 }
 
-/// Wall-clock milliseconds (`Date.now()`): hidden-tab timers fire late, and
-/// the machine must see the real elapsed time when they do.
+/// The machine's clock: monotonic milliseconds on the Unix epoch's scale
+/// (`performance.timeOrigin + performance.now()`). It never steps back when
+/// the system clock is set, and it keeps counting while a hidden tab's
+/// timers are throttled, so a late timer sees the real elapsed time.
 pub fn now() -> u64 {
+    monotonic_now() as u64
+}
+
+/// The wall clock (`Date.now()`), which the machine reads only as data (an
+/// HTTP date in `Retry-After`): [`now`] is the machine's clock.
+pub fn wall_clock() -> u64 {
     js_sys::Date::now() as u64
+}
+
+#[wasm_bindgen(module = "/src/wasm/browser.js")]
+extern "C" {
+    #[wasm_bindgen(js_name = monotonicNow)]
+    fn monotonic_now() -> f64;
 }
 
 /// `obj[name]`, `undefined` when absent or when the getter throws (a

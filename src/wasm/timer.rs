@@ -20,7 +20,7 @@ impl Timer {
         Timer { armed: None, fire }
     }
 
-    /// Wakes at `deadline` (ms, `Date.now()` clock). A timer already armed
+    /// Wakes at `deadline` (ms, the machine's clock: [`js::now`]). A timer already armed
     /// no later is kept: the stall watchdog moves the deadline on every
     /// chunk, and an early wake-up is harmless (the machine finds nothing due
     /// and names the next deadline), so a streamed answer costs no

@@ -54,9 +54,15 @@ pub(crate) enum HttpClass {
 }
 
 /// Classifies a non-2xx answer. `retry_after` is the raw header; an HTTP
-/// date in it is read relative to `now` (ms since the Unix epoch). `body`
-/// is read as an [`ErrorBody`] when it is one.
-pub(crate) fn classify(status: u16, retry_after: Option<&str>, body: &[u8], now: u64) -> HttpClass {
+/// date in it is read relative to `wall_now` (the wall clock, ms since the
+/// Unix epoch: [`Machine::handle_wall_clock`](super::Machine::handle_wall_clock)).
+/// `body` is read as an [`ErrorBody`] when it is one.
+pub(crate) fn classify(
+    status: u16,
+    retry_after: Option<&str>,
+    body: &[u8],
+    wall_now: u64,
+) -> HttpClass {
     let parsed: Option<ErrorBody> = json::from_slice(body).ok();
     let (code, message) = match parsed {
         Some(b) => (b.error, b.message),
@@ -74,7 +80,7 @@ pub(crate) fn classify(status: u16, retry_after: Option<&str>, body: &[u8], now:
         },
         (408 | 429, _) | (500..=599, _) => HttpClass::Retry {
             after: retry_after
-                .and_then(|v| parse_retry_after(v, now))
+                .and_then(|v| parse_retry_after(v, wall_now))
                 .map(|ms| ms.min(MAX_RETRY_HINT_MS)),
             error: CoreError::HttpStatus {
                 status,

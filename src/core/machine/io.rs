@@ -397,7 +397,7 @@ impl Machine {
                 return;
             }
         }
-        match classify(status, retry_after, body, now) {
+        match classify(status, retry_after, body, self.wall_now(now)) {
             HttpClass::RefreshCredentials { error } => {
                 match self.auth_refreshed_from {
                     // Sent with the refreshed credentials: refused twice.

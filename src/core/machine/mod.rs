@@ -2,7 +2,9 @@
 //!
 //! One [`Machine`] follows one [`Target`]. It never touches the network or a
 //! clock: the IO layer feeds it inputs (`handle_*`, each with `now` in ms of
-//! the caller's wall clock), then drains its outputs in this order:
+//! the caller's monotonic clock, which never steps back; the wall clock only
+//! through [`handle_wall_clock`](Machine::handle_wall_clock), to read HTTP
+//! dates), then drains its outputs in this order:
 //! [`poll_action`](Machine::poll_action) until `None`,
 //! [`poll_notice`](Machine::poll_notice), [`poll_view_change`](Machine::poll_view_change),
 //! and finally arms one timer at [`poll_timeout`](Machine::poll_timeout) that
@@ -147,6 +149,10 @@ pub struct Machine {
     spare_replay: Option<ReplayPage>,
     spare_events: Option<EventPage>,
     streams_opened: u64,
+    /// The wall clock minus the machine's clock, as last reported
+    /// ([`handle_wall_clock`](Self::handle_wall_clock)): HTTP dates are read
+    /// on the wall clock, every deadline on the machine's own.
+    wall_offset: i64,
     /// Since the last credentials refresh not yet followed by a success: the
     /// first request id made after it. A refusal of an older request was of
     /// the token that refresh replaced, and proves nothing about the new one.
@@ -301,6 +307,7 @@ impl Machine {
             progress: ViewChange::default(),
             state: State::Connecting,
             since: now,
+            wall_offset: 0,
             last_error: None,
             counters: Counters::default(),
             dirty: false,
@@ -313,6 +320,22 @@ impl Machine {
             feed: feed::Feed::default(),
             writes: writes::Writes::default(),
         }
+    }
+
+    /// The wall clock (ms since the Unix epoch, e.g. `Date.now()`) reads
+    /// `wall_ms` at the machine's `now`. The machine runs on a monotonic
+    /// clock; the wall clock is needed only to read an HTTP date
+    /// (`Retry-After: Sun, 06 Nov 1994 08:49:37 GMT`), so report it before
+    /// an answer that carries one. Until then the two clocks are taken to
+    /// agree. A wall clock that steps moves no deadline.
+    pub fn handle_wall_clock(&mut self, wall_ms: u64, now: u64) {
+        let offset = i128::from(wall_ms) - i128::from(now);
+        self.wall_offset = offset.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+    }
+
+    /// The wall clock at the machine's `now` (saturating).
+    fn wall_now(&self, now: u64) -> u64 {
+        now.saturating_add_signed(self.wall_offset)
     }
 
     /// The stream answered with `status` (call this for 2xx; for other

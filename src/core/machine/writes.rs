@@ -271,7 +271,7 @@ impl Machine {
         };
         let w = &self.writes.pending[i];
         // The one classifier of reads and writes (rule 9).
-        let verdict = match classify(status, retry_after, body, now) {
+        let verdict = match classify(status, retry_after, body, self.wall_now(now)) {
             HttpClass::RefreshCredentials { .. } if !w.refreshed => Verdict::Refresh,
             HttpClass::Retry { after, error } => Verdict::Retry { error, hint: after },
             // The answer's first try was committed, its reply lost.
