@@ -587,3 +587,32 @@ fn a_repair_that_cannot_reach_the_runtime_says_backoff() {
     assert_eq!(st.state, State::Backoff);
     assert!(st.next_retry_at.is_some());
 }
+// ---- issue 26: hardening, second round ----
+
+#[test]
+fn comments_do_not_keep_a_silent_stream_alive() {
+    let mut r = Rig::live_with(&simple_log(2));
+    let first = r.stream_id();
+    // Events and heartbeats do: a heartbeat every 15 s for ten minutes.
+    for _ in 0..40 {
+        r.now += 15_000;
+        r.send(&[heartbeat(2)]);
+        r.c.handle_timeout(r.now);
+        r.pump();
+    }
+    assert_eq!(r.stream, Some(first), "a heartbeating stream was dropped");
+    // Then only `: keepalive` every 5 s: stalled after 37.5 s all the same.
+    let silent_from = r.now;
+    while r.stream == Some(first) && r.now < silent_from + 3_600_000 {
+        r.now += 5_000;
+        r.send_raw(b": keepalive\n\n");
+        r.c.handle_timeout(r.now);
+        r.pump();
+    }
+    assert!(
+        r.now - silent_from <= 40_000,
+        "comments kept the stream for {} ms",
+        r.now - silent_from
+    );
+    assert_eq!(r.c.status().last_error.unwrap().code, "stalled");
+}

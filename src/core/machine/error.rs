@@ -64,10 +64,10 @@ pub enum CoreError {
         /// The cursor the page was asked from.
         cursor: u64,
     },
-    /// No bytes on the stream for too long.
+    /// No event on the stream for too long.
     #[error("stream stalled for {idle_ms} ms")]
     Stalled {
-        /// Milliseconds since the last byte.
+        /// Milliseconds since the last event (or the stream's opening).
         idle_ms: u64,
     },
     /// A request got no answer in time.

@@ -73,6 +73,8 @@ struct StreamConn {
     live_only: bool,
     opened: bool,
     hello_seen: bool,
+    /// When it was opened or last dispatched an event (the stall watchdog's
+    /// start): bytes that make no event, comments included, do not count.
     last_byte_at: u64,
 }
 

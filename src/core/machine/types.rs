@@ -92,7 +92,8 @@ pub struct Config {
     /// Reconnect and retry pacing.
     pub backoff: BackoffConfig,
     /// The stream is declared stalled after `stall_factor * heartbeat_ms`
-    /// without a byte.
+    /// without an event (a heartbeat or any other; SSE comments do not
+    /// count, PROTOCOL.md §4.3).
     pub stall_factor: f64,
     /// The server's heartbeat interval (PROTOCOL.md §4.3: at most 15 s).
     pub heartbeat_ms: u64,
