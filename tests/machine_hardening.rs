@@ -616,3 +616,49 @@ fn comments_do_not_keep_a_silent_stream_alive() {
     );
     assert_eq!(r.c.status().last_error.unwrap().code, "stalled");
 }
+/// Runs timers until both a stream and a page request are out.
+fn until_stream_and_fetch(r: &mut Rig) {
+    for _ in 0..1_000 {
+        if r.stream.is_some() && r.fetch.is_some() {
+            return;
+        }
+        let t = r.c.poll_timeout().expect("a timer is armed");
+        r.now = r.now.max(t);
+        r.c.handle_timeout(r.now);
+        r.pump();
+    }
+    panic!("no stream and page request");
+}
+
+#[test]
+fn restarts_on_epochs_that_disagree_back_off_whatever_their_order() {
+    let log = simple_log(1);
+    for page_first in [true, false] {
+        let mut r = Rig::new();
+        for _ in 0..20 {
+            until_stream_and_fetch(&mut r);
+            r.open_ok();
+            // The page says epoch e1, the stream's hello e2 (two backends
+            // behind one address): each restart from 0 finds the other.
+            if page_first {
+                r.answer(&whole_page(&log, 1));
+                r.send(&[hello("e2", 1, BOOT)]);
+            } else {
+                r.send(&[hello("e2", 1, BOOT)]);
+                r.answer(&whole_page(&log, 1));
+            }
+        }
+        let restarts = r
+            .notices
+            .iter()
+            .filter(|n| matches!(n, Notice::EpochChanged { .. }))
+            .count();
+        assert_eq!(restarts, 20);
+        // 19 backed-off restarts: the ceiling grows to 30 s.
+        assert!(
+            r.now >= 60_000,
+            "page first: {page_first}: 20 restarts by t = {} ms",
+            r.now
+        );
+    }
+}

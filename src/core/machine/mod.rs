@@ -120,8 +120,9 @@ pub struct Client {
     buffer: VecDeque<Frame>,
     /// `Some(from_cursor)` while a restore is not yet painted.
     restore: Option<u64>,
-    /// Restarts from 0 since the last completed restore (paces loops).
+    /// Restarts from 0 in a row (see `restarts_settled`), and their pacing.
     zero_restarts: u32,
+    restart_backoff: Backoff,
     /// Repairs in a row that did not move the cursor (paces loops).
     idle_repairs: u32,
     next_id: u64,
@@ -277,6 +278,7 @@ impl Client {
             buffer: VecDeque::new(),
             restore: None,
             zero_restarts: 0,
+            restart_backoff: Backoff::default(),
             idle_repairs: 0,
             next_id: 0,
             stream: None,

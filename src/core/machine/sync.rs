@@ -62,7 +62,7 @@ impl Client {
         self.buffer.clear();
         // Back-to-back restarts from 0 (a server that keeps rejecting) are paced.
         let delay = if self.zero_restarts > 1 {
-            self.stream_backoff
+            self.restart_backoff
                 .next_delay(&self.cfg.backoff, &mut self.rng, 0)
         } else {
             0
@@ -102,6 +102,15 @@ impl Client {
         };
         let after = self.verify_from(verify);
         self.issue_fetch(FetchKind::Events, after, true, delay, now);
+    }
+
+    /// The restore is done and the stream's `hello` agreed with its epoch
+    /// (in either order): restarts from 0 are no longer back to back. Until
+    /// both, they are paced (a page and a stream that disagree on the epoch
+    /// would restart at once, forever).
+    fn restarts_settled(&mut self) {
+        self.zero_restarts = 0;
+        self.restart_backoff.reset();
     }
 
     /// Rule 8 and rule 9 (invalid cursor): discard everything, restore from 0.
@@ -210,6 +219,9 @@ impl Client {
         self.auth_refreshed = false;
         if !self.check_epoch(&h.epoch, now) {
             return;
+        }
+        if self.restore.is_none() {
+            self.restarts_settled();
         }
         self.saw_head(h.head);
         let boot = h.boot_id.clone();
@@ -535,7 +547,9 @@ impl Client {
             }
         }
         if let Some(from_cursor) = self.restore.take() {
-            self.zero_restarts = 0;
+            if self.stream.as_ref().is_some_and(|s| s.hello_seen) {
+                self.restarts_settled();
+            }
             self.change.restore_completed = true;
             self.notices.push_back(Notice::Restored {
                 from_cursor,
