@@ -12,6 +12,7 @@ mod machine_support;
 
 use machine_support::events::*;
 use machine_support::rig::*;
+use replay_client::core::json::RawJson;
 use replay_client::core::machine::{Action, Config, FetchKind, Notice, State};
 use replay_client::core::protocol::*;
 use replay_client::core::transcript::fold;
@@ -661,4 +662,53 @@ fn restarts_on_epochs_that_disagree_back_off_whatever_their_order() {
             r.now
         );
     }
+}
+/// A durable event of a type the session does not interpret, whose `data`
+/// nests `depth` arrays deep.
+fn nested(seq: u64, depth: usize) -> Envelope {
+    let text = "[".repeat(depth) + &"]".repeat(depth);
+    let data = RawJson::parse(&text).expect("valid JSON");
+    durable(
+        seq,
+        Event::Unknown {
+            type_name: "x.nested".into(),
+            data,
+        },
+    )
+}
+
+#[test]
+fn an_event_that_reads_on_the_stream_reads_in_a_page_too() {
+    // The envelope's object and `data`'s 127 arrays: 128 levels, the most
+    // an event may nest, counted from its envelope.
+    let deep = nested(2, 127);
+    let mut r = Rig::live_with(&simple_log(1));
+    r.send(std::slice::from_ref(&deep));
+    assert_eq!(r.c.cursor(), 2, "the stream reads it");
+    // A restore reads the same event inside a page (two levels deeper).
+    let log = [user_msg(1, "u1", "hi"), deep];
+    let mut r = Rig::new();
+    r.open_ok();
+    r.send(&[hello(EPOCH, 2, BOOT)]);
+    r.answer(&whole_page(&log, 2));
+    let st = r.c.status();
+    assert_eq!(
+        (r.c.cursor(), st.state),
+        (2, State::Live),
+        "{:?}",
+        st.last_error
+    );
+    // One level deeper is refused, on the stream and in a page alike.
+    let mut r = Rig::new();
+    r.open_ok();
+    r.send(&[hello(EPOCH, 2, BOOT)]);
+    r.answer(&whole_page(&[log[0].clone(), nested(2, 128)], 2));
+    assert_eq!(r.c.status().last_error.unwrap().code, "bad_json");
+    let mut r = Rig::live_with(&simple_log(1));
+    r.send(&[nested(2, 128)]);
+    assert_eq!(r.c.cursor(), 1);
+    assert!(r
+        .notices
+        .iter()
+        .any(|n| matches!(n, Notice::FrameSkipped { error } if error.code == "bad_json")));
 }
