@@ -712,3 +712,34 @@ fn an_event_that_reads_on_the_stream_reads_in_a_page_too() {
         .iter()
         .any(|n| matches!(n, Notice::FrameSkipped { error } if error.code == "bad_json")));
 }
+#[test]
+fn held_frames_are_bounded_in_bytes_too() {
+    let mut r = failing_restore(10_000);
+    // 48 frames of 512 KiB: 24 MiB behind a failing restore.
+    let big = "x".repeat(512 << 10);
+    let log: Vec<Envelope> = (2..50).map(|s| user_msg(s, "m", &big)).collect();
+    for e in &log {
+        r.send(std::slice::from_ref(e));
+    }
+    let bound = Config::session(SES).buffer_bytes_limit;
+    assert!(
+        r.c.held_bytes() <= bound + 8 * (1 << 20),
+        "{} bytes held behind a bound of {bound}",
+        r.c.held_bytes()
+    );
+    assert!(
+        r.c.held_frames() <= bound / (512 << 10) + 8,
+        "{} frames held",
+        r.c.held_frames()
+    );
+    // What was collapsed is repaired: the client converges.
+    until_fetch(&mut r);
+    let mut all = vec![user_msg(1, "u1", "hi")];
+    r.answer(&whole_page(&all, 1));
+    assert_eq!(r.c.status().state, State::Repairing, "a gap was held");
+    all.extend(log);
+    // Verified from the last event applied on.
+    let from = r.c.cursor() as usize - 1;
+    r.answer(&event_page(EPOCH, &all[from..], 49, false));
+    assert_eq!((r.c.cursor(), r.c.status().state), (49, State::Live));
+}

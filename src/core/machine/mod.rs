@@ -117,7 +117,7 @@ pub struct Client {
     pos: Position,
     view: View,
     mode: Mode,
-    buffer: VecDeque<Frame>,
+    buffer: held::Held,
     /// `Some(from_cursor)` while a restore is not yet painted.
     restore: Option<u64>,
     /// Restarts from 0 in a row (see `restarts_settled`), and their pacing.
@@ -275,7 +275,7 @@ impl Client {
             pos: Position::default(),
             view,
             mode: Mode::Follow,
-            buffer: VecDeque::new(),
+            buffer: held::Held::default(),
             restore: None,
             zero_restarts: 0,
             restart_backoff: Backoff::default(),

@@ -203,7 +203,7 @@ impl Client {
                 self.on_hello(h, now);
                 self.spare = Some(env);
             }
-            _ => self.route(Frame::Event(env), now),
+            _ => self.route(Frame::Event(env), ev.data.len(), now),
         }
     }
 
@@ -228,19 +228,19 @@ impl Client {
         self.with_view(true, |v, ch| v.set_boot(&boot, ch));
         if live_only {
             // Durable events up to head will not come on this stream.
-            self.route(Frame::LiveFrom(h.head), now);
+            self.route(Frame::LiveFrom(h.head), 0, now);
         }
     }
 
-    /// Applies a frame, or holds it while a barrier is up.
-    fn route(&mut self, mut frame: Frame, now: u64) {
+    /// Applies a frame (of `bytes` as sent), or holds it while a barrier is up.
+    fn route(&mut self, mut frame: Frame, bytes: usize, now: u64) {
         if self.mode != Mode::Follow {
-            self.hold(frame);
+            self.hold(frame, bytes);
             return;
         }
         if let Step::Gap { requeue } = self.apply_frame(&mut frame, false) {
             if requeue {
-                self.buffer.push_back(frame);
+                self.hold(frame, bytes);
                 self.start_repair(now);
                 return;
             }
@@ -537,10 +537,10 @@ impl Client {
     /// Applies the held frames in order, dropping overlap; a new gap starts
     /// another repair. When all are applied a pending restore is painted.
     fn drain(&mut self, lenient: bool, now: u64) {
-        while let Some(mut frame) = self.buffer.pop_front() {
+        while let Some((mut frame, bytes)) = self.buffer.pop_front() {
             if let Step::Gap { requeue } = self.apply_frame(&mut frame, lenient) {
                 if requeue {
-                    self.buffer.push_front(frame);
+                    self.buffer.push_front(frame, bytes);
                 }
                 self.start_repair(now);
                 return;
