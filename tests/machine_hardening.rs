@@ -743,3 +743,25 @@ fn held_frames_are_bounded_in_bytes_too() {
     r.answer(&event_page(EPOCH, &all[from..], 49, false));
     assert_eq!((r.c.cursor(), r.c.status().state), (49, State::Live));
 }
+#[test]
+fn a_page_longer_than_its_limit_is_a_bad_page_retried_with_backoff() {
+    let log = simple_log(5);
+    let mut cfg = Config::session(SES);
+    cfg.prefetch_depth = 0;
+    cfg.first_page_limit = 2;
+    let mut r = Rig::with(cfg, None);
+    r.open_ok();
+    r.send(&[hello(EPOCH, 5, BOOT)]);
+    assert!(r.fetch_path().ends_with("limit=2"), "{}", r.fetch_path());
+    r.answer(&whole_page(&log, 5));
+    let st = r.c.status();
+    assert_eq!(st.state, State::Backoff);
+    assert_eq!(st.last_error.unwrap().code, "page_over_limit");
+    assert_eq!(r.c.cursor(), 0, "nothing of it is applied");
+    assert!(r.fetch.is_none(), "re-requested at once");
+    r.now = st.next_retry_at.unwrap();
+    r.c.handle_timeout(r.now);
+    r.pump();
+    r.answer(&replay_page(EPOCH, BOOT, 0, &log[..2], 5, true, None, None));
+    assert_eq!(r.c.cursor(), 2);
+}

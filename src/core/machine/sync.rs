@@ -10,6 +10,11 @@ use crate::core::json::{self, JsonError};
 use crate::core::protocol::{Envelope, Event, EventPage, Hello, ReplayPage};
 use crate::core::sse::SseEventRef;
 
+/// Whether a page of `len` events holds more than its request's `limit`.
+fn over(len: usize, limit: u32) -> bool {
+    len as u64 > u64::from(limit)
+}
+
 /// What applying one frame led to.
 enum Step {
     Done,
@@ -379,14 +384,21 @@ impl Client {
     }
 
     fn read_page(&mut self, kind: FetchKind, body: &[u8], now: u64) {
-        // Where the page was asked from: it must move the cursor past that.
-        let asked = self.fetch.as_ref().map_or(self.pos.cursor, |f| f.after);
+        // Where the page was asked from: it must move the cursor past that,
+        // with at most `limit` events.
+        let (asked, limit) = self
+            .fetch
+            .as_ref()
+            .map_or((self.pos.cursor, u32::MAX), |f| (f.after, f.limit));
         // Each page is read over the last one of its kind (kept until the
         // backlog is read: `end_fetch`).
         match kind {
             FetchKind::Replay => {
                 let mut page = self.spare_replay.take().unwrap_or_default();
                 match json::utf8(body).and_then(|t| json::read_over(t, &mut page, false)) {
+                    Ok(()) if over(page.history.len(), limit) => {
+                        self.page_over_limit(page.history.len(), limit, now)
+                    }
                     Ok(()) => self.on_replay_page(&mut page, asked, now),
                     Err(e) => self.page_unreadable(e, now),
                 }
@@ -398,6 +410,9 @@ impl Client {
                 let mut page = self.spare_events.take().unwrap_or_default();
                 let opaque = self.opaque_payloads();
                 match json::utf8(body).and_then(|t| json::read_over(t, &mut page, opaque)) {
+                    Ok(()) if over(page.events.len(), limit) => {
+                        self.page_over_limit(page.events.len(), limit, now)
+                    }
                     Ok(()) => self.on_event_page(&mut page, asked, now),
                     Err(e) => self.page_unreadable(e, now),
                 }
@@ -419,6 +434,13 @@ impl Client {
         self.drop_prefetch();
         self.fetch_retry(CoreError::PageNotAdvancing { cursor: asked }, None, now);
         true
+    }
+
+    /// A page with more events than its `limit` is not applied at all but
+    /// retried with backoff, as one that does not advance.
+    fn page_over_limit(&mut self, len: usize, limit: u32, now: u64) {
+        self.drop_prefetch();
+        self.fetch_retry(CoreError::PageOverLimit { limit, len }, None, now);
     }
 
     fn page_unreadable(&mut self, e: JsonError, now: u64) {
