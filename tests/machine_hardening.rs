@@ -1,7 +1,9 @@
 //! Hostile inputs and loads (issue 13, client side): huge retry hints, a
 //! restart that would bring every client back at once, a barrier that keeps
 //! failing, an endless overlay, a page that does not move, a proxy's plain
-//! 400, and the status while the runtime cannot be reached.
+//! 400, and the status while the runtime cannot be reached. Issue 26: deep
+//! events in pages, epochs that disagree, held bytes, pages over their
+//! limit, and comments that must not keep a stream alive.
 
 #[cfg(target_arch = "wasm32")]
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
