@@ -95,10 +95,11 @@ impl Client {
     /// [`Config::buffer_limit`]: super::Config
     /// [`Config::buffer_bytes_limit`]: super::Config
     pub(super) fn hold(&mut self, frame: Frame, bytes: usize) {
+        // Once summaries are held, every frame is summarised until the drain
+        // reaches them: they stay at the end.
         let held = &self.buffer;
-        let whole = held.len() - held.summaries;
         if held.summaries == 0
-            && whole < self.cfg.buffer_limit
+            && held.len() < self.cfg.buffer_limit
             && held.bytes.saturating_add(bytes) <= self.cfg.buffer_bytes_limit
         {
             self.buffer.push_back(frame, bytes, false);
