@@ -103,6 +103,9 @@ fn turns(events: usize) -> Vec<replay_client::core::protocol::Envelope> {
 fn a_restored_event_allocates_only_what_the_view_keeps() {
     const EVENTS: usize = 20_000;
     const LIMIT: usize = 2_000;
+    // Taken before building the pages: their allocations would count in
+    // the other test's window.
+    let _alone = counting_alone();
     let log = turns(EVENTS);
     let mut cfg = replay_client::core::machine::Config::session(SES);
     cfg.replay_page_limit = LIMIT as u32;
@@ -128,7 +131,6 @@ fn a_restored_event_allocates_only_what_the_view_keeps() {
             )
         })
         .collect();
-    let _alone = counting_alone();
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     for page in &pages {
         r.answer(page);

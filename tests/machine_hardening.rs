@@ -1,7 +1,9 @@
 //! Hostile inputs and loads (issue 13, client side): huge retry hints, a
 //! restart that would bring every client back at once, a barrier that keeps
 //! failing, an endless overlay, a page that does not move, a proxy's plain
-//! 400, and the status while the runtime cannot be reached.
+//! 400, and the status while the runtime cannot be reached. Issue 26: deep
+//! events in pages, epochs that disagree, held bytes, pages over their
+//! limit, and comments that must not keep a stream alive.
 
 #[cfg(target_arch = "wasm32")]
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
@@ -12,6 +14,7 @@ mod machine_support;
 
 use machine_support::events::*;
 use machine_support::rig::*;
+use replay_client::core::json::RawJson;
 use replay_client::core::machine::{Action, Config, FetchKind, Notice, State};
 use replay_client::core::protocol::*;
 use replay_client::core::transcript::fold;
@@ -586,4 +589,181 @@ fn a_repair_that_cannot_reach_the_runtime_says_backoff() {
     let st = r.c.status();
     assert_eq!(st.state, State::Backoff);
     assert!(st.next_retry_at.is_some());
+}
+// ---- issue 26: hardening, second round ----
+
+#[test]
+fn comments_do_not_keep_a_silent_stream_alive() {
+    let mut r = Rig::live_with(&simple_log(2));
+    let first = r.stream_id();
+    // Events and heartbeats do: a heartbeat every 15 s for ten minutes.
+    for _ in 0..40 {
+        r.now += 15_000;
+        r.send(&[heartbeat(2)]);
+        r.c.handle_timeout(r.now);
+        r.pump();
+    }
+    assert_eq!(r.stream, Some(first), "a heartbeating stream was dropped");
+    // Then only `: keepalive` every 5 s: stalled after 37.5 s all the same.
+    let silent_from = r.now;
+    while r.stream == Some(first) && r.now < silent_from + 3_600_000 {
+        r.now += 5_000;
+        r.send_raw(b": keepalive\n\n");
+        r.c.handle_timeout(r.now);
+        r.pump();
+    }
+    assert!(
+        r.now - silent_from <= 40_000,
+        "comments kept the stream for {} ms",
+        r.now - silent_from
+    );
+    assert_eq!(r.c.status().last_error.unwrap().code, "stalled");
+}
+/// Runs timers until both a stream and a page request are out.
+fn until_stream_and_fetch(r: &mut Rig) {
+    for _ in 0..1_000 {
+        if r.stream.is_some() && r.fetch.is_some() {
+            return;
+        }
+        let t = r.c.poll_timeout().expect("a timer is armed");
+        r.now = r.now.max(t);
+        r.c.handle_timeout(r.now);
+        r.pump();
+    }
+    panic!("no stream and page request");
+}
+
+#[test]
+fn restarts_on_epochs_that_disagree_back_off_whatever_their_order() {
+    let log = simple_log(1);
+    for page_first in [true, false] {
+        let mut r = Rig::new();
+        for _ in 0..20 {
+            until_stream_and_fetch(&mut r);
+            r.open_ok();
+            // The page says epoch e1, the stream's hello e2 (two backends
+            // behind one address): each restart from 0 finds the other.
+            if page_first {
+                r.answer(&whole_page(&log, 1));
+                r.send(&[hello("e2", 1, BOOT)]);
+            } else {
+                r.send(&[hello("e2", 1, BOOT)]);
+                r.answer(&whole_page(&log, 1));
+            }
+        }
+        let restarts = r
+            .notices
+            .iter()
+            .filter(|n| matches!(n, Notice::EpochChanged { .. }))
+            .count();
+        assert_eq!(restarts, 20);
+        // 19 backed-off restarts: the ceiling grows to 30 s.
+        assert!(
+            r.now >= 60_000,
+            "page first: {page_first}: 20 restarts by t = {} ms",
+            r.now
+        );
+    }
+}
+/// A durable event of a type the session does not interpret, whose `data`
+/// nests `depth` arrays deep.
+fn nested(seq: u64, depth: usize) -> Envelope {
+    let text = "[".repeat(depth) + &"]".repeat(depth);
+    let data = RawJson::parse(&text).expect("valid JSON");
+    durable(
+        seq,
+        Event::Unknown {
+            type_name: "x.nested".into(),
+            data,
+        },
+    )
+}
+
+#[test]
+fn an_event_that_reads_on_the_stream_reads_in_a_page_too() {
+    // The envelope's object and `data`'s 127 arrays: 128 levels, the most
+    // an event may nest, counted from its envelope.
+    let deep = nested(2, 127);
+    let mut r = Rig::live_with(&simple_log(1));
+    r.send(std::slice::from_ref(&deep));
+    assert_eq!(r.c.cursor(), 2, "the stream reads it");
+    // A restore reads the same event inside a page (two levels deeper).
+    let log = [user_msg(1, "u1", "hi"), deep];
+    let mut r = Rig::new();
+    r.open_ok();
+    r.send(&[hello(EPOCH, 2, BOOT)]);
+    r.answer(&whole_page(&log, 2));
+    let st = r.c.status();
+    assert_eq!(
+        (r.c.cursor(), st.state),
+        (2, State::Live),
+        "{:?}",
+        st.last_error
+    );
+    // One level deeper is refused, on the stream and in a page alike.
+    let mut r = Rig::new();
+    r.open_ok();
+    r.send(&[hello(EPOCH, 2, BOOT)]);
+    r.answer(&whole_page(&[log[0].clone(), nested(2, 128)], 2));
+    assert_eq!(r.c.status().last_error.unwrap().code, "bad_json");
+    let mut r = Rig::live_with(&simple_log(1));
+    r.send(&[nested(2, 128)]);
+    assert_eq!(r.c.cursor(), 1);
+    assert!(r
+        .notices
+        .iter()
+        .any(|n| matches!(n, Notice::FrameSkipped { error } if error.code == "bad_json")));
+}
+#[test]
+fn held_frames_are_bounded_in_bytes_too() {
+    let mut r = failing_restore(10_000);
+    // 48 frames of 512 KiB: 24 MiB behind a failing restore.
+    let big = "x".repeat(512 << 10);
+    let log: Vec<Envelope> = (2..50).map(|s| user_msg(s, "m", &big)).collect();
+    for e in &log {
+        r.send(std::slice::from_ref(e));
+    }
+    let bound = Config::session(SES).buffer_bytes_limit;
+    assert!(
+        r.c.held_bytes() <= bound + 8 * (1 << 20),
+        "{} bytes held behind a bound of {bound}",
+        r.c.held_bytes()
+    );
+    assert!(
+        r.c.held_frames() <= bound / (512 << 10) + 8,
+        "{} frames held",
+        r.c.held_frames()
+    );
+    // What was collapsed is repaired: the client converges.
+    until_fetch(&mut r);
+    let mut all = vec![user_msg(1, "u1", "hi")];
+    r.answer(&whole_page(&all, 1));
+    assert_eq!(r.c.status().state, State::Repairing, "a gap was held");
+    all.extend(log);
+    // Verified from the last event applied on.
+    let from = r.c.cursor() as usize - 1;
+    r.answer(&event_page(EPOCH, &all[from..], 49, false));
+    assert_eq!((r.c.cursor(), r.c.status().state), (49, State::Live));
+}
+#[test]
+fn a_page_longer_than_its_limit_is_a_bad_page_retried_with_backoff() {
+    let log = simple_log(5);
+    let mut cfg = Config::session(SES);
+    cfg.prefetch_depth = 0;
+    cfg.first_page_limit = 2;
+    let mut r = Rig::with(cfg, None);
+    r.open_ok();
+    r.send(&[hello(EPOCH, 5, BOOT)]);
+    assert!(r.fetch_path().ends_with("limit=2"), "{}", r.fetch_path());
+    r.answer(&whole_page(&log, 5));
+    let st = r.c.status();
+    assert_eq!(st.state, State::Backoff);
+    assert_eq!(st.last_error.unwrap().code, "page_over_limit");
+    assert_eq!(r.c.cursor(), 0, "nothing of it is applied");
+    assert!(r.fetch.is_none(), "re-requested at once");
+    r.now = st.next_retry_at.unwrap();
+    r.c.handle_timeout(r.now);
+    r.pump();
+    r.answer(&replay_page(EPOCH, BOOT, 0, &log[..2], 5, true, None, None));
+    assert_eq!(r.c.cursor(), 2);
 }

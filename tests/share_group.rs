@@ -432,3 +432,27 @@ fn one_chunk_of_the_connection_is_one_input_per_machine() {
     };
     assert_eq!(got, vec![(1, of("a", &[0, 2, 4])), (2, of("b", &[1, 3]))]);
 }
+
+#[test]
+fn comments_do_not_keep_a_silent_connection() {
+    let (mut w, _) = three_tabs();
+    // The connection sends nothing but `: keepalive` every 5 s (PROTOCOL.md
+    // §4.3: comments do not prove a stream alive).
+    let id = w.server.conns[0].id;
+    w.server.conns[0].paused = true;
+    w.server.append("a");
+    for _ in 0..12 {
+        let now = w.now;
+        w.ctxs[0]
+            .share
+            .handle_mux_bytes(id, b": keepalive\n\n", now);
+        w.advance(5_000);
+    }
+    assert!(
+        w.server.conns.iter().all(|c| c.id != id),
+        "the silent connection was kept"
+    );
+    w.server.append("b");
+    w.advance(5_000);
+    w.assert_converged();
+}

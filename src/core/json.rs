@@ -136,7 +136,8 @@ fn read_all<T: FromJson>(mut r: Reader<'_>) -> Result<T, JsonError> {
     Ok(v)
 }
 
-// serde_json's limit too: deeper nesting is refused rather than overflowing the stack.
+// serde_json's limit too: deeper nesting is refused rather than overflowing
+// the stack. An envelope counts from its own root ([`Reader::enter_root`]).
 const MAX_DEPTH: u32 = 128;
 
 /// A cursor over one JSON text.
@@ -335,6 +336,20 @@ impl<'a> Reader<'a> {
         }
         self.depth -= 1;
         Ok(())
+    }
+
+    /// Counts nesting from the value ahead, as if it were the whole text,
+    /// until [`Reader::leave_root`] is given what this returns: an event
+    /// nests as deep inside a page as alone on the stream. Only for values
+    /// that cannot hold themselves (an envelope), so the stack still holds
+    /// at most the container's few levels plus [`MAX_DEPTH`].
+    pub fn enter_root(&mut self) -> u32 {
+        std::mem::take(&mut self.depth)
+    }
+
+    /// Counts nesting from the container again (see [`Reader::enter_root`]).
+    pub fn leave_root(&mut self, outer: u32) {
+        self.depth = outer;
     }
 
     fn nest(&mut self) -> Result<(), JsonError> {

@@ -155,7 +155,9 @@ impl FromJson for Envelope {
         // refills the buffer.
         self.scope_id.clear();
         self.ts.clear();
-        r.object(&mut |r, key| {
+        // Nesting counts from the envelope: one reads in a page as alone.
+        let outer = r.enter_root();
+        let members = r.object(&mut |r, key| {
             match key {
                 "id" => self.id = FromJson::read(r)?,
                 "scope" => scope = Some(FromJson::read(r)?),
@@ -178,7 +180,9 @@ impl FromJson for Envelope {
                 _ => r.skip()?,
             }
             Ok(())
-        })?;
+        });
+        r.leave_root(outer);
+        members?;
         let ty = ty.ok_or(JsonError::Missing("type"))?;
         self.scope = scope.ok_or(JsonError::Missing("scope"))?;
         // Every durable event is critical, whatever the wire says.

@@ -64,10 +64,19 @@ pub enum CoreError {
         /// The cursor the page was asked from.
         cursor: u64,
     },
-    /// No bytes on the stream for too long.
+    /// A page held more events than its request's `limit` (a broken or
+    /// hostile server: nothing would bound what it sends next).
+    #[error("a page of {len} events exceeds its limit of {limit}")]
+    PageOverLimit {
+        /// The request's `limit`.
+        limit: u32,
+        /// The events it held.
+        len: usize,
+    },
+    /// No event on the stream for too long.
     #[error("stream stalled for {idle_ms} ms")]
     Stalled {
-        /// Milliseconds since the last byte.
+        /// Milliseconds since the last event (or the stream's opening).
         idle_ms: u64,
     },
     /// A request got no answer in time.
@@ -111,6 +120,7 @@ impl CoreError {
             CoreError::EpochChanged { .. } => "epoch_changed",
             CoreError::HistoryMismatch { .. } => "history_mismatch",
             CoreError::PageNotAdvancing { .. } => "page_not_advancing",
+            CoreError::PageOverLimit { .. } => "page_over_limit",
             CoreError::Stalled { .. } => "stalled",
             CoreError::Timeout { .. } => "timeout",
             CoreError::CorruptStorage(_) => "corrupt_storage",

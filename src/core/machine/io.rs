@@ -323,9 +323,8 @@ impl Machine {
     }
 
     pub(super) fn on_stream_bytes(&mut self, id: RequestId, bytes: &[u8], now: u64) {
-        match self.stream.as_mut() {
-            Some(s) if s.id == id => s.last_byte_at = now,
-            _ => return,
+        if !self.is_stream(id) {
+            return;
         }
         self.counters.bytes += bytes.len() as u64;
         // Each event is handled as it is dispatched, lent from the parser's
@@ -338,6 +337,12 @@ impl Machine {
             // the rest of this chunk belongs to a dead stream.
             if !self.is_stream(id) || self.halted() {
                 return;
+            }
+            // Only an event (a heartbeat or any other) proves the stream
+            // alive; comments and `retry:` do not (PROTOCOL.md §4.3).
+            if let (SseItem::Event(_) | SseItem::Error(_), Some(s)) = (&item, self.stream.as_mut())
+            {
+                s.last_byte_at = now;
             }
             match item {
                 SseItem::Event(ev) => self.on_sse_event(ev, now),

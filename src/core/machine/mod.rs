@@ -75,6 +75,8 @@ struct StreamConn {
     live_only: bool,
     opened: bool,
     hello_seen: bool,
+    /// When it was opened or last dispatched an event (the stall watchdog's
+    /// start): bytes that make no event, comments included, do not count.
     last_byte_at: u64,
 }
 
@@ -117,11 +119,12 @@ pub struct Machine {
     pos: Position,
     view: View,
     mode: Mode,
-    buffer: VecDeque<Frame>,
+    buffer: held::Held,
     /// `Some(from_cursor)` while a restore is not yet painted.
     restore: Option<u64>,
-    /// Restarts from 0 since the last completed restore (paces loops).
+    /// Restarts from 0 in a row (see `restarts_settled`), and their pacing.
     zero_restarts: u32,
+    restart_backoff: Backoff,
     /// Repairs in a row that did not move the cursor (paces loops).
     idle_repairs: u32,
     next_id: u64,
@@ -281,9 +284,10 @@ impl Machine {
             pos: Position::default(),
             view,
             mode: Mode::Follow,
-            buffer: VecDeque::new(),
+            buffer: held::Held::default(),
             restore: None,
             zero_restarts: 0,
+            restart_backoff: Backoff::default(),
             idle_repairs: 0,
             next_id: 0,
             stream: None,

@@ -10,6 +10,11 @@ use crate::json::{self, JsonError};
 use crate::protocol::{Envelope, Event, EventPage, Hello, ReplayPage};
 use crate::sse::SseEventRef;
 
+/// Whether a page of `len` events holds more than its request's `limit`.
+fn over(len: usize, limit: u32) -> bool {
+    len as u64 > u64::from(limit)
+}
+
 /// What applying one frame led to.
 enum Step {
     Done,
@@ -62,7 +67,7 @@ impl Machine {
         self.buffer.clear();
         // Back-to-back restarts from 0 (a server that keeps rejecting) are paced.
         let delay = if self.zero_restarts > 1 {
-            self.stream_backoff
+            self.restart_backoff
                 .next_delay(&self.cfg.backoff, &mut self.rng, 0)
         } else {
             0
@@ -102,6 +107,15 @@ impl Machine {
         };
         let after = self.verify_from(verify);
         self.issue_fetch(FetchKind::Events, after, true, delay, now);
+    }
+
+    /// The restore is done and the stream's `hello` agreed with its epoch
+    /// (in either order): restarts from 0 are no longer back to back. Until
+    /// both, they are paced (a page and a stream that disagree on the epoch
+    /// would restart at once, forever).
+    fn restarts_settled(&mut self) {
+        self.zero_restarts = 0;
+        self.restart_backoff.reset();
     }
 
     /// Rule 8 and rule 9 (invalid cursor): discard everything, restore from 0.
@@ -194,7 +208,7 @@ impl Machine {
                 self.on_hello(h, now);
                 self.spare = Some(env);
             }
-            _ => self.route(Frame::Event(env), now),
+            _ => self.route(Frame::Event(env), ev.data.len(), now),
         }
     }
 
@@ -211,24 +225,27 @@ impl Machine {
         if !self.check_epoch(&h.epoch, now) {
             return;
         }
+        if self.restore.is_none() {
+            self.restarts_settled();
+        }
         self.saw_head(h.head);
         let boot = h.boot_id.clone();
         self.with_view(true, |v, ch| v.set_boot(&boot, ch));
         if live_only {
             // Durable events up to head will not come on this stream.
-            self.route(Frame::LiveFrom(h.head), now);
+            self.route(Frame::LiveFrom(h.head), 0, now);
         }
     }
 
-    /// Applies a frame, or holds it while a barrier is up.
-    fn route(&mut self, mut frame: Frame, now: u64) {
+    /// Applies a frame (of `bytes` as sent), or holds it while a barrier is up.
+    fn route(&mut self, mut frame: Frame, bytes: usize, now: u64) {
         if self.mode != Mode::Follow {
-            self.hold(frame);
+            self.hold(frame, bytes);
             return;
         }
         if let Step::Gap { requeue } = self.apply_frame(&mut frame, false) {
             if requeue {
-                self.buffer.push_back(frame);
+                self.hold(frame, bytes);
                 self.start_repair(now);
                 return;
             }
@@ -367,14 +384,21 @@ impl Machine {
     }
 
     fn read_page(&mut self, kind: FetchKind, body: &[u8], now: u64) {
-        // Where the page was asked from: it must move the cursor past that.
-        let asked = self.fetch.as_ref().map_or(self.pos.cursor, |f| f.after);
+        // Where the page was asked from: it must move the cursor past that,
+        // with at most `limit` events.
+        let (asked, limit) = self
+            .fetch
+            .as_ref()
+            .map_or((self.pos.cursor, u32::MAX), |f| (f.after, f.limit));
         // Each page is read over the last one of its kind (kept until the
         // backlog is read: `end_fetch`).
         match kind {
             FetchKind::Replay => {
                 let mut page = self.spare_replay.take().unwrap_or_default();
                 match json::utf8(body).and_then(|t| json::read_over(t, &mut page, false)) {
+                    Ok(()) if over(page.history.len(), limit) => {
+                        self.page_over_limit(page.history.len(), limit, now)
+                    }
                     Ok(()) => self.on_replay_page(&mut page, asked, now),
                     Err(e) => self.page_unreadable(e, now),
                 }
@@ -386,6 +410,9 @@ impl Machine {
                 let mut page = self.spare_events.take().unwrap_or_default();
                 let opaque = self.opaque_payloads();
                 match json::utf8(body).and_then(|t| json::read_over(t, &mut page, opaque)) {
+                    Ok(()) if over(page.events.len(), limit) => {
+                        self.page_over_limit(page.events.len(), limit, now)
+                    }
                     Ok(()) => self.on_event_page(&mut page, asked, now),
                     Err(e) => self.page_unreadable(e, now),
                 }
@@ -407,6 +434,13 @@ impl Machine {
         self.drop_prefetch();
         self.fetch_retry(CoreError::PageNotAdvancing { cursor: asked }, None, now);
         true
+    }
+
+    /// A page with more events than its `limit` is not applied at all but
+    /// retried with backoff, as one that does not advance.
+    fn page_over_limit(&mut self, len: usize, limit: u32, now: u64) {
+        self.drop_prefetch();
+        self.fetch_retry(CoreError::PageOverLimit { limit, len }, None, now);
     }
 
     fn page_unreadable(&mut self, e: JsonError, now: u64) {
@@ -525,17 +559,19 @@ impl Machine {
     /// Applies the held frames in order, dropping overlap; a new gap starts
     /// another repair. When all are applied a pending restore is painted.
     fn drain(&mut self, lenient: bool, now: u64) {
-        while let Some(mut frame) = self.buffer.pop_front() {
+        while let Some((mut frame, bytes)) = self.buffer.pop_front() {
             if let Step::Gap { requeue } = self.apply_frame(&mut frame, lenient) {
                 if requeue {
-                    self.buffer.push_front(frame);
+                    self.buffer.push_front(frame, bytes);
                 }
                 self.start_repair(now);
                 return;
             }
         }
         if let Some(from_cursor) = self.restore.take() {
-            self.zero_restarts = 0;
+            if self.stream.as_ref().is_some_and(|s| s.hello_seen) {
+                self.restarts_settled();
+            }
             self.change.restore_completed = true;
             self.notices.push_back(Notice::Restored {
                 from_cursor,

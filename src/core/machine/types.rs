@@ -92,7 +92,8 @@ pub struct Config {
     /// Reconnect and retry pacing.
     pub backoff: BackoffConfig,
     /// The stream is declared stalled after `stall_factor * heartbeat_ms`
-    /// without a byte.
+    /// without an event (a heartbeat or any other; SSE comments do not
+    /// count, PROTOCOL.md §4.3).
     pub stall_factor: f64,
     /// The server's heartbeat interval (PROTOCOL.md §4.3: at most 15 s).
     pub heartbeat_ms: u64,
@@ -117,6 +118,10 @@ pub struct Config {
     /// events are dropped and the others are summarised, newest per kind
     /// (durable ones as a gap; see `docs/architecture.md`).
     pub buffer_limit: usize,
+    /// Bytes (frames' `data` as sent) held by a barrier above which frames
+    /// are summarised as beyond `buffer_limit`: 10 000 frames of up to
+    /// `max_event_size` each would otherwise be 10 GiB.
+    pub buffer_bytes_limit: usize,
     /// How many events the generic log view of non-session scopes keeps.
     pub log_capacity: usize,
     /// Seed of the jitter RNG (deterministic tests, distinct per tab).
@@ -146,6 +151,7 @@ impl Config {
                 multiplier: 2.0,
             },
             buffer_limit: 10_000,
+            buffer_bytes_limit: 16 << 20,
             log_capacity: 1_000,
             seed: 0x5eed,
         }

@@ -52,8 +52,16 @@ impl Share {
         let items = match self.which(id) {
             Some(Conn::Current) => {
                 let m = self.mux.as_mut().expect("current connection");
-                m.last_byte_at = now;
-                Self::parse_items(m, bytes)
+                let items = Self::parse_items(m, bytes);
+                // Only an event proves the connection alive; comments do
+                // not (PROTOCOL.md §4.3).
+                if items
+                    .iter()
+                    .any(|i| matches!(i, SseItem::Event(_) | SseItem::Error(_)))
+                {
+                    m.last_byte_at = now;
+                }
+                items
             }
             Some(Conn::Old) => Self::parse_items(self.old.as_mut().expect("old connection"), bytes),
             None => return,

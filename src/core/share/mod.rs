@@ -150,8 +150,9 @@ pub struct ShareConfig {
     pub shared: bool,
     /// Reconnect pacing of the multiplexed stream.
     pub backoff: BackoffConfig,
-    /// The connection is declared stalled after this long without a byte
-    /// (every scope gets a heartbeat at least every 15 s).
+    /// The connection is declared stalled after this long without an event
+    /// (every scope gets a heartbeat at least every 15 s; comments do not
+    /// count).
     pub stall_ms: u64,
     /// SSE events above this size are skipped (their machines repair).
     pub max_event_size: usize,

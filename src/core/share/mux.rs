@@ -60,7 +60,8 @@ pub struct Mux {
     pub subs: Vec<MuxSub>,
     /// Its SSE parser.
     pub parser: SseParser,
-    /// Last byte (or the request), for the stall watchdog.
+    /// Last event (or the request, or its answer's headers), for the stall
+    /// watchdog: bytes that make no event, comments included, do not count.
     pub last_byte_at: u64,
 }
 
