@@ -177,7 +177,7 @@ function renderStatus(status) {
   const box = $("status");
   box.dataset.state = status.state;
   let text = status.state;
-  if (status.nextRetryAt) text += ` (retry in ${Math.max(0, Math.round((status.nextRetryAt - Date.now()) / 100) / 10)} s)`;
+  if (status.nextRetryAt) text += ` (retry in ${Math.max(0, Math.round((status.nextRetryAt - (performance.timeOrigin + performance.now())) / 100) / 10)} s)`;
   if (status.lastError) text += ` · ${status.lastError.code}`;
   $("status-text").textContent = text;
 }

@@ -68,6 +68,7 @@ export type StatusState =
 export type ReplayErrorCode =
   | "bad_json" | "event_too_large" | "invalid_cursor" | "cursor_ahead"
   | "unauthorized" | "http_status" | "wrong_content_type" | "epoch_changed" | "history_mismatch"
+  | "page_not_advancing" | "page_over_limit"
   | "stalled" | "network" | "corrupt_storage" | "storage_unavailable"
   | "closed" | "invalid_options" | "timeout";
 
@@ -78,7 +79,11 @@ export interface ErrorInfo {
   status?: number;
 }
 
-/** Connection status; `since` and `nextRetryAt` are `Date.now()` milliseconds. */
+/**
+ * Connection status. `since` and `nextRetryAt` are milliseconds on the client's monotonic clock,
+ * `performance.timeOrigin + performance.now()`: the same as `Date.now()` unless the system clock was
+ * set after the page loaded, and unlike it never stepping back.
+ */
 export interface Status {
   state: StatusState;
   since: number;
@@ -93,7 +98,7 @@ export interface Notice {
     | "restore_failed" | "storage_fallback" | "cursor_reset" | "restored"
     | "gap_repaired" | "turn_interrupted";
   message: string;
-  /** `Date.now()` milliseconds. */
+  /** Milliseconds on the client's monotonic clock (see `Status`). */
   at: number;
   /** The HTTP status, when the notice came from an answer (e.g. 409 for `cursor_reset`). */
   status?: number;

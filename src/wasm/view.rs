@@ -147,14 +147,11 @@ struct DiagnosticsJs<'a> {
 }
 
 impl<'a> StatusJs<'a> {
-    /// The machine's times (its monotonic clock) shown on the wall clock,
-    /// as an application compares them with `Date.now()`.
     fn of(s: &'a Status) -> Self {
-        let wall = |t: u64| t.saturating_add_signed(js::wall_clock() as i64 - js::now() as i64);
         StatusJs {
             state: s.state,
-            since: wall(s.since),
-            next_retry_at: s.next_retry_at.map(wall),
+            since: s.since,
+            next_retry_at: s.next_retry_at,
             last_error: s.last_error.as_ref(),
         }
     }
