@@ -211,9 +211,18 @@ fn rule_3_cursor_never_moves_on_transient_or_partial_frames() {
     r.c.handle_stream_end(id, r.now);
     r.pump();
     assert_eq!(r.c.cursor(), 2);
-    let _ = b;
+    // The old connection's last byte, late: not this client's stream any more.
+    r.c.handle_stream_bytes(id, b, r.now);
+    assert_eq!(r.c.cursor(), 2, "a late byte of the old connection");
     let path = r.until_reconnect();
     assert_eq!(path, "/v1/sessions/ses_1/events?after_seq=2");
+    // The new connection starts a new frame: its first byte (the very byte
+    // that would have completed the cut frame) completes nothing.
+    r.open_ok();
+    r.send_raw(b);
+    assert_eq!(r.c.cursor(), 2, "the cut frame was discarded, not resumed");
+    r.send(&[user_msg(3, "u3", "three")]);
+    assert_eq!(r.c.cursor(), 3);
 }
 
 #[test]

@@ -41,11 +41,28 @@ fn seeded_simulations_without_faults_converge() {
 
 #[test]
 fn close_during_restore_dispatches_nothing_more() {
+    let mut closed_restoring = 0;
     for seed in 0..50u64 {
         let mut sim = Sim::new(seed, Vec::new(), 3, FaultMix::all());
-        for _ in 0..(seed * 7 % 60) {
+        // A few random steps in, at a moment a restore is pending: every
+        // client starts restoring, and faults (epoch changes, rejected
+        // cursors, reloads) start new restores later.
+        for step in 0.. {
+            if step >= seed * 7 % 60 && sim.client.is_restoring() {
+                break;
+            }
+            if step > 5_000 {
+                break;
+            }
             sim.random_step();
+        }
+        if sim.client.is_restoring() {
+            closed_restoring += 1;
         }
         sim.close_now();
     }
+    assert!(
+        closed_restoring >= 40,
+        "closed during a restore in {closed_restoring} of 50 runs"
+    );
 }

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Machine, Frame};
+use super::{Frame, Machine};
 use crate::protocol::Event;
 
 /// How many summaries (kinds of held frames) may follow the buffer's bound:
