@@ -67,6 +67,10 @@ pub fn run(args: &[String]) -> Result {
         })?;
     }
     if wanted("native") {
+        cmd::step(
+            "the core crate links no browser binding",
+            core_has_no_browser_bindings,
+        )?;
         cmd::step("native tests", || run("cargo", &["test", "--workspace"]))?;
     }
     if wanted("chromium") {
@@ -81,6 +85,39 @@ pub fn run(args: &[String]) -> Result {
         cmd::step("end to end: demo page in Chromium (Playwright)", e2e)?;
     }
     println!("\nall test layers passed");
+    Ok(())
+}
+
+/// `replay-core`'s dependency tree, for every target, holds no
+/// wasm-bindgen, js-sys or web-sys: the core is sans-IO by construction.
+fn core_has_no_browser_bindings() -> Result {
+    let tree = cmd::output(
+        "cargo",
+        &[
+            "tree",
+            "-p",
+            "replay-core",
+            "--target",
+            "all",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+        ],
+    )
+    .ok_or("cargo tree -p replay-core failed")?;
+    let found: Vec<&str> = tree
+        .lines()
+        .filter(|l| {
+            ["wasm-bindgen", "js-sys", "web-sys"]
+                .iter()
+                .any(|b| l.starts_with(b))
+        })
+        .collect();
+    if !found.is_empty() {
+        return Err(format!("replay-core depends on browser bindings: {found:?}").into());
+    }
+    println!("cargo tree -p replay-core: no wasm-bindgen, js-sys or web-sys");
     Ok(())
 }
 
