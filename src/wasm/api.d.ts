@@ -60,7 +60,9 @@ export type ReplayErrorCode =
   | "bad_json" | "event_too_large" | "invalid_cursor" | "cursor_ahead"
   | "unauthorized" | "http_status" | "wrong_content_type" | "epoch_changed" | "history_mismatch"
   | "stalled" | "network" | "corrupt_storage" | "storage_unavailable"
-  | "closed" | "invalid_options" | "timeout";
+  | "closed" | "invalid_options" | "timeout"
+  /** A page and the worker hosting its client speak different versions of their messages. */
+  | "schema_mismatch";
 
 /** Why the last connection attempt failed. */
 export interface ErrorInfo {

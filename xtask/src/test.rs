@@ -149,6 +149,9 @@ fn package() -> Result {
     for (name, raw, gz) in pkg::sizes(&pkg)? {
         println!("{name}: {raw} bytes, {gz} gzipped");
     }
+    for (name, raw, gz) in pkg::context_sizes(&pkg)? {
+        println!("{name}: {raw} bytes, {gz} gzipped");
+    }
     let packs = root().join("target/npm");
     let _ = fs::remove_dir_all(&packs);
     fs::create_dir_all(&packs).map_err(|e| e.to_string())?;
