@@ -195,6 +195,30 @@ test("the SharedWorker killed mid-answer: every tab attaches to a new one and en
   assert.deepEqual(pageErrors, []);
 });
 
+// Headless Chromium does not freeze a visible page (CDP
+// `Page.setWebLifecycleState` fires nothing there): the tab is sent the
+// `freeze` and `resume` events the browser would fire, and keeps running,
+// so what it is posted meanwhile can be counted.
+test("a frozen tab keeps its subscription but is posted nothing until it resumes, then the whole view", async () => {
+  await noStreams();
+  const sessionId = await newSession("shared frozen");
+  const [active, frozen] = await openTabs(2, () => ({ sessionId }));
+  await allLive([active, frozen]);
+  await frozen.evaluate(() => document.dispatchEvent(new Event("freeze")));
+  const before = await frozen.evaluate(() => window.t.views.length);
+  await active.evaluate(() => window.t.client.send("/long 1500 while the other tab is frozen"));
+  await converged([active], () => sessionId);
+  assert.equal((await active.evaluate(() => window.t.state().host)).attached, 2, "the frozen tab stays attached");
+  await frozen.evaluate(() => document.dispatchEvent(new Event("resume")));
+  await converged([frozen], () => sessionId);
+  // Dozens of views streamed meanwhile; the frozen tab got the whole view once.
+  const added = (await frozen.evaluate(() => window.t.views.length)) - before;
+  assert.equal(added, 1, "views posted to the tab: none while frozen, the whole view once on resume");
+  await closeAll([active, frozen]);
+  await noStreams();
+  assert.deepEqual(pageErrors, []);
+});
+
 test("with SharedWorker removed from the page's global, the same call runs the client on the page", async () => {
   const sessionId = await newSession("shared fallback");
   const [tab] = await openTabs(1, () => ({ sessionId }), "?noshared");
