@@ -7,7 +7,7 @@
 // `cargo xtask test` serves tests/js/shared-page/ at /shared-page/.
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
-import { api as call, launchChromium, openPage, until } from "./support.mjs";
+import { api as call, launchChromium, openPage, sleep, until } from "./support.mjs";
 
 const url = process.env.E2E_URL;
 const api = (method, path, body) => call(url, method, path, body);
@@ -174,6 +174,15 @@ test("the SharedWorker killed mid-answer: every tab attaches to a new one and en
   const { targetInfos } = await cdp.send("Target.getTargets");
   const workers = targetInfos.filter((t) => t.type === "shared_worker");
   assert.equal(workers.length, 1, JSON.stringify(targetInfos.map((t) => t.type)));
+  // A send the worker dies with: its request held at the server (a delay
+  // fault) when the worker is killed, so no reply ever comes from it; the
+  // tab sends it again to the new worker, with the same message id.
+  await api("POST", "/v1/admin/faults", { kind: "delay", ms: 1_000, count: 1, route: "messages" });
+  const racing = tabs[0].evaluate(() => window.t.client.send("/tool racing the kill"));
+  await until("the send to reach the server", async () => {
+    const { faults } = await api("GET", "/v1/admin/faults");
+    return !faults.some((f) => f.kind === "delay");
+  });
   await cdp.send("Target.closeTarget", { targetId: workers[0].targetId });
 
   await until("every tab on a new worker", async () => {
@@ -183,6 +192,8 @@ test("the SharedWorker killed mid-answer: every tab attaches to a new one and en
     }
     return true;
   });
+  const unanswered = sleep(30_000).then(() => assert.fail("the send the worker died with never resolved"));
+  assert.ok((await Promise.race([racing, unanswered])).turnId, "the send the worker died with resolved");
   await converged(tabs, () => sessionId);
   const hosts = await Promise.all(tabs.map((t) => t.evaluate(() => window.t.state().host)));
   assert.ok(hosts.every((h) => h.instance === hosts[0].instance && h.attached === 3), JSON.stringify(hosts));
@@ -190,6 +201,13 @@ test("the SharedWorker killed mid-answer: every tab attaches to a new one and en
   await tabs[0].evaluate(() => window.t.client.send("/tool after the restart"));
   await converged(tabs, () => sessionId);
   await until("one stream", async () => (await streams()) === 1);
+  const { items } = await api("GET", `/v1/sessions/${sessionId}/transcript`);
+  const said = (text) => items.filter((i) => i.kind === "message" && i.role === "user" && i.text === text).length;
+  assert.deepEqual(
+    [said("/long 4000 killed mid-answer"), said("/tool racing the kill"), said("/tool after the restart")],
+    [1, 1, 1],
+    "every message once: nothing lost, nothing duplicated",
+  );
   await closeAll(tabs);
   await noStreams();
   assert.deepEqual(pageErrors, []);
