@@ -244,6 +244,48 @@ test("a frozen tab keeps its subscription but is posted nothing until it resumes
   assert.deepEqual(pageErrors, []);
 });
 
+test("a fault schedule with 3 tabs: nothing lost, nothing duplicated, every tab equal to the server", async () => {
+  await noStreams();
+  const sessionId = await newSession("shared faults");
+  const tabs = await openTabs(3, () => ({ sessionId }));
+  await allLive(tabs);
+  // The worker's requests are not visible to page.route: the server injects.
+  const schedule = [
+    { kind: "close_streams" },
+    { kind: "cut_after_bytes", bytes: 500, count: 1 },
+    { kind: "fail_requests", route: "stream", status: 503, count: 2, retry_after: 1 },
+    { kind: "duplicate", count: 3 },
+    { kind: "skip_durable", count: 2 },
+    { kind: "fail_requests", route: "replay", status: 500, count: 1 },
+    { kind: "restart_worker" },
+    { kind: "close_streams" },
+  ];
+  const sent = [];
+  for (const [i, fault] of schedule.entries()) {
+    const text = i % 2 ? `/long 400 turn ${i}` : `/tool turn ${i}`;
+    const tab = tabs[i % 3];
+    const outcome = await tab.evaluate((t) => window.t.client.send(t).then(() => "sent", (e) => e.code), text);
+    sent.push({ text, outcome });
+    await api("POST", "/v1/admin/faults", fault);
+    await until("the turn to end at the server", async () => {
+      const { items } = await api("GET", `/v1/sessions/${sessionId}/transcript`);
+      return items.filter((x) => x.kind === "turn_end").length >= sent.filter((x) => x.outcome === "sent").length;
+    });
+  }
+  await api("POST", "/v1/admin/faults", { kind: "clear" });
+  await converged(tabs, () => sessionId);
+  const { items } = await api("GET", `/v1/sessions/${sessionId}/transcript`);
+  for (const { text, outcome } of sent) {
+    const times = items.filter((x) => x.kind === "message" && x.role === "user" && x.text === text).length;
+    // A send that resolved is there once; one that rejected at most once.
+    assert.ok(outcome === "sent" ? times === 1 : times <= 1, `${text} (${outcome}): ${times} times`);
+  }
+  assert.ok(sent.filter((x) => x.outcome === "sent").length >= 6, JSON.stringify(sent));
+  await closeAll(tabs);
+  await noStreams();
+  assert.deepEqual(pageErrors, []);
+});
+
 test("with SharedWorker removed from the page's global, the same call runs the client on the page", async () => {
   const sessionId = await newSession("shared fallback");
   const [tab] = await openTabs(1, () => ({ sessionId }), "?noshared");
