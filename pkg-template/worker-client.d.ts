@@ -1,4 +1,5 @@
 import type { ConnectOptions, Diagnostics, Status, StorageKind, Transcript, View } from "./index.js";
+import type { HostInfo } from "./messages.js";
 
 /**
  * What a page passes to a client in a worker: `ConnectOptions` without
@@ -21,7 +22,8 @@ export declare class WorkerClient {
    * Connects a client inside `worker` (a `Worker` that called `serve()`, or
    * a `MessagePort` to one); resolves once its first view arrived. Rejects
    * with a `ReplayError`: the worker's own (e.g. `invalid_options`),
-   * `network` when the worker failed to start, `timeout` when it did not
+   * `network` when the worker failed to start, `schema_mismatch` when it
+   * speaks another version of the messages, `timeout` when it did not
    * answer within `connectTimeoutMs` (default 10 s).
    */
   static connect(worker: Worker | MessagePort, options: WorkerConnectOptions): Promise<WorkerClient>;
@@ -29,8 +31,8 @@ export declare class WorkerClient {
   view(): View;
   /** The connection status (the view's `status`). */
   status(): Status;
-  /** Counters and position, as of the latest view. */
-  diagnostics(): Diagnostics;
+  /** Counters and position, as of the latest view; `host` says which worker runs the client. */
+  diagnostics(): Diagnostics & { host: HostInfo };
   /** Calls `listener` after each change the worker posts; returns an unsubscribe function. */
   subscribe(listener: () => void): () => void;
   /** As `ReplayClient.send`. */

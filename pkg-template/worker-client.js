@@ -1,10 +1,10 @@
 // The page half of a client run in a dedicated worker (`worker.js`): a view
 // kept from the parts the worker posts, and the client's calls forwarded to
 // it. It loads no wasm: the page's main thread applies what changed, once per
-// notification, and runs the app's listeners.
+// notification, and runs the app's listeners. Messages: `messages.d.ts`.
 import { ReplayError } from "./replay_error.js";
+import { message, read, toError } from "./messages.js";
 
-const toError = ({ code, message, status }) => new ReplayError(code, message, status);
 const closedError = () => new ReplayError("closed", "the client is closed");
 
 /** A `ReplayClient` running in a worker, seen from the page. */
@@ -26,7 +26,8 @@ export class WorkerClient {
    * Connects a client inside `worker` (which called `serve()`), resolving
    * once its first view arrived; rejects with a `ReplayError` when the
    * worker could not connect it (e.g. `invalid_options`), when the worker
-   * failed to start (`network`), or when no answer came within
+   * failed to start (`network`), when it speaks another version of the
+   * messages (`schema_mismatch`), or when no answer came within
    * `connectTimeoutMs` (default 10 s; `timeout`: was `serve()` called?).
    */
   static connect(worker, options) {
@@ -38,7 +39,7 @@ export class WorkerClient {
         worker.removeEventListener?.("error", failedToStart);
         if (!err) return resolve(client);
         // Should the worker attach the client later, it closes it at once.
-        port1.postMessage({ call: "close" });
+        port1.postMessage(message("close"));
         port1.close();
         reject(err);
       };
@@ -51,13 +52,15 @@ export class WorkerClient {
       );
       worker.addEventListener?.("error", failedToStart);
       port1.onmessage = ({ data }) => {
-        if (data.failed) return settle(toError(data.failed));
+        const msg = read(data);
+        if (msg instanceof Error) return client.#fail(msg, settle);
+        if (msg.type === "failed") return client.#fail(toError(msg.error), settle);
         const waiting = client.#view === null;
-        client.#receive(data);
-        if (waiting) settle(null);
+        client.#receive(msg);
+        if (waiting && client.#view !== null) settle(null);
       };
       try {
-        worker.postMessage({ type: "replay-client.connect", options }, [port2]);
+        worker.postMessage(message("attach", { options }), [port2]);
       } catch (err) {
         // E.g. a function among the options: it cannot be cloned.
         settle(new ReplayError("invalid_options", `options cannot cross to a worker (give functions to serve()): ${err.message}`));
@@ -65,21 +68,28 @@ export class WorkerClient {
     });
   }
 
-  #receive(data) {
-    if ("id" in data) {
-      const call = this.#pending.get(data.id);
-      this.#pending.delete(data.id);
-      if (data.error) call?.reject(toError(data.error));
-      else call?.resolve(data.value);
+  // Refused (at connect) or cut off later: nothing more comes on this port.
+  #fail(err, settle) {
+    if (this.#view === null) return settle(err);
+    for (const { reject } of this.#pending.values()) reject(err);
+    this.#pending.clear();
+  }
+
+  #receive(msg) {
+    if (msg.type === "reply") {
+      const call = this.#pending.get(msg.id);
+      this.#pending.delete(msg.id);
+      if (msg.error) call?.reject(toError(msg.error));
+      else call?.resolve(msg.value);
       return;
     }
-    if (this.#closed) return;
-    this.#diagnostics = data.diagnostics;
+    if (this.#closed || msg.type !== "view") return;
+    this.#diagnostics = { ...msg.diagnostics, host: msg.host };
     // Nothing of the view changed: the same view, no listener called. (The
     // first post holds every part; nobody listens before it.)
-    if (Object.keys(data.view).length === 0) return;
+    if (Object.keys(msg.view).length === 0) return;
     // A new object when anything changed; the parts not posted keep theirs.
-    this.#view = Object.freeze({ ...this.#view, ...data.view });
+    this.#view = Object.freeze({ ...this.#view, ...msg.view });
     for (const listener of [...this.#listeners]) {
       try {
         listener();
@@ -95,7 +105,7 @@ export class WorkerClient {
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
-      this.#port.postMessage({ id, call, args });
+      this.#port.postMessage(message("call", { id, call, args }));
     });
   }
 
@@ -109,7 +119,7 @@ export class WorkerClient {
     return this.#view.status;
   }
 
-  /** Counters and position, as of the latest view. */
+  /** Counters and position, as of the latest view; `host` says which worker. */
   diagnostics() {
     return this.#diagnostics;
   }
@@ -147,7 +157,7 @@ export class WorkerClient {
   close() {
     if (this.#closed) return;
     this.#closed = true;
-    this.#port.postMessage({ call: "close" });
+    this.#port.postMessage(message("close"));
     this.#port.close();
     for (const { reject } of this.#pending.values()) reject(closedError());
     this.#pending.clear();

@@ -3,27 +3,22 @@
 // `ReplayClient` per connect, on a port of its own. The page then spends its
 // main thread only on the parts of the view that changed, once per
 // notification; the stream's bytes, the parsing and the fold stay here.
+// Messages: `messages.d.ts` (one schema for this and the shared host).
 import * as replay from "./index.js";
+import { CALLS, changedParts, message, read, wireError } from "./messages.js";
 
 // The `web` build loads its wasm with `init()`; the `bundler` build has none.
 const ready = typeof replay.default === "function" ? replay.default() : Promise.resolve();
 
-// What a page may call: the client's writes and its transcript.
-const CALLS = ["send", "answer", "cancel", "transcript"];
-
-// A `ReplayError`'s code, or `fallback` for anything else thrown.
-const errorInfo = (err, fallback = "invalid_options") => ({
-  code: typeof err?.code === "string" ? err.code : fallback,
-  message: String(err?.message ?? err),
-  status: typeof err?.status === "number" ? err.status : undefined,
-});
+// Which worker this is: in every message, so a page can tell a new one.
+const host = { role: "worker", instance: crypto.randomUUID() };
 
 function attach(port, options) {
   let client;
   try {
     client = replay.ReplayClient.connect(options);
   } catch (err) {
-    port.postMessage({ failed: errorInfo(err) });
+    port.postMessage(message("failed", { host, error: wireError(err) }));
     port.close();
     return;
   }
@@ -32,28 +27,33 @@ function attach(port, options) {
   let last = {};
   const post = () => {
     const view = client.view();
-    const changed = {};
-    for (const key of Object.keys(view)) if (view[key] !== last[key]) changed[key] = view[key];
+    const changed = changedParts(view, last);
     last = view;
-    port.postMessage({ view: changed, diagnostics: client.diagnostics() });
+    port.postMessage(message("view", { host, view: changed, diagnostics: client.diagnostics() }));
   };
   // `close()` drops this subscription with the client's other listeners.
   client.subscribe(post);
   post();
   port.onmessage = ({ data }) => {
-    if (data?.call === "close") {
+    const msg = read(data);
+    if (msg instanceof Error) {
+      // A reply the page can read whatever its version: it fails its calls.
+      port.postMessage(message("failed", { host, error: wireError(msg) }));
+      return;
+    }
+    if (msg.type === "close") {
       client.close();
       port.close();
       return;
     }
-    const { id, call, args } = data ?? {};
-    if (!CALLS.includes(call) || !Array.isArray(args)) return;
+    if (msg.type !== "call" || !CALLS.includes(msg.call) || !Array.isArray(msg.args)) return;
+    const { id, call, args } = msg;
     // The page awaits an answer for every id: a synchronous throw answers too.
     Promise.resolve()
       .then(() => client[call](...args))
       .then(
-        (value) => port.postMessage({ id, value }),
-        (err) => port.postMessage({ id, error: errorInfo(err) }),
+        (value) => port.postMessage(message("reply", { host, id, value })),
+        (err) => port.postMessage(message("reply", { host, id, error: wireError(err) })),
       );
   };
 }
@@ -67,13 +67,20 @@ function attach(port, options) {
  */
 export function serve(defaults = {}) {
   addEventListener("message", (event) => {
-    if (event.data?.type !== "replay-client.connect" || !event.ports[0]) return;
     const port = event.ports[0];
-    const options = { storage: "indexeddb", ...defaults, ...event.data.options };
+    if (!port) return;
+    const msg = read(event.data);
+    if (msg instanceof Error) {
+      port.postMessage(message("failed", { host, error: wireError(msg) }));
+      port.close();
+      return;
+    }
+    if (msg.type !== "attach") return;
+    const options = { storage: "indexeddb", ...defaults, ...msg.options };
     ready.then(
       () => attach(port, options),
       // The package's wasm could not be fetched or compiled here.
-      (err) => port.postMessage({ failed: errorInfo(err, "network") }),
+      (err) => port.postMessage(message("failed", { host, error: wireError(err, "network") })),
     );
   });
 }

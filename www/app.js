@@ -1,19 +1,34 @@
-// The demo page: one ReplayClient following one session, rendered with
+// The demo page: one client following one session, rendered with
 // textContent only (every server string is text, never HTML).
-import init, { ReplayClient, ReplayError } from "./pkg/web/index.js";
+import { ReplayError } from "./pkg/web/replay_error.js";
 import { WorkerClient } from "./pkg/web/worker-client.js";
+import { SharedClient } from "./pkg/web/shared-client.js";
 
 const baseUrl = location.origin;
 const RECENT_KEY = "replay-demo:sessions";
 const $ = (id) => document.getElementById(id);
 
-// `?worker`: the client runs in a dedicated worker (README, "Off the main
-// thread"); the page then loads no wasm of its own.
-const worker = new URLSearchParams(location.search).has("worker")
-  ? new Worker(new URL("./replay.worker.js", import.meta.url), { type: "module" })
-  : null;
-if (!worker) await init();
-$("mode").textContent = worker ? "client in a worker" : "client on the page";
+// Where the client runs (README): by default in a SharedWorker that every
+// tab of the demo shares (one stream per session however many tabs);
+// `?worker` in a dedicated worker of this page; `?page` on this page. The
+// first two load no wasm on the page.
+const query = new URLSearchParams(location.search);
+const mode = query.has("page") ? "page" : query.has("worker") ? "worker" : "shared";
+const worker =
+  mode === "worker" ? new Worker(new URL("./replay.worker.js", import.meta.url), { type: "module" }) : null;
+const startShared = () =>
+  new SharedWorker(new URL("./replay.shared.js", import.meta.url), { type: "module", name: "replay" });
+const onPage = mode === "page" ? await import("./pkg/web/index.js") : null;
+if (onPage) await onPage.default();
+$("mode").textContent = { page: "client on the page", worker: "client in a worker", shared: "client in a SharedWorker" }[mode];
+
+// A client for session `id`, wherever this page's mode runs it.
+function connect(id) {
+  if (mode === "page") return onPage.ReplayClient.connect({ baseUrl, sessionId: id, storage: "local" });
+  if (mode === "worker") return WorkerClient.connect(worker, { baseUrl, sessionId: id });
+  // Where the shared host cannot run, the client runs on this page.
+  return SharedClient.connect(startShared, { baseUrl, sessionId: id }, { storage: "local" });
+}
 
 let client = null;
 let sessionId = null;
@@ -62,12 +77,14 @@ async function open(id) {
   renderedItems = [];
   lastView = null;
   $("transcript").replaceChildren();
-  const next = worker
-    ? await WorkerClient.connect(worker, { baseUrl, sessionId: id }).catch((err) => (showError(err), null))
-    : ReplayClient.connect({ baseUrl, sessionId: id, storage: "local" });
+  const next = await Promise.resolve()
+    .then(() => connect(id))
+    .catch((err) => (showError(err), null));
   // Another open() began while this one connected in the worker.
   if (generation !== opening || !next) return next?.close();
   client = next;
+  const host = client.diagnostics().host;
+  if (host?.fallback) $("mode").textContent = `client on the page (no shared host: ${host.fallback.code})`;
   client.subscribe(() => render(client.view()));
   render(client.view());
   // Hooks for the end-to-end test and for curious people in devtools.
@@ -189,6 +206,7 @@ function renderDiagnostics() {
     cursor: d.cursor,
     "boot id": d.bootId ?? "-",
     storage: d.storage,
+    host: d.host ? `${d.host.role}${d.host.attached ? ` (${d.host.attached} tabs)` : ""}` : "page",
     ...d.counters,
   };
   $("diagnostics").replaceChildren(

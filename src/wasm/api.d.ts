@@ -70,7 +70,9 @@ export type ReplayErrorCode =
   | "unauthorized" | "http_status" | "wrong_content_type" | "epoch_changed" | "history_mismatch"
   | "page_not_advancing" | "page_over_limit"
   | "stalled" | "network" | "corrupt_storage" | "storage_unavailable"
-  | "closed" | "invalid_options" | "timeout";
+  | "closed" | "invalid_options" | "timeout"
+  /** A page and the worker hosting its client speak different versions of their messages. */
+  | "schema_mismatch";
 
 /** Why the last connection attempt failed. */
 export interface ErrorInfo {

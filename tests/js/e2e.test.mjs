@@ -1,5 +1,6 @@
 // End to end: headless Chromium (Debian's, driven by playwright-core) on the
-// demo page, which loads the optimised npm package, against a live
+// demo page with `?page` (the client on the page; shared.test.mjs drives the
+// default, shared mode), which loads the optimised npm package, against a live
 // replay-server with fault injection. `cargo xtask test` starts the server and
 // passes E2E_URL; E2E_SEED replays a schedule.
 import { test, after, before } from "node:test";
@@ -58,7 +59,7 @@ const consoleErrors = [];
 before(async () => {
   assert.ok(url, "E2E_URL is set by cargo xtask test");
   browser = await launchChromium();
-  page = await openPage(browser, url + "/", consoleErrors, { viewport: { width: 1280, height: 900 } });
+  page = await openPage(browser, url + "/?page", consoleErrors, { viewport: { width: 1280, height: 900 } });
   await until("the client to go live", () =>
     page.evaluate(() => window.__replay?.client.status().state === "live"),
   );

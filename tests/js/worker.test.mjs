@@ -9,6 +9,13 @@ import { api as call, launchChromium, openPage, until } from "./support.mjs";
 
 const url = process.env.E2E_URL;
 const api = (method, path, body) => call(url, method, path, body);
+// Streams open at the server: the worker's side of a client, seen from outside.
+const streams = async () => (await api("GET", "/v1/diagnostics")).streams;
+const streamsBecome = (n) =>
+  until(`${n} streams open at the server`, async () => (await streams()) === n, {
+    timeoutMs: 10_000,
+    describe: async () => `: ${await streams()} open`,
+  });
 
 let browser;
 let page;
@@ -26,6 +33,7 @@ after(async () => {
 });
 
 test("a client in a worker follows a session: the page's view ends equal to the server's transcript", async () => {
+  await streamsBecome(0);
   const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: "worker" });
   const storage = await page.evaluate((s) => window.t.connect({ sessionId: s }), sessionId);
   assert.equal(storage, "indexeddb", "a worker has no localStorage: IndexedDB by default");
@@ -59,9 +67,12 @@ test("a client in a worker follows a session: the page's view ends equal to the 
   assert.ok(diagnostics.counters.events > 0);
   assert.equal(await page.evaluate(() => window.t.wasmLoadedHere()), false, "the page loads no wasm");
 
+  assert.equal(await streams(), 1);
   await page.evaluate(() => window.t.client.close());
   const closed = await page.evaluate(() => window.t.rejects(() => window.t.client.send("after close")));
   assert.deepEqual({ ...closed, message: undefined }, { isReplayError: true, code: "closed", message: undefined });
+  // The worker's client closed too: its stream ended at the server.
+  await streamsBecome(0);
   assert.deepEqual(pageErrors, []);
 });
 
@@ -79,14 +90,19 @@ test("errors cross as ReplayError with their code", async () => {
     window.t.connectTo("./idle-worker.js", { sessionId: "ses_x", connectTimeoutMs: 300 }),
   );
   assert.deepEqual([idle.isReplayError, idle.code], [true, "timeout"], idle.message);
+  // Page and worker of different releases: refused, both ways, with one clear code.
+  const old = await page.evaluate(() => window.t.connectTo("./old-worker.js", { sessionId: "ses_x" }));
+  assert.deepEqual([old.isReplayError, old.code], [true, "schema_mismatch"], old.message);
+  const refused = await page.evaluate(() => window.t.askWorker({ type: "replay-client.connect", options: {} }));
+  assert.deepEqual([refused.v, refused.type, refused.error.code], [1, "failed", "schema_mismatch"]);
 
   // A write the server refuses: an answer to a question that does not exist.
   const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: "worker errors" });
   await page.evaluate((s) => window.t.connect({ sessionId: s, storage: "memory" }), sessionId);
   await until("live", () => page.evaluate(() => window.t.client.status().state === "live"));
-  const refused = await page.evaluate(() => window.t.rejects(() => window.t.client.answer("q_missing", "yes")));
-  assert.equal(refused.isReplayError, true);
-  assert.equal(refused.code, "http_status", refused.message);
+  const answered = await page.evaluate(() => window.t.rejects(() => window.t.client.answer("q_missing", "yes")));
+  assert.equal(answered.isReplayError, true);
+  assert.equal(answered.code, "http_status", answered.message);
   await page.evaluate(() => window.t.client.close());
   assert.deepEqual(pageErrors, []);
 });
@@ -100,6 +116,7 @@ test("one worker serves several clients, each on its own port; closing one leave
   await until("both live", () =>
     page.evaluate(() => Object.values(window.t.others).every((c) => c.status().state === "live")),
   );
+  await streamsBecome(2);
   const converged = (i) =>
     until(`client ${i} to converge`, async () => {
       const server = await api("GET", `/v1/sessions/${sessions[i]}/transcript`);
@@ -112,9 +129,12 @@ test("one worker serves several clients, each on its own port; closing one leave
   await page.evaluate(() => window.t.others.c0.close());
   const closed = await page.evaluate(() => window.t.rejects(() => window.t.others.c0.send("late")));
   assert.equal(closed.code, "closed");
+  // c0's client in the worker closed too: one stream left, c1's.
+  await streamsBecome(1);
   await api("POST", `/v1/sessions/${sessions[1]}/messages`, { message_id: "m_b", text: "/tool second" });
   await converged(1);
   await page.evaluate(() => window.t.others.c1.close());
+  await streamsBecome(0);
   assert.deepEqual(pageErrors, []);
 });
 

@@ -217,17 +217,25 @@ fn write_index(out: &Path, target: &str) -> Result {
     Ok(())
 }
 
-/// The two halves of a client run in a dedicated worker (`pkg-template/`):
-/// `worker.js` (`serve`, loads the package in the worker) and
-/// `worker-client.js` (`WorkerClient`, the page's half, which loads no wasm:
-/// it takes `ReplayError` from `replay_error.js`, written by `write_index`).
+/// The halves of a client hosted by a worker (`pkg-template/`), each
+/// speaking the one schema of `messages.js` / `messages.d.ts`: in a
+/// dedicated worker `worker.js` (`serve`) and the page's `worker-client.js`
+/// (`WorkerClient`); in the SharedWorker `shared.js` (`serveShared`) and the
+/// page's `shared-client.js` (`SharedClient`). The page halves load no wasm:
+/// they take `ReplayError` from `replay_error.js`, written by `write_index`.
 fn add_worker_entries(out: &Path) -> Result {
     let mut minified = Vec::new();
     for file in [
+        "messages.js",
+        "messages.d.ts",
         "worker.js",
         "worker.d.ts",
         "worker-client.js",
         "worker-client.d.ts",
+        "shared.js",
+        "shared.d.ts",
+        "shared-client.js",
+        "shared-client.d.ts",
     ] {
         fs::copy(root().join("pkg-template").join(file), out.join(file))
             .map_err(|e| format!("copy pkg-template/{file}: {e}"))?;
@@ -275,6 +283,66 @@ pub fn sizes(pkg: &Path) -> Result<Vec<(String, u64, u64)>> {
     Ok(rows)
 }
 
+/// Size budgets, gzipped (docs/size.md): what one context loads.
+const PAGE_HALF_BUDGET: u64 = 6 * 1024;
+const CONTEXT_BUDGET: u64 = 100 * 1024;
+
+/// What each context loads from the `web` target, summed file by file
+/// (each is fetched and gzipped on its own): the page half of the shared
+/// host, everything the SharedWorker loads, the on-page client. Fails when
+/// one is over its budget.
+pub fn context_sizes(pkg: &Path) -> Result<Vec<(String, u64, u64)>> {
+    let web = pkg.join("web");
+    let snippet = error_snippet(&web)?;
+    let snippet = snippet.trim_start_matches("./");
+    let client = [
+        "index.js",
+        "replay_client.js",
+        snippet,
+        "replay_client_bg.wasm",
+    ];
+    let contexts: [(&str, Vec<&str>, u64); 3] = [
+        (
+            "page half of the shared host (shared-client.js, no wasm)",
+            vec![
+                "shared-client.js",
+                "messages.js",
+                "replay_error.js",
+                snippet,
+            ],
+            PAGE_HALF_BUDGET,
+        ),
+        (
+            "the SharedWorker (shared.js + the client)",
+            [&["shared.js", "messages.js"][..], &client[..]].concat(),
+            CONTEXT_BUDGET,
+        ),
+        (
+            "the on-page client (index.js)",
+            client.to_vec(),
+            CONTEXT_BUDGET,
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (name, files, budget) in contexts {
+        let (mut raw, mut gz) = (0, 0);
+        for file in files {
+            let path = web.join(file);
+            raw += fs::metadata(&path)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .len();
+            gz += gzip_len(&path)?;
+        }
+        if gz > budget {
+            return Err(format!(
+                "{name}: {gz} bytes gzipped, over its budget of {budget}"
+            ));
+        }
+        rows.push((name.to_owned(), raw, gz));
+    }
+    Ok(rows)
+}
+
 fn js_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result {
     for entry in fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
         let path = entry.map_err(|e| e.to_string())?.path();
@@ -301,6 +369,9 @@ pub fn run_task() -> Result {
     setup::ensure_package_tools()?;
     let pkg = build()?;
     for (name, raw, gz) in sizes(&pkg)? {
+        println!("{name}: {raw} bytes, {gz} gzipped");
+    }
+    for (name, raw, gz) in context_sizes(&pkg)? {
         println!("{name}: {raw} bytes, {gz} gzipped");
     }
     let packs = root().join("target/npm");

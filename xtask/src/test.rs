@@ -188,6 +188,9 @@ fn package() -> Result {
     for (name, raw, gz) in pkg::sizes(&pkg)? {
         println!("{name}: {raw} bytes, {gz} gzipped");
     }
+    for (name, raw, gz) in pkg::context_sizes(&pkg)? {
+        println!("{name}: {raw} bytes, {gz} gzipped");
+    }
     let packs = root().join("target/npm");
     let _ = fs::remove_dir_all(&packs);
     fs::create_dir_all(&packs).map_err(|e| e.to_string())?;
@@ -246,18 +249,22 @@ fn package() -> Result {
     if !emitted.iter().any(|name| name.starts_with("replay.worker")) {
         return Err("the Vite build did not emit the worker (replay.worker.ts)".into());
     }
-    println!("vite build: bundled, .wasm asset and the worker emitted");
+    // `new SharedWorker(new URL("./replay.shared.ts", import.meta.url))` too.
+    if !emitted.iter().any(|name| name.starts_with("replay.shared")) {
+        return Err("the Vite build did not emit the shared worker (replay.shared.ts)".into());
+    }
+    println!("vite build: bundled, .wasm asset and both workers emitted");
     Ok(())
 }
 
 /// Playwright drives the demo page against a live server.
 fn e2e() -> Result {
     let site = demo::build_site()?;
-    // The page half of the worker test (`worker.test.mjs`), beside the demo.
-    demo::copy_dir(
-        &root().join("tests/js/worker-page"),
-        &site.join("worker-page"),
-    )?;
+    // The page halves of the worker tests (`worker.test.mjs`,
+    // `shared.test.mjs`), beside the demo.
+    for page in ["worker-page", "shared-page"] {
+        demo::copy_dir(&root().join("tests/js").join(page), &site.join(page))?;
+    }
     let server = test_server(&["--static", site.to_str().expect("utf-8")])?;
     // `auth.test.mjs`: a runtime that requires a bearer token.
     let token = "e2e-token";
@@ -267,7 +274,12 @@ fn e2e() -> Result {
     let js = setup::js_dir();
     let tmp = setup::browser_tmp()?;
     // One file after the other: the fault schedule's faults are server-wide.
-    for file in ["e2e.test.mjs", "worker.test.mjs", "auth.test.mjs"] {
+    for file in [
+        "e2e.test.mjs",
+        "worker.test.mjs",
+        "shared.test.mjs",
+        "auth.test.mjs",
+    ] {
         run_in(
             &js,
             "node",

@@ -99,3 +99,29 @@ try {
 }
 stopWorkerRender();
 inWorker.close();
+
+// One connection per browser (README): the SharedWorker half and each tab's half, typed.
+import { serveShared, type SharedHost } from "replay-client/shared";
+import { SharedClient, type HostInfo, type SharedConnectOptions } from "replay-client/shared-client";
+
+const sharedHost: SharedHost = await serveShared({ baseUrl: "http://127.0.0.1:8787", getToken: async () => "my-token" });
+console.log(sharedHost.counts.scopes, sharedHost.counts.attachments);
+const sharedOptions: SharedConnectOptions = { baseUrl: "http://127.0.0.1:8787", sessionId: "ses_123" };
+const shared: SharedClient = await SharedClient.connect(
+  () => new SharedWorker(new URL("./replay.shared.ts", import.meta.url), { type: "module", name: "replay" }),
+  sharedOptions,
+  { storage: "local", getToken: async () => "my-token" },
+);
+const stopSharedRender: () => void = shared.subscribe(() => render(shared.view()));
+const host: HostInfo = shared.diagnostics().host;
+const sharedTranscript: Transcript = await shared.transcript();
+console.log(host.role, host.instance, host.fallback?.code, shared.status().state, sharedTranscript.cursor);
+try {
+  const { turnId } = await shared.send("hello");
+  await shared.answer("q1", "yes");
+  await shared.cancel(turnId);
+} catch (err) {
+  if (err instanceof ReplayError && err.code === "schema_mismatch") console.error(err.message);
+}
+stopSharedRender();
+shared.close();

@@ -1,7 +1,9 @@
 // The smallest Vite app: proves the package bundles (wasm asset included),
-// on the page and in a worker (`replay.worker.ts`).
+// on the page, in a worker (`replay.worker.ts`) and in a SharedWorker
+// (`replay.shared.ts`).
 import init, { ReplayClient } from "replay-client";
 import { WorkerClient } from "replay-client/worker-client";
+import { SharedClient } from "replay-client/shared-client";
 
 await init();
 const client = ReplayClient.connect({ baseUrl: location.origin, sessionId: "ses_vite", storage: "memory" });
@@ -13,4 +15,12 @@ const worker = new Worker(new URL("./replay.worker.ts", import.meta.url), { type
 const inWorker = await WorkerClient.connect(worker, { baseUrl: location.origin, sessionId: "ses_vite_worker" });
 inWorker.subscribe(() => {
   document.title = inWorker.view().status.state;
+});
+
+const shared = await SharedClient.connect(
+  () => new SharedWorker(new URL("./replay.shared.ts", import.meta.url), { type: "module", name: "replay" }),
+  { baseUrl: location.origin, sessionId: "ses_vite_shared" },
+);
+shared.subscribe(() => {
+  document.title = shared.view().status.state;
 });

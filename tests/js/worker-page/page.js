@@ -50,6 +50,14 @@ window.t = {
       return { isReplayError: err instanceof ReplayError, code: err.code, message: err.message };
     }
   },
+  // A raw message to the worker with a port of its own: the first answer.
+  askWorker(data) {
+    const { port1, port2 } = new MessageChannel();
+    return new Promise((resolve) => {
+      port1.onmessage = ({ data }) => resolve(data);
+      worker.postMessage(data, [port2]);
+    });
+  },
   wasmLoadedHere: () => performance.getEntriesByType("resource").some((e) => e.name.endsWith(".wasm")),
   // A worker that never started (its script is missing), or one that does
   // not call serve(): connect rejects instead of waiting forever.

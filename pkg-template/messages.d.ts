@@ -1,0 +1,70 @@
+// The messages between a page and the worker hosting its client: ONE
+// schema for both hosts, the dedicated worker (`serve()` / `WorkerClient`)
+// and the shared one (`serveShared()` / `SharedClient`). Every message
+// carries `v`, the schema's version: a receiver refuses any other version
+// with the `ReplayError` code `schema_mismatch` (an old SharedWorker still
+// running beside a page of a newer deploy is the case this is for).
+import type { ConnectOptions, Diagnostics, ReplayErrorCode, StorageKind, View } from "./index.js";
+
+/** The schema's version, in every message (`messages.js` exports it as `SCHEMA`). */
+export type SchemaVersion = 1;
+
+/**
+ * What a page may ask a worker to connect: `ConnectOptions` without
+ * functions or credentials (the worker script gives `getToken`, `headers`
+ * and storage adapters to `serve()` / `serveShared()`).
+ */
+export type PageConnectOptions = Omit<ConnectOptions, "getToken" | "storage" | "headers"> & {
+  storage?: Exclude<StorageKind, "local" | "session">;
+};
+
+/** A `ReplayError` as it crosses: its code, message and HTTP status. */
+export interface WireError {
+  code: ReplayErrorCode;
+  message: string;
+  status?: number;
+}
+
+/** Who runs the client a page talks to; `diagnostics().host`. */
+export interface HostInfo {
+  /** `shared`: a SharedWorker; `worker`: a dedicated worker; `page`: this page. */
+  role: "shared" | "worker" | "page";
+  /** The worker's id, new each time a worker starts (none on the page). */
+  instance?: string;
+  /** Shared host: how many pages' clients share this client now. */
+  attached?: number;
+  /** On the page as a fallback: why the shared host was not used. */
+  fallback?: WireError;
+}
+
+/** The calls a page forwards; each is the `ReplayClient` method of that name. */
+export type CallName = "send" | "answer" | "cancel" | "transcript";
+
+/** Page to worker. */
+export type PageMessage =
+  /**
+   * Connect a client. To a dedicated worker: posted to the worker with the
+   * client's port transferred. To the shared one: on its port, with `tab`,
+   * the Web Lock the page holds while it wants this client.
+   */
+  | { v: SchemaVersion; type: "attach"; options: PageConnectOptions; tab?: string }
+  /** Call a method; answered by a `reply` with the same `id`. */
+  | { v: SchemaVersion; type: "call"; id: number; call: CallName; args: unknown[] }
+  /** Stop posting views (the page was frozen or went into the back/forward cache). */
+  | { v: SchemaVersion; type: "pause" }
+  /** Post again, starting with the whole view. */
+  | { v: SchemaVersion; type: "resume" }
+  /** This page is done with the client. */
+  | { v: SchemaVersion; type: "close" };
+
+/** Worker to page; `host` says which worker instance wrote it. */
+export type WorkerMessage =
+  /** The parts of the view that changed (all of them in the first one) and the diagnostics. */
+  | { v: SchemaVersion; type: "view"; host: HostInfo; view: Partial<View>; diagnostics: Diagnostics }
+  /** The outcome of the `call` with this `id`. */
+  | { v: SchemaVersion; type: "reply"; host: HostInfo; id: number; value?: unknown; error?: WireError }
+  /** The `attach` was refused (bad options, another schema version, no wasm). */
+  | { v: SchemaVersion; type: "failed"; host: HostInfo; error: WireError };
+
+/** The version of this schema. */
+export declare const SCHEMA: SchemaVersion;

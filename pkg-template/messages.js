@@ -1,0 +1,61 @@
+// The page<->worker messages (types: `messages.d.ts`, the one schema both
+// hosts use). Every message carries `v`; a receiver checks it with `read`.
+// @ts-check
+import { ReplayError } from "./replay_error.js";
+
+/** @typedef {import("./messages.js").PageMessage} PageMessage */
+/** @typedef {import("./messages.js").WorkerMessage} WorkerMessage */
+/** @typedef {import("./messages.js").WireError} WireError */
+
+/** The schema's version: bump it with any change to a message's shape. */
+export const SCHEMA = 1;
+
+/**
+ * A message of this schema: `{ v: SCHEMA, type, ...fields }`.
+ * @template {string} T
+ * @param {T} type
+ * @param {object} [fields]
+ */
+export const message = (type, fields) => ({ v: SCHEMA, type, ...fields });
+
+/**
+ * `data` as a message of this schema, or a `ReplayError` (`schema_mismatch`)
+ * saying which version came: the caller refuses it.
+ * @param {any} data
+ * @returns {PageMessage | WorkerMessage | ReplayError}
+ */
+export function read(data) {
+  if (data?.v === SCHEMA && typeof data.type === "string") return data;
+  const came = data?.v === undefined ? "an unversioned message" : `version ${data.v}`;
+  return new ReplayError("schema_mismatch", `page and worker disagree: ${came}, this side speaks version ${SCHEMA} (reload every tab of this site)`);
+}
+
+/**
+ * A thrown value as it crosses: a `ReplayError`'s code, or `fallback`.
+ * @param {any} err
+ * @returns {WireError}
+ */
+export const wireError = (err, fallback = "invalid_options") => ({
+  code: typeof err?.code === "string" ? err.code : fallback,
+  message: String(err?.message ?? err),
+  status: typeof err?.status === "number" ? err.status : undefined,
+});
+
+/** @param {WireError} e */
+export const toError = ({ code, message, status }) => new ReplayError(code, message, status);
+
+/** The `ReplayClient` methods a page may call through a worker. */
+export const CALLS = ["send", "answer", "cancel", "transcript"];
+
+/**
+ * The parts of `view` that are not the same object as in `last`: all of
+ * them against `{}`. Unchanged parts keep their object, so only changes cross.
+ * @param {Record<string, unknown>} view
+ * @param {Record<string, unknown>} last
+ */
+export function changedParts(view, last) {
+  /** @type {Record<string, unknown>} */
+  const changed = {};
+  for (const key of Object.keys(view)) if (view[key] !== last[key]) changed[key] = view[key];
+  return changed;
+}

@@ -1,0 +1,59 @@
+// The page half of tests/js/shared.test.mjs: the README's "One connection
+// per browser" recipe, with hooks the test reads. `?noshared` removes
+// SharedWorker from this page's global first.
+import { SharedClient } from "../pkg/web/shared-client.js";
+import { ReplayError } from "../pkg/web/replay_error.js";
+
+if (new URLSearchParams(location.search).has("noshared")) delete globalThis.SharedWorker;
+const out = document.getElementById("out");
+const workerUrl = new URL("./shared-worker.js", import.meta.url);
+const startWorker = () => new SharedWorker(workerUrl, { type: "module", name: "replay" });
+
+window.t = {
+  client: null,
+  // Every view this tab was given, and when it was painted first.
+  views: [],
+  async connect(options) {
+    const client = await SharedClient.connect(startWorker, { baseUrl: location.origin, ...options });
+    this.client = client;
+    this.views = [client.view()];
+    client.subscribe(() => {
+      const view = client.view();
+      this.views.push(view);
+      out.textContent = `${view.status.state} ${view.items.length}`;
+    });
+    return client.diagnostics().host;
+  },
+  // What the test compares with the server.
+  state() {
+    const view = this.client.view();
+    return {
+      state: view.status.state,
+      cursor: view.cursor,
+      items: view.items,
+      live: view.live,
+      host: this.client.diagnostics().host,
+    };
+  },
+  async rejects(f) {
+    try {
+      await f();
+      return null;
+    } catch (err) {
+      return { isReplayError: err instanceof ReplayError, code: err.code, message: err.message };
+    }
+  },
+  // A raw message to the shared worker on a port of its own: its answer.
+  ask(data) {
+    const worker = startWorker();
+    return new Promise((resolve) => {
+      worker.port.onmessage = ({ data }) => {
+        worker.port.close();
+        resolve(data);
+      };
+      worker.port.postMessage(data);
+    });
+  },
+  wasmLoadedHere: () => performance.getEntriesByType("resource").some((e) => e.name.endsWith(".wasm")),
+};
+out.textContent = "ready";
