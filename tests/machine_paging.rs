@@ -212,7 +212,12 @@ fn a_failed_prefetch_is_dropped_and_the_page_fetched_normally() {
 #[test]
 fn a_prefetch_without_an_answer_times_out_silently() {
     let log = simple_log(30);
-    let mut r = rig();
+    // The whole answer's deadline (fetch_timeout_ms), not the first byte's.
+    let mut cfg = Config::session(SES);
+    cfg.replay_page_limit = LIMIT;
+    cfg.prefetch_depth = 1;
+    cfg.connect_timeout_ms = cfg.fetch_timeout_ms;
+    let mut r = Rig::with(cfg, None);
     let timeout = r.c.config().fetch_timeout_ms;
     r.open_ok();
     // The head becomes known late, so the prefetch is younger than the page.

@@ -190,29 +190,23 @@ export function idbRemove(key) {
 // --- Requests -------------------------------------------------------------
 // One HTTP exchange, from credentials to the last body byte. In JS because
 // fetch, Headers, the body reader and their promises cost several KB of wasm
-// through web-sys, and Rust only needs the outcome.
+// through web-sys. It decides nothing: it reports the answer's raw facts
+// (its head, its body's chunks, its end, or what failed) and the machine
+// reads them (`Machine::handle_response`): no status is looked at here, and
+// no deadline is armed (the machine aborts a request that does not answer).
 //
-// `http` is [baseUrl, headers as [name, value] pairs, getToken or null,
-// timeoutMs]; its frame pacing is added here (see paceOf), and `refresh`
-// (set by refreshToken). getToken({ refresh }) is awaited for every request;
+// `http` is [baseUrl, headers as [name, value] pairs, getToken or null]; its
+// frame pacing is added here (see paceOf), and `refresh` (set by
+// refreshToken). getToken({ refresh }) is awaited for every request;
 // `refresh` is true for the first one after the machine asked for fresh
-// credentials (a 401/403), so a provider that caches knows to renew. A request with no
-// answer after timeoutMs is aborted: until its headers (`hold` false), its
-// whole body (`hold` true), or, when `open` is given, its first body byte
-// (a stream's headers alone do not prove it is alive).
+// credentials (a 401/403), so a provider that caches knows to renew.
 //
-// With `open`, a 2xx body is streamed: open(status, contentType, retryAfter)
-// returns false to stop, then chunk(chunks, inFrame) per delivery of chunks (see pumpBody).
-// Resolves [status, contentType, retryAfter, body]: body is the whole body
-// (Uint8Array; empty if a non-2xx body failed), or, when streamed, true at
-// its end and false when stopped. Rejects [kind, message], kind one of
-// "timeout", "credentials", "options", "network".
-async function exchange(http, method, path, accept, body, lastEventId, ctl, hold, open, chunk) {
-  const [base, pairs, getToken, ms] = http;
-  let late = false;
-  let timer = setTimeout(() => { late = true; ctl.abort(); }, ms);
-  // Called per streamed chunk: clears the deadline once, not per chunk.
-  const disarm = () => { if (timer) { clearTimeout(timer); timer = 0; } };
+// head(status, contentType, retryAfter) and chunk(chunks, inFrame) return
+// false to stop (the body is cancelled). Resolves true at the body's end,
+// false when stopped; rejects [kind, message], kind one of "credentials",
+// "options", "network". Only a stream's chunks are paced (`stream`).
+async function exchange(http, method, path, accept, body, lastEventId, ctl, stream, head, chunk) {
+  const [base, pairs, getToken] = http;
   const guard = (kind, f) => {
     try { return f(); } catch (e) { throw [kind, text(e)]; }
   };
@@ -230,23 +224,14 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, hold
     if (lastEventId != null) headers.set("Last-Event-ID", lastEventId);
     if (body != null) headers.set("Content-Type", "application/json");
     const r = await fetch(base + path, { method, headers, body, signal: ctl.signal });
-    const head = [r.status, r.headers.get("content-type"), r.headers.get("retry-after")];
-    if (open && r.ok) {
-      if (!open(...head)) {
-        if (r.body) r.body.cancel().catch(() => {});
-        return [...head, false];
-      }
-      if (!r.body) return [...head, true];
-      return [...head, await pumpBody(r.body, disarm, chunk, paceOf(http))];
+    if (!head(r.status, r.headers.get("content-type"), r.headers.get("retry-after"))) {
+      if (r.body) r.body.cancel().catch(() => {});
+      return false;
     }
-    if (!hold) disarm();
-    const bytes = r.arrayBuffer();
-    return [...head, new Uint8Array(await (r.ok ? bytes : bytes.catch(() => new ArrayBuffer(0))))];
+    if (!r.body) return true;
+    return await pumpBody(r.body, chunk, stream ? paceOf(http) : UNPACED);
   } catch (e) {
-    // Whatever failed after the deadline fired failed because of it.
-    throw late ? ["timeout", ""] : Array.isArray(e) ? e : ["network", text(e)];
-  } finally {
-    disarm();
+    throw Array.isArray(e) ? e : ["network", text(e)];
   }
 }
 
@@ -254,17 +239,16 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, hold
 // such as getToken, runs inside the driver's loop) and reports what
 // happens to the client's four functions `to` = [opened, chunk, settled,
 // failed], made once per client: opened(id, status, contentType,
-// retryAfter) and chunk(id, chunks, inFrame) when `stream`, each returning false to
-// stop; then settled(id, status, retryAfter, body) with `exchange`'s body
-// (bytes, or true/false for a stream), or failed(id, kind, message).
-// Returns the request's AbortController.
-export function request(http, to, id, method, path, accept, body, lastEventId, hold, stream) {
+// retryAfter) and chunk(id, chunks, inFrame), each returning false to stop;
+// then settled(id, ended) (true at the body's end, false when stopped), or
+// failed(id, kind, message). Returns the request's AbortController.
+export function request(http, to, id, method, path, accept, body, lastEventId, stream) {
   const ctl = new AbortController();
   const [opened, chunk, settled, failed] = to;
   queueMicrotask(() => exchange(
-    http, method, path, accept, body, lastEventId, ctl, hold,
-    stream && ((...head) => opened(id, ...head)), (chunks, inFrame) => chunk(id, chunks, inFrame),
-  ).then((a) => settled(id, a[0], a[2], a[3]), (e) => failed(id, e[0], e[1])));
+    http, method, path, accept, body, lastEventId, ctl, stream,
+    (...head) => opened(id, ...head), (chunks, inFrame) => chunk(id, chunks, inFrame),
+  ).then((ended) => settled(id, ended), (e) => failed(id, e[0], e[1])));
   return ctl;
 }
 
@@ -278,8 +262,8 @@ function text(e) {
 }
 
 // --- Response bodies ------------------------------------------------------
-// Pipes a body to its end into a sink that calls `onRead()` per chunk and
-// hands the chunks to `onChunk(chunks, inFrame)` (an array of Uint8Arrays),
+// Pipes a body to its end into a sink that hands the chunks to
+// `onChunk(chunks, inFrame)` (an array of Uint8Arrays),
 // which returns false to stop. Awaiting each read() from Rust cost a promise-to-future bridge and
 // two closures per chunk, and a live answer arrives as thousands of small
 // chunks; awaiting each read() in JS still cost more main-thread time than
@@ -294,7 +278,7 @@ function text(e) {
 // true at the end of the body (what waits is delivered first), false when
 // stopped (the body is cancelled); rejects as the body does (abort,
 // network error), dropping what waits.
-async function pumpBody(body, onRead, onChunk, pace) {
+async function pumpBody(body, onChunk, pace) {
   let held = null;
   let stopped = false;
   const stop = new AbortController();
@@ -312,7 +296,6 @@ async function pumpBody(body, onRead, onChunk, pace) {
   };
   const release = () => flush(false);
   const write = (value) => {
-    onRead();
     if (stopped) return;
     if (held) held.push(value);
     else if (pace.hold) {
@@ -344,6 +327,8 @@ async function pumpBody(body, onRead, onChunk, pace) {
 // Released in a microtask when the hold ends: Rust is on the stack, and a
 // hidden page runs no frames.
 const paceOf = (http) => (http.pace ??= { hold: 0, release: null });
+// A body read whole (a page, a write's answer, an error) is never held.
+const UNPACED = { hold: 0, release: null };
 
 // Calls f(true) in the next animation frame, or f(false) once no frame has
 // come for waitMs (the same for every call): a page can be visible and run

@@ -24,7 +24,7 @@ use super::storage::{Loaded, Store};
 use super::timer::Timer;
 use super::view::ViewCache;
 use crate::core::machine::{
-    Action, Config, Lifecycle, Machine, NotifyAt, RequestId, Target, Write,
+    Action, Config, CoreError, Lifecycle, Machine, NotifyAt, RequestId, Response, Target, Write,
 };
 
 /// Everything mutable of one client but the store and the JS view.
@@ -113,40 +113,51 @@ fn reports(weak: &Weak<Driver>) -> Reports {
         w.upgrade().is_some_and(|d| {
             d.feed(id, |m, now| {
                 wall_clock_for(m, retry_after.as_deref(), now);
-                m.handle_stream_opened(id, status, ct.as_deref(), retry_after.as_deref(), now)
+                let head = Response::Head {
+                    status,
+                    content_type: ct.as_deref(),
+                    retry_after: retry_after.as_deref(),
+                };
+                m.handle_response(id, head, now)
             })
         })
     };
     let w = weak.clone();
     // `chunks`: the body's chunks since the last delivery, read as one
-    // (each copied once, straight into wasm memory). `in_frame`: they waited
-    // for, and are delivered in, an animation frame (`Http::hold_chunks`):
-    // subscribers are called in it.
+    // (each copied once, straight into wasm memory). `in_frame`: a stream's
+    // chunks waited for, and are delivered in, an animation frame
+    // (`Http::hold_chunks`): subscribers are called in it.
     let chunk = move |id: f64, chunks: Array, in_frame: bool| {
         let id = RequestId(id as u64);
         let bytes = js::concat(&chunks);
         w.upgrade().is_some_and(|d| {
             d.in_frame.set(in_frame);
-            let wanted = d.feed(id, |m, now| m.handle_stream_bytes(id, &bytes, now));
+            let wanted = d.feed(id, |m, now| {
+                m.handle_response(id, Response::Body(&bytes), now)
+            });
             d.in_frame.set(false);
             wanted
         })
     };
     let w = weak.clone();
-    let settled = move |id: f64, status: u16, retry_after: Option<String>, body: JsValue| {
+    // `ended`: the body's end (false: stopped, nothing to report).
+    let settled = move |id: f64, ended: bool| {
         if let Some(d) = w.upgrade() {
-            d.finish(RequestId(id as u64), |req, m, now| {
-                wall_clock_for(m, retry_after.as_deref(), now);
-                req.settled(m, status, retry_after, body, now)
-            });
+            let id = RequestId(id as u64);
+            if ended {
+                d.finish(id, |m, now| m.handle_response(id, Response::End, now));
+            } else {
+                drop(d.take_request(id));
+            }
         }
     };
     let w = weak.clone();
     let failed = move |id: f64, kind: String, message: String| {
         if let Some(d) = w.upgrade() {
-            let error = d.http.failure(&kind, message);
-            d.finish(RequestId(id as u64), |req, m, now| {
-                req.failed(m, error, now)
+            let id = RequestId(id as u64);
+            let error = CoreError::from(Http::failure(&kind, message));
+            d.finish(id, |m, now| {
+                m.handle_response(id, Response::Failed(error), now)
             });
         }
     };
@@ -154,7 +165,7 @@ fn reports(weak: &Weak<Driver>) -> Reports {
     Reports {
         opened: function(Closure::<Opened>::new(opened)),
         chunk: function(Closure::<dyn FnMut(f64, Array, bool) -> bool>::new(chunk)),
-        settled: function(Closure::<dyn FnMut(f64, u16, Option<String>, JsValue)>::new(settled)),
+        settled: function(Closure::<dyn FnMut(f64, bool)>::new(settled)),
         failed: function(Closure::<dyn FnMut(f64, String, String)>::new(failed)),
     }
 }
@@ -184,7 +195,7 @@ impl Driver {
             .seed
             .unwrap_or_else(|| (js_sys::Math::random() * 9_007_199_254_740_991.0) as u64);
         let connect_timeout = u64::from(o.connect_timeout_ms);
-        config.fetch_timeout_ms = config.fetch_timeout_ms.max(connect_timeout);
+        config.connect_timeout_ms = connect_timeout;
         config.storage_timeout_ms = connect_timeout;
         config.prefetch_depth = o.prefetch_depth;
         let key = "replay-client:".to_owned() + &o.base_url + "|" + &o.target.key();
@@ -311,9 +322,9 @@ impl Driver {
 
     /// Delivers the last input about request `id`, if it is still wanted,
     /// and forgets the request.
-    fn finish(self: &Rc<Self>, id: RequestId, input: impl FnOnce(&Req, &mut Machine, u64)) {
+    fn finish(self: &Rc<Self>, id: RequestId, input: impl FnOnce(&mut Machine, u64)) {
         if let Some(req) = self.take_request(id) {
-            self.input(|m, now| input(&req, m, now));
+            self.input(input);
             // Aborting a finished fetch is a no-op; dropped unborrowed.
             drop(req);
         }

@@ -1,7 +1,7 @@
 //! HTTP for the browser layer: one call per request into `request` of
-//! `browser.js`, which does `fetch`, headers, credentials, the first-byte
-//! deadline and the body, and reports the outcome to the client's
-//! [`Reports`]. Through web-sys the same calls cost several KB of wasm, and
+//! `browser.js`, which does `fetch`, headers, credentials and the body, and
+//! reports the answer's raw facts to the client's [`Reports`] (every
+//! deadline and every reading of a status is the machine's). Through web-sys the same calls cost several KB of wasm, and
 //! a Rust future per request several more (docs/size.md).
 
 use js_sys::{Array, Function};
@@ -24,7 +24,6 @@ extern "C" {
         accept: &str,
         body: Option<&str>,
         last_event_id: Option<&str>,
-        hold: bool,
         stream: bool,
     ) -> AbortController;
 
@@ -43,17 +42,15 @@ extern "C" {
 /// The four functions of one client that `request` reports to, each called
 /// with the request's id (a JS number: ids count up from 1, far below 2^53).
 pub struct Reports {
-    /// `opened(id, status, contentType, retryAfter) -> bool`: a stream's
-    /// 2xx headers; false stops it.
+    /// `opened(id, status, contentType, retryAfter) -> bool`: the answer's
+    /// head, whatever its status; false stops it.
     pub opened: Function,
-    /// `chunk(id, chunks, inFrame) -> bool`: chunks of a stream's body (an
-    /// array of `Uint8Array`s), each as it comes or, while held
+    /// `chunk(id, chunks, inFrame) -> bool`: chunks of the body (an array
+    /// of `Uint8Array`s), each as it comes or, for a stream while held
     /// ([`Http::hold_chunks`]), those that waited for an animation frame,
     /// delivered in it (`inFrame`); false stops it.
     pub chunk: Function,
-    /// `settled(id, status, retryAfter, body)`: the answer; `body` is the
-    /// whole body (`Uint8Array`), or for a streamed 2xx body true at its end
-    /// and false when stopped.
+    /// `settled(id, ended)`: the body ended (true) or was stopped (false).
     pub settled: Function,
     /// `failed(id, kind, message)`: no answer (see [`Http::failure`]).
     pub failed: Function,
@@ -61,13 +58,11 @@ pub struct Reports {
 
 /// How requests are addressed, authenticated and reported.
 pub struct Http {
-    /// `[baseUrl, headers, getToken, timeoutMs]` as `request` (`browser.js`)
-    /// takes it; `paceHold` keeps the body's frame pacing beside it.
+    /// `[baseUrl, headers, getToken]` as `request` (`browser.js`) takes
+    /// it; `paceHold` keeps the body's frame pacing beside it.
     config: JsValue,
     /// `[opened, chunk, settled, failed]`.
     reports: Array,
-    /// First-byte timeout of every request.
-    pub connect_timeout_ms: u32,
 }
 
 /// One request.
@@ -82,10 +77,7 @@ pub struct Request<'a> {
     pub body: Option<&'a str>,
     /// The `Last-Event-ID` header.
     pub last_event_id: Option<&'a str>,
-    /// The deadline also covers the whole body (writes); otherwise it ends
-    /// at the headers, or at a stream's first byte.
-    pub hold: bool,
-    /// A 2xx body goes to `opened` and `chunk` as it comes.
+    /// The live stream: its chunks are paced by animation frames.
     pub stream: bool,
 }
 
@@ -98,7 +90,6 @@ impl<'a> Request<'a> {
             accept,
             body: None,
             last_event_id: None,
-            hold: false,
             stream: false,
         }
     }
@@ -113,12 +104,7 @@ impl Http {
             .iter()
             .map(|(k, v)| JsValue::from(Array::of2(&k.into(), &v.into())))
             .collect();
-        let config = Array::of4(
-            &o.base_url.as_str().into(),
-            &headers,
-            get_token,
-            &o.connect_timeout_ms.into(),
-        );
+        let config = Array::of3(&o.base_url.as_str().into(), &headers, get_token);
         Http {
             config: config.into(),
             reports: Array::of4(
@@ -127,7 +113,6 @@ impl Http {
                 &reports.settled,
                 &reports.failed,
             ),
-            connect_timeout_ms: o.connect_timeout_ms,
         }
     }
 
@@ -160,15 +145,13 @@ impl Http {
             req.accept,
             req.body,
             req.last_event_id,
-            req.hold,
             req.stream,
         )
     }
 
     /// What `failed(id, kind, message)` means.
-    pub fn failure(&self, kind: &str, message: String) -> WasmError {
+    pub fn failure(kind: &str, message: String) -> WasmError {
         match kind {
-            "timeout" => WasmError::Timeout(self.connect_timeout_ms),
             "credentials" => WasmError::Credentials(message),
             "options" => WasmError::InvalidOptions(message),
             _ => WasmError::Network(message),

@@ -79,6 +79,13 @@ pub enum CoreError {
         /// Milliseconds since the last event (or the stream's opening).
         idle_ms: u64,
     },
+    /// A body read whole grew past its bound
+    /// ([`Config::max_body_bytes`](super::Config::max_body_bytes)).
+    #[error("the answer's body exceeds {limit} bytes")]
+    BodyTooLarge {
+        /// The bound, in bytes.
+        limit: u64,
+    },
     /// A request got no answer in time.
     #[error("request timed out after {after_ms} ms")]
     Timeout {
@@ -123,6 +130,7 @@ impl CoreError {
             CoreError::PageOverLimit { .. } => "page_over_limit",
             CoreError::Stalled { .. } => "stalled",
             CoreError::Timeout { .. } => "timeout",
+            CoreError::BodyTooLarge { .. } => "body_too_large",
             CoreError::CorruptStorage(_) => "corrupt_storage",
             CoreError::Network(_) => "network",
             CoreError::Credentials(_) => "unauthorized",

@@ -29,6 +29,14 @@ enum Req {
 }
 
 impl Machine {
+    /// The page a fetch or a prefetch in flight under `id` asks for.
+    pub(super) fn fetch_kind(&self, id: RequestId) -> Option<FetchKind> {
+        match self.fetch.as_ref() {
+            Some(f) if f.id == Some(id) => Some(f.kind),
+            _ => self.prefetch.iter().find(|p| p.id == id).map(|p| p.kind),
+        }
+    }
+
     pub(super) fn alloc_id(&mut self) -> RequestId {
         self.next_id += 1;
         RequestId(self.next_id)
@@ -79,7 +87,7 @@ impl Machine {
     }
 
     /// Whether `id` is the live stream's request.
-    fn is_stream(&self, id: RequestId) -> bool {
+    pub(super) fn is_stream(&self, id: RequestId) -> bool {
         self.stream.as_ref().is_some_and(|s| s.id == id)
     }
 

@@ -15,6 +15,7 @@
 //! a superseded page) are ignored, so a late byte of an old connection can
 //! never be applied.
 
+mod answers;
 mod backoff;
 pub(crate) mod classify;
 mod error;
@@ -28,6 +29,7 @@ mod sync;
 mod types;
 mod writes;
 
+pub use answers::Response;
 pub use backoff::{parse_retry_after, Backoff, SplitMix64, MAX_RETRY_HINT_MS};
 pub use error::{CoreError, ErrorInfo};
 pub use feed::{ClientNotice, Notify, NotifyAt, NotifyPacer, NOTICE_CAPACITY};
@@ -184,6 +186,8 @@ pub struct Machine {
     notices_recorded: usize,
     feed: feed::Feed,
     writes: writes::Writes,
+    /// Answers in progress: first-byte deadlines, bodies read whole.
+    answers: answers::Answers,
 }
 
 impl Machine {
@@ -323,6 +327,7 @@ impl Machine {
             notices_recorded: 0,
             feed: feed::Feed::default(),
             writes: writes::Writes::default(),
+            answers: answers::Answers::default(),
         }
     }
 
@@ -361,6 +366,7 @@ impl Machine {
     /// Bytes of the stream body, in order, any chunking.
     pub fn handle_stream_bytes(&mut self, id: RequestId, bytes: &[u8], now: u64) {
         if !self.closed {
+            self.answers.answered(id);
             self.on_stream_bytes(id, bytes, now);
             self.after_input(now);
         }
@@ -369,6 +375,7 @@ impl Machine {
     /// The stream body ended cleanly (EOF).
     pub fn handle_stream_end(&mut self, id: RequestId, now: u64) {
         if !self.closed {
+            self.answers.answered(id);
             self.on_stream_end(id, None, now);
             self.after_input(now);
         }
@@ -386,6 +393,7 @@ impl Machine {
     /// becomes `Status::last_error`.
     pub fn handle_request_failed(&mut self, id: RequestId, error: CoreError, now: u64) {
         if !self.closed {
+            self.answers.answered(id);
             if self.writes.owns(id) {
                 self.write_failed(id, error, now);
             } else {
@@ -398,6 +406,7 @@ impl Machine {
     /// The body of a [`FetchKind::Replay`] fetch (HTTP 2xx).
     pub fn handle_replay_page(&mut self, id: RequestId, body: &[u8], now: u64) {
         if !self.closed {
+            self.answers.answered(id);
             self.on_page(id, FetchKind::Replay, body, now);
             self.after_input(now);
         }
@@ -406,6 +415,7 @@ impl Machine {
     /// The body of a [`FetchKind::Events`] fetch (HTTP 2xx).
     pub fn handle_event_page(&mut self, id: RequestId, body: &[u8], now: u64) {
         if !self.closed {
+            self.answers.answered(id);
             self.on_page(id, FetchKind::Events, body, now);
             self.after_input(now);
         }
@@ -439,6 +449,7 @@ impl Machine {
         now: u64,
     ) {
         if !self.closed {
+            self.answers.answered(id);
             if self.writes.owns(id) {
                 self.write_http_error(id, status, retry_after, body, now);
             } else {
@@ -457,6 +468,7 @@ impl Machine {
                 self.handle_storage_failed(&why, now);
             }
             self.write_timers(now);
+            self.answer_timeouts(now);
             self.on_timeout(now);
             self.after_input(now);
         }
@@ -482,6 +494,7 @@ impl Machine {
         self.notices_recorded = 0;
         self.change = ViewChange::default();
         self.abort_all();
+        self.answers.clear();
         self.close_writes();
         self.flush_persist(now);
         self.closed = true;
@@ -516,6 +529,7 @@ impl Machine {
         }
         at(self.loading);
         at(self.writes.deadline(self.cfg.fetch_timeout_ms));
+        at(self.answers.deadline());
         if !self.halted() {
             at(self.stream_retry_at);
             at(self
@@ -674,6 +688,7 @@ impl Machine {
     /// status.
     fn after_input(&mut self, now: u64) {
         self.maybe_prefetch(now);
+        self.track_answers(now);
         if self.dirty && now >= self.persist_due() {
             self.flush_persist(now);
         }

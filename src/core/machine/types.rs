@@ -106,6 +106,15 @@ pub struct Config {
     pub persist: bool,
     /// A fetch without an answer for this long is aborted and retried.
     pub fetch_timeout_ms: u64,
+    /// A request without its first answer for this long (its head; a
+    /// stream: its first body byte) is aborted and fails with `timeout`,
+    /// then is retried as its kind is.
+    pub connect_timeout_ms: u64,
+    /// Most bytes of a body read whole (a page, a write's answer, an error
+    /// body): past it the request is aborted and fails with
+    /// `body_too_large` (a page is retried with the fetch backoff). The
+    /// reference server's pages stop at 1 MiB of events plus one event.
+    pub max_body_bytes: usize,
     /// A stored value not read within this long is given up: the client
     /// starts without it and keeps its state in memory.
     pub storage_timeout_ms: u64,
@@ -129,6 +138,10 @@ pub struct Config {
 }
 
 impl Config {
+    /// The default [`connect_timeout_ms`](Self::connect_timeout_ms), also the
+    /// JS option `connectTimeoutMs`'s.
+    pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
+
     /// Defaults for a target.
     pub fn new(target: Target) -> Self {
         Config {
@@ -143,6 +156,8 @@ impl Config {
             persist_throttle_ms: 1_000,
             persist: true,
             fetch_timeout_ms: 30_000,
+            connect_timeout_ms: Config::DEFAULT_CONNECT_TIMEOUT_MS,
+            max_body_bytes: 16 << 20,
             storage_timeout_ms: 10_000,
             write_attempts: 5,
             write_backoff: BackoffConfig {

@@ -208,6 +208,7 @@ impl Machine {
 
     /// The 2xx answer to an [`Action::Post`], with its body.
     pub fn handle_post_answer(&mut self, id: RequestId, body: &[u8], now: u64) {
+        self.answers.answered(id);
         if let Some(i) = self.writes.position(id) {
             let kind = self.writes.pending[i].kind;
             self.settle_write(i, Verdict::Done(read_success(kind, body)), now);
