@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::faults::Faults;
 use crate::hub::{Hub, StreamLimits};
 use crate::log::Log;
+use crate::net::Connections;
 use crate::recovery;
 use crate::store::{Reads, StoreResult};
 use crate::util::{now_rfc3339, random_id};
@@ -30,6 +31,8 @@ pub struct App {
     last_recovery: Mutex<serde_json::Value>,
     /// SSE responses (scoped and multiplexed) whose body is still open.
     pub streams_open: Arc<std::sync::atomic::AtomicU64>,
+    /// The connection slots (`--max-connections`).
+    pub conns: Connections,
 }
 
 impl App {
@@ -43,6 +46,7 @@ impl App {
         let log = Log::open(&cfg.db, cfg.synchronous, hub)?;
         let boot_id = random_id("b");
         let report = recovery::recover(&log, &boot_id)?;
+        let cfg_conns = cfg.max_connections;
         Ok(Arc::new(App {
             faults: Faults::new(cfg.faults),
             cfg,
@@ -52,6 +56,7 @@ impl App {
             started_at: now_rfc3339(),
             last_recovery: Mutex::new(report),
             streams_open: Arc::default(),
+            conns: Connections::new(cfg_conns),
         }))
     }
 
