@@ -6,13 +6,13 @@ use std::sync::Arc;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::Json;
-use replay_client::core::protocol::{Envelope, EventPage, ReplayPage, Scope};
+use replay_client::core::protocol::{EventPage, ReplayPage, Scope};
 use serde_json::json;
 
 use super::error::ApiError;
 use super::params::{check_ahead, parse_cursor, Params};
 use crate::app::App;
-use crate::store::{LogInfo, Reads, StoreResult};
+use crate::store::{Budget, LogInfo, Page, Reads, StoreResult};
 use crate::transcript;
 
 pub(super) async fn replay(
@@ -26,7 +26,7 @@ pub(super) async fn replay(
         .map(parse_cursor)
         .transpose()?
         .unwrap_or(0);
-    let limit = params.limit()?;
+    let budget = page_budget(&app, &params)?;
     let worker = app.worker();
     if !app.log.session_exists(&id) {
         return Err(ApiError::not_found("session"));
@@ -42,9 +42,10 @@ pub(super) async fn replay(
             if let Err(e) = check_ahead(after, &info.epoch, info.head) {
                 return Ok(Err(e));
             }
-            let mut history = snap.page(Scope::Session, &id, after, limit + 1)?;
-            let has_more = history.len() > limit;
-            history.truncate(limit);
+            let Page {
+                events: history,
+                more: has_more,
+            } = snap.page_within(Scope::Session, &id, after, budget)?;
             let cursor = history.last().and_then(|e| e.seq).unwrap_or(after);
             let tasks = snap.tasks(&id)?;
             Ok(Ok(Json(ReplayPage {
@@ -73,14 +74,14 @@ pub(super) async fn scope_page(
         .map(parse_cursor)
         .transpose()?
         .unwrap_or(0);
-    let limit = params.limit()?;
+    let budget = page_budget(app, params)?;
     app.log
         .read(move |snap| {
             let Some(info) = snap.log_info(scope, &id)? else {
                 return Ok(Err(ApiError::not_found(scope.as_str())));
             };
-            Ok(page_of(after, limit, info, |n| {
-                snap.page(scope, &id, after, n)
+            Ok(page_of(after, info, || {
+                snap.page_within(scope, &id, after, budget)
             }))
         })
         .await?
@@ -94,32 +95,39 @@ pub(super) async fn global_page(app: &App, params: &Params) -> Result<Json<Event
         .map(parse_cursor)
         .transpose()?
         .unwrap_or(0);
-    let limit = params.limit()?;
+    let budget = page_budget(app, params)?;
     app.log
         .read(move |snap| {
             let info = snap.global_info()?;
-            Ok(page_of(after, limit, info, |n| snap.global_page(after, n)))
+            Ok(page_of(after, info, || {
+                snap.global_page_within(after, budget)
+            }))
         })
         .await?
+}
+
+/// A page's budget: the `limit` asked for, and `--page-max-bytes` (a page
+/// of large events stops early and says `has_more`; the client pages on).
+fn page_budget(app: &App, params: &Params) -> Result<Budget, ApiError> {
+    Ok(Budget {
+        events: params.limit()?,
+        bytes: app.cfg.page_max_bytes,
+    })
 }
 
 /// One event page read in a snapshot whose head is `info.head`.
 fn page_of(
     after: u64,
-    limit: usize,
     info: LogInfo,
-    read: impl FnOnce(usize) -> StoreResult<Vec<Envelope>>,
+    read: impl FnOnce() -> StoreResult<Page>,
 ) -> Result<Json<EventPage>, ApiError> {
     check_ahead(after, &info.epoch, info.head)?;
-    // One more than asked tells whether there is more.
-    let mut events = read(limit + 1)?;
-    let has_more = events.len() > limit;
-    events.truncate(limit);
+    let Page { events, more } = read()?;
     Ok(Json(EventPage {
         epoch: info.epoch,
         head: info.head,
         events,
-        has_more,
+        has_more: more,
     }))
 }
 
@@ -128,6 +136,7 @@ pub(super) async fn transcript(
     Path(id): Path<String>,
 ) -> Result<Json<replay_client::core::protocol::Transcript>, ApiError> {
     let max = app.cfg.transcript_max_events;
+    let max_bytes = app.cfg.transcript_max_bytes;
     app.log
         .read(move |snap| {
             let Some(info) = snap.log_info(Scope::Session, &id)? else {
@@ -142,6 +151,17 @@ pub(super) async fn transcript(
                         "the session has {} events; a transcript folds at most {max} \
                          (--transcript-max-events); read it with replay pages",
                         info.head
+                    ),
+                )));
+            }
+            let bytes = snap.log_bytes(Scope::Session, &id)?;
+            if bytes > max_bytes {
+                return Ok(Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "transcript_too_large",
+                    format!(
+                        "the session has {bytes} bytes of events; a transcript folds at most \
+                         {max_bytes} (--transcript-max-bytes); read it with replay pages"
                     ),
                 )));
             }

@@ -24,7 +24,7 @@ use crate::faults::StreamFaults;
 use crate::hub::{Key, Subscription};
 use crate::log::transient;
 use crate::recovery::SYSTEM_ID;
-use crate::store::{LogInfo, Reads, Snapshot, StoreResult};
+use crate::store::{Budget, LogInfo, Page, Reads, Snapshot, StoreResult};
 
 /// `retry:` sent first on every stream, in milliseconds.
 const RETRY_MS: u64 = 1000;
@@ -358,23 +358,28 @@ impl Writer {
         // Backlog, then snapshots, then live; `feed.last` dedups the handoff.
         let now = match first {
             Some(_) => None,
-            None => self.app.log.try_read_now(|s| match &feed.scope {
-                Some((scope, id)) => s.page(*scope, id, start, BACKLOG_PAGE),
-                None => s.global_page(start, BACKLOG_PAGE),
-            }),
+            None => {
+                let budget = backlog_budget(&self.app);
+                self.app.log.try_read_now(|s| match &feed.scope {
+                    Some((scope, id)) => s.page_within(*scope, id, start, budget),
+                    None => s.global_page_within(start, budget),
+                })
+            }
         };
         let mut page = match (now, first) {
             (Some(page), _) => page,
             (None, Some(task)) => task.await.map_err(|_| End::Closed)?,
             (None, None) => backlog_page(Arc::clone(&self.app), feed.scope.clone(), start).await,
         };
+        // One page in memory at a time, bounded in bytes: a slow reader
+        // holds at most that much of its backlog.
         loop {
-            let events = page.map_err(|_| End::Closed)?;
+            let Page { events, more } = page.map_err(|_| End::Closed)?;
             for env in &events {
                 self.write_durable(feed, env, &env.to_json()).await?;
                 feed.last = feed.cursor_of(env);
             }
-            if events.len() < BACKLOG_PAGE {
+            if !more {
                 break;
             }
             page = backlog_page(Arc::clone(&self.app), feed.scope.clone(), feed.last).await;
@@ -532,22 +537,31 @@ impl Writer {
     }
 }
 
+/// A backlog page's budget: [`BACKLOG_PAGE`] events, `--page-max-bytes`.
+fn backlog_budget(app: &App) -> Budget {
+    Budget {
+        events: BACKLOG_PAGE,
+        bytes: app.cfg.page_max_bytes,
+    }
+}
+
 /// A backlog page after `after`, in a new snapshot: begun after subscribing,
 /// it holds every event published before the subscription.
 async fn backlog_page(
     app: Arc<App>,
     scope: Option<(Scope, String)>,
     after: u64,
-) -> StoreResult<Vec<Envelope>> {
+) -> StoreResult<Page> {
+    let budget = backlog_budget(&app);
     match scope {
         Some((scope, id)) => {
             app.log
-                .read(move |s| s.page(scope, &id, after, BACKLOG_PAGE))
+                .read(move |s| s.page_within(scope, &id, after, budget))
                 .await
         }
         None => {
             app.log
-                .read(move |s| s.global_page(after, BACKLOG_PAGE))
+                .read(move |s| s.global_page_within(after, budget))
                 .await
         }
     }
