@@ -41,8 +41,14 @@ impl App {
         let limits = StreamLimits {
             total: cfg.max_streams,
             per_list: cfg.max_streams_per_scope,
+            per_client: cfg.max_streams_per_client,
         };
-        let hub = Hub::new(cfg.subscriber_buffer, cfg.lag_policy, limits);
+        let hub = Hub::new(
+            cfg.subscriber_buffer,
+            cfg.subscriber_buffer_bytes,
+            cfg.lag_policy,
+            limits,
+        );
         let log = Log::open(&cfg.db, cfg.synchronous, hub)?;
         let boot_id = random_id("b");
         let report = recovery::recover(&log, &boot_id)?;

@@ -217,3 +217,84 @@ async fn a_transcript_is_bounded_in_bytes() {
         .unwrap()
         .contains("--transcript-max-bytes"));
 }
+
+#[tokio::test]
+async fn a_reader_too_far_behind_is_ended_by_bytes_and_resumes() {
+    let s = server_with(|c| c.subscriber_buffer_bytes = 64 << 10).await;
+    append_big(&s, "team", "slow", 1, 10).await;
+    let mut sse = s.stream("/v1/teams/slow/events?after_seq=1", None).await;
+    sse.until(5 * SEC, |f| is_type(f, "hello")).await.unwrap();
+    // The stream writes nothing while stalled: what is published piles up
+    // in its subscriber's buffer, 20 KB a frame, far below 1024 frames.
+    s.fault(json!({"kind": "stall"})).await;
+    append_big(&s, "team", "slow", 8, 20_000).await;
+    let (_, comms) = s.get("/v1/diagnostics/comms").await;
+    assert_eq!(comms["lagged"], 1, "{comms}");
+    s.fault(json!({"kind": "clear"})).await;
+    // What was buffered is delivered, then the stream ends.
+    let mut last = None;
+    while let Some(f) = sse.next(5 * SEC).await {
+        last = f.seq().or(last);
+    }
+    assert!(sse.ended, "the stream still runs");
+    let last = last.expect("the buffered frames are delivered");
+    assert!((2..9).contains(&last), "{last}");
+    // The client resumes after the last frame it got.
+    let mut again = s
+        .stream("/v1/teams/slow/events", Some(&last.to_string()))
+        .await;
+    let f = again
+        .until(5 * SEC, |f| f.seq().is_some())
+        .await
+        .expect("resumes");
+    assert_eq!(f.seq(), Some(last + 1));
+}
+
+/// `GET /v1/stream` with one sub per team `t0..t{n}` from `client`.
+async fn multiplexed(s: &Server, client: &reqwest::Client, n: usize) -> Sse {
+    let subs: Vec<String> = (0..n).map(|i| format!("sub=team:t{i}:0")).collect();
+    open_sse(
+        client,
+        &s.url(&format!("/v1/stream?{}", subs.join("&"))),
+        None,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn thirty_two_full_multiplexed_streams_do_not_lock_out_other_clients() {
+    let s = server().await;
+    for i in 0..64 {
+        s.append("team", &format!("t{i}"), 0).await;
+    }
+    // One client opens 32 streams of 64 subs: it gets its share (512
+    // subscriptions, 8 streams), the others are refused.
+    let mut held = Vec::new();
+    let mut refused = 0;
+    for _ in 0..32 {
+        let sse = multiplexed(&s, &s.http, 64).await;
+        if sse.status == StatusCode::OK {
+            held.push(sse);
+        } else {
+            assert_eq!(sse.status, StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(sse.headers["retry-after"], "2");
+            let body = sse.error_body.as_ref().unwrap();
+            assert!(
+                body["message"].as_str().unwrap().contains("client"),
+                "{body}"
+            );
+            refused += 1;
+        }
+    }
+    assert_eq!((held.len(), refused), (8, 24));
+    // Another client (another loopback address) still gets streams.
+    let other = reqwest::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
+    let mut sse = multiplexed(&s, &other, 64).await;
+    assert_eq!(sse.status, StatusCode::OK, "{:?}", sse.error_body);
+    sse.until(5 * SEC, |f| is_type(f, "hello")).await.unwrap();
+    let scoped = open_sse(&other, &s.url("/v1/teams/t0/events"), None).await;
+    assert_eq!(scoped.status, StatusCode::OK, "{:?}", scoped.error_body);
+}
