@@ -208,11 +208,13 @@ pub trait Reads {
     }
 
     /// Bytes of event data in one log (what a fold of it has to load).
+    /// `octet_length` reads the sizes from the records' headers, not the
+    /// data itself.
     fn log_bytes(&self, scope: Scope, scope_id: &str) -> StoreResult<u64> {
         Ok(self
             .conn()
             .prepare_cached(
-                "SELECT COALESCE(SUM(length(CAST(data AS BLOB))), 0) FROM events
+                "SELECT COALESCE(SUM(octet_length(data)), 0) FROM events
          WHERE scope = ?1 AND scope_id = ?2",
             )?
             .query_row(params![scope.as_str(), scope_id], |r| r.get(0))?)
