@@ -6,6 +6,7 @@ use replay_client::core::protocol::{
     BackgroundWait, Event, LiveTurn, LiveTurnSnapshot, Scope, Task, TaskState, TasksSnapshot,
 };
 
+use crate::api::ResponseBudget;
 use crate::config::Config;
 use crate::faults::Faults;
 use crate::hub::{Hub, StreamLimits};
@@ -33,6 +34,8 @@ pub struct App {
     pub streams_open: Arc<std::sync::atomic::AtomicU64>,
     /// The connection slots (`--max-connections`).
     pub conns: Connections,
+    /// Bytes of large JSON answers in flight (`--max-response-bytes`).
+    pub responses: ResponseBudget,
 }
 
 impl App {
@@ -55,6 +58,7 @@ impl App {
         let cfg_conns = cfg.max_connections;
         Ok(Arc::new(App {
             faults: Faults::new(cfg.faults),
+            responses: ResponseBudget::new(cfg.max_response_bytes),
             cfg,
             log,
             worker: RwLock::new(Worker::new(boot_id)),

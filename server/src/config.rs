@@ -54,6 +54,9 @@ pub struct Config {
     /// Most bytes of event data in one JSON page (replay, event pages) or
     /// one backlog read of a stream; a page stops early and says `has_more`.
     pub page_max_bytes: usize,
+    /// Bytes of JSON pages and transcripts being built or written at once;
+    /// more wait, then `503 busy`.
+    pub max_response_bytes: usize,
     /// Bytes of frames buffered per subscriber; more: the lag policy.
     pub subscriber_buffer_bytes: usize,
     /// Subscriptions one peer address may hold (a multiplexed stream with N
@@ -96,6 +99,7 @@ impl Default for Config {
             transcript_max_events: 100_000,
             transcript_max_bytes: 16 << 20,
             page_max_bytes: 1 << 20,
+            max_response_bytes: 64 << 20,
             subscriber_buffer_bytes: 1 << 20,
             max_streams_per_client: 512,
             max_connections: 1024,

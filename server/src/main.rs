@@ -107,6 +107,9 @@ struct Args {
     /// Most bytes of event data in one page or backlog read (the page says has_more).
     #[arg(long, env = "REPLAY_PAGE_MAX_BYTES", value_name = "N", default_value_t = Config::default().page_max_bytes)]
     page_max_bytes: usize,
+    /// Bytes of JSON pages and transcripts being built or written at once (more wait, then 503).
+    #[arg(long, env = "REPLAY_MAX_RESPONSE_BYTES", value_name = "N", default_value_t = Config::default().max_response_bytes)]
+    max_response_bytes: usize,
     /// Bytes of frames buffered per subscriber (more: the lag policy).
     #[arg(long, env = "REPLAY_SUBSCRIBER_BUFFER_BYTES", value_name = "N", default_value_t = Config::default().subscriber_buffer_bytes)]
     subscriber_buffer_bytes: usize,
@@ -189,6 +192,7 @@ impl Args {
             transcript_max_events: self.transcript_max_events,
             transcript_max_bytes: self.transcript_max_bytes,
             page_max_bytes: self.page_max_bytes,
+            max_response_bytes: self.max_response_bytes,
             subscriber_buffer_bytes: self.subscriber_buffer_bytes,
             max_streams_per_client: self.max_streams_per_client,
             max_connections: self.max_connections,

@@ -8,6 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
+use replay_client::core::protocol::{Event, Scope, TeamMessage};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -101,18 +102,18 @@ async fn admin_scope_ids_are_at_most_200_bytes() {
     assert_eq!(st, StatusCode::CREATED, "{v}");
 }
 
-/// Appends `n` events of about `size` bytes to a log through the admin API.
+/// Appends `n` events of about `size` bytes to a log through the admin
+/// API, eight requests at a time (seqs in commit order, not request order).
 async fn append_big(s: &Server, scope: &str, scope_id: &str, n: usize, size: usize) {
-    let text = "x".repeat(size);
-    for _ in 0..n {
-        let (st, v) = s
-            .post(
-                "/v1/admin/events",
-                json!({"scope": scope, "scope_id": scope_id, "type": "team.message",
-                       "data": {"from": "a", "to": "b", "text": text}}),
-            )
-            .await;
-        assert_eq!(st, StatusCode::CREATED, "{v}");
+    let body = json!({"scope": scope, "scope_id": scope_id, "type": "team.message",
+                      "data": {"from": "a", "to": "b", "text": "x".repeat(size)}});
+    for chunk in (0..n).collect::<Vec<_>>().chunks(8) {
+        let posts = chunk
+            .iter()
+            .map(|_| s.post("/v1/admin/events", body.clone()));
+        for (st, v) in futures_util::future::join_all(posts).await {
+            assert_eq!(st, StatusCode::CREATED, "{v}");
+        }
     }
 }
 
@@ -297,4 +298,67 @@ async fn thirty_two_full_multiplexed_streams_do_not_lock_out_other_clients() {
     sse.until(5 * SEC, |f| is_type(f, "hello")).await.unwrap();
     let scoped = open_sse(&other, &s.url("/v1/teams/t0/events"), None).await;
     assert_eq!(scoped.status, StatusCode::OK, "{:?}", scoped.error_body);
+}
+
+/// A request for `path` from a socket with a small receive buffer that
+/// then reads nothing: its answer stays in the server until the write
+/// timeout.
+async fn non_reading(s: &Server, path: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let addr: std::net::SocketAddr = s.base.strip_prefix("http://").unwrap().parse().unwrap();
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let mut c = sock.connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    c.write_all(req.as_bytes()).await.unwrap();
+    c
+}
+
+#[tokio::test]
+async fn answers_held_by_peers_that_do_not_read_share_one_byte_budget() {
+    // Pages of up to 8 MiB reserve 16 MiB + 64 KiB while they are built
+    // and keep what they encode to until written (less what the kernel's
+    // socket buffers took); 20 MiB in all.
+    let s = server_with(|c| {
+        c.page_max_bytes = 8 << 20;
+        c.max_response_bytes = 20 << 20;
+    })
+    .await;
+    // In process: 150 appends over HTTP take seconds in a debug build.
+    let app = s.running.as_ref().unwrap().app();
+    let text = "x".repeat(60_000);
+    for _ in 0..150 {
+        let event = Event::TeamMessage(TeamMessage {
+            from: "a".into(),
+            to: "b".into(),
+            text: text.clone(),
+        });
+        app.log.append(Scope::Team, "big", event).unwrap();
+    }
+    let path = "/v1/teams/big/events?after_seq=0&limit=5000";
+    let _a = non_reading(&s, path).await;
+    let _b = non_reading(&s, path).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t0 = Instant::now();
+    let r = s.http.get(s.url(path)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        t0.elapsed() >= Duration::from_millis(1500),
+        "it waited for room first"
+    );
+    assert_eq!(r.headers()["retry-after"], "1");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "busy", "{body}");
+    // Once those peers are gone, their room is free again.
+    drop((_a, _b));
+    let deadline = Instant::now() + 5 * SEC;
+    loop {
+        let (st, v) = s.get(path).await;
+
+        if st == StatusCode::OK {
+            assert_eq!(v["has_more"], true);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the room never came back");
+    }
 }
