@@ -113,3 +113,23 @@ async fn connections_over_the_cap_wait_for_a_free_slot() {
     assert!(answer.contains(r#""connections":3"#), "{answer}");
     assert!(answer.contains(r#""max_connections":3"#), "{answer}");
 }
+
+#[tokio::test]
+async fn a_request_body_not_sent_in_time_is_refused() {
+    let s = server_with(|c| c.header_timeout_ms = 300).await;
+    let mut sock = connect(&s).await;
+    sock.write_all(
+        b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+          Content-Length: 100\r\n\r\n{\"title\":",
+    )
+    .await
+    .unwrap();
+    let mut buf = [0u8; 1024];
+    let n = tokio::time::timeout(3 * SEC, sock.read(&mut buf))
+        .await
+        .expect("the server answers a body that never comes")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&buf[..n]);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("body_timeout"), "{answer}");
+}

@@ -13,7 +13,7 @@ use replay_client::core::protocol::{
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::error::{ApiError, JsonBody};
+use super::error::{ApiError, BodyBytes, JsonBody};
 use crate::agent;
 use crate::app::App;
 use crate::worker::{TurnSlot, TurnsFull};
@@ -158,7 +158,7 @@ pub(super) async fn answer(
 pub(super) async fn cancel(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    BodyBytes(body): BodyBytes,
 ) -> Result<(StatusCode, Json<CancelAccepted>), ApiError> {
     // The body is optional (PROTOCOL.md §4.4 had none): empty = `{}`.
     let body: CancelTurn = if body.is_empty() {
