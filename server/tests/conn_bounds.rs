@@ -133,3 +133,46 @@ async fn a_request_body_not_sent_in_time_is_refused() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("body_timeout"), "{answer}");
 }
+
+/// The probe of issue 26 with 256 file descriptors: 300 idle sockets made
+/// `accept` fail for everyone (`EMFILE`). The binary, started under
+/// `ulimit -n 256`, caps its connections below the limit and closes idle
+/// ones, so a real request still gets through.
+#[tokio::test]
+async fn idle_sockets_past_the_fd_limit_do_not_lock_everyone_out() {
+    use std::io::BufRead;
+    let bin = std::env::var("REPLAY_SERVER_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_replay-server").to_owned());
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 256 && exec '{bin}' --listen 127.0.0.1:0 --db :memory:"
+        ))
+        .env("REPLAY_HEADER_TIMEOUT_MS", "500")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("replay-server listening on ")
+        .expect("listening line")
+        .to_owned();
+    let s = Server::remote(base);
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        idle.push(connect(&s).await);
+    }
+    let t0 = std::time::Instant::now();
+    let answer = tokio::time::timeout(5 * SEC, s.get("/v1/diagnostics")).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let (status, v) = answer.expect("served while 300 idle sockets are open");
+    assert_eq!(status, reqwest::StatusCode::OK, "{v}");
+    assert_eq!(v["config"]["max_connections"], 256 - 64, "{v}");
+    eprintln!("served after {:?}", t0.elapsed());
+}
