@@ -208,8 +208,7 @@ pub trait Reads {
     }
 
     /// Bytes of event data in one log (what a fold of it has to load).
-    /// `octet_length` reads the sizes from the records' headers, not the
-    /// data itself.
+    /// `octet_length` counts bytes, with no text decoded into memory.
     fn log_bytes(&self, scope: Scope, scope_id: &str) -> StoreResult<u64> {
         Ok(self
             .conn()
