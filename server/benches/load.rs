@@ -58,6 +58,12 @@ fn start_server(db: &str) -> ServerProc {
         // would be most of every latency here (docs/server.md).
         .args(["--synchronous", "normal"])
         .args(["--max-streams", "1100", "--max-streams-per-scope", "120"])
+        .args([
+            "--max-streams-per-client",
+            "1100",
+            "--max-connections",
+            "1100",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

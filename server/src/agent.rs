@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, Notify};
 use crate::app::App;
 use crate::store::{Reads, StoreResult};
 use crate::util::{now_rfc3339, Rng};
-use crate::worker::{RunningTurn, Worker};
+use crate::worker::{RunningTurn, TurnSlot, Worker};
 
 /// Most scalars a `live_turn.text` keeps (PROTOCOL.md §5).
 pub const LIVE_TEXT_MAX: usize = 16_384;
@@ -186,9 +186,17 @@ fn fnv(s: &str) -> u64 {
 }
 
 /// Starts a turn for an accepted message on the current worker.
-pub fn spawn_turn(app: &Arc<App>, session_id: &str, turn_id: &str, message_id: &str, text: &str) {
+pub fn spawn_turn(
+    app: &Arc<App>,
+    slot: TurnSlot,
+    session_id: &str,
+    turn_id: &str,
+    message_id: &str,
+    text: &str,
+) {
     let worker = app.worker();
     let ctx = Turn {
+        _slot: slot,
         app: Arc::clone(app),
         worker: Arc::clone(&worker),
         session_id: session_id.to_owned(),
@@ -211,6 +219,8 @@ struct Track {
 }
 
 struct Turn {
+    /// Held until the turn ends (the queue caps).
+    _slot: TurnSlot,
     app: Arc<App>,
     worker: Arc<Worker>,
     session_id: String,

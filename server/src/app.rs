@@ -6,10 +6,12 @@ use replay_core::protocol::{
     BackgroundWait, Event, LiveTurn, LiveTurnSnapshot, Scope, Task, TaskState, TasksSnapshot,
 };
 
+use crate::api::ResponseBudget;
 use crate::config::Config;
 use crate::faults::Faults;
 use crate::hub::{Hub, StreamLimits};
 use crate::log::Log;
+use crate::net::Connections;
 use crate::recovery;
 use crate::store::{Reads, StoreResult};
 use crate::util::{now_rfc3339, random_id};
@@ -30,6 +32,10 @@ pub struct App {
     last_recovery: Mutex<serde_json::Value>,
     /// SSE responses (scoped and multiplexed) whose body is still open.
     pub streams_open: Arc<std::sync::atomic::AtomicU64>,
+    /// The connection slots (`--max-connections`).
+    pub conns: Connections,
+    /// Bytes of large JSON answers in flight (`--max-response-bytes`).
+    pub responses: ResponseBudget,
 }
 
 impl App {
@@ -38,13 +44,21 @@ impl App {
         let limits = StreamLimits {
             total: cfg.max_streams,
             per_list: cfg.max_streams_per_scope,
+            per_client: cfg.max_streams_per_client,
         };
-        let hub = Hub::new(cfg.subscriber_buffer, cfg.lag_policy, limits);
+        let hub = Hub::new(
+            cfg.subscriber_buffer,
+            cfg.subscriber_buffer_bytes,
+            cfg.lag_policy,
+            limits,
+        );
         let log = Log::open(&cfg.db, cfg.synchronous, hub)?;
         let boot_id = random_id("b");
         let report = recovery::recover(&log, &boot_id)?;
+        let cfg_conns = cfg.max_connections;
         Ok(Arc::new(App {
             faults: Faults::new(cfg.faults),
+            responses: ResponseBudget::new(cfg.max_response_bytes),
             cfg,
             log,
             worker: RwLock::new(Worker::new(boot_id)),
@@ -52,6 +66,7 @@ impl App {
             started_at: now_rfc3339(),
             last_recovery: Mutex::new(report),
             streams_open: Arc::default(),
+            conns: Connections::new(cfg_conns),
         }))
     }
 

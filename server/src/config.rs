@@ -48,6 +48,31 @@ pub struct Config {
     pub write_timeout_ms: u64,
     /// Most events a session may have for `GET .../transcript` (larger: `413`).
     pub transcript_max_events: u64,
+    /// Most bytes of event data a session may have for `GET .../transcript`
+    /// (larger: `413`).
+    pub transcript_max_bytes: u64,
+    /// Most bytes of event data in one JSON page (replay, event pages) or
+    /// one backlog read of a stream; a page stops early and says `has_more`.
+    pub page_max_bytes: usize,
+    /// Bytes of JSON pages and transcripts being built or written at once;
+    /// more wait, then `503 busy`.
+    pub max_response_bytes: usize,
+    /// Bytes of frames buffered per subscriber; more: the lag policy.
+    pub subscriber_buffer_bytes: usize,
+    /// Subscriptions one peer address may hold (a multiplexed stream with N
+    /// subs holds N); more are refused with `503`.
+    pub max_streams_per_client: usize,
+    /// Open connections (more wait in the kernel's accept queue); lowered to
+    /// fit the process's file descriptor limit.
+    pub max_connections: usize,
+    /// A connection has this long to send a request's head, and an idle
+    /// keep-alive connection this long to start the next one.
+    pub header_timeout_ms: u64,
+    /// Turns of one session accepted but not finished (running or queued);
+    /// more: `429`.
+    pub max_queued_turns: usize,
+    /// Turns accepted but not finished in the whole process; more: `503`.
+    pub max_queued_turns_total: usize,
 }
 
 impl Default for Config {
@@ -72,6 +97,15 @@ impl Default for Config {
             max_streams_per_scope: 256,
             write_timeout_ms: 10_000,
             transcript_max_events: 100_000,
+            transcript_max_bytes: 16 << 20,
+            page_max_bytes: 1 << 20,
+            max_response_bytes: 64 << 20,
+            subscriber_buffer_bytes: 1 << 20,
+            max_streams_per_client: 512,
+            max_connections: 1024,
+            header_timeout_ms: 10_000,
+            max_queued_turns: 16,
+            max_queued_turns_total: 256,
         }
     }
 }

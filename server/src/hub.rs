@@ -4,8 +4,10 @@
 //! either ends the subscription or skips frames, never reorders them.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use replay_core::protocol::{Envelope, Scope};
 use tokio::sync::mpsc;
@@ -21,13 +23,16 @@ pub enum LagPolicy {
     Skip,
 }
 
-/// Caps on open subscriptions (each stream holds one).
+/// Caps on open subscriptions (a scoped stream holds one, a multiplexed
+/// stream one per sub).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamLimits {
     /// In the whole process.
     pub total: usize,
     /// On one list (a scope log, or the global list).
     pub per_list: usize,
+    /// Held by one client (peer address).
+    pub per_client: usize,
 }
 
 /// A subscription refused by [`StreamLimits`].
@@ -39,6 +44,9 @@ pub enum StreamsFull {
     /// The list holds `per_list` streams.
     #[error("this log has its maximum of {0} open streams")]
     List(usize),
+    /// The client holds `per_client` subscriptions.
+    #[error("this client holds its maximum of {0} open streams (each sub of a multiplexed stream counts)")]
+    Client(usize),
 }
 
 /// One event, encoded once for every subscriber.
@@ -92,17 +100,37 @@ pub struct CommsStats {
 struct Sub {
     id: u64,
     tx: mpsc::Sender<Arc<Frame>>,
+    /// Bytes of frames in `tx` not yet received.
+    queued: Arc<AtomicUsize>,
+}
+
+/// Open subscriptions, counted until each [`Subscription`] is dropped.
+#[derive(Default)]
+struct Open {
+    per_list: HashMap<Key, usize>,
+    per_client: HashMap<IpAddr, usize>,
+}
+
+/// Subtracts one from a count in a map, removing it at zero.
+fn release<K: Eq + std::hash::Hash>(map: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = map.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(key);
+        }
+    }
 }
 
 /// The fan-out.
 pub struct Hub {
     subs: Mutex<HashMap<Key, Vec<Sub>>>,
-    /// Subscriptions alive per list. Unlike `subs` (which the hub leaves on
-    /// lag or `close_all`) this counts until the [`Subscription`] is dropped,
-    /// that is until its stream has ended.
-    open: Mutex<HashMap<Key, usize>>,
+    /// Subscriptions alive per list and per client. Unlike `subs` (which
+    /// the hub leaves on lag or `close_all`) this counts until the
+    /// [`Subscription`] is dropped, that is until its stream has ended.
+    open: Mutex<Open>,
     next_id: AtomicU64,
     buffer: usize,
+    buffer_bytes: usize,
     policy: LagPolicy,
     limits: StreamLimits,
     /// Counters.
@@ -112,21 +140,44 @@ pub struct Hub {
 /// A live subscription; dropping it unsubscribes.
 pub struct Subscription {
     /// Frames in publish order; ends when the hub lets go of this subscriber.
-    pub rx: mpsc::Receiver<Arc<Frame>>,
+    rx: mpsc::Receiver<Arc<Frame>>,
+    queued: Arc<AtomicUsize>,
     id: u64,
     key: Key,
+    client: Option<IpAddr>,
     hub: Arc<Hub>,
+}
+
+impl Subscription {
+    /// The next frame; `None` once the hub has let go and the buffer is empty.
+    pub async fn recv(&mut self) -> Option<Arc<Frame>> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// [`Subscription::recv`] as a poll.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Arc<Frame>>> {
+        let got = self.rx.poll_recv(cx);
+        if let Poll::Ready(Some(frame)) = &got {
+            self.queued.fetch_sub(frame.json.len(), Ordering::Relaxed);
+        }
+        got
+    }
+
+    /// A frame already buffered, if any.
+    pub fn try_recv(&mut self) -> Result<Arc<Frame>, mpsc::error::TryRecvError> {
+        let frame = self.rx.try_recv()?;
+        self.queued.fetch_sub(frame.json.len(), Ordering::Relaxed);
+        Ok(frame)
+    }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
         {
             let mut open = self.hub.open.lock().expect("hub lock");
-            if let Some(n) = open.get_mut(&self.key) {
-                *n -= 1;
-                if *n == 0 {
-                    open.remove(&self.key);
-                }
+            release(&mut open.per_list, &self.key);
+            if let Some(client) = &self.client {
+                release(&mut open.per_client, client);
             }
         }
         let mut subs = self.hub.subs.lock().expect("hub lock");
@@ -144,13 +195,20 @@ impl Drop for Subscription {
 }
 
 impl Hub {
-    /// A hub with `buffer` frames per subscriber.
-    pub fn new(buffer: usize, policy: LagPolicy, limits: StreamLimits) -> Arc<Hub> {
+    /// A hub with at most `buffer` frames and `buffer_bytes` bytes of frames
+    /// (past the first) per subscriber.
+    pub fn new(
+        buffer: usize,
+        buffer_bytes: usize,
+        policy: LagPolicy,
+        limits: StreamLimits,
+    ) -> Arc<Hub> {
         Arc::new(Hub {
             subs: Mutex::new(HashMap::new()),
-            open: Mutex::new(HashMap::new()),
+            open: Mutex::new(Open::default()),
             next_id: AtomicU64::new(1),
             buffer: buffer.max(1),
+            buffer_bytes: buffer_bytes.max(1),
             policy,
             limits,
             stats: CommsStats::default(),
@@ -164,19 +222,27 @@ impl Hub {
 
     /// Subscriptions alive now (streams open), in every list.
     pub fn open_streams(&self) -> usize {
-        self.open.lock().expect("hub lock").values().sum()
+        self.open.lock().expect("hub lock").per_list.values().sum()
     }
 
-    /// Subscribes to a list, unless a stream cap is reached.
-    pub fn subscribe(self: &Arc<Self>, key: Key) -> Result<Subscription, StreamsFull> {
+    /// Subscribes `client` (its peer address; `None`: not counted per
+    /// client) to a list, unless a stream cap is reached.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        key: Key,
+        client: Option<IpAddr>,
+    ) -> Result<Subscription, StreamsFull> {
         {
             let mut open = self.open.lock().expect("hub lock");
-            let total: usize = open.values().sum();
-            let on_list = open.get(&key).copied().unwrap_or(0);
+            let total: usize = open.per_list.values().sum();
+            let on_list = open.per_list.get(&key).copied().unwrap_or(0);
+            let of_client = client.map_or(0, |c| open.per_client.get(&c).copied().unwrap_or(0));
             let full = if total >= self.limits.total {
                 Some(StreamsFull::Process(self.limits.total))
             } else if on_list >= self.limits.per_list {
                 Some(StreamsFull::List(self.limits.per_list))
+            } else if of_client >= self.limits.per_client {
+                Some(StreamsFull::Client(self.limits.per_client))
             } else {
                 None
             };
@@ -184,24 +250,34 @@ impl Hub {
                 self.stats.refused.fetch_add(1, Ordering::Relaxed);
                 return Err(full);
             }
-            *open.entry(key.clone()).or_default() += 1;
+            *open.per_list.entry(key.clone()).or_default() += 1;
+            if let Some(c) = client {
+                *open.per_client.entry(c).or_default() += 1;
+            }
         }
         let (tx, rx) = mpsc::channel(self.buffer);
+        let queued = Arc::new(AtomicUsize::new(0));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.subs
             .lock()
             .expect("hub lock")
             .entry(key.clone())
             .or_default()
-            .push(Sub { id, tx });
+            .push(Sub {
+                id,
+                tx,
+                queued: Arc::clone(&queued),
+            });
         self.stats.subscribers.fetch_add(1, Ordering::Relaxed);
         self.stats
             .subscriptions_total
             .fetch_add(1, Ordering::Relaxed);
         Ok(Subscription {
             rx,
+            queued,
             id,
             key,
+            client,
             hub: Arc::clone(self),
         })
     }
@@ -221,14 +297,30 @@ impl Hub {
             return;
         };
         let stats = &self.stats;
+        let size = frame.json.len();
         list.retain(|s| {
+            let queued = s.queued.load(Ordering::Relaxed);
             // Droppable frames give way early so critical ones keep room.
-            if !frame.env.critical && s.tx.capacity() < self.buffer.div_ceil(4) {
+            let room = self.buffer_bytes.saturating_sub(queued);
+            if !frame.env.critical
+                && (s.tx.capacity() < self.buffer.div_ceil(4)
+                    || room < size.saturating_add(self.buffer_bytes / 4))
+            {
                 stats.dropped_transient.fetch_add(1, Ordering::Relaxed);
                 return true;
             }
-            match s.tx.try_send(Arc::clone(frame)) {
-                Ok(()) => true,
+            // Over the byte budget counts as a full buffer; an empty buffer
+            // takes any one frame, so no frame is too large to deliver.
+            let sent = if queued > 0 && size > room {
+                Err(mpsc::error::TrySendError::Full(Arc::clone(frame)))
+            } else {
+                s.tx.try_send(Arc::clone(frame))
+            };
+            match sent {
+                Ok(()) => {
+                    s.queued.fetch_add(size, Ordering::Relaxed);
+                    true
+                }
                 Err(mpsc::error::TrySendError::Closed(_)) => {
                     stats.subscribers.fetch_sub(1, Ordering::Relaxed);
                     false
@@ -284,6 +376,7 @@ mod tests {
     const UNCAPPED: StreamLimits = StreamLimits {
         total: usize::MAX,
         per_list: usize::MAX,
+        per_client: usize::MAX,
     };
 
     fn durable(seq: u64) -> Arc<Frame> {
@@ -303,17 +396,17 @@ mod tests {
 
     #[test]
     fn full_buffer_disconnects_under_disconnect_policy() {
-        let hub = Hub::new(2, LagPolicy::Disconnect, UNCAPPED);
+        let hub = Hub::new(2, usize::MAX, LagPolicy::Disconnect, UNCAPPED);
         let mut sub = hub
-            .subscribe(Key::Scope(Scope::Session, "s".into()))
+            .subscribe(Key::Scope(Scope::Session, "s".into()), None)
             .unwrap();
         for seq in 1..=3 {
             hub.publish(&durable(seq));
         }
-        assert_eq!(sub.rx.try_recv().unwrap().env.seq, Some(1));
-        assert_eq!(sub.rx.try_recv().unwrap().env.seq, Some(2));
+        assert_eq!(sub.try_recv().unwrap().env.seq, Some(1));
+        assert_eq!(sub.try_recv().unwrap().env.seq, Some(2));
         assert!(matches!(
-            sub.rx.try_recv(),
+            sub.try_recv(),
             Err(mpsc::error::TryRecvError::Disconnected)
         ));
         assert_eq!(hub.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
@@ -321,14 +414,14 @@ mod tests {
 
     #[test]
     fn full_buffer_skips_in_order_under_skip_policy() {
-        let hub = Hub::new(2, LagPolicy::Skip, UNCAPPED);
-        let mut sub = hub.subscribe(Key::Global).unwrap();
+        let hub = Hub::new(2, usize::MAX, LagPolicy::Skip, UNCAPPED);
+        let mut sub = hub.subscribe(Key::Global, None).unwrap();
         for seq in 1..=3 {
             hub.publish(&durable(seq));
         }
-        assert_eq!(sub.rx.try_recv().unwrap().env.seq, Some(1));
+        assert_eq!(sub.try_recv().unwrap().env.seq, Some(1));
         hub.publish(&durable(4));
-        let rest: Vec<_> = std::iter::from_fn(|| sub.rx.try_recv().ok())
+        let rest: Vec<_> = std::iter::from_fn(|| sub.try_recv().ok())
             .map(|f| f.env.seq.unwrap())
             .collect();
         assert_eq!(rest, vec![2, 4]);
@@ -337,8 +430,8 @@ mod tests {
 
     #[test]
     fn dropping_a_subscription_unsubscribes() {
-        let hub = Hub::new(4, LagPolicy::Skip, UNCAPPED);
-        let sub = hub.subscribe(Key::Global).unwrap();
+        let hub = Hub::new(4, usize::MAX, LagPolicy::Skip, UNCAPPED);
+        let sub = hub.subscribe(Key::Global, None).unwrap();
         assert_eq!(hub.stats.subscribers.load(Ordering::Relaxed), 1);
         drop(sub);
         assert_eq!(hub.stats.subscribers.load(Ordering::Relaxed), 0);
@@ -347,9 +440,9 @@ mod tests {
 
     #[test]
     fn skip_policy_ends_a_stream_rather_than_drop_a_critical_transient() {
-        let hub = Hub::new(1, LagPolicy::Skip, UNCAPPED);
+        let hub = Hub::new(1, usize::MAX, LagPolicy::Skip, UNCAPPED);
         let key = Key::Scope(Scope::Session, "s".into());
-        let mut sub = hub.subscribe(key).unwrap();
+        let mut sub = hub.subscribe(key, None).unwrap();
         hub.publish(&durable(1));
         hub.publish(&Frame::new(Envelope {
             id: None,
@@ -358,9 +451,9 @@ mod tests {
             event: Event::TurnDelta(TurnDelta::default()),
             ..durable(1).env.clone()
         }));
-        assert_eq!(sub.rx.try_recv().unwrap().env.seq, Some(1));
+        assert_eq!(sub.try_recv().unwrap().env.seq, Some(1));
         assert!(matches!(
-            sub.rx.try_recv(),
+            sub.try_recv(),
             Err(mpsc::error::TryRecvError::Disconnected)
         ));
         assert_eq!(hub.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
@@ -371,15 +464,16 @@ mod tests {
         let limits = StreamLimits {
             total: 3,
             per_list: 2,
+            per_client: usize::MAX,
         };
-        let hub = Hub::new(4, LagPolicy::Disconnect, limits);
+        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits);
         let a = || Key::Scope(Scope::Session, "a".into());
-        let a1 = hub.subscribe(a()).unwrap();
-        let _a2 = hub.subscribe(a()).unwrap();
-        assert_eq!(hub.subscribe(a()).err(), Some(StreamsFull::List(2)));
-        let _g = hub.subscribe(Key::Global).unwrap();
+        let a1 = hub.subscribe(a(), None).unwrap();
+        let _a2 = hub.subscribe(a(), None).unwrap();
+        assert_eq!(hub.subscribe(a(), None).err(), Some(StreamsFull::List(2)));
+        let _g = hub.subscribe(Key::Global, None).unwrap();
         assert_eq!(
-            hub.subscribe(Key::Global).err(),
+            hub.subscribe(Key::Global, None).err(),
             Some(StreamsFull::Process(3))
         );
         // Let go of by the hub, still open until its stream drops it.
@@ -387,6 +481,62 @@ mod tests {
         assert_eq!(hub.open_streams(), 3);
         drop(a1);
         assert_eq!(hub.open_streams(), 2);
-        assert!(hub.subscribe(a()).is_ok());
+        assert!(hub.subscribe(a(), None).is_ok());
+    }
+
+    fn team_message(seq: u64, text_len: usize) -> Arc<Frame> {
+        Frame::new(Envelope {
+            event: Event::decode(
+                "team.message",
+                Some(&format!(
+                    r#"{{"from":"a","to":"b","text":"{}"}}"#,
+                    "x".repeat(text_len)
+                )),
+            )
+            .unwrap(),
+            ..durable(seq).env.clone()
+        })
+    }
+
+    #[test]
+    fn a_buffer_over_its_bytes_disconnects_but_takes_any_first_frame() {
+        let hub = Hub::new(1024, 10_000, LagPolicy::Disconnect, UNCAPPED);
+        let mut sub = hub
+            .subscribe(Key::Scope(Scope::Session, "s".into()), None)
+            .unwrap();
+        // One frame larger than the whole budget still fits an empty buffer.
+        hub.publish(&team_message(1, 20_000));
+        assert_eq!(sub.try_recv().unwrap().env.seq, Some(1));
+        for seq in 2..=3 {
+            hub.publish(&team_message(seq, 4_000));
+        }
+        hub.publish(&team_message(4, 4_000));
+        assert_eq!(sub.try_recv().unwrap().env.seq, Some(2));
+        assert_eq!(sub.try_recv().unwrap().env.seq, Some(3));
+        assert!(matches!(
+            sub.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+        assert_eq!(hub.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_client_holds_at_most_its_share_of_subscriptions() {
+        let limits = StreamLimits {
+            total: 10,
+            per_list: 10,
+            per_client: 2,
+        };
+        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits);
+        let (a, b): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
+        let a1 = hub.subscribe(Key::Global, Some(a)).unwrap();
+        let _a2 = hub.subscribe(Key::Global, Some(a)).unwrap();
+        assert_eq!(
+            hub.subscribe(Key::Global, Some(a)).err(),
+            Some(StreamsFull::Client(2))
+        );
+        let _b1 = hub.subscribe(Key::Global, Some(b)).unwrap();
+        drop(a1);
+        assert!(hub.subscribe(Key::Global, Some(a)).is_ok());
     }
 }

@@ -143,19 +143,20 @@ pub async fn start(config: Config) -> Result<Running, ServerError> {
     })?;
     check_exposure(&config, addr)?;
     let hosts = net::HostAllowList::new(addr, &config.allow_origins, &config.allow_hosts);
-    let write_timeout = Duration::from_millis(config.write_timeout_ms.max(1));
+    let settings = net::ConnSettings {
+        write_timeout: Duration::from_millis(config.write_timeout_ms.max(1)),
+        header_timeout: Duration::from_millis(config.header_timeout_ms.max(1)),
+    };
     let app = app::App::boot(config)?;
     tracing::info!(%addr, boot_id = %app.worker().boot_id, "replay-server started");
     let router = api::router(Arc::clone(&app), hosts);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let listener = net::Listener::new(listener, write_timeout);
+    let served = Arc::clone(&app);
     let task = tokio::spawn(async move {
-        let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
+        let shutdown = async move {
             let _ = rx.await;
-        });
-        if let Err(e) = serve.await {
-            tracing::error!(error = %e, "server error");
-        }
+        };
+        net::serve(listener, router, &served.conns, settings, shutdown).await;
     });
     Ok(Running {
         addr,

@@ -101,6 +101,33 @@ struct Args {
     /// Most events a session may have for `GET .../transcript` (more: 413).
     #[arg(long, env = "REPLAY_TRANSCRIPT_MAX_EVENTS", value_name = "N", default_value_t = Config::default().transcript_max_events)]
     transcript_max_events: u64,
+    /// Most bytes of event data a session may have for `GET .../transcript` (more: 413).
+    #[arg(long, env = "REPLAY_TRANSCRIPT_MAX_BYTES", value_name = "N", default_value_t = Config::default().transcript_max_bytes)]
+    transcript_max_bytes: u64,
+    /// Most bytes of event data in one page or backlog read (the page says has_more).
+    #[arg(long, env = "REPLAY_PAGE_MAX_BYTES", value_name = "N", default_value_t = Config::default().page_max_bytes)]
+    page_max_bytes: usize,
+    /// Bytes of JSON pages and transcripts being built or written at once (more wait, then 503).
+    #[arg(long, env = "REPLAY_MAX_RESPONSE_BYTES", value_name = "N", default_value_t = Config::default().max_response_bytes)]
+    max_response_bytes: usize,
+    /// Bytes of frames buffered per subscriber (more: the lag policy).
+    #[arg(long, env = "REPLAY_SUBSCRIBER_BUFFER_BYTES", value_name = "N", default_value_t = Config::default().subscriber_buffer_bytes)]
+    subscriber_buffer_bytes: usize,
+    /// Subscriptions one peer address may hold, each sub of a multiplexed stream counting (more: 503).
+    #[arg(long, env = "REPLAY_MAX_STREAMS_PER_CLIENT", value_name = "N", default_value_t = Config::default().max_streams_per_client)]
+    max_streams_per_client: usize,
+    /// Open connections (more wait to be accepted); lowered to fit the file descriptor limit.
+    #[arg(long, env = "REPLAY_MAX_CONNECTIONS", value_name = "N", default_value_t = Config::default().max_connections)]
+    max_connections: usize,
+    /// Time a connection has to send a request head, and an idle connection to start the next.
+    #[arg(long, env = "REPLAY_HEADER_TIMEOUT_MS", value_name = "N", default_value_t = Config::default().header_timeout_ms)]
+    header_timeout_ms: u64,
+    /// Turns of one session running or queued (more: 429 with Retry-After).
+    #[arg(long, env = "REPLAY_MAX_QUEUED_TURNS", value_name = "N", default_value_t = Config::default().max_queued_turns)]
+    max_queued_turns: usize,
+    /// Turns running or queued in the whole process (more: 503 with Retry-After).
+    #[arg(long, env = "REPLAY_MAX_QUEUED_TURNS_TOTAL", value_name = "N", default_value_t = Config::default().max_queued_turns_total)]
+    max_queued_turns_total: usize,
 }
 
 /// `--synchronous` values.
@@ -163,6 +190,15 @@ impl Args {
             max_streams_per_scope: self.max_streams_per_scope,
             write_timeout_ms: self.write_timeout_ms,
             transcript_max_events: self.transcript_max_events,
+            transcript_max_bytes: self.transcript_max_bytes,
+            page_max_bytes: self.page_max_bytes,
+            max_response_bytes: self.max_response_bytes,
+            subscriber_buffer_bytes: self.subscriber_buffer_bytes,
+            max_streams_per_client: self.max_streams_per_client,
+            max_connections: self.max_connections,
+            header_timeout_ms: self.header_timeout_ms,
+            max_queued_turns: self.max_queued_turns,
+            max_queued_turns_total: self.max_queued_turns_total,
         })
     }
 }

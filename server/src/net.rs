@@ -1,63 +1,171 @@
-//! The listening socket: what every accepted connection gets before HTTP
-//! sees it (`TCP_NODELAY`, a write timeout), and which addresses and `Host`
-//! names the server answers for.
+//! The listening socket and the connections on it: how many are open at
+//! once, what each gets before HTTP sees it (`TCP_NODELAY`, a write
+//! timeout), how long a peer may take to send a request head, and which
+//! addresses and `Host` names the server answers for.
 
-use std::io;
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::Request;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
 use tokio_io_timeout::TimeoutStream;
 
-/// A TCP listener whose connections fail a write the peer has not accepted
-/// for `write_timeout`: a peer that stops reading cannot pin a connection
-/// (and the stream task behind it) forever, not even during shutdown.
-pub struct Listener {
-    inner: TcpListener,
-    write_timeout: Duration,
+/// File descriptors kept back from the connection cap: the store's files
+/// (one writer and four readers, each with its WAL and shm), the listener,
+/// epoll, stdio and room for the accept that finds the cap full.
+const RESERVED_FDS: u64 = 64;
+
+/// Largest request head (and read buffer) of a connection: hyper answers
+/// `431` past it. Bodies are limited separately (64 KiB).
+const MAX_HEAD_BYTES: usize = 64 << 10;
+
+/// The connection slots: at most `max` connections are open; the next
+/// accept waits for one to close (the peer waits in the kernel's queue).
+#[derive(Debug)]
+pub struct Connections {
+    slots: Arc<Semaphore>,
+    max: usize,
 }
 
-impl Listener {
-    /// Wraps a bound listener.
-    pub fn new(inner: TcpListener, write_timeout: Duration) -> Listener {
-        Listener {
-            inner,
-            write_timeout,
+impl Connections {
+    /// Slots for `wanted` connections, fewer when the process's file
+    /// descriptor limit could not hold them (a peer refused by `EMFILE`
+    /// would be refused with every other one).
+    pub fn new(wanted: usize) -> Connections {
+        let max = match fd_limit() {
+            Some(fds) => {
+                let fit = usize::try_from(fds.saturating_sub(RESERVED_FDS)).unwrap_or(usize::MAX);
+                if fit < wanted {
+                    tracing::warn!(
+                        wanted,
+                        fit,
+                        fds,
+                        "--max-connections lowered to fit the file descriptor limit"
+                    );
+                }
+                wanted.min(fit)
+            }
+            None => wanted,
         }
+        .max(1);
+        Connections {
+            slots: Arc::new(Semaphore::new(max)),
+            max,
+        }
+    }
+
+    /// The cap in force.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.max.saturating_sub(self.slots.available_permits())
     }
 }
 
-impl axum::serve::Listener for Listener {
-    type Io = Pin<Box<TimeoutStream<TcpStream>>>;
-    type Addr = SocketAddr;
+/// The soft `RLIMIT_NOFILE`, when there is one.
+fn fd_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
 
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            match self.inner.accept().await {
-                Ok((tcp, addr)) => {
-                    // Stream frames are small writes: without TCP_NODELAY,
-                    // Nagle holds each one until the previous is acknowledged
-                    // (a delayed ACK: ~40 ms), so a `hello` would trail its headers.
-                    if let Err(e) = tcp.set_nodelay(true) {
-                        tracing::debug!(error = %e, "TCP_NODELAY");
-                    }
-                    let mut io = TimeoutStream::new(tcp);
-                    io.set_write_timeout(Some(self.write_timeout));
-                    return (Box::pin(io), addr);
-                }
-                // Out of file descriptors and the like: wait, do not spin.
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
+/// What every connection gets.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnSettings {
+    /// A write the peer has not accepted for this long fails.
+    pub write_timeout: Duration,
+    /// Time to send a whole request head; an idle keep-alive connection
+    /// has the same time to start its next request.
+    pub header_timeout: Duration,
+}
+
+/// Accepts connections while a slot is free and serves each with hyper's
+/// HTTP/1 connection (header timeout, bounded head) until `shutdown`
+/// resolves; then stops accepting, asks every connection to finish its
+/// response and waits for them. Dropping the future drops every connection.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    conns: &Connections,
+    settings: ConnSettings,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut tasks = JoinSet::new();
+    let (close_tx, close_rx) = watch::channel(false);
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            p = Arc::clone(&conns.slots).acquire_owned() => p.expect("the slots are never closed"),
+            _ = &mut shutdown => break,
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = &mut shutdown => break,
+        };
+        while tasks.try_join_next().is_some() {}
+        match accepted {
+            Ok((tcp, peer)) => {
+                let (router, close) = (router.clone(), close_rx.clone());
+                tasks.spawn(async move {
+                    let _slot = permit;
+                    connection(tcp, peer, router, settings, close).await;
+                });
+            }
+            // Out of file descriptors and the like: wait, do not spin.
+            Err(e) => {
+                tracing::warn!(error = %e, "accept");
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
     }
+    drop(listener);
+    let _ = close_tx.send(true);
+    while tasks.join_next().await.is_some() {}
+}
 
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
+/// Serves one accepted connection until it ends, or until `close` asks it
+/// to finish the response in progress.
+async fn connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    router: Router,
+    settings: ConnSettings,
+    mut close: watch::Receiver<bool>,
+) {
+    // Stream frames are small writes: without TCP_NODELAY, Nagle holds each
+    // one until the previous is acknowledged (a delayed ACK: ~40 ms), so a
+    // `hello` would trail its headers.
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY");
     }
+    let mut io = TimeoutStream::new(tcp);
+    io.set_write_timeout(Some(settings.write_timeout));
+    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        req.extensions_mut().insert(ConnectInfo(peer));
+        tower::ServiceExt::oneshot(router.clone(), req.map(Body::new))
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(settings.header_timeout)
+        .max_buf_size(MAX_HEAD_BYTES);
+    let conn = builder.serve_connection(TokioIo::new(Box::pin(io)), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = close.wait_for(|c| *c) => conn.as_mut().graceful_shutdown(),
+    }
+    let _ = conn.await;
 }
 
 /// The `Host` names the server answers for (DNS rebinding defence): the

@@ -3,7 +3,7 @@
 //! restart drops it wholesale; only the store survives.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use replay_core::protocol::LiveTurn;
@@ -40,6 +40,8 @@ pub struct LiveState {
 #[derive(Default)]
 pub struct SessionLive {
     state: Mutex<LiveState>,
+    /// Turns accepted and not finished (running or queued).
+    pending: AtomicUsize,
     /// Turns of a session run one at a time, in arrival order (fair lock).
     pub turn_lock: tokio::sync::Mutex<()>,
 }
@@ -58,6 +60,42 @@ pub struct Worker {
     sessions: Mutex<HashMap<String, Arc<SessionLive>>>,
     tasks: Mutex<Vec<AbortHandle>>,
     rev: AtomicU64,
+    /// Turns accepted and not finished, in every session.
+    pending: AtomicUsize,
+}
+
+/// Which cap refused a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TurnsFull {
+    /// The session has this many turns running or queued.
+    #[error("this session has {0} turns running or queued (--max-queued-turns)")]
+    Session(usize),
+    /// The process has this many.
+    #[error("this server has {0} turns running or queued (--max-queued-turns-total)")]
+    Process(usize),
+}
+
+/// A turn's place in the caps of [`Worker::reserve_turn`], given back when
+/// the turn is dropped (finished, cancelled, aborted by a restart) or never
+/// started (a retried message).
+pub struct TurnSlot {
+    worker: Arc<Worker>,
+    session: Arc<SessionLive>,
+}
+
+impl Drop for TurnSlot {
+    fn drop(&mut self) {
+        self.session.pending.fetch_sub(1, Ordering::Relaxed);
+        self.worker.pending.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Adds one to `n` unless it is at `cap`.
+fn take(n: &AtomicUsize, cap: usize) -> bool {
+    n.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        (v < cap).then_some(v + 1)
+    })
+    .is_ok()
 }
 
 impl Worker {
@@ -68,6 +106,29 @@ impl Worker {
             sessions: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Vec::new()),
             rev: AtomicU64::new(0),
+            pending: AtomicUsize::new(0),
+        })
+    }
+
+    /// A place for one more turn, unless the session has `per_session`
+    /// turns running or queued, or the worker `total`.
+    pub fn reserve_turn(
+        self: &Arc<Self>,
+        session_id: &str,
+        per_session: usize,
+        total: usize,
+    ) -> Result<TurnSlot, TurnsFull> {
+        let session = self.session(session_id);
+        if !take(&session.pending, per_session) {
+            return Err(TurnsFull::Session(per_session));
+        }
+        if !take(&self.pending, total) {
+            session.pending.fetch_sub(1, Ordering::Relaxed);
+            return Err(TurnsFull::Process(total));
+        }
+        Ok(TurnSlot {
+            worker: Arc::clone(self),
+            session,
         })
     }
 

@@ -88,14 +88,24 @@ async fn stall_holds_frames_until_cleared() {
     for i in 0..3 {
         s.append("team", "st", i).await;
     }
-    // No frame at all, not even heartbeats (interval 300 ms), yet connected.
-    let held = sse.collect_for(Duration::from_millis(800)).await;
+    // Held by the server, not slow on the way: the events are committed
+    // and the stream stays subscribed, yet its writer sends no byte, not
+    // even a heartbeat (interval 300 ms), for five intervals.
+    let sent = |c: &Value| (c["frames_sent"].clone(), c["bytes_sent"].clone());
+    let (_, before) = s.get("/v1/diagnostics/comms").await;
+    let held = sse.collect_for(Duration::from_millis(1500)).await;
     assert!(held.is_empty(), "{held:?}");
     assert!(!sse.ended);
+    let (_, during) = s.get("/v1/diagnostics/comms").await;
+    assert_eq!(sent(&during), sent(&before), "the stalled stream wrote");
+    assert_eq!(during["subscribers"], 1, "{during}");
+    let (_, page) = s.get("/v1/teams/st/events?after_seq=1").await;
+    assert_eq!(page["events"].as_array().unwrap().len(), 3, "{page}");
     s.fault(json!({"kind": "clear"})).await;
     let (_, list) = s.get("/v1/admin/faults").await;
     assert_eq!(list["faults"], json!([]));
-    let frames = sse.collect_for(Duration::from_millis(500)).await;
+    // Released by the clear: all three at once, in order.
+    let frames = sse.collect_for(Duration::from_millis(300)).await;
     assert_eq!(durable(&frames), vec![2, 3, 4]);
     // A timed stall expires on its own.
     s.fault(json!({"kind": "stall", "ms": 300})).await;

@@ -56,6 +56,10 @@ pub(super) struct AppendBody {
     data: Option<Value>,
 }
 
+/// Longest scope id accepted from the admin API (as a `message_id`): it is
+/// stored with every event of its log and named in every frame.
+const SCOPE_ID_MAX: usize = 200;
+
 /// Longest event type accepted from the admin API.
 const TYPE_MAX: usize = 64;
 
@@ -81,11 +85,11 @@ pub(super) async fn append_event(
     let data = body.data.unwrap_or_else(|| json!({})).to_string();
     let event = Event::decode(&body.ty, Some(&data))
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_event", e.to_string()))?;
-    if body.scope_id.is_empty() {
+    if !(1..=SCOPE_ID_MAX).contains(&body.scope_id.len()) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_event",
-            "empty scope_id",
+            format!("scope_id must be 1..={SCOPE_ID_MAX} bytes"),
         ));
     }
     let env = app.log.append(body.scope, &body.scope_id, event)?;

@@ -1,5 +1,8 @@
 //! The API's error answer and its JSON body extractor.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -8,6 +11,7 @@ use axum::Json;
 use replay_core::protocol::ErrorBody;
 use serde::de::DeserializeOwned;
 
+use crate::app::App;
 use crate::store::StoreError;
 
 /// Largest accepted request body.
@@ -114,14 +118,29 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// A JSON body whose every failure is a JSON error (413 when too large).
-pub struct JsonBody<T>(pub T);
+/// A request body read whole, in at most `--header-timeout-ms` (a peer
+/// that trickles its body cannot hold a connection and a handler forever;
+/// `408 body_timeout`), at most [`MAX_BODY`] bytes (`413`).
+pub struct BodyBytes(pub Bytes);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+impl FromRequest<Arc<App>> for BodyBytes {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
+    async fn from_request(req: Request, app: &Arc<App>) -> Result<Self, ApiError> {
+        let within = Duration::from_millis(app.cfg.header_timeout_ms.max(1));
+        let read = tokio::time::timeout(within, Bytes::from_request(req, app))
+            .await
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "body_timeout",
+                    format!(
+                        "the request body took more than {} ms (--header-timeout-ms)",
+                        within.as_millis()
+                    ),
+                )
+            })?;
+        read.map(BodyBytes).map_err(|r| {
             if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
@@ -131,7 +150,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             } else {
                 ApiError::bad_request("invalid_body", r.body_text())
             }
-        })?;
+        })
+    }
+}
+
+/// A JSON body whose every failure is a JSON error (413 when too large,
+/// 408 when it is not sent in time).
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<Arc<App>> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, app: &Arc<App>) -> Result<Self, ApiError> {
+        let BodyBytes(bytes) = BodyBytes::from_request(req, app).await?;
         serde_json::from_slice(&bytes)
             .map(JsonBody)
             .map_err(|e| ApiError::bad_request("invalid_json", e.to_string()))

@@ -2,6 +2,7 @@
 //! passes (see `guard`); errors and parameters in `error` and `params`.
 
 mod admin;
+mod budget;
 mod diag;
 mod error;
 mod guard;
@@ -25,6 +26,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use crate::app::App;
 use crate::net::HostAllowList;
 
+pub use budget::ResponseBudget;
 pub use error::{ApiError, MAX_BODY};
 
 /// Builds the whole router: `/v1` API plus static files.

@@ -9,11 +9,12 @@ mod subs;
 
 use std::future::poll_fn;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::Poll;
 
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use replay_core::json::RawJson;
@@ -34,6 +35,7 @@ const SUBSCRIPTION_ERROR: &str = "subscription.error";
 /// `GET /v1/stream?sub=…`: always a stream (there is no JSON form).
 pub(super) async fn multiplexed(
     State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     uri: Uri,
 ) -> Result<Response, ApiError> {
     let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(&uri).map_err(|e| {
@@ -51,7 +53,9 @@ pub(super) async fn multiplexed(
         .into_iter()
         .map(|sub| {
             let live = matches!(sub.start, Start::Live | Start::After(_))
-                .then(|| super::stream::subscribe(&app, Key::Scope(sub.scope, sub.id.clone())))
+                .then(|| {
+                    super::stream::subscribe(&app, Key::Scope(sub.scope, sub.id.clone()), peer)
+                })
                 .transpose()?;
             Ok((sub, live))
         })
@@ -139,7 +143,7 @@ async fn next_frame(lives: &mut [Live], next: &mut usize) -> (usize, Option<Arc<
         let n = lives.len();
         for k in 0..n {
             let i = (*next + k) % n;
-            if let Poll::Ready(got) = lives[i].sub.rx.poll_recv(cx) {
+            if let Poll::Ready(got) = lives[i].sub.poll_recv(cx) {
                 *next = (i + 1) % n;
                 return Poll::Ready((i, got));
             }

@@ -5,36 +5,40 @@ use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::Json;
-use replay_core::protocol::{Envelope, EventPage, ReplayPage, Scope};
+use replay_core::protocol::{EventPage, ReplayPage, Scope};
 use serde_json::json;
 
+use super::budget::Reserved;
 use super::error::ApiError;
 use super::params::{check_ahead, parse_cursor, Params};
 use crate::app::App;
-use crate::store::{LogInfo, Reads, StoreResult};
+use crate::store::{Budget, LogInfo, Page, Reads, StoreResult};
 use crate::transcript;
 
 pub(super) async fn replay(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
-) -> Result<Json<ReplayPage>, ApiError> {
+) -> Result<Response, ApiError> {
     let params = Params::parse(q.as_deref());
     let after = params
         .get("after_cursor")
         .map(parse_cursor)
         .transpose()?
         .unwrap_or(0);
-    let limit = params.limit()?;
+    let budget = page_budget(&app, &params)?;
     let worker = app.worker();
     if !app.log.session_exists(&id) {
         return Err(ApiError::not_found("session"));
     }
     let live = worker.session(&id);
     let boot_id = worker.boot_id.clone();
+    let reserved = reserve_page(&app).await?;
     // History, head, live_turn and tasks from one view (see `read_session`).
-    app.log
+    let page = app
+        .log
         .read_session(live, move |snap, live_turn| {
             let Some(info) = snap.log_info(Scope::Session, &id)? else {
                 return Ok(Err(ApiError::not_found("session")));
@@ -42,12 +46,13 @@ pub(super) async fn replay(
             if let Err(e) = check_ahead(after, &info.epoch, info.head) {
                 return Ok(Err(e));
             }
-            let mut history = snap.page(Scope::Session, &id, after, limit + 1)?;
-            let has_more = history.len() > limit;
-            history.truncate(limit);
+            let Page {
+                events: history,
+                more: has_more,
+            } = snap.page_within(Scope::Session, &id, after, budget)?;
             let cursor = history.last().and_then(|e| e.seq).unwrap_or(after);
             let tasks = snap.tasks(&id)?;
-            Ok(Ok(Json(ReplayPage {
+            Ok(Ok(ReplayPage {
                 epoch: info.epoch,
                 boot_id,
                 cursor,
@@ -56,9 +61,10 @@ pub(super) async fn replay(
                 history,
                 live_turn,
                 tasks: Some(tasks),
-            })))
+            }))
         })
-        .await?
+        .await??;
+    reserved.json(&page)
 }
 
 /// A JSON event page of one scope log.
@@ -67,89 +73,140 @@ pub(super) async fn scope_page(
     scope: Scope,
     id: String,
     params: &Params,
-) -> Result<Json<EventPage>, ApiError> {
+) -> Result<Response, ApiError> {
     let after = params
         .get("after_seq")
         .map(parse_cursor)
         .transpose()?
         .unwrap_or(0);
-    let limit = params.limit()?;
-    app.log
+    let budget = page_budget(app, params)?;
+    let reserved = reserve_page(app).await?;
+    let page = app
+        .log
         .read(move |snap| {
             let Some(info) = snap.log_info(scope, &id)? else {
                 return Ok(Err(ApiError::not_found(scope.as_str())));
             };
-            Ok(page_of(after, limit, info, |n| {
-                snap.page(scope, &id, after, n)
+            Ok(page_of(after, info, || {
+                snap.page_within(scope, &id, after, budget)
             }))
         })
-        .await?
+        .await??;
+    reserved.json(&page)
 }
 
 /// The global JSON list (cursor = row id).
-pub(super) async fn global_page(app: &App, params: &Params) -> Result<Json<EventPage>, ApiError> {
+pub(super) async fn global_page(app: &App, params: &Params) -> Result<Response, ApiError> {
     let after = params
         .get("after_id")
         .or_else(|| params.get("after_seq"))
         .map(parse_cursor)
         .transpose()?
         .unwrap_or(0);
-    let limit = params.limit()?;
-    app.log
+    let budget = page_budget(app, params)?;
+    let reserved = reserve_page(app).await?;
+    let page = app
+        .log
         .read(move |snap| {
             let info = snap.global_info()?;
-            Ok(page_of(after, limit, info, |n| snap.global_page(after, n)))
+            Ok(page_of(after, info, || {
+                snap.global_page_within(after, budget)
+            }))
         })
-        .await?
+        .await??;
+    reserved.json(&page)
+}
+
+/// A page's budget: the `limit` asked for, and `--page-max-bytes` (a page
+/// of large events stops early and says `has_more`; the client pages on).
+fn page_budget(app: &App, params: &Params) -> Result<Budget, ApiError> {
+    Ok(Budget {
+        events: params.limit()?,
+        bytes: app.cfg.page_max_bytes,
+    })
 }
 
 /// One event page read in a snapshot whose head is `info.head`.
 fn page_of(
     after: u64,
-    limit: usize,
     info: LogInfo,
-    read: impl FnOnce(usize) -> StoreResult<Vec<Envelope>>,
-) -> Result<Json<EventPage>, ApiError> {
+    read: impl FnOnce() -> StoreResult<Page>,
+) -> Result<EventPage, ApiError> {
     check_ahead(after, &info.epoch, info.head)?;
-    // One more than asked tells whether there is more.
-    let mut events = read(limit + 1)?;
-    let has_more = events.len() > limit;
-    events.truncate(limit);
-    Ok(Json(EventPage {
+    let Page { events, more } = read()?;
+    Ok(EventPage {
         epoch: info.epoch,
         head: info.head,
         events,
-        has_more,
-    }))
+        has_more: more,
+    })
+}
+
+/// A page's room in the response budget before it is read: its events
+/// decoded, then encoded (twice `--page-max-bytes`), and the rest of a
+/// replay page (`live_turn`, tasks).
+async fn reserve_page(app: &App) -> Result<Reserved, ApiError> {
+    let bytes = app.cfg.page_max_bytes.saturating_mul(2) + (64 << 10);
+    app.responses.reserve(bytes).await
 }
 
 pub(super) async fn transcript(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-) -> Result<Json<replay_core::protocol::Transcript>, ApiError> {
+) -> Result<Response, ApiError> {
     let max = app.cfg.transcript_max_events;
-    app.log
+    let max_bytes = app.cfg.transcript_max_bytes;
+    // The fold needs the whole session in memory: bounded, and checked
+    // before anything is loaded.
+    let sid = id.clone();
+    let bytes = app
+        .log
+        .read(move |snap| {
+            let Some(info) = snap.log_info(Scope::Session, &sid)? else {
+                return Ok(Err(ApiError::not_found("session")));
+            };
+            if info.head > max {
+                return Ok(Err(too_large(format!(
+                    "the session has {} events; a transcript folds at most {max} \
+                     (--transcript-max-events); read it with replay pages",
+                    info.head
+                ))));
+            }
+            let bytes = snap.log_bytes(Scope::Session, &sid)?;
+            if bytes > max_bytes {
+                return Ok(Err(too_large(format!(
+                    "the session has {bytes} bytes of events; a transcript folds at most \
+                     {max_bytes} (--transcript-max-bytes); read it with replay pages"
+                ))));
+            }
+            Ok(Ok(bytes))
+        })
+        .await??;
+    // Loaded, folded and encoded: about three times the events' bytes.
+    let reserved = app
+        .responses
+        .reserve(usize::try_from(bytes.saturating_mul(3)).unwrap_or(usize::MAX) + (64 << 10))
+        .await?;
+    let transcript = app
+        .log
         .read(move |snap| {
             let Some(info) = snap.log_info(Scope::Session, &id)? else {
                 return Ok(Err(ApiError::not_found("session")));
             };
-            // The fold needs the whole session in memory: bounded.
-            if info.head > max {
-                return Ok(Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "transcript_too_large",
-                    format!(
-                        "the session has {} events; a transcript folds at most {max} \
-                         (--transcript-max-events); read it with replay pages",
-                        info.head
-                    ),
-                )));
-            }
             let events = snap.page(Scope::Session, &id, 0, info.head as usize)?;
             let tasks = snap.tasks(&id)?;
-            Ok(Ok(Json(transcript::fold(&info.epoch, &events, tasks))))
+            Ok(Ok(transcript::fold(&info.epoch, &events, tasks)))
         })
-        .await?
+        .await??;
+    reserved.json(&transcript)
+}
+
+fn too_large(message: String) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "transcript_too_large",
+        message,
+    )
 }
 
 pub(super) async fn process_log(

@@ -3,12 +3,13 @@
 //! Without `Accept: text/event-stream` the same paths answer a JSON page.
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{ConnectInfo, Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
@@ -24,7 +25,7 @@ use crate::faults::StreamFaults;
 use crate::hub::{Key, Subscription};
 use crate::log::transient;
 use crate::recovery::SYSTEM_ID;
-use crate::store::{LogInfo, Reads, Snapshot, StoreResult};
+use crate::store::{Budget, LogInfo, Page, Reads, Snapshot, StoreResult};
 
 /// `retry:` sent first on every stream, in milliseconds.
 const RETRY_MS: u64 = 1000;
@@ -37,22 +38,26 @@ const INLINE_BACKLOG: u64 = 64;
 /// `GET /v1/{scope_path}/{id}/events` for one scope: a JSON page or a stream.
 pub(super) fn scoped_events(scope: Scope) -> MethodRouter<Arc<App>> {
     get(
-        move |st: State<Arc<App>>, Path(id): Path<String>, q: RawQuery, h: HeaderMap| async move {
-            events(st, scope, id, q, h).await
-        },
+        move |st: State<Arc<App>>,
+              peer: ConnectInfo<SocketAddr>,
+              Path(id): Path<String>,
+              q: RawQuery,
+              h: HeaderMap| async move { events(st, peer, scope, id, q, h).await },
     )
 }
 
 pub(super) async fn system_events(
     st: State<Arc<App>>,
+    peer: ConnectInfo<SocketAddr>,
     q: RawQuery,
     h: HeaderMap,
 ) -> Result<Response, ApiError> {
-    events(st, Scope::System, SYSTEM_ID.to_owned(), q, h).await
+    events(st, peer, Scope::System, SYSTEM_ID.to_owned(), q, h).await
 }
 
 pub(super) async fn global_events(
     State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -61,7 +66,7 @@ pub(super) async fn global_events(
         return Ok(global_page(&app, &params).await?.into_response());
     }
     let cursor = cursor(&params, "after_id", &headers)?;
-    let sub = subscribe(&app, Key::Global)?;
+    let sub = subscribe(&app, Key::Global, peer)?;
     let info = app.log.global_info();
     let info = checked_head(&app, cursor, info, |snap| snap.global_info().map(Some)).await?;
     let start = cursor.unwrap_or(info.head);
@@ -71,13 +76,14 @@ pub(super) async fn global_events(
 /// `Retry-After` of a stream refused by a cap, in seconds.
 const FULL_RETRY_AFTER_S: u64 = 2;
 
-/// Subscribes, or `503 too_many_streams` with `Retry-After` at a cap.
-pub(super) fn subscribe(app: &App, key: Key) -> Result<Subscription, ApiError> {
-    app.log.hub.subscribe(key).map_err(|full| {
+/// Subscribes the client at `peer`, or `503 too_many_streams` with
+/// `Retry-After` at a cap.
+pub(super) fn subscribe(app: &App, key: Key, peer: SocketAddr) -> Result<Subscription, ApiError> {
+    app.log.hub.subscribe(key, Some(peer.ip())).map_err(|full| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "too_many_streams",
-            format!("{full} (--max-streams, --max-streams-per-scope)"),
+            format!("{full} (--max-streams, --max-streams-per-scope, --max-streams-per-client)"),
         )
         .retry_after(Some(FULL_RETRY_AFTER_S))
     })
@@ -126,6 +132,7 @@ fn cursor(params: &Params, key: &str, headers: &HeaderMap) -> Result<Option<u64>
 
 async fn events(
     State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     scope: Scope,
     id: String,
     RawQuery(q): RawQuery,
@@ -138,7 +145,7 @@ async fn events(
     let cursor = cursor(&params, "after_seq", &headers)?;
     // Subscribe before reading anything from the store (§4.3.1). The head
     // comes from memory: `hello` never waits for a query.
-    let sub = subscribe(&app, Key::Scope(scope, id.clone()))?;
+    let sub = subscribe(&app, Key::Scope(scope, id.clone()), peer)?;
     let info = app.log.log_info(scope, &id).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -297,7 +304,7 @@ impl Writer {
         let heartbeat = self.heartbeat();
         loop {
             let next = tokio::select! {
-                f = tokio::time::timeout(heartbeat, sub.rx.recv()) => f,
+                f = tokio::time::timeout(heartbeat, sub.recv()) => f,
                 _ = self.closed() => return Err(End::Closed),
             };
             match next {
@@ -358,23 +365,28 @@ impl Writer {
         // Backlog, then snapshots, then live; `feed.last` dedups the handoff.
         let now = match first {
             Some(_) => None,
-            None => self.app.log.try_read_now(|s| match &feed.scope {
-                Some((scope, id)) => s.page(*scope, id, start, BACKLOG_PAGE),
-                None => s.global_page(start, BACKLOG_PAGE),
-            }),
+            None => {
+                let budget = backlog_budget(&self.app);
+                self.app.log.try_read_now(|s| match &feed.scope {
+                    Some((scope, id)) => s.page_within(*scope, id, start, budget),
+                    None => s.global_page_within(start, budget),
+                })
+            }
         };
         let mut page = match (now, first) {
             (Some(page), _) => page,
             (None, Some(task)) => task.await.map_err(|_| End::Closed)?,
             (None, None) => backlog_page(Arc::clone(&self.app), feed.scope.clone(), start).await,
         };
+        // One page in memory at a time, bounded in bytes: a slow reader
+        // holds at most that much of its backlog.
         loop {
-            let events = page.map_err(|_| End::Closed)?;
+            let Page { events, more } = page.map_err(|_| End::Closed)?;
             for env in &events {
                 self.write_durable(feed, env, &env.to_json()).await?;
                 feed.last = feed.cursor_of(env);
             }
-            if events.len() < BACKLOG_PAGE {
+            if !more {
                 break;
             }
             page = backlog_page(Arc::clone(&self.app), feed.scope.clone(), feed.last).await;
@@ -415,7 +427,7 @@ impl Writer {
         sub: &mut Subscription,
     ) -> Result<(), End> {
         let head = feed.current_head(&self.app);
-        while let Ok(frame) = sub.rx.try_recv() {
+        while let Ok(frame) = sub.try_recv() {
             self.forward(feed, &frame.env, &frame.json).await?;
         }
         self.write_transient(feed, Event::Heartbeat(Heartbeat { head }), head)
@@ -532,22 +544,31 @@ impl Writer {
     }
 }
 
+/// A backlog page's budget: [`BACKLOG_PAGE`] events, `--page-max-bytes`.
+fn backlog_budget(app: &App) -> Budget {
+    Budget {
+        events: BACKLOG_PAGE,
+        bytes: app.cfg.page_max_bytes,
+    }
+}
+
 /// A backlog page after `after`, in a new snapshot: begun after subscribing,
 /// it holds every event published before the subscription.
 async fn backlog_page(
     app: Arc<App>,
     scope: Option<(Scope, String)>,
     after: u64,
-) -> StoreResult<Vec<Envelope>> {
+) -> StoreResult<Page> {
+    let budget = backlog_budget(&app);
     match scope {
         Some((scope, id)) => {
             app.log
-                .read(move |s| s.page(scope, &id, after, BACKLOG_PAGE))
+                .read(move |s| s.page_within(scope, &id, after, budget))
                 .await
         }
         None => {
             app.log
-                .read(move |s| s.global_page(after, BACKLOG_PAGE))
+                .read(move |s| s.global_page_within(after, budget))
                 .await
         }
     }

@@ -13,9 +13,10 @@ use replay_core::protocol::{
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::error::{ApiError, JsonBody};
+use super::error::{ApiError, BodyBytes, JsonBody};
 use crate::agent;
 use crate::app::App;
+use crate::worker::{TurnSlot, TurnsFull};
 
 pub(super) async fn create_session(
     State(app): State<Arc<App>>,
@@ -57,28 +58,63 @@ pub(super) async fn post_message(
     // Refused before anything is written: a message asks for bounded work.
     agent::Directives::parse(&body.text)
         .map_err(|e| ApiError::bad_request("directive_limit", e.to_string()))?;
+    // A place in the queue caps, taken before the lock; a retry of an
+    // accepted message gets its turn even when the queue is full.
+    let slot = app.worker().reserve_turn(
+        &id,
+        app.cfg.max_queued_turns,
+        app.cfg.max_queued_turns_total,
+    );
     // Check and insert under one lock: two concurrent retries start one turn.
     // The user's message is committed before the `202`, so a crash before
     // its turn starts loses nothing (recovery then fails the queued turn).
-    let (turn_id, new) = app
-        .log
-        .with_db(|db| {
-            if !db.session_exists(&id) {
-                return Ok((None, vec![]));
-            }
-            if let Some(turn_id) = db.turn_for_message(&id, &body.message_id)? {
-                return Ok((Some((turn_id, false)), vec![]));
-            }
-            let n = db.next_number("turn")?;
-            let turn_id = format!("turn_{n}");
-            let committed = db.accept_message(&id, &turn_id, &body.message_id, &body.text)?;
-            Ok((Some((turn_id, true)), vec![committed]))
-        })?
-        .ok_or_else(|| ApiError::not_found("session"))?;
-    if new {
-        agent::spawn_turn(&app, &id, &turn_id, &body.message_id, &body.text);
-    }
+    let accepted = app.log.with_db(|db| {
+        if !db.session_exists(&id) {
+            return Ok((Accepted::NoSession, vec![]));
+        }
+        if let Some(turn_id) = db.turn_for_message(&id, &body.message_id)? {
+            return Ok((Accepted::Existing(turn_id), vec![]));
+        }
+        let slot = match slot {
+            Ok(slot) => slot,
+            Err(full) => return Ok((Accepted::Full(full), vec![])),
+        };
+        let n = db.next_number("turn")?;
+        let turn_id = format!("turn_{n}");
+        let committed = db.accept_message(&id, &turn_id, &body.message_id, &body.text)?;
+        Ok((Accepted::New(turn_id, slot), vec![committed]))
+    })?;
+    let turn_id = match accepted {
+        Accepted::NoSession => return Err(ApiError::not_found("session")),
+        Accepted::Existing(turn_id) => turn_id,
+        Accepted::Full(full) => return Err(queue_full(full)),
+        Accepted::New(turn_id, slot) => {
+            agent::spawn_turn(&app, slot, &id, &turn_id, &body.message_id, &body.text);
+            turn_id
+        }
+    };
     Ok((StatusCode::ACCEPTED, Json(MessageAccepted { turn_id })))
+}
+
+/// What `post_message` did under the store lock.
+enum Accepted {
+    NoSession,
+    Existing(String),
+    Full(TurnsFull),
+    New(String, TurnSlot),
+}
+
+/// `Retry-After` of a message refused by a queue cap, in seconds.
+const QUEUE_RETRY_AFTER_S: u64 = 2;
+
+/// A session's queue full is the client's doing (`429`); the process's is
+/// the server's load (`503`). Nothing was written.
+fn queue_full(full: TurnsFull) -> ApiError {
+    let status = match full {
+        TurnsFull::Session(_) => StatusCode::TOO_MANY_REQUESTS,
+        TurnsFull::Process(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    ApiError::new(status, "too_many_turns", full.to_string()).retry_after(Some(QUEUE_RETRY_AFTER_S))
 }
 
 pub(super) async fn answer(
@@ -122,7 +158,7 @@ pub(super) async fn answer(
 pub(super) async fn cancel(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    BodyBytes(body): BodyBytes,
 ) -> Result<(StatusCode, Json<CancelAccepted>), ApiError> {
     // The body is optional (PROTOCOL.md §4.4 had none): empty = `{}`.
     let body: CancelTurn = if body.is_empty() {

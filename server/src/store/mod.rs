@@ -17,7 +17,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::util::{now_rfc3339, random_id};
 
 pub use pool::ReadPool;
-pub use read::{Reads, Snapshot};
+pub use read::{Budget, Page, Reads, Snapshot, ENVELOPE_BYTES};
 
 /// Errors of the store layer.
 #[derive(Debug, thiserror::Error)]

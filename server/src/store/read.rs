@@ -87,6 +87,66 @@ fn envelopes(
     .collect()
 }
 
+/// How much one page may hold: at most `events` events and, past the
+/// first, at most `bytes` of encoded events (each counted as its data, type
+/// and scope id plus [`ENVELOPE_BYTES`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Most events.
+    pub events: usize,
+    /// Most bytes; the first event is taken whatever its size, so a page
+    /// always moves the cursor.
+    pub bytes: usize,
+}
+
+/// What a JSON envelope adds around an event's data, type and scope id
+/// (`id`, `seq`, `ts`, `critical`, field names), rounded up.
+pub const ENVELOPE_BYTES: usize = 160;
+
+/// Events within a [`Budget`], and whether more follow.
+#[derive(Debug, Default, PartialEq)]
+pub struct Page {
+    /// Ascending.
+    pub events: Vec<Envelope>,
+    /// Another event follows the last one (the budget stopped the page).
+    pub more: bool,
+}
+
+/// Like [`envelopes`], stopping at the budget; the query must ask for one
+/// row more than `budget.events`.
+fn envelopes_within(
+    st: &mut CachedStatement<'_>,
+    params: impl Params,
+    log: impl Fn(&Row<'_>) -> rusqlite::Result<(Scope, String)>,
+    budget: Budget,
+) -> StoreResult<Page> {
+    let mut rows = st.query(params)?;
+    let mut page = Page::default();
+    let mut bytes = 0usize;
+    while let Some(r) = rows.next()? {
+        let data: String = r.get(4)?;
+        let (scope, scope_id) = log(r)?;
+        let ty: String = r.get(2)?;
+        let size = data.len() + ty.len() + scope_id.len() + ENVELOPE_BYTES;
+        let over_bytes = !page.events.is_empty() && bytes.saturating_add(size) > budget.bytes;
+        if page.events.len() >= budget.events || over_bytes {
+            page.more = true;
+            break;
+        }
+        bytes = bytes.saturating_add(size);
+        let event = Event::decode(&ty, Some(&data))?;
+        page.events.push(Envelope::durable(
+            r.get(0)?,
+            scope,
+            scope_id,
+            r.get(1)?,
+            r.get(3)?,
+            event,
+        ));
+    }
+    Ok(page)
+}
+
 /// The read-only queries, on any connection: the writer's ([`super::Db`],
 /// under its lock) or a read transaction's ([`Snapshot`]).
 pub trait Reads {
@@ -107,6 +167,56 @@ pub trait Reads {
         )?;
         let params = params![scope.as_str(), scope_id, after, limit as i64];
         envelopes(&mut st, params, |_| Ok((scope, scope_id.to_owned())))
+    }
+
+    /// Durable events of one log with `seq > after`, ascending, within `budget`.
+    fn page_within(
+        &self,
+        scope: Scope,
+        scope_id: &str,
+        after: u64,
+        budget: Budget,
+    ) -> StoreResult<Page> {
+        let mut st = self.conn().prepare_cached(
+            "SELECT id, seq, type, ts, data FROM events
+         WHERE scope = ?1 AND scope_id = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4",
+        )?;
+        let limit = i64::try_from(budget.events.saturating_add(1)).unwrap_or(i64::MAX);
+        let params = params![scope.as_str(), scope_id, after, limit];
+        envelopes_within(
+            &mut st,
+            params,
+            |_| Ok((scope, scope_id.to_owned())),
+            budget,
+        )
+    }
+
+    /// Durable events of every scope with row `id > after_id`, ascending,
+    /// within `budget`.
+    fn global_page_within(&self, after_id: u64, budget: Budget) -> StoreResult<Page> {
+        let mut st = self.conn().prepare_cached(
+            "SELECT id, seq, type, ts, data, scope, scope_id FROM events
+         WHERE id > ?1 ORDER BY id LIMIT ?2",
+        )?;
+        let limit = i64::try_from(budget.events.saturating_add(1)).unwrap_or(i64::MAX);
+        envelopes_within(
+            &mut st,
+            params![after_id, limit],
+            |r| Ok((scope_from_str(&r.get::<_, String>(5)?), r.get(6)?)),
+            budget,
+        )
+    }
+
+    /// Bytes of event data in one log (what a fold of it has to load).
+    /// `octet_length` counts bytes, with no text decoded into memory.
+    fn log_bytes(&self, scope: Scope, scope_id: &str) -> StoreResult<u64> {
+        Ok(self
+            .conn()
+            .prepare_cached(
+                "SELECT COALESCE(SUM(octet_length(data)), 0) FROM events
+         WHERE scope = ?1 AND scope_id = ?2",
+            )?
+            .query_row(params![scope.as_str(), scope_id], |r| r.get(0))?)
     }
 
     /// Durable events of every scope with row `id > after_id`, ascending.
