@@ -55,12 +55,17 @@ export type StatusState =
   | "connecting" | "restoring" | "live" | "repairing"
   | "backoff" | "offline" | "stopped" | "failed";
 
-/** Stable error codes of {@link ReplayError}. */
+/**
+ * Stable error codes of {@link ReplayError}. An HTTP error answer keeps the
+ * server's own code (its body's `error`, e.g. `"not_found"`), with the HTTP
+ * status beside it in `status`; `"http_status"` when the body named none.
+ */
 export type ReplayErrorCode =
   | "bad_json" | "event_too_large" | "invalid_cursor" | "cursor_ahead"
   | "unauthorized" | "http_status" | "wrong_content_type" | "epoch_changed" | "history_mismatch"
   | "stalled" | "network" | "corrupt_storage" | "storage_unavailable"
-  | "closed" | "invalid_options" | "timeout";
+  | "closed" | "invalid_options" | "timeout"
+  | (string & {});
 
 /** Why the last connection attempt failed. */
 export interface ErrorInfo {

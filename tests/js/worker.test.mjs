@@ -86,7 +86,7 @@ test("errors cross as ReplayError with their code", async () => {
   await until("live", () => page.evaluate(() => window.t.client.status().state === "live"));
   const refused = await page.evaluate(() => window.t.rejects(() => window.t.client.answer("q_missing", "yes")));
   assert.equal(refused.isReplayError, true);
-  assert.equal(refused.code, "http_status", refused.message);
+  assert.deepEqual([refused.code, refused.status], ["not_found", 404], refused.message);
   await page.evaluate(() => window.t.client.close());
   assert.deepEqual(pageErrors, []);
 });
