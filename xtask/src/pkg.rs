@@ -132,6 +132,10 @@ fn optimise(out: &Path) -> Result {
 /// `new URL("….wasm", import.meta.url)` survives, so bundlers still find
 /// the wasm asset.
 fn minify(out: &Path) -> Result {
+    let glue = out.join("replay_client.js");
+    let text = fs::read_to_string(&glue).map_err(|e| format!("{}: {e}", glue.display()))?;
+    fs::write(&glue, drop_duplicate_import_keys(&text))
+        .map_err(|e| format!("{}: {e}", glue.display()))?;
     let mut files: Vec<PathBuf> = ["replay_client.js", "replay_client_bg.js"]
         .iter()
         .map(|name| out.join(name))
@@ -139,6 +143,29 @@ fn minify(out: &Path) -> Result {
         .collect();
     js_files(&out.join("snippets"), &mut files)?;
     minify_files(&files)
+}
+
+/// wasm-bindgen 0.2.130 names the `browser.js` snippet twice in the web
+/// glue's imports object (`"./snippets/…/browser.js": import1,` then
+/// `…: import2,`, two namespace imports of the same module), which esbuild
+/// reports as a duplicate key. Both name the same module, so the later entry
+/// is dropped: the object is the same (a later key overwrote the earlier).
+fn drop_duplicate_import_keys(js: &str) -> String {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = String::with_capacity(js.len());
+    for line in js.split_inclusive('\n') {
+        let entry = line
+            .trim()
+            .strip_suffix(',')
+            .and_then(|e| e.split_once("\": import"));
+        if let Some((key, _)) = entry {
+            if key.starts_with('"') && !seen.insert(key.to_owned()) {
+                continue;
+            }
+        }
+        out.push_str(line);
+    }
+    out
 }
 
 fn minify_files(files: &[PathBuf]) -> Result {
@@ -321,4 +348,20 @@ pub fn run_task() -> Result {
         packs.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::drop_duplicate_import_keys;
+
+    #[test]
+    fn a_module_named_twice_in_the_imports_object_is_named_once() {
+        let glue = "return {\n    __proto__: null,\n    \"./replay_client_bg.js\": import0,\n    \"./s/browser.js\": import1,\n    \"./s/browser.js\": import2,\n};\n";
+        assert_eq!(
+            drop_duplicate_import_keys(glue),
+            "return {\n    __proto__: null,\n    \"./replay_client_bg.js\": import0,\n    \"./s/browser.js\": import1,\n};\n"
+        );
+        let plain = "const a = { \"k\": 1 };\n";
+        assert_eq!(drop_duplicate_import_keys(plain), plain);
+    }
 }
