@@ -1,7 +1,9 @@
 //! `cargo xtask test`: every test layer, in order, after set-up.
 //!
 //! 1. format and lints (native, and wasm32 for the SDK crate);
-//! 2. the native workspace suite (core, conformance data, property tests, server);
+//! 2. the native workspace suite (core, conformance data, property tests,
+//!    server), the README's Rust snippet compared with its example, and
+//!    `sse-dump` run on a captured stream;
 //! 3. the core suite and the browser SDK suites compiled to wasm and run by
 //!    wasm-bindgen-test in headless Chromium, against a live `replay-server`;
 //! 4. the npm package: built and optimised, packed, type-checked from a
@@ -11,7 +13,7 @@
 
 use crate::cmd::{self, path_with, root, run_in, Result};
 use crate::server::Server;
-use crate::{demo, pkg, setup};
+use crate::{demo, pkg, quickstarts, setup};
 use std::fs;
 use std::path::Path;
 
@@ -67,6 +69,15 @@ pub fn run(args: &[String]) -> Result {
         })?;
     }
     if wanted("native") {
+        // The README's promises first: they take seconds.
+        cmd::step(
+            "README: Rust quickstart = examples/rust-quickstart.rs",
+            quickstarts::check_rust_snippet,
+        )?;
+        cmd::step(
+            "README: sse-dump on a captured stream",
+            quickstarts::run_sse_dump,
+        )?;
         cmd::step("native tests", || run("cargo", &["test", "--workspace"]))?;
     }
     if wanted("chromium") {
