@@ -46,6 +46,7 @@ pub fn build() -> Result<PathBuf> {
         write_index(&out, target)?;
         add_worker_entries(&out)?;
     }
+    add_binding_entries(&pkg.join("web"))?;
     for file in ["package.json", "README.md"] {
         fs::copy(root().join("pkg-template").join(file), pkg.join(file))
             .map_err(|e| format!("copy pkg-template/{file}: {e}"))?;
@@ -261,6 +262,22 @@ fn add_worker_entries(out: &Path) -> Result {
         if file.ends_with(".js") {
             minified.push(out.join(file));
         }
+    }
+    minify_files(&minified)
+}
+
+/// The framework bindings (`replay-client/react`, `/vue`, `/svelte`) and
+/// what they share (`connection.js`), in `web/` only: they use no wasm and
+/// no glue, so one copy serves both targets. Each imports its framework,
+/// an optional peer dependency, and nothing of the package's wasm.
+fn add_binding_entries(web: &Path) -> Result {
+    let mut minified = Vec::new();
+    for name in ["connection", "react", "vue", "svelte"] {
+        for file in [format!("{name}.js"), format!("{name}.d.ts")] {
+            fs::copy(root().join("pkg-template").join(&file), web.join(&file))
+                .map_err(|e| format!("copy pkg-template/{file}: {e}"))?;
+        }
+        minified.push(web.join(format!("{name}.js")));
     }
     minify_files(&minified)
 }

@@ -1,8 +1,9 @@
-//! The README quickstarts, run as written: the Rust snippet must be
-//! `examples/rust-quickstart.rs`'s code, and `sse-dump` is run on a
-//! captured stream.
+//! The README quickstarts, run as written: the npm snippet is taken from the
+//! READMEs (type-checked, bundled and run by the package and e2e layers), the
+//! Rust snippet must be `examples/rust-quickstart.rs`'s code (built for
+//! wasm32 and run in Chromium), and `sse-dump` is run on a captured stream.
 
-use crate::cmd::{root, Result};
+use crate::cmd::{self, root, Result};
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -31,6 +32,25 @@ fn block_after(markdown: &str, heading: &str, lang: &str) -> Result<String> {
 
 fn read(path: &Path) -> Result<String> {
     fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The npm quickstart: the same code in the repository README and the npm
+/// README (the latter is what npm users see).
+pub fn npm_snippet() -> Result<String> {
+    let repo = block_after(
+        &read(&root().join("README.md"))?,
+        "## Quickstart: npm",
+        "ts",
+    )?;
+    let npm = block_after(
+        &read(&root().join("pkg-template/README.md"))?,
+        "## Quickstart",
+        "ts",
+    )?;
+    if repo != npm {
+        return Err("README.md and pkg-template/README.md show different npm quickstarts".into());
+    }
+    Ok(repo)
 }
 
 /// Fails unless the README's Rust snippet is the example's marked code.
@@ -89,6 +109,38 @@ pub fn run_sse_dump() -> Result {
         ));
     }
     println!("sse-dump: {} lines as expected", got.lines().count());
+    Ok(())
+}
+
+/// Builds `examples/rust-quickstart.rs` for wasm32 and writes it, with its
+/// page (`tests/js/rust-quickstart/`), into `site/rust-quickstart/`.
+pub fn build_rust_quickstart(site: &Path) -> Result {
+    cmd::run(
+        "cargo",
+        &[
+            "build",
+            "--example",
+            "rust-quickstart",
+            "--target",
+            "wasm32-unknown-unknown",
+        ],
+    )?;
+    let wasm = root().join("target/wasm32-unknown-unknown/debug/examples/rust-quickstart.wasm");
+    let out = site.join("rust-quickstart");
+    cmd::run(
+        "wasm-bindgen",
+        &[
+            "--target",
+            "web",
+            "--out-dir",
+            out.to_str().expect("utf-8 path"),
+            "--out-name",
+            "quickstart",
+            wasm.to_str().expect("utf-8 path"),
+        ],
+    )?;
+    let page = "tests/js/rust-quickstart/index.html";
+    fs::copy(root().join(page), out.join("index.html")).map_err(|e| format!("{page}: {e}"))?;
     Ok(())
 }
 

@@ -7,9 +7,13 @@
 //! 3. the core suite and the browser SDK suites compiled to wasm and run by
 //!    wasm-bindgen-test in headless Chromium, against a live `replay-server`;
 //! 4. the npm package: built and optimised, packed, type-checked from a
-//!    consumer with `tsc --strict`, bundled by Vite;
+//!    consumer with `tsc --strict` (with the README's npm quickstart and the bindings'
+//!    types), bundled by Vite; the React, Vue and Svelte apps and the npm
+//!    quickstart bundled by one more Vite build;
 //! 5. end to end: Playwright drives the demo page (optimised package) through
-//!    a seeded fault schedule and compares it with the server's transcript.
+//!    a seeded fault schedule and compares it with the server's transcript;
+//!    then the binding apps and both README quickstarts run against a server
+//!    of their own (`tests/js/bindings.test.mjs`).
 
 use crate::cmd::{self, path_with, root, run_in, Result};
 use crate::server::Server;
@@ -175,21 +179,9 @@ fn package() -> Result {
         .find(|p| p.extension().is_some_and(|x| x == "tgz"))
         .ok_or("npm pack wrote no tarball")?;
 
-    let app = root().join("target/consumer");
-    let _ = fs::remove_dir_all(&app);
-    demo::copy_dir(&root().join("tests/js/consumer"), &app)?;
-    let manifest = format!(
-        "{{\"name\":\"consumer\",\"private\":true,\"type\":\"module\",\
-         \"dependencies\":{{\"replay-client\":\"file:{}\"}}}}\n",
-        tarball.display()
-    );
-    fs::write(app.join("package.json"), manifest).map_err(|e| e.to_string())?;
-    run_in(
-        &app,
-        "npm",
-        &["install", "--no-audit", "--no-fund", "--offline"],
-        &[],
-    )?;
+    let app = install_app("consumer", &tarball, &["vue"])?;
+    // The README's npm quickstart, as written (tsconfig.json lists it).
+    fs::write(app.join("quickstart.ts"), quickstarts::npm_snippet()?).map_err(|e| e.to_string())?;
     let tsc = setup::node_bin("tsc");
     run_in(
         &app,
@@ -219,6 +211,71 @@ fn package() -> Result {
         return Err("the Vite build did not emit the worker (replay.worker.ts)".into());
     }
     println!("vite build: bundled, .wasm asset and the worker emitted");
+    build_binding_apps(&tarball)
+}
+
+/// `tests/js/NAME` copied to `target/NAME`, with the packed package installed
+/// from `tarball` and the npm tools' copies of `frameworks` linked in (the
+/// registry is not asked: they are `tests/js`'s devDependencies).
+fn install_app(name: &str, tarball: &Path, frameworks: &[&str]) -> Result<std::path::PathBuf> {
+    let app = root().join("target").join(name);
+    let _ = fs::remove_dir_all(&app);
+    demo::copy_dir(&root().join("tests/js").join(name), &app)?;
+    let manifest = format!(
+        "{{\"name\":\"{name}\",\"private\":true,\"type\":\"module\",\
+         \"dependencies\":{{\"replay-client\":\"file:{}\"}}}}\n",
+        tarball.display()
+    );
+    fs::write(app.join("package.json"), manifest).map_err(|e| e.to_string())?;
+    run_in(
+        &app,
+        "npm",
+        &["install", "--no-audit", "--no-fund", "--offline"],
+        &[],
+    )?;
+    for framework in frameworks {
+        let link = app.join("node_modules").join(framework);
+        fs::create_dir_all(link.parent().expect("in node_modules")).map_err(|e| e.to_string())?;
+        std::os::unix::fs::symlink(setup::js_dir().join("node_modules").join(framework), &link)
+            .map_err(|e| format!("{}: {e}", link.display()))?;
+    }
+    Ok(app)
+}
+
+/// React, Vue and Svelte apps using the bindings, plus the README's npm
+/// quickstart (its base URL made the page's origin), built by one Vite
+/// run into `target/apps/dist`; the e2e layer runs them.
+fn build_binding_apps(tarball: &Path) -> Result {
+    let app = install_app(
+        "apps",
+        tarball,
+        &[
+            "react",
+            "react-dom",
+            "vue",
+            "svelte",
+            "@sveltejs/vite-plugin-svelte",
+        ],
+    )?;
+    let snippet = quickstarts::npm_snippet()?;
+    let origin = "\"http://127.0.0.1:8787\"";
+    if !snippet.contains(origin) {
+        return Err(format!("the npm quickstart no longer uses {origin}"));
+    }
+    fs::write(
+        app.join("quickstart.ts"),
+        snippet.replacen(origin, "location.origin", 1),
+    )
+    .map_err(|e| e.to_string())?;
+    let vite = setup::node_bin("vite");
+    run_in(
+        &app,
+        vite.to_str().expect("utf-8"),
+        &["build", "--mode", "development"],
+        // A development build (React's StrictMode double mount is dev only).
+        &[("NODE_ENV", "development")],
+    )?;
+    println!("vite build: the React, Vue and Svelte apps and the npm quickstart");
     Ok(())
 }
 
@@ -250,7 +307,32 @@ fn e2e() -> Result {
         )?;
     }
     report_artifacts(&artifacts);
-    Ok(())
+    bindings(&js, &tmp)
+}
+
+/// The binding apps (built by the package layer) and the README quickstarts
+/// in Chromium, on a server of their own: the test counts its open streams.
+fn bindings(js: &Path, tmp: &Path) -> Result {
+    let apps = root().join("target/apps");
+    if !apps.join("dist").exists() {
+        return Err("target/apps/dist is missing: run the package layer first".into());
+    }
+    let site = root().join("target/bindings-site");
+    let _ = fs::remove_dir_all(&site);
+    demo::copy_dir(&apps.join("dist"), &site.join("apps"))?;
+    quickstarts::build_rust_quickstart(&site)?;
+    let server = test_server(&["--static", site.to_str().expect("utf-8")])?;
+    run_in(
+        js,
+        "node",
+        &["--test", "--test-reporter=spec", "bindings.test.mjs"],
+        &[
+            ("TMPDIR", tmp.to_str().expect("utf-8 path")),
+            ("E2E_URL", &server.url),
+            ("E2E_CHROMIUM", setup::CHROMIUM),
+            ("BINDINGS_APPS", apps.to_str().expect("utf-8")),
+        ],
+    )
 }
 
 fn report_artifacts(dir: &Path) {

@@ -1,0 +1,50 @@
+// What the binding apps share with the test (`bindings.test.mjs`): the
+// session from `?session=`, a connect function that counts its calls, and
+// renders counted per animation frame. All on `window.t`.
+import init, { ReplayClient } from "replay-client";
+
+export const sessionId = new URLSearchParams(location.search).get("session");
+
+let connects = 0;
+let mounts = 0;
+/** The on-page client, in memory (each test session is new). */
+export async function connect(options) {
+  await init();
+  connects += 1;
+  return ReplayClient.connect({ ...options, storage: "memory" });
+}
+
+let frame = 0;
+(function tick() {
+  frame += 1;
+  requestAnimationFrame(tick);
+})();
+const perFrame = new Map();
+
+/** Called by an app each time it rendered (React: committed) its view. */
+export function rendered() {
+  perFrame.set(frame, (perFrame.get(frame) ?? 0) + 1);
+}
+
+/** Called by an app's mount effect. */
+export function mounted() {
+  mounts += 1;
+}
+
+window.t = {
+  client: null,
+  unmount: null,
+  connects: () => connects,
+  mounts: () => mounts,
+  send: (text) => window.t.client.send(text).then(() => true),
+  resetRenders: () => perFrame.clear(),
+  renders: () => {
+    const counts = [...perFrame.values()];
+    return { total: counts.reduce((a, b) => a + b, 0), maxPerFrame: Math.max(0, ...counts) };
+  },
+};
+
+/** The app's client, for `t.send`. */
+export function expose(client) {
+  window.t.client = client;
+}
