@@ -6,8 +6,9 @@
 //!    `sse-dump` run on a captured stream;
 //! 3. the core suite and the browser SDK suites compiled to wasm and run by
 //!    wasm-bindgen-test in headless Chromium, against a live `replay-server`;
-//! 4. the npm package: built and optimised, packed, type-checked from a
-//!    consumer with `tsc --strict` (with the README's npm quickstart and the bindings'
+//! 4. the npm package: built and optimised, packed, checked by `publint` and
+//!    `@arethetypeswrong/cli`, type-checked from a consumer with
+//!    `tsc --strict` (with the README's npm quickstart and the bindings'
 //!    types), bundled by Vite; the React, Vue and Svelte apps and the npm
 //!    quickstart bundled by one more Vite build;
 //! 5. end to end: Playwright drives the demo page (optimised package) through
@@ -211,6 +212,7 @@ fn package() -> Result {
         return Err("the Vite build did not emit the worker (replay.worker.ts)".into());
     }
     println!("vite build: bundled, .wasm asset and the worker emitted");
+    lint_package(&tarball)?;
     build_binding_apps(&tarball)
 }
 
@@ -240,6 +242,34 @@ fn install_app(name: &str, tarball: &Path, frameworks: &[&str]) -> Result<std::p
             .map_err(|e| format!("{}: {e}", link.display()))?;
     }
     Ok(app)
+}
+
+/// The packed tarball, as a registry would serve it: `publint` (package.json
+/// fields, exports, files) and `@arethetypeswrong/cli` (each entry's types
+/// resolve, for ESM importers: the package is ESM only).
+fn lint_package(tarball: &Path) -> Result {
+    let tarball = tarball.to_str().expect("utf-8 path");
+    let publint = setup::node_bin("publint");
+    run_in(
+        &root(),
+        publint.to_str().expect("utf-8"),
+        &["run", "--strict", tarball],
+        &[],
+    )?;
+    let attw = setup::node_bin("attw");
+    run_in(
+        &root(),
+        attw.to_str().expect("utf-8"),
+        &[
+            tarball,
+            "--profile",
+            "esm-only",
+            "--no-definitely-typed",
+            "--format",
+            "table-flipped",
+        ],
+        &[],
+    )
 }
 
 /// React, Vue and Svelte apps using the bindings, plus the README's npm
