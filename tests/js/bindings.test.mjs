@@ -84,6 +84,20 @@ async function followsAndCloses(framework, sessionId, page, errors) {
   assert.deepEqual(errors, []);
 }
 
+test("a session that does not exist: failed, with the server's code not_found and status 404", async () => {
+  const errors = [];
+  const page = await openPage(browser, `${url}/apps/react.html?session=ses_does_not_exist`, errors);
+  try {
+    const status = () => page.evaluate(() => document.getElementById("status")?.textContent);
+    await until("failed", async () => (await status()) === "failed", { describe: status });
+    const lastError = await page.evaluate(() => window.t.client.view().status.lastError);
+    assert.deepEqual([lastError.code, lastError.status], ["not_found", 404], lastError.message);
+    assert.deepEqual(errors, []);
+  } finally {
+    await page.close();
+  }
+});
+
 test("react: rendered by react-dom/server in Node without throwing", async () => {
   assert.ok(process.env.BINDINGS_APPS, "BINDINGS_APPS is set by cargo xtask test");
   const { render } = await import(pathToFileURL(`${process.env.BINDINGS_APPS}/ssr.mjs`).href);
