@@ -36,21 +36,28 @@ async function endedTranscript(sessionId) {
   });
 }
 
-for (const framework of ["react", "vue", "svelte"]) {
-  test(`${framework}: one stream per tab, the live transcript, a reply to a message sent from the app, unmount closes`, async () => {
+for (const [framework, mode] of [
+  ["react", ""],
+  ["vue", ""],
+  ["svelte", ""],
+  ["react", "worker"],
+]) {
+  const what = mode ? `${framework} with a WorkerClient` : framework;
+  test(`${what}: one stream per tab, the live transcript, a reply to a message sent from the app, unmount closes`, async () => {
     await until("no stream open before the app", async () => (await openStreams()) === 0);
-    const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: framework });
+    const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: what });
     const errors = [];
-    const page = await openPage(browser, `${url}/apps/${framework}.html?session=${sessionId}`, errors);
+    const query = `session=${sessionId}${mode ? `&${mode}` : ""}`;
+    const page = await openPage(browser, `${url}/apps/${framework}.html?${query}`, errors);
     try {
-      await followsAndCloses(framework, sessionId, page, errors);
+      await followsAndCloses(framework, mode, sessionId, page, errors);
     } finally {
       await page.close();
     }
   });
 }
 
-async function followsAndCloses(framework, sessionId, page, errors) {
+async function followsAndCloses(framework, mode, sessionId, page, errors) {
   const status = () => page.evaluate(() => document.getElementById("status")?.textContent);
   await until(`${framework}: live`, async () => (await status()) === "live", { describe: status });
 
@@ -60,6 +67,9 @@ async function followsAndCloses(framework, sessionId, page, errors) {
     assert.equal(await page.evaluate(() => window.t.mounts()), 2, "StrictMode double mount");
   }
   assert.equal(await openStreams(), 1, "one stream for the tab");
+  // A WorkerClient's transcript() is a Promise; the on-page client's is not.
+  const inWorker = await page.evaluate(() => window.t.client.transcript() instanceof Promise);
+  assert.equal(inWorker, mode === "worker", "the client runs where the app asked");
 
   await page.evaluate(() => window.t.resetRenders());
   assert.equal(await page.evaluate(() => window.t.send("/long 400 hello from the app")), true);
@@ -76,8 +86,28 @@ async function followsAndCloses(framework, sessionId, page, errors) {
   );
   const renders = await page.evaluate(() => window.t.renders());
   assert.ok(renders.total > 2, `the reply streamed in several renders: ${JSON.stringify(renders)}`);
-  assert.equal(renders.maxPerFrame, 1, `at most one render per frame: ${JSON.stringify(renders)}`);
+  // A worker's client posts on the worker's own frames, which need not line
+  // up with the page's: the one-render-per-frame promise is the page client's.
+  if (mode !== "worker") {
+    assert.equal(renders.maxPerFrame, 1, `at most one render per frame: ${JSON.stringify(renders)}`);
+  }
   assert.equal(await openStreams(), 1, "still one stream after the reply");
+
+  if (framework === "react" && mode === "") {
+    // Another session: the old client is closed, the new one is the tab's only stream.
+    const { session_id: next } = await api("POST", "/v1/sessions", { title: "next" });
+    await page.evaluate((s) => {
+      window.t.previous = window.t.client;
+      window.t.setSession(s);
+    }, next);
+    await until("the new session's client", () =>
+      page.evaluate(() => window.t.client !== window.t.previous && window.t.client?.view().status.state === "live"),
+    );
+    assert.equal(await page.evaluate(() => window.t.previous.view().status.state), "stopped", "the old client closed");
+    assert.equal(await page.evaluate(() => window.t.connects()), 2, "connected once more");
+    await until("one stream after the switch", async () => (await openStreams()) === 1);
+    assert.equal(await page.evaluate(() => document.querySelectorAll("#items li").length), 0, "the new session's view");
+  }
 
   await page.evaluate(() => window.t.unmount());
   await until(`${framework}: unmount to close the stream`, async () => (await openStreams()) === 0);

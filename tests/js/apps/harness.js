@@ -2,15 +2,25 @@
 // session from `?session=`, a connect function that counts its calls, and
 // renders counted per animation frame. All on `window.t`.
 import init, { ReplayClient } from "replay-client";
+import { WorkerClient } from "replay-client/worker-client";
 
-export const sessionId = new URLSearchParams(location.search).get("session");
+const params = new URLSearchParams(location.search);
+export const sessionId = params.get("session");
 
 let connects = 0;
 let mounts = 0;
-/** The on-page client, in memory (each test session is new). */
+let worker = null;
+/**
+ * The on-page client, or with `?worker` a `WorkerClient` (the bindings take
+ * either), in memory: each test session is new.
+ */
 export async function connect(options) {
-  await init();
   connects += 1;
+  if (params.has("worker")) {
+    worker ??= new Worker(new URL("./replay.worker.js", import.meta.url), { type: "module" });
+    return WorkerClient.connect(worker, { ...options, storage: "memory" });
+  }
+  await init();
   return ReplayClient.connect({ ...options, storage: "memory" });
 }
 
