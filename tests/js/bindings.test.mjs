@@ -92,6 +92,9 @@ async function followsAndCloses(framework, mode, sessionId, page, errors) {
     assert.equal(renders.maxPerFrame, 1, `at most one render per frame: ${JSON.stringify(renders)}`);
   }
   assert.equal(await openStreams(), 1, "still one stream after the reply");
+  // One subscribe per client (StrictMode: its effect's mount, cleanup, mount).
+  const subscribes = await page.evaluate(() => window.t.subscribes());
+  assert.ok(subscribes >= 1 && subscribes <= 2, `subscribe calls for the whole reply: ${subscribes}`);
 
   if (framework === "react" && mode === "") {
     // Another session: the old client is closed, the new one is the tab's only stream.

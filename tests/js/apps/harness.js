@@ -16,12 +16,26 @@ let worker = null;
  */
 export async function connect(options) {
   connects += 1;
+  let client;
   if (params.has("worker")) {
     worker ??= new Worker(new URL("./replay.worker.js", import.meta.url), { type: "module" });
-    return WorkerClient.connect(worker, { ...options, storage: "memory" });
+    client = await WorkerClient.connect(worker, { ...options, storage: "memory" });
+  } else {
+    await init();
+    client = ReplayClient.connect({ ...options, storage: "memory" });
   }
-  await init();
-  return ReplayClient.connect({ ...options, storage: "memory" });
+  return countSubscribes(client);
+}
+
+let subscribes = 0;
+/** Counts the binding's `subscribe` calls (a subscribe made per render would show). */
+function countSubscribes(client) {
+  const subscribe = client.subscribe.bind(client);
+  client.subscribe = (listener) => {
+    subscribes += 1;
+    return subscribe(listener);
+  };
+  return client;
 }
 
 let frame = 0;
@@ -46,6 +60,7 @@ window.t = {
   unmount: null,
   connects: () => connects,
   mounts: () => mounts,
+  subscribes: () => subscribes,
   send: (text) => window.t.client.send(text).then(() => true),
   resetRenders: () => perFrame.clear(),
   renders: () => {
