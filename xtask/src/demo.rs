@@ -84,3 +84,26 @@ pub fn copy_dir(from: &Path, to: &Path) -> Result {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::allowed_origins;
+
+    #[test]
+    fn every_allow_origin_is_passed_to_the_server() {
+        let args: Vec<String> = [
+            "--listen",
+            "127.0.0.1:9000",
+            "--allow-origin",
+            "http://localhost:5173",
+            "--allow-origin=*",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            allowed_origins(&args).unwrap(),
+            ["http://localhost:5173", "*"]
+        );
+        assert!(allowed_origins(&["--allow-origin".to_owned()]).is_err());
+    }
+}
