@@ -113,11 +113,12 @@ async fn other_400_stops_with_an_error() {
     assert!(wait_until(10_000, || client.status().state == State::Failed).await);
     let status = client.status();
     let error = status.last_error.expect("failed with an error");
+    // The fault's body code (`injected_fault`), its status beside it.
     assert_eq!(
         (error.code.as_str(), error.status),
-        ("http_status", Some(400))
+        ("injected_fault", Some(400))
     );
-    assert!(has_notice(&client, "http_status"));
+    assert!(has_notice(&client, "injected_fault"));
     client.close();
 }
 

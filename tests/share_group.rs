@@ -234,9 +234,10 @@ fn a_subscription_error_leaves_the_other_scopes_flowing() {
     w.advance(100);
     // The machine got the scoped stream's answer (404 → failed, rule 9).
     assert_eq!(w.machine(1, bad).status().state, State::Failed);
+    let error = w.machine(1, bad).status().last_error.unwrap();
     assert_eq!(
-        w.machine(1, bad).status().last_error.unwrap().code,
-        "http_status"
+        (error.code.as_str(), error.status),
+        ("not_found", Some(404))
     );
     w.server.append("a");
     w.server.append("b");

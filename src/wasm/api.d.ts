@@ -64,15 +64,20 @@ export type StatusState =
   | "connecting" | "restoring" | "live" | "repairing"
   | "backoff" | "offline" | "stopped" | "failed";
 
-/** Stable error codes of {@link ReplayError}. */
+/**
+ * Stable error codes of {@link ReplayError}. An HTTP error answer keeps the
+ * server's own code (its body's `error`, e.g. `"not_found"`), with the HTTP
+ * status beside it in `status`; `"http_status"` when the body named none.
+ */
 export type ReplayErrorCode =
   | "bad_json" | "event_too_large" | "invalid_cursor" | "cursor_ahead"
   | "unauthorized" | "http_status" | "wrong_content_type" | "epoch_changed" | "history_mismatch"
-  | "page_not_advancing" | "page_over_limit"
+  | "page_not_advancing" | "page_over_limit" | "body_too_large"
   | "stalled" | "network" | "corrupt_storage" | "storage_unavailable"
   | "closed" | "invalid_options" | "timeout"
   /** A page and the worker hosting its client speak different versions of their messages. */
-  | "schema_mismatch";
+  | "schema_mismatch"
+  | (string & {});
 
 /** Why the last connection attempt failed. */
 export interface ErrorInfo {

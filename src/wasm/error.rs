@@ -44,9 +44,11 @@ pub enum WasmError {
 }
 
 impl WasmError {
-    /// The stable code carried by the JS `ReplayError`.
-    pub fn code(&self) -> &'static str {
+    /// The stable code carried by the JS `ReplayError`: for an HTTP error,
+    /// the server's own (`not_found`, ...), `http_status` when it named none.
+    pub fn code(&self) -> &str {
         match self {
+            WasmError::Http { code, .. } if !code.is_empty() => code,
             WasmError::InvalidOptions(_) => "invalid_options",
             WasmError::Closed => "closed",
             WasmError::Network(_) => "network",

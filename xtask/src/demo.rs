@@ -7,12 +7,15 @@ use std::fs;
 use std::path::Path;
 
 /// Builds everything and serves the demo at http://127.0.0.1:8787 until Ctrl-C.
+/// `--listen ADDR` moves it; each `--allow-origin ORIGIN` is passed to the
+/// server, so an app served elsewhere (e.g. Vite's dev server) can use it.
 pub fn run_task(args: &[String]) -> Result {
     let listen = args
         .iter()
         .position(|a| a == "--listen")
         .and_then(|i| args.get(i + 1))
         .map_or("127.0.0.1:8787", String::as_str);
+    let origins = allowed_origins(args)?;
     setup::ensure_all()?;
     let site = build_site()?;
     cmd::step("demo: build replay-server (server profile)", || {
@@ -22,24 +25,40 @@ pub fn run_task(args: &[String]) -> Result {
         )
     })?;
     let db = root().join("target/replay-demo.sqlite");
-    let server = Server::start(
-        &root().join("target/server/replay-server"),
-        &[
-            "--listen",
-            listen,
-            "--db",
-            db.to_str().expect("utf-8 path"),
-            "--faults",
-            "--static",
-            site.to_str().expect("utf-8 path"),
-        ],
-    )?;
+    let mut server_args = vec![
+        "--listen",
+        listen,
+        "--db",
+        db.to_str().expect("utf-8 path"),
+        "--faults",
+        "--static",
+        site.to_str().expect("utf-8 path"),
+    ];
+    for origin in &origins {
+        server_args.extend(["--allow-origin", origin]);
+    }
+    let server = Server::start(&root().join("target/server/replay-server"), &server_args)?;
     println!(
         "\nreplay-client demo: open {}/ (Ctrl-C stops it)",
         server.url
     );
     println!("data: {} (delete it to start fresh)", db.display());
     server.wait()
+}
+
+/// The values of every `--allow-origin` in `args` (`--allow-origin=O` too).
+fn allowed_origins(args: &[String]) -> Result<Vec<String>> {
+    let mut origins = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--allow-origin" {
+            let origin = rest.next().ok_or("--allow-origin needs an origin")?;
+            origins.push(origin.clone());
+        } else if let Some(origin) = arg.strip_prefix("--allow-origin=") {
+            origins.push(origin.to_owned());
+        }
+    }
+    Ok(origins)
 }
 
 /// `www/` plus the package under `pkg/`, in `target/demo/`.
@@ -64,4 +83,27 @@ pub fn copy_dir(from: &Path, to: &Path) -> Result {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::allowed_origins;
+
+    #[test]
+    fn every_allow_origin_is_passed_to_the_server() {
+        let args: Vec<String> = [
+            "--listen",
+            "127.0.0.1:9000",
+            "--allow-origin",
+            "http://localhost:5173",
+            "--allow-origin=*",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            allowed_origins(&args).unwrap(),
+            ["http://localhost:5173", "*"]
+        );
+        assert!(allowed_origins(&["--allow-origin".to_owned()]).is_err());
+    }
 }

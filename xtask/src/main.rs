@@ -17,6 +17,7 @@ mod debug_fmt;
 mod demo;
 mod names;
 mod pkg;
+mod quickstarts;
 mod server;
 mod setup;
 #[cfg(test)]

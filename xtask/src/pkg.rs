@@ -46,6 +46,7 @@ pub fn build() -> Result<PathBuf> {
         write_index(&out, target)?;
         add_worker_entries(&out)?;
     }
+    add_binding_entries(&pkg.join("web"))?;
     for file in ["package.json", "README.md"] {
         fs::copy(root().join("pkg-template").join(file), pkg.join(file))
             .map_err(|e| format!("copy pkg-template/{file}: {e}"))?;
@@ -132,6 +133,10 @@ fn optimise(out: &Path) -> Result {
 /// `new URL("….wasm", import.meta.url)` survives, so bundlers still find
 /// the wasm asset.
 fn minify(out: &Path) -> Result {
+    let glue = out.join("replay_client.js");
+    let text = fs::read_to_string(&glue).map_err(|e| format!("{}: {e}", glue.display()))?;
+    fs::write(&glue, drop_duplicate_import_keys(&text))
+        .map_err(|e| format!("{}: {e}", glue.display()))?;
     let mut files: Vec<PathBuf> = ["replay_client.js", "replay_client_bg.js"]
         .iter()
         .map(|name| out.join(name))
@@ -139,6 +144,29 @@ fn minify(out: &Path) -> Result {
         .collect();
     js_files(&out.join("snippets"), &mut files)?;
     minify_files(&files)
+}
+
+/// wasm-bindgen 0.2.130 names the `browser.js` snippet twice in the web
+/// glue's imports object (`"./snippets/…/browser.js": import1,` then
+/// `…: import2,`, two namespace imports of the same module), which esbuild
+/// reports as a duplicate key. Both name the same module, so the later entry
+/// is dropped: the object is the same (a later key overwrote the earlier).
+fn drop_duplicate_import_keys(js: &str) -> String {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = String::with_capacity(js.len());
+    for line in js.split_inclusive('\n') {
+        let entry = line
+            .trim()
+            .strip_suffix(',')
+            .and_then(|e| e.split_once("\": import"));
+        if let Some((key, _)) = entry {
+            if key.starts_with('"') && !seen.insert(key.to_owned()) {
+                continue;
+            }
+        }
+        out.push_str(line);
+    }
+    out
 }
 
 fn minify_files(files: &[PathBuf]) -> Result {
@@ -242,6 +270,22 @@ fn add_worker_entries(out: &Path) -> Result {
         if file.ends_with(".js") {
             minified.push(out.join(file));
         }
+    }
+    minify_files(&minified)
+}
+
+/// The framework bindings (`replay-client/react`, `/vue`, `/svelte`) and
+/// what they share (`connection.js`), in `web/` only: they use no wasm and
+/// no glue, so one copy serves both targets. Each imports its framework,
+/// an optional peer dependency, and nothing of the package's wasm.
+fn add_binding_entries(web: &Path) -> Result {
+    let mut minified = Vec::new();
+    for name in ["connection", "react", "vue", "svelte"] {
+        for file in [format!("{name}.js"), format!("{name}.d.ts")] {
+            fs::copy(root().join("pkg-template").join(&file), web.join(&file))
+                .map_err(|e| format!("copy pkg-template/{file}: {e}"))?;
+        }
+        minified.push(web.join(format!("{name}.js")));
     }
     minify_files(&minified)
 }
@@ -392,4 +436,20 @@ pub fn run_task() -> Result {
         packs.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::drop_duplicate_import_keys;
+
+    #[test]
+    fn a_module_named_twice_in_the_imports_object_is_named_once() {
+        let glue = "return {\n    __proto__: null,\n    \"./replay_client_bg.js\": import0,\n    \"./s/browser.js\": import1,\n    \"./s/browser.js\": import2,\n};\n";
+        assert_eq!(
+            drop_duplicate_import_keys(glue),
+            "return {\n    __proto__: null,\n    \"./replay_client_bg.js\": import0,\n    \"./s/browser.js\": import1,\n};\n"
+        );
+        let plain = "const a = { \"k\": 1 };\n";
+        assert_eq!(drop_duplicate_import_keys(plain), plain);
+    }
 }

@@ -149,7 +149,8 @@ pub fn browser_tmp() -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The npm tooling folder (TypeScript, Vite, Playwright core, binaryen).
+/// The npm tooling folder (TypeScript, Vite, Playwright core, binaryen,
+/// publint and attw, and React, Vue and Svelte for the binding apps).
 pub fn js_dir() -> PathBuf {
     root().join("tests/js")
 }

@@ -1,17 +1,24 @@
 //! `cargo xtask test`: every test layer, in order, after set-up.
 //!
 //! 1. format and lints (native, and wasm32 for the SDK crate);
-//! 2. the native workspace suite (core, conformance data, property tests, server);
+//! 2. the native workspace suite (core, conformance data, property tests,
+//!    server), the README's Rust snippet compared with its example, and
+//!    `sse-dump` run on a captured stream;
 //! 3. the core suite and the browser SDK suites compiled to wasm and run by
 //!    wasm-bindgen-test in headless Chromium, against a live `replay-server`;
-//! 4. the npm package: built and optimised, packed, type-checked from a
-//!    consumer with `tsc --strict`, bundled by Vite;
+//! 4. the npm package: built and optimised, packed, checked by `publint` and
+//!    `@arethetypeswrong/cli`, type-checked from a consumer with
+//!    `tsc --strict` (with the README's npm quickstart and the bindings'
+//!    types), bundled by Vite; the React, Vue and Svelte apps and the npm
+//!    quickstart bundled by one more Vite build;
 //! 5. end to end: Playwright drives the demo page (optimised package) through
-//!    a seeded fault schedule and compares it with the server's transcript.
+//!    a seeded fault schedule and compares it with the server's transcript;
+//!    then the binding apps and both README quickstarts run against a server
+//!    of their own (`tests/js/bindings.test.mjs`).
 
 use crate::cmd::{self, path_with, root, run_in, Result};
 use crate::server::Server;
-use crate::{demo, pkg, setup};
+use crate::{demo, pkg, quickstarts, setup};
 use std::fs;
 use std::path::Path;
 
@@ -71,6 +78,15 @@ pub fn run(args: &[String]) -> Result {
             "the core crate links no browser binding",
             core_has_no_browser_bindings,
         )?;
+        // The README's promises first: they take seconds.
+        cmd::step(
+            "README: Rust quickstart = examples/rust-quickstart.rs",
+            quickstarts::check_rust_snippet,
+        )?;
+        cmd::step(
+            "README: sse-dump on a captured stream",
+            quickstarts::run_sse_dump,
+        )?;
         cmd::step("native tests", || run("cargo", &["test", "--workspace"]))?;
     }
     if wanted("chromium") {
@@ -115,7 +131,9 @@ fn core_has_no_browser_bindings() -> Result {
         })
         .collect();
     if !found.is_empty() {
-        return Err(format!("replay-core depends on browser bindings: {found:?}").into());
+        return Err(format!(
+            "replay-core depends on browser bindings: {found:?}"
+        ));
     }
     println!("cargo tree -p replay-core: no wasm-bindgen, js-sys or web-sys");
     Ok(())
@@ -206,21 +224,9 @@ fn package() -> Result {
         .find(|p| p.extension().is_some_and(|x| x == "tgz"))
         .ok_or("npm pack wrote no tarball")?;
 
-    let app = root().join("target/consumer");
-    let _ = fs::remove_dir_all(&app);
-    demo::copy_dir(&root().join("tests/js/consumer"), &app)?;
-    let manifest = format!(
-        "{{\"name\":\"consumer\",\"private\":true,\"type\":\"module\",\
-         \"dependencies\":{{\"replay-client\":\"file:{}\"}}}}\n",
-        tarball.display()
-    );
-    fs::write(app.join("package.json"), manifest).map_err(|e| e.to_string())?;
-    run_in(
-        &app,
-        "npm",
-        &["install", "--no-audit", "--no-fund", "--offline"],
-        &[],
-    )?;
+    let app = install_app("consumer", &tarball, &["vue"])?;
+    // The README's npm quickstart, as written (tsconfig.json lists it).
+    fs::write(app.join("quickstart.ts"), quickstarts::npm_snippet()?).map_err(|e| e.to_string())?;
     let tsc = setup::node_bin("tsc");
     run_in(
         &app,
@@ -254,6 +260,100 @@ fn package() -> Result {
         return Err("the Vite build did not emit the shared worker (replay.shared.ts)".into());
     }
     println!("vite build: bundled, .wasm asset and both workers emitted");
+    lint_package(&tarball)?;
+    build_binding_apps(&tarball)
+}
+
+/// `tests/js/NAME` copied to `target/NAME`, with the packed package installed
+/// from `tarball` and the npm tools' copies of `frameworks` linked in (the
+/// registry is not asked: they are `tests/js`'s devDependencies).
+fn install_app(name: &str, tarball: &Path, frameworks: &[&str]) -> Result<std::path::PathBuf> {
+    let app = root().join("target").join(name);
+    let _ = fs::remove_dir_all(&app);
+    demo::copy_dir(&root().join("tests/js").join(name), &app)?;
+    let manifest = format!(
+        "{{\"name\":\"{name}\",\"private\":true,\"type\":\"module\",\
+         \"dependencies\":{{\"replay-client\":\"file:{}\"}}}}\n",
+        tarball.display()
+    );
+    fs::write(app.join("package.json"), manifest).map_err(|e| e.to_string())?;
+    run_in(
+        &app,
+        "npm",
+        &["install", "--no-audit", "--no-fund", "--offline"],
+        &[],
+    )?;
+    for framework in frameworks {
+        let link = app.join("node_modules").join(framework);
+        fs::create_dir_all(link.parent().expect("in node_modules")).map_err(|e| e.to_string())?;
+        std::os::unix::fs::symlink(setup::js_dir().join("node_modules").join(framework), &link)
+            .map_err(|e| format!("{}: {e}", link.display()))?;
+    }
+    Ok(app)
+}
+
+/// The packed tarball, as a registry would serve it: `publint` (package.json
+/// fields, exports, files) and `@arethetypeswrong/cli` (each entry's types
+/// resolve, for ESM importers: the package is ESM only).
+fn lint_package(tarball: &Path) -> Result {
+    let tarball = tarball.to_str().expect("utf-8 path");
+    let publint = setup::node_bin("publint");
+    run_in(
+        &root(),
+        publint.to_str().expect("utf-8"),
+        &["run", "--strict", tarball],
+        &[],
+    )?;
+    let attw = setup::node_bin("attw");
+    run_in(
+        &root(),
+        attw.to_str().expect("utf-8"),
+        &[
+            tarball,
+            "--profile",
+            "esm-only",
+            "--no-definitely-typed",
+            "--format",
+            "table-flipped",
+        ],
+        &[],
+    )
+}
+
+/// React, Vue and Svelte apps using the bindings, plus the README's npm
+/// quickstart (its base URL made the page's origin), built by one Vite
+/// run into `target/apps/dist`; the e2e layer runs them.
+fn build_binding_apps(tarball: &Path) -> Result {
+    let app = install_app(
+        "apps",
+        tarball,
+        &[
+            "react",
+            "react-dom",
+            "vue",
+            "svelte",
+            "@sveltejs/vite-plugin-svelte",
+        ],
+    )?;
+    let snippet = quickstarts::npm_snippet()?;
+    let origin = "\"http://127.0.0.1:8787\"";
+    if !snippet.contains(origin) {
+        return Err(format!("the npm quickstart no longer uses {origin}"));
+    }
+    fs::write(
+        app.join("quickstart.ts"),
+        snippet.replacen(origin, "location.origin", 1),
+    )
+    .map_err(|e| e.to_string())?;
+    let vite = setup::node_bin("vite");
+    run_in(
+        &app,
+        vite.to_str().expect("utf-8"),
+        &["build", "--mode", "development"],
+        // A development build (React's StrictMode double mount is dev only).
+        &[("NODE_ENV", "development")],
+    )?;
+    println!("vite build: the React, Vue and Svelte apps and the npm quickstart");
     Ok(())
 }
 
@@ -295,7 +395,32 @@ fn e2e() -> Result {
         )?;
     }
     report_artifacts(&artifacts);
-    Ok(())
+    bindings(&js, &tmp)
+}
+
+/// The binding apps (built by the package layer) and the README quickstarts
+/// in Chromium, on a server of their own: the test counts its open streams.
+fn bindings(js: &Path, tmp: &Path) -> Result {
+    let apps = root().join("target/apps");
+    if !apps.join("dist").exists() {
+        return Err("target/apps/dist is missing: run the package layer first".into());
+    }
+    let site = root().join("target/bindings-site");
+    let _ = fs::remove_dir_all(&site);
+    demo::copy_dir(&apps.join("dist"), &site.join("apps"))?;
+    quickstarts::build_rust_quickstart(&site)?;
+    let server = test_server(&["--static", site.to_str().expect("utf-8")])?;
+    run_in(
+        js,
+        "node",
+        &["--test", "--test-reporter=spec", "bindings.test.mjs"],
+        &[
+            ("TMPDIR", tmp.to_str().expect("utf-8 path")),
+            ("E2E_URL", &server.url),
+            ("E2E_CHROMIUM", setup::CHROMIUM),
+            ("BINDINGS_APPS", apps.to_str().expect("utf-8")),
+        ],
+    )
 }
 
 fn report_artifacts(dir: &Path) {

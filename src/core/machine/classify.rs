@@ -123,7 +123,7 @@ mod tests {
         format!(r#"{{"error":"{code}","message":"m"}}"#).into_bytes()
     }
 
-    fn code_of(class: &HttpClass) -> &'static str {
+    fn code_of(class: &HttpClass) -> &str {
         match class {
             HttpClass::Retry { error, .. }
             | HttpClass::RefreshCredentials { error }
@@ -154,6 +154,27 @@ mod tests {
                 String::from_utf8_lossy(&b)
             );
         }
+    }
+
+    #[test]
+    fn an_http_error_keeps_the_servers_code_beside_its_status() {
+        let info = |status, b: &[u8]| match classify(status, None, b, 0) {
+            HttpClass::Fail(e) | HttpClass::Retry { error: e, .. } => e.info(),
+            other => panic!("{other:?}"),
+        };
+        let missing = info(404, &body("not_found"));
+        assert_eq!(
+            (missing.code.as_str(), missing.status),
+            ("not_found", Some(404))
+        );
+        let down = info(503, &body("overloaded"));
+        assert_eq!((down.code.as_str(), down.status), ("overloaded", Some(503)));
+        // A body that names no code (a proxy's page): the generic code.
+        let proxy = info(404, b"<html>not here</html>");
+        assert_eq!(
+            (proxy.code.as_str(), proxy.status),
+            ("http_status", Some(404))
+        );
     }
 
     #[test]
@@ -207,7 +228,8 @@ mod tests {
         );
         match classify(422, None, &body("message_too_long"), 0) {
             HttpClass::Fail(e) => {
-                assert_eq!(e.status(), Some(422));
+                assert_eq!((e.code(), e.status()), ("message_too_long", Some(422)));
+                assert_eq!(e.info().code, "message_too_long");
                 assert!(
                     matches!(e, CoreError::HttpStatus { code, .. } if code == "message_too_long")
                 );

@@ -30,7 +30,8 @@ pub enum CoreError {
         /// The HTTP status.
         status: u16,
     },
-    /// Any other HTTP error status.
+    /// Any other HTTP error status; its [`code`](CoreError::code) is the
+    /// body's, `http_status` without one.
     #[error("HTTP {status}: {message}")]
     HttpStatus {
         /// The HTTP status.
@@ -114,9 +115,12 @@ pub enum CoreError {
 }
 
 impl CoreError {
-    /// Stable machine-readable code.
-    pub fn code(&self) -> &'static str {
+    /// Stable machine-readable code. An HTTP error keeps the server's own
+    /// code (the body's `error`, e.g. `not_found`), its status beside it in
+    /// [`status`](Self::status); `http_status` when the body named none.
+    pub fn code(&self) -> &str {
         match self {
+            CoreError::HttpStatus { code, .. } if !code.is_empty() => code,
             CoreError::BadJson(_) => "bad_json",
             CoreError::EventTooLarge { .. } => "event_too_large",
             CoreError::InvalidCursor(_) => "invalid_cursor",

@@ -47,7 +47,8 @@ window.t = {
       await f();
       return null;
     } catch (err) {
-      return { isReplayError: err instanceof ReplayError, code: err.code, message: err.message };
+      const status = err.status === undefined ? {} : { status: err.status };
+      return { isReplayError: err instanceof ReplayError, code: err.code, message: err.message, ...status };
     }
   },
   // A raw message to the worker with a port of its own: the first answer.

@@ -1,0 +1,28 @@
+import type { View } from "./index.js";
+
+/**
+ * What a binding needs of a client: `ReplayClient`, `WorkerClient` and the
+ * shared host's client all have it.
+ */
+export interface ReplayClientLike {
+  /** The latest view: the same object until something changed. */
+  view(): View;
+  /** Calls `listener` after changes; returns an unsubscribe function. */
+  subscribe(listener: () => void): () => void;
+  /** Stops following; nothing more is sent. */
+  close(): void;
+}
+
+/**
+ * The options fields that name what is followed (`ConnectOptions` has
+ * them): a binding connects again only when one of them changes.
+ */
+export interface ReplayTarget {
+  baseUrl: string;
+  sessionId?: string;
+  scope?: string;
+  scopeId?: string;
+}
+
+/** Makes a client for `options`: e.g. `ReplayClient.connect` after `init()`, or `WorkerClient.connect`. */
+export type Connect<O extends ReplayTarget, C extends ReplayClientLike> = (options: O) => C | Promise<C>;

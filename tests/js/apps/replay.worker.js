@@ -1,0 +1,4 @@
+// The worker half for the apps' `?worker` mode (harness.js).
+import { serve } from "replay-client/worker";
+
+serve();
