@@ -20,7 +20,7 @@ use super::notify::{self, Subscriber, Subscribers};
 use super::options::Options;
 use super::outcomes::{Done, Outcomes};
 use super::requests::{self, Req};
-use super::storage::{Loaded, Store};
+use super::storage::{storage_key, Loaded, Store};
 use super::timer::Timer;
 use super::view::ViewCache;
 use crate::core::machine::{
@@ -198,7 +198,7 @@ impl Driver {
         config.connect_timeout_ms = connect_timeout;
         config.storage_timeout_ms = connect_timeout;
         config.prefetch_depth = o.prefetch_depth;
-        let key = "replay-client:".to_owned() + &o.base_url + "|" + &o.target.key();
+        let key = storage_key(&o.base_url, &o.target);
         let (store, unavailable) = Store::open(&o.storage, key);
         // Nothing to persist into: the machine need not encode its state.
         config.persist = !store.keeps_nothing();

@@ -13,7 +13,7 @@ use wasm_bindgen_futures::JsFuture;
 use super::error::WasmError;
 use super::js;
 pub use crate::core::machine::Notify;
-use crate::core::machine::Target;
+use crate::core::machine::{Config, Target};
 use crate::core::protocol::Scope;
 
 /// A future of a bearer token.
@@ -85,8 +85,8 @@ impl Options {
             get_token: None,
             storage: StorageChoice::Local,
             notify: Notify::Frame,
-            connect_timeout_ms: 10_000,
-            prefetch_depth: 2,
+            connect_timeout_ms: Config::DEFAULT_CONNECT_TIMEOUT_MS as u32,
+            prefetch_depth: Config::DEFAULT_PREFETCH_DEPTH,
             seed: None,
         }
     }

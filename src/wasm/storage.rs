@@ -11,8 +11,14 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::js;
 use super::options::StorageChoice;
-use crate::core::machine::{supersedes, StoredHead};
+use crate::core::machine::{supersedes, StoredHead, Target};
 use wasm_bindgen::closure::Closure;
+
+/// The key under which a client of `target` at `base_url` keeps its value:
+/// tabs following the same scope of the same runtime share it.
+pub fn storage_key(base_url: &str, target: &Target) -> String {
+    "replay-client:".to_owned() + base_url + "|" + &target.key()
+}
 
 /// The stored value, now or later.
 pub enum Loaded {

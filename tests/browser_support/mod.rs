@@ -12,6 +12,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use js_sys::Function;
+use replay_client::core::machine::Target;
 use replay_client::wasm::{Client, Options, ReplayClient, StorageChoice};
 
 #[wasm_bindgen]
@@ -166,7 +167,7 @@ pub fn local_storage() -> web_sys::Storage {
 
 /// The storage key the client uses for a session.
 pub fn key(session: &str) -> String {
-    format!("replay-client:{}|session:{session}", server())
+    replay_client::wasm::storage_key(server(), &Target::session(session))
 }
 
 /// A tiny deterministic generator for fault offsets.

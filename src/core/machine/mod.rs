@@ -22,7 +22,7 @@ mod error;
 mod feed;
 mod held;
 mod io;
-mod paths;
+pub(crate) mod paths;
 mod persist;
 mod prefetch;
 mod sync;

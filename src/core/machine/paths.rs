@@ -3,8 +3,10 @@
 use super::types::Target;
 use crate::protocol::Scope;
 
-/// Percent-encodes a path segment (ids are normally plain; be safe anyway).
-fn segment(out: &mut String, s: &str) {
+/// Percent-encodes everything but RFC 3986's unreserved characters: a path
+/// segment (ids are normally plain; be safe anyway) or a query value (the
+/// multiplexed stream's `sub`s, `share::mux`).
+pub(crate) fn segment(out: &mut String, s: &str) {
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
             out.push(b as char);

@@ -142,6 +142,10 @@ impl Config {
     /// JS option `connectTimeoutMs`'s.
     pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
 
+    /// The default [`prefetch_depth`](Self::prefetch_depth), also the JS
+    /// option `prefetchDepth`'s.
+    pub const DEFAULT_PREFETCH_DEPTH: u8 = 2;
+
     /// Defaults for a target.
     pub fn new(target: Target) -> Self {
         Config {
@@ -149,7 +153,7 @@ impl Config {
             max_event_size: 1 << 20,
             replay_page_limit: 2_000,
             first_page_limit: 500,
-            prefetch_depth: 2,
+            prefetch_depth: Config::DEFAULT_PREFETCH_DEPTH,
             backoff: BackoffConfig::default(),
             stall_factor: 2.5,
             heartbeat_ms: 15_000,

@@ -3,22 +3,12 @@
 
 use super::route::split_key;
 use super::subs::Subs;
+use crate::machine::paths::segment as encode;
 use crate::machine::RequestId;
 use crate::sse::SseParser;
 
 /// At most this many `sub`s in one request (PROTOCOL.md §4.6).
 pub const MAX_SUBS: usize = 64;
-
-/// Percent-encodes everything but unreserved characters.
-fn encode(out: &mut String, s: &str) {
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-}
 
 /// `/v1/stream?sub=session:ses_1:17&sub=team:t1:` for `(key, after)` pairs
 /// (`None` = live only for that scope).
