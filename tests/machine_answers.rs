@@ -150,3 +150,37 @@ fn a_body_past_its_bound_is_aborted_as_body_too_large() {
     assert_eq!(error.code, CoreError::BodyTooLarge { limit: 1_000 }.code());
     assert_ne!(r.c.status().state, State::Failed, "retried, not given up");
 }
+
+#[test]
+fn settings_become_the_config_in_one_place() {
+    use replay_client::core::machine::{Settings, Target};
+    let target = Target::session(SES);
+    let cfg = Config::from_settings(Settings {
+        target: target.clone(),
+        connect_timeout_ms: 1_234,
+        prefetch_depth: 0,
+        seed: 7,
+        persist: false,
+    });
+    assert_eq!(
+        (
+            cfg.connect_timeout_ms,
+            cfg.storage_timeout_ms,
+            cfg.prefetch_depth,
+            cfg.seed,
+            cfg.persist
+        ),
+        (1_234, 1_234, 0, 7, false)
+    );
+    // Everything else is the core's default.
+    let defaults = Config::new(target);
+    assert_eq!(cfg.fetch_timeout_ms, defaults.fetch_timeout_ms);
+    assert_eq!(cfg.max_body_bytes, defaults.max_body_bytes);
+    // A client so configured gives up a silent stream at its deadline.
+    let mut r = Rig::with(cfg, None);
+    let stream = r.stream_id();
+    r.now += 1_234;
+    r.c.handle_timeout(r.now);
+    r.pump();
+    assert!(aborted(&r, stream));
+}

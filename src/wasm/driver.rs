@@ -24,7 +24,8 @@ use super::storage::{storage_key, Loaded, Store};
 use super::timer::Timer;
 use super::view::ViewCache;
 use crate::core::machine::{
-    Action, Config, CoreError, Lifecycle, Machine, NotifyAt, RequestId, Response, Target, Write,
+    Action, Config, CoreError, Lifecycle, Machine, NotifyAt, RequestId, Response, Settings, Target,
+    Write,
 };
 
 /// Everything mutable of one client but the store and the JS view.
@@ -190,18 +191,18 @@ impl Driver {
     /// (`o.get_token` is not read).
     pub fn connect(o: Options, get_token: &JsValue, with_js_view: bool) -> Rc<Driver> {
         let now = js::now();
-        let mut config = Config::new(o.target.clone());
-        config.seed = o
-            .seed
-            .unwrap_or_else(|| (js_sys::Math::random() * 9_007_199_254_740_991.0) as u64);
-        let connect_timeout = u64::from(o.connect_timeout_ms);
-        config.connect_timeout_ms = connect_timeout;
-        config.storage_timeout_ms = connect_timeout;
-        config.prefetch_depth = o.prefetch_depth;
         let key = storage_key(&o.base_url, &o.target);
         let (store, unavailable) = Store::open(&o.storage, key);
-        // Nothing to persist into: the machine need not encode its state.
-        config.persist = !store.keeps_nothing();
+        let config = Config::from_settings(Settings {
+            target: o.target.clone(),
+            connect_timeout_ms: u64::from(o.connect_timeout_ms),
+            prefetch_depth: o.prefetch_depth,
+            seed: o
+                .seed
+                .unwrap_or_else(|| (js_sys::Math::random() * 9_007_199_254_740_991.0) as u64),
+            // Nothing to persist into: the machine need not encode its state.
+            persist: !store.keeps_nothing(),
+        });
         let driver = Rc::new_cyclic(|weak: &Weak<Driver>| {
             let fire = call_back(weak, |d| {
                 d.state.borrow_mut().timer.fired();

@@ -35,8 +35,8 @@ pub use error::{CoreError, ErrorInfo};
 pub use feed::{ClientNotice, Notify, NotifyAt, NotifyPacer, NOTICE_CAPACITY};
 pub use persist::{supersedes, LastApplied, Position, StoredHead, STORAGE_VERSION};
 pub use types::{
-    Action, BackoffConfig, Config, Counters, FetchKind, Lifecycle, Notice, RequestId, State,
-    Status, Target,
+    Action, BackoffConfig, Config, Counters, FetchKind, Lifecycle, Notice, RequestId, Settings,
+    State, Status, Target,
 };
 pub use writes::{Write, WriteDone, WriteId, WriteOutcome};
 

@@ -137,7 +137,37 @@ pub struct Config {
     pub seed: u64,
 }
 
+/// What an application chooses of a client's [`Config`] (the JS
+/// `ConnectOptions` and the Rust `Options` carry these); everything else
+/// is the core's default. [`Config::from_settings`] is the one place they
+/// become a configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// What is followed.
+    pub target: Target,
+    /// A request's first-byte deadline, also the storage read's.
+    pub connect_timeout_ms: u64,
+    /// Speculative pages in flight ahead of the one awaited.
+    pub prefetch_depth: u8,
+    /// Seed of the jitter RNG (random per client unless a test fixes it).
+    pub seed: u64,
+    /// Whether anything keeps the persisted value (memory storage does not).
+    pub persist: bool,
+}
+
 impl Config {
+    /// The configuration of a client as an application set it up.
+    pub fn from_settings(s: Settings) -> Self {
+        Config {
+            connect_timeout_ms: s.connect_timeout_ms,
+            storage_timeout_ms: s.connect_timeout_ms,
+            prefetch_depth: s.prefetch_depth,
+            seed: s.seed,
+            persist: s.persist,
+            ..Config::new(s.target)
+        }
+    }
+
     /// The default [`connect_timeout_ms`](Self::connect_timeout_ms), also the
     /// JS option `connectTimeoutMs`'s.
     pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
