@@ -6,7 +6,7 @@ use replay_core::protocol::{
     BackgroundWait, Event, LiveTurn, LiveTurnSnapshot, Scope, Task, TaskState, TasksSnapshot,
 };
 
-use crate::api::ResponseBudget;
+use crate::budget::ResponseBudget;
 use crate::config::Config;
 use crate::faults::Faults;
 use crate::hub::{Hub, StreamLimits};

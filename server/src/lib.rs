@@ -18,6 +18,7 @@
 pub mod agent;
 mod api;
 pub mod app;
+pub mod budget;
 pub mod config;
 pub mod faults;
 pub mod hub;

@@ -17,40 +17,23 @@ use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use serde::Serialize;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::ApiError;
+use crate::budget::{ResponseBudget, UNIT};
 
 /// How long a request waits for room before `503 busy`.
 const WAIT: Duration = Duration::from_secs(2);
 /// `Retry-After` of `503 busy`, in seconds.
 const RETRY_AFTER_S: u64 = 1;
-/// One permit is one KiB.
-const UNIT: usize = 1024;
 /// Body chunks: the connection asks for the next one only when it has
 /// written most of the last, so the reservation is held while it writes.
 const CHUNK: usize = 64 << 10;
-
-/// The process-wide budget.
-#[derive(Debug)]
-pub struct ResponseBudget {
-    permits: Arc<Semaphore>,
-    units: usize,
-}
 
 /// Bytes reserved for one answer.
 pub(super) struct Reserved(OwnedSemaphorePermit);
 
 impl ResponseBudget {
-    /// A budget of `bytes`.
-    pub fn new(bytes: usize) -> ResponseBudget {
-        let units = bytes.div_ceil(UNIT).max(1);
-        ResponseBudget {
-            permits: Arc::new(Semaphore::new(units)),
-            units,
-        }
-    }
-
     /// Reserves `bytes` (at most the whole budget), waiting a little for room.
     pub(super) async fn reserve(&self, bytes: usize) -> Result<Reserved, ApiError> {
         let units = u32::try_from(bytes.div_ceil(UNIT).clamp(1, self.units)).unwrap_or(u32::MAX);

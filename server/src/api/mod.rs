@@ -26,7 +26,6 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use crate::app::App;
 use crate::net::HostAllowList;
 
-pub use budget::ResponseBudget;
 pub use error::{ApiError, MAX_BODY};
 
 /// Builds the whole router: `/v1` API plus static files.
