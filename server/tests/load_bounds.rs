@@ -1,4 +1,5 @@
-//! Load test of issue 26 (ignored: about a minute, too slow for CI): the
+//! Load test of issue 26 (ignored by a plain `cargo test`: about a minute;
+//! `cargo xtask test` runs it in its native layer): the
 //! probe's items 1 to 4 at the probe's scale, on loopback, against the real
 //! binary, reading its resident memory from `/proc`. Bounded: fixed counts,
 //! every wait has a deadline.

@@ -88,6 +88,23 @@ pub fn run(args: &[String]) -> Result {
             quickstarts::run_sse_dump,
         )?;
         cmd::step("native tests", || run("cargo", &["test", "--workspace"]))?;
+        // Ignored by a plain `cargo test` (about a minute); run here so the
+        // server's documented memory bound is checked on every submission.
+        cmd::step("server load test (issue 26: memory bound)", || {
+            run(
+                "cargo",
+                &[
+                    "test",
+                    "-p",
+                    "replay-server",
+                    "--test",
+                    "load_bounds",
+                    "--",
+                    "--ignored",
+                    "--nocapture",
+                ],
+            )
+        })?;
     }
     if wanted("chromium") {
         cmd::step("core + browser SDK tests in headless Chromium", || {
