@@ -41,8 +41,9 @@ for (const [framework, mode] of [
   ["vue", ""],
   ["svelte", ""],
   ["react", "worker"],
+  ["react", "shared"],
 ]) {
-  const what = mode ? `${framework} with a WorkerClient` : framework;
+  const what = mode ? `${framework} with a ${mode === "worker" ? "WorkerClient" : "SharedClient"}` : framework;
   test(`${what}: one stream per tab, the live transcript, a reply to a message sent from the app, unmount closes`, async () => {
     await until("no stream open before the app", async () => (await openStreams()) === 0);
     const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: what });
@@ -67,9 +68,14 @@ async function followsAndCloses(framework, mode, sessionId, page, errors) {
     assert.equal(await page.evaluate(() => window.t.mounts()), 2, "StrictMode double mount");
   }
   assert.equal(await openStreams(), 1, "one stream for the tab");
-  // A WorkerClient's transcript() is a Promise; the on-page client's is not.
+  // A WorkerClient's or SharedClient's transcript() is a Promise; the
+  // on-page client's is not.
   const inWorker = await page.evaluate(() => window.t.client.transcript() instanceof Promise);
-  assert.equal(inWorker, mode === "worker", "the client runs where the app asked");
+  assert.equal(inWorker, mode !== "", "the client runs where the app asked");
+  if (mode === "shared") {
+    const role = await page.evaluate(() => window.t.client.diagnostics().host?.role);
+    assert.equal(role, "shared", "the SharedWorker hosts it, not the page fallback");
+  }
 
   await page.evaluate(() => window.t.resetRenders());
   assert.equal(await page.evaluate(() => window.t.send("/long 400 hello from the app")), true);
@@ -88,7 +94,7 @@ async function followsAndCloses(framework, mode, sessionId, page, errors) {
   assert.ok(renders.total > 2, `the reply streamed in several renders: ${JSON.stringify(renders)}`);
   // A worker's client posts on the worker's own frames, which need not line
   // up with the page's: the one-render-per-frame promise is the page client's.
-  if (mode !== "worker") {
+  if (mode === "") {
     assert.equal(renders.maxPerFrame, 1, `at most one render per frame: ${JSON.stringify(renders)}`);
   }
   assert.equal(await openStreams(), 1, "still one stream after the reply");

@@ -3,6 +3,7 @@
 // renders counted per animation frame. All on `window.t`.
 import init, { ReplayClient } from "replay-client";
 import { WorkerClient } from "replay-client/worker-client";
+import { SharedClient } from "replay-client/shared-client";
 
 const params = new URLSearchParams(location.search);
 export const sessionId = params.get("session");
@@ -11,13 +12,16 @@ let connects = 0;
 let mounts = 0;
 let worker = null;
 /**
- * The on-page client, or with `?worker` a `WorkerClient` (the bindings take
- * either), in memory: each test session is new.
+ * The on-page client, with `?worker` a `WorkerClient`, or with `?shared` a
+ * `SharedClient` (the bindings take any), in memory: each test session is new.
  */
 export async function connect(options) {
   connects += 1;
   let client;
-  if (params.has("worker")) {
+  if (params.has("shared")) {
+    const start = () => new SharedWorker(new URL("./replay.shared.js", import.meta.url), { type: "module", name: "replay-apps" });
+    client = await SharedClient.connect(start, options);
+  } else if (params.has("worker")) {
     worker ??= new Worker(new URL("./replay.worker.js", import.meta.url), { type: "module" });
     client = await WorkerClient.connect(worker, { ...options, storage: "memory" });
   } else {
