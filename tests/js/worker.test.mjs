@@ -100,9 +100,9 @@ test("errors cross as ReplayError with their code", async () => {
   const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: "worker errors" });
   await page.evaluate((s) => window.t.connect({ sessionId: s, storage: "memory" }), sessionId);
   await until("live", () => page.evaluate(() => window.t.client.status().state === "live"));
-  const refused = await page.evaluate(() => window.t.rejects(() => window.t.client.answer("q_missing", "yes")));
-  assert.equal(refused.isReplayError, true);
-  assert.deepEqual([refused.code, refused.status], ["not_found", 404], refused.message);
+  const answered = await page.evaluate(() => window.t.rejects(() => window.t.client.answer("q_missing", "yes")));
+  assert.equal(answered.isReplayError, true);
+  assert.deepEqual([answered.code, answered.status], ["not_found", 404], answered.message);
   await page.evaluate(() => window.t.client.close());
   assert.deepEqual(pageErrors, []);
 });
