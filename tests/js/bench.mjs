@@ -202,24 +202,25 @@ async function openTab(context, host, id, head, origin = url) {
 //   starts the SharedWorker (its wasm compiles there) and restores the
 //   backlog; the second attaches to the session the worker already
 //   follows (its page files from the HTTP cache, as for any second tab);
-//   median of 3 rounds, the ratio per round;
+//   median of 5 rounds, the ratio per round;
 // - JS heap of 10 tabs: the sum over the 10 pages and the SharedWorker of
 //   `Runtime.getHeapUsage().usedSize` after `HeapProfiler.collectGarbage`
 //   in each target, against 10 tabs each with the client on the page (the
 //   sum over the 10 pages, on two origins: see below); wasm linear memory beside it (the worker's one
 //   instance against one per page), which is not JS heap.
 async function sharedTabs(id, head) {
+  const ROUNDS = 5;
   const browserCdp = await browser.newBrowserCDPSession();
   const firsts = [];
   const seconds = [];
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < ROUNDS; i++) {
     const context = await browser.newContext();
     try {
       const first = await openTab(context, "shared", id, head);
       const second = await openTab(context, "shared", id, head);
       firsts.push(first.ms);
       seconds.push(second.ms);
-      const marks = ({ ms, marks: m }) => `module ${m.module.toFixed(1)}, view ${m.view.toFixed(1)}, paint ${ms.toFixed(1)} ms`;
+      const marks = ({ ms, marks: m }) => `module ${m.module.toFixed(1)}, imported ${m.imported.toFixed(1)}, view ${m.view.toFixed(1)}, paint ${ms.toFixed(1)} ms`;
       console.error(`shared tabs, round ${i + 1}: first tab ${marks(first)}; second tab ${marks(second)}`);
     } finally {
       await context.close();
@@ -276,6 +277,8 @@ async function sharedTabs(id, head) {
   console.log(`browser_tabs10_shared_vs_page_heap ${(memory.shared.heap / memory.page.heap).toFixed(3)}`);
   console.log(`browser_tabs10_shared_wasm_mb ${(memory.shared.wasm / 1e6).toFixed(2)}`);
   console.log(`browser_tabs10_page_wasm_mb ${(memory.page.wasm / 1e6).toFixed(2)}`);
+  const total = ({ heap, wasm }) => heap + wasm;
+  console.log(`browser_tabs10_shared_vs_page_memory ${(total(memory.shared) / total(memory.page)).toFixed(3)}`);
 }
 
 const browser = await chromium.launch(launchOptions);
@@ -511,12 +514,16 @@ try {
     // The shared host (issue 24): the page following through `SharedClient`
     // while a SharedWorker runs the SDK, against the plain-JS follower on
     // the page, interleaved as above; only the page's main thread is
-    // profiled (the worker's time is not the page's), as for `sdkWorker`.
+    // profiled (the worker's time is not the page's), as for `sdkWorker`,
+    // which is measured in the same rounds: the shared host's page half
+    // against the dedicated worker's.
     if (wants("shared")) {
-      const { js, sdkShared } = await followAll(["js", "sdkShared"]);
+      const { js, sdkShared, sdkWorker } = await followAll(["js", "sdkShared", "sdkWorker"]);
       console.log(`browser_live_sdk_shared_js_delta_us ${js.us.toFixed(2)}`);
       console.log(`browser_live_sdk_shared_delta_us ${sdkShared.us.toFixed(2)}`);
       console.log(`browser_live_sdk_shared_vs_js ${(sdkShared.us / js.us).toFixed(3)}`);
+      console.log(`browser_live_sdk_shared_vs_sdk_worker ${(sdkShared.us / sdkWorker.us).toFixed(3)}`);
+      console.log(`browser_live_sdk_shared_notifications_per_frame ${sdkShared.stats.maxPerFrame}`);
       profiles.push(["shared.sdkShared", sdkShared], ["shared.js", js]);
     }
     // BENCH_PROFILE=path: CPU profiles of each follower's last measured

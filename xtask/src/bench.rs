@@ -276,6 +276,18 @@ const FIGURES: &[Figure] = &[
         target: Some((Goal::AtMost, 0.7)),
     },
     Figure {
+        name: "browser_live_sdk_shared_vs_sdk_worker",
+        unit: "x",
+        what: "the shared host / the SDK in a dedicated worker, page main-thread time per streamed event, measured in the same rounds",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_sdk_shared_notifications_per_frame",
+        unit: "max",
+        what: "the shared host: the page's subscriber notifications per animation frame",
+        target: None,
+    },
+    Figure {
         name: "browser_live_task_script_us",
         unit: "µs",
         what: "SDK, CDP ScriptDuration per event: tasks only (animation frames, timers), promise jobs left out; the figure this table reported before session 7",
@@ -374,7 +386,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "browser_shared_first_tab_paint_ms",
         unit: "ms",
-        what: "shared host, first tab of a fresh browser context: navigation start to the frame showing the 10 000-event session live (starts the SharedWorker, which compiles the wasm and restores); median of 3 contexts",
+        what: "shared host, first tab of a fresh browser context: navigation start to the frame showing the 10 000-event session live (starts the SharedWorker, which compiles the wasm and restores); median of 5 contexts",
         target: None,
     },
     Figure {
@@ -386,7 +398,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "browser_shared_second_vs_first_tab",
         unit: "x",
-        what: "second tab / first tab, time to first paint, each context's pair, median of 3 (issue 24)",
+        what: "second tab / first tab, time to first paint, each context's pair, median of 5 (issue 24)",
         target: Some((Goal::AtMost, 0.1)),
     },
     Figure {
@@ -417,6 +429,12 @@ const FIGURES: &[Figure] = &[
         name: "browser_tabs10_page_wasm_mb",
         unit: "MB",
         what: "wasm linear memory of the 10 on-page clients (one instance per page)",
+        target: None,
+    },
+    Figure {
+        name: "browser_tabs10_shared_vs_page_memory",
+        unit: "x",
+        what: "10 tabs, JS heap + wasm linear memory: shared host / 10 on-page clients",
         target: None,
     },
     Figure {

@@ -10,7 +10,8 @@ const sessionId = query.get("session");
 const head = Number(query.get("head"));
 const baseUrl = location.origin;
 const out = document.getElementById("out");
-// Navigation start to this module running, and to the client's first view.
+// Navigation start to this module running, to the client's half imported,
+// and to the client's first view.
 window.marks = { module: performance.now() };
 
 const startShared = () =>
@@ -19,6 +20,7 @@ const startShared = () =>
 async function connect() {
   if (query.get("host") === "shared") {
     const { SharedClient } = await import("../pkg/web/shared-client.js");
+    window.marks.imported = performance.now();
     const client = await SharedClient.connect(startShared, { baseUrl, sessionId });
     // A fallback to the page would measure the other mode under this name.
     const role = client.diagnostics()?.host?.role;
@@ -26,6 +28,7 @@ async function connect() {
     return client;
   }
   const { default: init, ReplayClient } = await import("../pkg/web/index.js");
+  window.marks.imported = performance.now();
   const wasm = await init();
   window.wasmMemoryBytes = () => wasm.memory.buffer.byteLength;
   return ReplayClient.connect({ baseUrl, sessionId, storage: "memory" });
