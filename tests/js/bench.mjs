@@ -7,7 +7,7 @@ import { chromium } from "playwright-core";
 
 const url = process.env.BENCH_URL;
 const EVENTS = 10_000;
-// BENCH_ONLY=live,burst,restore,cold,memory runs those parts (quick, repeatable
+// BENCH_ONLY=live,burst,restore,cold,memory,shared runs those parts (quick, repeatable
 // figures while working on one path); unset runs everything.
 const only = process.env.BENCH_ONLY ? process.env.BENCH_ONLY.split(",") : null;
 const wants = (part) => !only || only.includes(part);
@@ -129,6 +129,158 @@ const launchOptions = {
   args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--enable-precise-memory-info", ...jsFlags],
 };
+// A shared worker's CDP target, driven through a browser session: Playwright
+// opens sessions to pages (and dedicated and service workers) only. The
+// attach is not flattened, so commands go through Target.sendMessageToTarget.
+async function sharedWorkerTarget(browserCdp, contextId) {
+  const { targetInfos } = await browserCdp.send("Target.getTargets");
+  const workers = targetInfos.filter((t) => t.type === "shared_worker" && t.browserContextId === contextId);
+  if (workers.length !== 1) throw new Error(`expected one shared worker, found ${workers.length}`);
+  const { sessionId } = await browserCdp.send("Target.attachToTarget", { targetId: workers[0].targetId, flatten: false });
+  const waiting = new Map();
+  let next = 0;
+  const onMessage = (e) => {
+    if (e.sessionId !== sessionId) return;
+    const reply = JSON.parse(e.message);
+    const call = waiting.get(reply.id);
+    if (!call) return;
+    waiting.delete(reply.id);
+    if (reply.error) call.reject(new Error(`${call.method}: ${reply.error.message}`));
+    else call.resolve(reply.result);
+  };
+  browserCdp.on("Target.receivedMessageFromTarget", onMessage);
+  return {
+    send: (method, params = {}) =>
+      new Promise((resolve, reject) => {
+        const id = ++next;
+        waiting.set(id, { method, resolve, reject });
+        browserCdp.send("Target.sendMessageToTarget", { sessionId, message: JSON.stringify({ id, method, params }) }).catch(reject);
+      }),
+    detach: async () => {
+      browserCdp.off("Target.receivedMessageFromTarget", onMessage);
+      await browserCdp.send("Target.detachFromTarget", { sessionId });
+    },
+  };
+}
+
+// The browser context id of `page` (its target's).
+async function contextIdOf(browserCdp, page) {
+  const cdp = await page.context().newCDPSession(page);
+  const { targetInfo } = await cdp.send("Target.getTargetInfo");
+  await cdp.detach();
+  return targetInfo.browserContextId;
+}
+
+// JS heap in use (bytes) of a CDP target after a full GC.
+async function heapAfterGc(cdp) {
+  await cdp.send("HeapProfiler.collectGarbage");
+  return (await cdp.send("Runtime.getHeapUsage")).usedSize;
+}
+
+// Opens a tab of tests/js/bench/tab.html in `context` and waits for its
+// first paint of the session; returns the page and navigation start to
+// that paint (ms), and when its module ran and its client first had a view.
+async function openTab(context, host, id, head, origin = url) {
+  const tab = await context.newPage();
+  await tab.goto(`${origin}/bench/tab.html?host=${host}&session=${id}&head=${head}`);
+  await tab.waitForFunction(() => window.paintedAt !== undefined || window.paintError !== undefined, null, {
+    timeout: 120_000,
+  });
+  const { paintedAt, paintError, marks } = await tab.evaluate(() => ({
+    paintedAt: window.paintedAt,
+    paintError: window.paintError,
+    marks: window.marks,
+  }));
+  if (paintError) throw new Error(`tab (${host}): ${paintError}`);
+  return { tab, ms: paintedAt, marks };
+}
+
+// The shared host across tabs (issue 24), on the seeded backlog session
+// (`head` events), each round in a fresh browser context (no HTTP cache,
+// no running SharedWorker):
+// - a second tab's time to first paint vs the first tab's: the first tab
+//   starts the SharedWorker (its wasm compiles there) and restores the
+//   backlog; the second attaches to the session the worker already
+//   follows (its page files from the HTTP cache, as for any second tab);
+//   median of 5 rounds, the ratio per round;
+// - JS heap of 10 tabs: the sum over the 10 pages and the SharedWorker of
+//   `Runtime.getHeapUsage().usedSize` after `HeapProfiler.collectGarbage`
+//   in each target, against 10 tabs each with the client on the page (the
+//   sum over the 10 pages, on two origins: see below); wasm linear memory beside it (the worker's one
+//   instance against one per page), which is not JS heap.
+async function sharedTabs(id, head) {
+  const ROUNDS = 5;
+  const browserCdp = await browser.newBrowserCDPSession();
+  const firsts = [];
+  const seconds = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const context = await browser.newContext();
+    try {
+      const first = await openTab(context, "shared", id, head);
+      const second = await openTab(context, "shared", id, head);
+      firsts.push(first.ms);
+      seconds.push(second.ms);
+      const marks = ({ ms, marks: m }) => `module ${m.module.toFixed(1)}, imported ${m.imported.toFixed(1)}, view ${m.view.toFixed(1)}, paint ${ms.toFixed(1)} ms`;
+      console.error(`shared tabs, round ${i + 1}: first tab ${marks(first)}; second tab ${marks(second)}`);
+    } finally {
+      await context.close();
+    }
+  }
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  console.error(`shared tabs: first paint ${firsts.map((ms) => ms.toFixed(1))} ms, second ${seconds.map((ms) => ms.toFixed(1))} ms`);
+  console.log(`browser_shared_first_tab_paint_ms ${median(firsts).toFixed(1)}`);
+  console.log(`browser_shared_second_tab_paint_ms ${median(seconds).toFixed(1)}`);
+  console.log(`browser_shared_second_vs_first_tab ${median(seconds.map((ms, i) => ms / firsts[i])).toFixed(3)}`);
+
+  const TABS = 10;
+  const memory = {};
+  for (const host of ["shared", "page"]) {
+    const context = await browser.newContext();
+    try {
+      const tabs = [];
+      // Ten on-page clients hold ten streams, more than the six connections
+      // Chromium opens to one origin over HTTP/1.1: the tabs past the sixth
+      // would never go live (issue 24's finding). Half of them load the
+      // page from `localhost` (the same server on loopback), so each of the
+      // two origins holds five. The shared host's tabs need one stream.
+      const origin = (i) => (host === "page" && i % 2 ? url.replace("127.0.0.1", "localhost") : url);
+      for (let i = 0; i < TABS; i++) tabs.push((await openTab(context, host, id, head, origin(i))).tab);
+      let heap = 0;
+      let wasm = 0;
+      for (const tab of tabs) {
+        const cdp = await context.newCDPSession(tab);
+        heap += await heapAfterGc(cdp);
+        await cdp.detach();
+        if (host === "page") wasm += await tab.evaluate(() => window.wasmMemoryBytes());
+      }
+      if (host === "shared") {
+        const worker = await sharedWorkerTarget(browserCdp, await contextIdOf(browserCdp, tabs[0]));
+        const workerHeap = await heapAfterGc(worker);
+        const { result } = await worker.send("Runtime.evaluate", {
+          expression: "wasmMemoryBytes()",
+          awaitPromise: true,
+          returnByValue: true,
+        });
+        await worker.detach();
+        console.error(`shared tabs: the SharedWorker's JS heap ${(workerHeap / 1e6).toFixed(2)} MB of the 10 tabs' sum`);
+        heap += workerHeap;
+        wasm += result.value;
+      }
+      memory[host] = { heap, wasm };
+    } finally {
+      await context.close();
+    }
+  }
+  await browserCdp.detach();
+  console.log(`browser_tabs10_shared_heap_mb ${(memory.shared.heap / 1e6).toFixed(2)}`);
+  console.log(`browser_tabs10_page_heap_mb ${(memory.page.heap / 1e6).toFixed(2)}`);
+  console.log(`browser_tabs10_shared_vs_page_heap ${(memory.shared.heap / memory.page.heap).toFixed(3)}`);
+  console.log(`browser_tabs10_shared_wasm_mb ${(memory.shared.wasm / 1e6).toFixed(2)}`);
+  console.log(`browser_tabs10_page_wasm_mb ${(memory.page.wasm / 1e6).toFixed(2)}`);
+  const total = ({ heap, wasm }) => heap + wasm;
+  console.log(`browser_tabs10_shared_vs_page_memory ${(total(memory.shared) / total(memory.page)).toFixed(3)}`);
+}
+
 const browser = await chromium.launch(launchOptions);
 try {
   const page = await browser.newPage();
@@ -137,7 +289,7 @@ try {
   const cdp = await page.context().newCDPSession(page);
   await cdp.send("Performance.enable");
 
-  const { id, head } = wants("restore") || wants("cold") || wants("memory") ? await seedBacklog() : {};
+  const { id, head } = wants("restore") || wants("cold") || wants("memory") || wants("shared") ? await seedBacklog() : {};
   if (wants("restore") || wants("memory")) {
   await page.evaluate(() => window.hasBase());
   const restore = await page.evaluate(([s, h]) => window.benchRestore(s, h, 7), [id, head]);
@@ -229,7 +381,7 @@ try {
   // Live: long streamed answers (chunks as the server paces them), followed
   // by the SDK and by the plain-JS follower in turn, in the same page;
   // main-thread time per received event from a CPU profile of each.
-  if (wants("live") || wants("burst") || wants("memory")) {
+  if (wants("live") || wants("burst") || wants("memory") || wants("shared")) {
     const metric = async () =>
       Object.fromEntries((await cdp.send("Performance.getMetrics")).metrics.map((m) => [m.name, m.value]));
     // Main-thread time of a follower (`busyUs`): the sum of a CPU profile's samples
@@ -359,6 +511,21 @@ try {
       console.log(`browser_burst_sdk_worker_vs_js ${(sdkWorker.us / js.us).toFixed(3)}`);
       profiles.push(["burst.sdk", sdk], ["burst.js", js]);
     }
+    // The shared host (issue 24): the page following through `SharedClient`
+    // while a SharedWorker runs the SDK, against the plain-JS follower on
+    // the page, interleaved as above; only the page's main thread is
+    // profiled (the worker's time is not the page's), as for `sdkWorker`,
+    // which is measured in the same rounds: the shared host's page half
+    // against the dedicated worker's.
+    if (wants("shared")) {
+      const { js, sdkShared, sdkWorker } = await followAll(["js", "sdkShared", "sdkWorker"]);
+      console.log(`browser_live_sdk_shared_js_delta_us ${js.us.toFixed(2)}`);
+      console.log(`browser_live_sdk_shared_delta_us ${sdkShared.us.toFixed(2)}`);
+      console.log(`browser_live_sdk_shared_vs_js ${(sdkShared.us / js.us).toFixed(3)}`);
+      console.log(`browser_live_sdk_shared_vs_sdk_worker ${(sdkShared.us / sdkWorker.us).toFixed(3)}`);
+      console.log(`browser_live_sdk_shared_notifications_per_frame ${sdkShared.stats.maxPerFrame}`);
+      profiles.push(["shared.sdkShared", sdkShared], ["shared.js", js]);
+    }
     // BENCH_PROFILE=path: CPU profiles of each follower's last measured
     // answer (path.sdk.cpuprofile, path.js.cpuprofile, path.burst.sdk.cpuprofile,
     // path.burst.js.cpuprofile), top self times on stderr.
@@ -374,6 +541,8 @@ try {
   console.log(`browser_heap_mb ${(heap.usedSize / 1e6).toFixed(2)}`);
   console.log(`browser_wasm_memory_mb ${(wasmBytes / 1e6).toFixed(2)}`);
   }
+
+  if (wants("shared")) await sharedTabs(id, head);
 } finally {
   await browser.close();
 }

@@ -258,6 +258,36 @@ const FIGURES: &[Figure] = &[
         target: Some((Goal::AtMost, 1.0)),
     },
     Figure {
+        name: "browser_live_sdk_shared_js_delta_us",
+        unit: "µs",
+        what: "the plain-JS follower on the page, measured interleaved with the shared host below (the ratio's denominator)",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_sdk_shared_delta_us",
+        unit: "µs",
+        what: "this SDK in the shared host (`serveShared()` in a SharedWorker), the page following through `SharedClient` with the same subscriber: the page's main-thread time per streamed event",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_sdk_shared_vs_js",
+        unit: "x",
+        what: "the shared host / the plain-JS follower on the page, main-thread time per streamed event (issue 24)",
+        target: Some((Goal::AtMost, 0.7)),
+    },
+    Figure {
+        name: "browser_live_sdk_shared_vs_sdk_worker",
+        unit: "x",
+        what: "the shared host / the SDK in a dedicated worker, page main-thread time per streamed event, measured in the same rounds",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_sdk_shared_notifications_per_frame",
+        unit: "max",
+        what: "the shared host: the page's subscriber notifications per animation frame",
+        target: None,
+    },
+    Figure {
         name: "browser_live_task_script_us",
         unit: "µs",
         what: "SDK, CDP ScriptDuration per event: tasks only (animation frames, timers), promise jobs left out; the figure this table reported before session 7",
@@ -354,6 +384,60 @@ const FIGURES: &[Figure] = &[
         target: None,
     },
     Figure {
+        name: "browser_shared_first_tab_paint_ms",
+        unit: "ms",
+        what: "shared host, first tab of a fresh browser context: navigation start to the frame showing the 10 000-event session live (starts the SharedWorker, which compiles the wasm and restores); median of 5 contexts",
+        target: None,
+    },
+    Figure {
+        name: "browser_shared_second_tab_paint_ms",
+        unit: "ms",
+        what: "the same for a second tab on that session, already followed by the worker (view from its memory; page files from the HTTP cache)",
+        target: None,
+    },
+    Figure {
+        name: "browser_shared_second_vs_first_tab",
+        unit: "x",
+        what: "second tab / first tab, time to first paint, each context's pair, median of 5 (issue 24)",
+        target: Some((Goal::AtMost, 0.1)),
+    },
+    Figure {
+        name: "browser_tabs10_shared_heap_mb",
+        unit: "MB",
+        what: "10 tabs of the 10 000-event session through the shared host: JS heap used after a full GC (CDP `Runtime.getHeapUsage` after `HeapProfiler.collectGarbage`), summed over the 10 pages and the SharedWorker",
+        target: None,
+    },
+    Figure {
+        name: "browser_tabs10_page_heap_mb",
+        unit: "MB",
+        what: "the same 10 tabs, each with the client on the page: JS heap summed over the 10 pages",
+        target: None,
+    },
+    Figure {
+        name: "browser_tabs10_shared_vs_page_heap",
+        unit: "x",
+        what: "JS heap of 10 tabs, shared host / 10 on-page clients (issue 24; goal: less than the on-page clients)",
+        target: Some((Goal::AtMost, 1.0)),
+    },
+    Figure {
+        name: "browser_tabs10_shared_wasm_mb",
+        unit: "MB",
+        what: "wasm linear memory of those 10 shared-host tabs (the SharedWorker's one instance; the pages load none), not JS heap",
+        target: None,
+    },
+    Figure {
+        name: "browser_tabs10_page_wasm_mb",
+        unit: "MB",
+        what: "wasm linear memory of the 10 on-page clients (one instance per page)",
+        target: None,
+    },
+    Figure {
+        name: "browser_tabs10_shared_vs_page_memory",
+        unit: "x",
+        what: "10 tabs, JS heap + wasm linear memory: shared host / 10 on-page clients",
+        target: None,
+    },
+    Figure {
         name: "browser_notifications_per_frame",
         unit: "max",
         what: "subscriber notifications per animation frame",
@@ -366,7 +450,7 @@ pub fn run_task(args: &[String]) -> Result {
     // `--native` or `--browser` runs one half (while developing; the report
     // then holds only that half).
     let only_native = args.iter().any(|a| a == "--native");
-    // `--only live` (or `burst`, `restore`, `cold`, `memory`, comma-separated) runs
+    // `--only live` (or `burst`, `restore`, `cold`, `memory`, `shared`, comma-separated) runs
     // those browser parts and prints them without rewriting the report: a
     // quick figure to compare within one run on a noisy machine.
     let only_parts = args

@@ -8,8 +8,8 @@ use crate::{demo, pkg, setup};
 use std::process::Command;
 
 /// Measures and reports each figure through `record`; `only` names the parts
-/// of `tests/js/bench.mjs` to run (`live`, `restore`, `cold`, `memory`;
-/// comma-separated), all when `None`.
+/// of `tests/js/bench.mjs` to run (`live`, `burst`, `restore`, `cold`,
+/// `memory`, `shared`; comma-separated), all when `None`.
 pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
     setup::ensure_package_tools()?;
     setup::ensure_browser()?;

@@ -171,7 +171,15 @@ let jsLive = null;
 let baseLive = null;
 let workerLive = null;
 let sdkWorkerLive = null;
-const followers = () => ({ sdk: sdkLive, js: jsLive, base: baseLive, worker: workerLive, sdkWorker: sdkWorkerLive });
+let sdkSharedLive = null;
+const followers = () => ({
+  sdk: sdkLive,
+  js: jsLive,
+  base: baseLive,
+  worker: workerLive,
+  sdkWorker: sdkWorkerLive,
+  sdkShared: sdkSharedLive,
+});
 
 // SDK follower: a subscriber that reads view() once per notification.
 // `connect` makes the client (this package's on the page or in a worker, or
@@ -299,6 +307,24 @@ window.sdkWorkerFollow = async (sessionId, head) => {
   const worker = startWorker();
   const live = await follow((o) => WorkerClient.connect(worker, o), sessionId, head);
   sdkWorkerLive = { ...live, stop: () => (live.stop(), worker.terminate()) };
+};
+
+// The SDK in the shared host (`sdk-shared.js` calls the package's
+// `serveShared()` in a SharedWorker), the page following through
+// `SharedClient` with the same subscriber. The host's storage is its own
+// (memory); `SharedClient` is imported here only, so the other parts' page
+// heap stays as it was.
+window.sdkSharedFollow = async (sessionId, head) => {
+  const { SharedClient } = await import("../pkg/web/shared-client.js");
+  const startShared = () =>
+    new SharedWorker(new URL("./sdk-shared.js", import.meta.url), { type: "module", name: "bench" });
+  sdkSharedLive = await follow(async ({ storage: _, ...options }) => {
+    const client = await SharedClient.connect(startShared, options);
+    // A fallback to the page would measure the on-page SDK under this name.
+    const role = client.diagnostics()?.host?.role;
+    if (role !== "shared") throw new Error(`the client runs in "${role}", not the shared host`);
+    return client;
+  }, sessionId, head);
 };
 
 window.liveStats = (which) => followers()[which].stats();

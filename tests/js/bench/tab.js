@@ -1,0 +1,62 @@
+// One tab of an app that shows one session, for the shared-host figures of
+// bench.mjs. The query says which session (`session`, `head`: its last
+// seq) and who runs the client: `host=shared` through the shared host
+// (`SharedClient`; this page loads no wasm), `host=page` on this page
+// (`ReplayClient`, as `/?page` in the demo). Each loads only its own half.
+// `window.paintedAt`: navigation start to the animation frame that first
+// shows the whole session (live, at `head`).
+const query = new URLSearchParams(location.search);
+const sessionId = query.get("session");
+const head = Number(query.get("head"));
+const baseUrl = location.origin;
+const out = document.getElementById("out");
+// Navigation start to this module running, to the client's half imported,
+// and to the client's first view.
+window.marks = { module: performance.now() };
+
+const startShared = () =>
+  new SharedWorker(new URL("./sdk-shared.js", import.meta.url), { type: "module", name: "bench" });
+
+async function connect() {
+  if (query.get("host") === "shared") {
+    const { SharedClient } = await import("../pkg/web/shared-client.js");
+    window.marks.imported = performance.now();
+    const client = await SharedClient.connect(startShared, { baseUrl, sessionId });
+    // A fallback to the page would measure the other mode under this name.
+    const role = client.diagnostics()?.host?.role;
+    if (role !== "shared") throw new Error(`the client runs in "${role}", not the shared host`);
+    return client;
+  }
+  const { default: init, ReplayClient } = await import("../pkg/web/index.js");
+  window.marks.imported = performance.now();
+  const wasm = await init();
+  window.wasmMemoryBytes = () => wasm.memory.buffer.byteLength;
+  return ReplayClient.connect({ baseUrl, sessionId, storage: "memory" });
+}
+
+function whenLive(client) {
+  return new Promise((resolve) => {
+    const check = () => {
+      const view = client.view();
+      if (view?.status.state === "live" && view.cursor >= head) {
+        off();
+        resolve(view);
+      }
+    };
+    const off = client.subscribe(check);
+    check();
+  });
+}
+
+try {
+  const client = await connect();
+  window.marks.view = performance.now();
+  const view = await whenLive(client);
+  out.textContent = view.items.length;
+  requestAnimationFrame(() => {
+    window.paintedAt = performance.now();
+  });
+  window.benchClient = client;
+} catch (err) {
+  window.paintError = String(err?.stack ?? err);
+}
