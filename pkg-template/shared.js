@@ -18,6 +18,9 @@ import { CALLS, changedParts, message, read, wireError } from "./messages.js";
 const ready = typeof replay.default === "function" ? replay.default() : Promise.resolve();
 const instance = crypto.randomUUID();
 
+// The host's notification pacing where it runs no frames (see follow).
+const FRAME_MS = 16;
+
 // What a tab may not set: the host's credentials and storage are the worker
 // script's alone, so a tab cannot widen what the host sends, or where.
 const HOST_ONLY = ["getToken", "headers", "storage"];
@@ -37,7 +40,12 @@ function scopeKey({ baseUrl, sessionId, scope, scopeId }) {
  * URL then goes through one hub, with the same five methods.
  */
 function follow(options) {
-  const client = replay.ReplayClient.connect(options);
+  // A SharedWorker runs no animation frames: "frame" pacing would fall back
+  // to a 0 ms timer, a post to every tab per stream chunk (measured: ~1
+  // notification per event, docs/benchmarks.md "Issue 24"). Paced by time
+  // instead, at most once per frame's worth, unless the tab chose.
+  const notify = options.notify ?? (typeof requestAnimationFrame === "function" ? "frame" : FRAME_MS);
+  const client = replay.ReplayClient.connect({ ...options, notify });
   return {
     view: () => client.view(),
     diagnostics: () => client.diagnostics(),
