@@ -140,7 +140,6 @@ async fn a_request_body_not_sent_in_time_is_refused() {
 /// ones, so a real request still gets through.
 #[tokio::test]
 async fn idle_sockets_past_the_fd_limit_do_not_lock_everyone_out() {
-    use std::io::BufRead;
     let bin = std::env::var("REPLAY_SERVER_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_replay-server").to_owned());
     let mut child = std::process::Command::new("sh")
@@ -153,15 +152,7 @@ async fn idle_sockets_past_the_fd_limit_do_not_lock_everyone_out() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("replay-server listening on ")
-        .expect("listening line")
-        .to_owned();
+    let base = common::listening_base(&mut child);
     let s = Server::remote(base);
     let mut idle = Vec::new();
     for _ in 0..300 {

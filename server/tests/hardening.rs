@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -215,15 +214,7 @@ fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> (ChildServer, String) {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn replay-server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("replay-server listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
+    let base = common::listening_base(&mut child);
     (ChildServer(child), base)
 }
 

@@ -8,7 +8,6 @@
 //! (`REPLAY_SERVER_BIN=path` measures another build of the binary, e.g. an
 //! older one; it only uses flags every version has).
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,6 +20,8 @@ use tokio::net::{TcpSocket, TcpStream};
 /// the server must stay under through the whole run (docs/server.md).
 const ANON_BOUND_MB: f64 = 200.0;
 const BIG: usize = 60_000;
+
+mod common;
 
 struct ServerProc {
     child: Child,
@@ -68,14 +69,9 @@ fn start() -> ServerProc {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn replay-server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("replay-server listening on http://")
-        .expect("listening line")
+    let addr = common::listening_base(&mut child)
+        .strip_prefix("http://")
+        .expect("an http URL")
         .parse()
         .unwrap();
     ServerProc {

@@ -327,3 +327,17 @@ pub fn is_type(f: &Frame, ty: &str) -> bool {
 }
 
 pub const SEC: Duration = Duration::from_secs(1);
+
+/// The base URL (`http://127.0.0.1:PORT`) a spawned `replay-server` binary
+/// prints on its first stdout line; `child` must have a piped stdout.
+pub fn listening_base(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("a piped stdout"))
+        .read_line(&mut line)
+        .expect("the server's first line");
+    line.trim()
+        .strip_prefix("replay-server listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned()
+}
