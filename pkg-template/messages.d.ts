@@ -68,3 +68,5 @@ export type WorkerMessage =
 
 /** The version of this schema. */
 export declare const SCHEMA: SchemaVersion;
+/** The page half's wait for its worker unless `connectTimeoutMs` is given (ms). */
+export declare const CONNECT_TIMEOUT_MS: number;

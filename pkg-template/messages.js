@@ -44,6 +44,14 @@ export const wireError = (err, fallback = "invalid_options") => ({
 /** @param {WireError} e */
 export const toError = ({ code, message, status }) => new ReplayError(code, message, status);
 
+/**
+ * How long the page half waits for its worker to answer unless the options'
+ * `connectTimeoutMs` says otherwise: the client's own connect timeout
+ * (`Config::DEFAULT_CONNECT_TIMEOUT_MS`; `tests/defaults_once.rs` keeps the
+ * two equal), the only default the page half needs without the wasm.
+ */
+export const CONNECT_TIMEOUT_MS = 10_000;
+
 /** The `ReplayClient` methods a page may call through a worker. */
 export const CALLS = ["send", "answer", "cancel", "transcript"];
 

@@ -4,7 +4,7 @@
 // cannot run here: then the same call runs the client on the page.
 // Messages: `messages.d.ts`, the schema the dedicated worker speaks too.
 import { ReplayError } from "./replay_error.js";
-import { message, read, toError, wireError } from "./messages.js";
+import { CONNECT_TIMEOUT_MS, message, read, toError, wireError } from "./messages.js";
 
 const closedError = () => new ReplayError("closed", "the client is closed");
 // `msg_` and 64 random bits, as the client's own: a send retried on a new
@@ -110,7 +110,7 @@ export class SharedClient {
         settle(new ReplayError("network", `the shared worker failed: ${event.message ?? "it did not start"}`));
       const timer = setTimeout(
         () => settle(new ReplayError("timeout", "no answer from the shared worker: does it call serveShared()?")),
-        this.#options?.connectTimeoutMs ?? 10_000,
+        this.#options?.connectTimeoutMs ?? CONNECT_TIMEOUT_MS,
       );
       worker.addEventListener?.("error", failedToStart);
       port.onmessage = ({ data }) => {

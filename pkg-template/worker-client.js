@@ -3,7 +3,7 @@
 // it. It loads no wasm: the page's main thread applies what changed, once per
 // notification, and runs the app's listeners. Messages: `messages.d.ts`.
 import { ReplayError } from "./replay_error.js";
-import { message, read, toError } from "./messages.js";
+import { CONNECT_TIMEOUT_MS, message, read, toError } from "./messages.js";
 
 const closedError = () => new ReplayError("closed", "the client is closed");
 
@@ -48,7 +48,7 @@ export class WorkerClient {
         settle(new ReplayError("network", `the worker failed: ${event.message ?? "it did not start"}`));
       const timer = setTimeout(
         () => settle(new ReplayError("timeout", "no answer from the worker: does it call serve()?")),
-        options?.connectTimeoutMs ?? 10_000,
+        options?.connectTimeoutMs ?? CONNECT_TIMEOUT_MS,
       );
       worker.addEventListener?.("error", failedToStart);
       port1.onmessage = ({ data }) => {

@@ -9,9 +9,12 @@
 //!   into a view. No IO, no clock: inputs go in through `handle_*`, actions
 //!   come out of `poll_*`, time is passed in. Its dependency tree holds no
 //!   wasm-bindgen, js-sys or web-sys.
-//! - `wasm` (only on `wasm32`): the thin browser layer and the JS API.
+//! - [`exec`]: the drive loop that carries out a machine's outputs over a
+//!   platform ([`exec::Io`]), the same natively (tests) and in the browser.
+//! - `wasm` (only on `wasm32`): the browser's `Io` and the JS API.
 
 pub use replay_core as core;
+pub mod exec;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 

@@ -161,6 +161,7 @@ fn settings_become_the_config_in_one_place() {
         prefetch_depth: 0,
         seed: 7,
         persist: false,
+        notify: replay_client::core::machine::Notify::Every(40),
     });
     assert_eq!(
         (
@@ -168,9 +169,17 @@ fn settings_become_the_config_in_one_place() {
             cfg.storage_timeout_ms,
             cfg.prefetch_depth,
             cfg.seed,
-            cfg.persist
+            cfg.persist,
+            cfg.notify
         ),
-        (1_234, 1_234, 0, 7, false)
+        (
+            1_234,
+            1_234,
+            0,
+            7,
+            false,
+            replay_client::core::machine::Notify::Every(40)
+        )
     );
     // Everything else is the core's default.
     let defaults = Config::new(target);

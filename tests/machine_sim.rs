@@ -48,7 +48,7 @@ fn close_during_restore_dispatches_nothing_more() {
         // client starts restoring, and faults (epoch changes, rejected
         // cursors, reloads) start new restores later.
         for step in 0.. {
-            if step >= seed * 7 % 60 && sim.client.is_restoring() {
+            if step >= seed * 7 % 60 && sim.is_restoring() {
                 break;
             }
             if step > 5_000 {
@@ -56,7 +56,7 @@ fn close_during_restore_dispatches_nothing_more() {
             }
             sim.random_step();
         }
-        if sim.client.is_restoring() {
+        if sim.is_restoring() {
             closed_restoring += 1;
         }
         sim.close_now();

@@ -201,11 +201,12 @@ export function idbRemove(key) {
 // `refresh` is true for the first one after the machine asked for fresh
 // credentials (a 401/403), so a provider that caches knows to renew.
 //
-// head(status, contentType, retryAfter) and chunk(chunks, inFrame) return
-// false to stop (the body is cancelled). Resolves true at the body's end,
-// false when stopped; rejects [kind, message], kind one of "credentials",
-// "options", "network". Only a stream's chunks are paced (`stream`).
-async function exchange(http, method, path, accept, body, lastEventId, ctl, stream, head, chunk) {
+// head(status, contentType, retryAfter) and chunk(chunks) return false to
+// stop (the body is cancelled); held() says a first chunk waits (see
+// pumpBody). Resolves true at the body's end, false when stopped; rejects
+// [kind, message], kind one of "credentials", "options", "network". Only a
+// stream's chunks may be held (`stream`).
+async function exchange(http, method, path, accept, body, lastEventId, ctl, stream, head, chunk, held) {
   const [base, pairs, getToken] = http;
   const guard = (kind, f) => {
     try { return f(); } catch (e) { throw [kind, text(e)]; }
@@ -229,7 +230,7 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, stre
       return false;
     }
     if (!r.body) return true;
-    return await pumpBody(r.body, chunk, stream ? paceOf(http) : UNPACED);
+    return await pumpBody(r.body, chunk, stream ? paceOf(http) : UNPACED, held);
   } catch (e) {
     throw Array.isArray(e) ? e : ["network", text(e)];
   }
@@ -237,17 +238,18 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, stre
 
 // Starts request `id` of a client on the microtask queue (no user code,
 // such as getToken, runs inside the driver's loop) and reports what
-// happens to the client's four functions `to` = [opened, chunk, settled,
-// failed], made once per client: opened(id, status, contentType,
-// retryAfter) and chunk(id, chunks, inFrame), each returning false to stop;
-// then settled(id, ended) (true at the body's end, false when stopped), or
-// failed(id, kind, message). Returns the request's AbortController.
+// happens to the client's functions `to` = [opened, chunk, settled,
+// failed, held], made once per client: opened(id, status, contentType,
+// retryAfter) and chunk(id, chunks), each returning false to stop; held(id)
+// when a first chunk waits for releaseChunks; then settled(id, ended) (true
+// at the body's end, false when stopped), or failed(id, kind, message).
+// Returns the request's AbortController.
 export function request(http, to, id, method, path, accept, body, lastEventId, stream) {
   const ctl = new AbortController();
-  const [opened, chunk, settled, failed] = to;
+  const [opened, chunk, settled, failed, held] = to;
   queueMicrotask(() => exchange(
     http, method, path, accept, body, lastEventId, ctl, stream,
-    (...head) => opened(id, ...head), (chunks, inFrame) => chunk(id, chunks, inFrame),
+    (...head) => opened(id, ...head), (chunks) => chunk(id, chunks), () => held(id),
   ).then((ended) => settled(id, ended), (e) => failed(id, e[0], e[1])));
   return ctl;
 }
@@ -263,46 +265,45 @@ function text(e) {
 
 // --- Response bodies ------------------------------------------------------
 // Pipes a body to its end into a sink that hands the chunks to
-// `onChunk(chunks, inFrame)` (an array of Uint8Arrays),
-// which returns false to stop. Awaiting each read() from Rust cost a promise-to-future bridge and
-// two closures per chunk, and a live answer arrives as thousands of small
+// `onChunk(chunks)` (an array of Uint8Arrays), which returns false to stop.
+// Awaiting each read() from Rust cost a promise-to-future bridge and two
+// closures per chunk, and a live answer arrives as thousands of small
 // chunks; awaiting each read() in JS still cost more main-thread time than
 // anything the chunk then costs (the read's resolution and the async
 // function's resumption: 36 % of the SDK's time in a live profile of
-// session 8), which the browser's own pipe loop does not. While
-// `pace.hold` (set by Rust, as the core's pacer says) the chunks that
-// arrive before the next animation frame wait for it and reach wasm
-// together, in it (`inFrame` true): one crossing per frame instead of one
-// per chunk, each chunk copied once, into wasm (joining them in JS first
-// was 8 % of the SDK's time in a burst's profile, session 9). Resolves
-// true at the end of the body (what waits is delivered first), false when
-// stopped (the body is cancelled); rejects as the body does (abort,
-// network error), dropping what waits.
-async function pumpBody(body, onChunk, pace) {
+// session 8), which the browser's own pipe loop does not. While `pace.hold`
+// (the machine's Pace::HoldChunks) the chunks wait, and `onHeld()` reports
+// the first; the machine then releases them (releaseChunks) together, in an
+// animation frame: one crossing per frame instead of one per chunk, each
+// chunk copied once, into wasm (joining them in JS first was 8 % of the
+// SDK's time in a burst's profile, session 9). It decides nothing: when to
+// hold and when to release are the machine's. Resolves true at the end of
+// the body (what waits is delivered first), false when stopped; rejects as
+// the body does (abort, network error), dropping what waits.
+async function pumpBody(body, onChunk, pace, onHeld) {
   let held = null;
   let stopped = false;
   const stop = new AbortController();
-  const deliver = (chunks, inFrame) => {
-    if (!stopped && !onChunk(chunks, inFrame)) {
+  const deliver = (chunks) => {
+    if (!stopped && !onChunk(chunks)) {
       stopped = true;
       stop.abort();
     }
   };
-  const flush = (inFrame) => {
+  const release = () => {
     if (pace.release === release) pace.release = null;
     const h = held;
     held = null;
-    if (h) deliver(h, inFrame);
+    if (h) deliver(h);
   };
-  const release = () => flush(false);
   const write = (value) => {
     if (stopped) return;
     if (held) held.push(value);
     else if (pace.hold) {
       held = [value];
       pace.release = release;
-      nextFrame(flush, pace.hold);
-    } else deliver([value], false);
+      onHeld();
+    } else deliver([value]);
   };
   try {
     try {
@@ -311,75 +312,47 @@ async function pumpBody(body, onChunk, pace) {
       if (stopped) return false;
       throw e;
     }
-    flush(false);
+    release();
     return !stopped;
   } finally {
-    // A frame callback still to come finds nothing to do.
     stopped = true;
     if (pace.release === release) pace.release = null;
   }
 }
 
-// Frame pacing of one client's streamed body (a client reads one at a
-// time), kept beside its `http`: `hold`, as the core's pacer says (Rust
-// calls paceHold), is 0 or the longest wait for a frame in ms; `release`
-// delivers the chunks that wait for a frame.
-// Released in a microtask when the hold ends: Rust is on the stack, and a
-// hidden page runs no frames.
-const paceOf = (http) => (http.pace ??= { hold: 0, release: null });
+// The holding of one client's streamed body (a client reads one at a
+// time), kept beside its `http`: `hold` as the machine last said
+// (paceHold), `release` delivers what waits (releaseChunks).
+const paceOf = (http) => (http.pace ??= { hold: false, release: null });
 // A body read whole (a page, a write's answer, an error) is never held.
-const UNPACED = { hold: 0, release: null };
-
-// Calls f(true) in the next animation frame, or f(false) once no frame has
-// come for waitMs (the same for every call): a page can be visible and run
-// none (an iframe styled display: none). Every wait of the page shares one
-// frame request and one timer, which fires at most once per waitMs while
-// waits go on (a timer set and cleared per wait was ~9 % of the SDK's
-// main-thread time per streamed event in session 10's live profile).
-const waits = { list: [], raf: 0, timer: 0, since: 0 };
-export function nextFrame(f, waitMs) {
-  waits.list.push(f);
-  if (!waits.raf) waits.raf = requestAnimationFrame(inFrame) || -1;
-  if (!waits.timer) {
-    waits.since = performance.now();
-    waits.timer = setTimeout(overdue, waitMs, waitMs);
-  }
-}
-
-function inFrame(t) {
-  waits.since = t;
-  waits.raf = 0;
-  runWaits(true);
-}
-
-function overdue(ms) {
-  waits.timer = 0;
-  const idle = performance.now() - waits.since;
-  if (idle >= ms) {
-    // No frame came: the request is renewed, not piled up.
-    cancelAnimationFrame(waits.raf);
-    waits.raf = 0;
-    runWaits(false);
-  } else if (waits.list.length) {
-    waits.timer = setTimeout(overdue, ms - idle, ms);
-  }
-}
-
-// Calls the listed waits once each; waits they add are for the next round.
-function runWaits(framed) {
-  const due = waits.list;
-  waits.list = [];
-  for (const f of due) f(framed);
-}
+const UNPACED = { hold: false, release: null };
 
 export function paceHold(http, hold) {
-  const pace = paceOf(http);
-  pace.hold = hold;
-  if (!hold && pace.release) queueMicrotask(pace.release);
+  paceOf(http).hold = hold;
 }
 
-// Whether animation frames run (the pacer's input): a visible document
-// with requestAnimationFrame; a Worker or a hidden page runs none.
-export function framesRun() {
-  return typeof requestAnimationFrame === "function" && globalThis.document?.visibilityState === "visible";
+export function releaseChunks(http) {
+  paceOf(http).release?.();
+}
+
+// --- Animation frames -------------------------------------------------------
+// requestFrame(f) calls f in the next animation frame. Asked again before
+// that frame came, the machine stopped waiting for it (FRAME_WAIT_MS): the
+// browser is asked anew, so a request that never ran (a page that runs no
+// frames) is not left pending behind the next.
+const frameRequests = new Map();
+export function requestFrame(f) {
+  if (frameRequests.has(f)) cancelAnimationFrame(frameRequests.get(f));
+  frameRequests.set(f, requestAnimationFrame(() => {
+    frameRequests.delete(f);
+    f();
+  }));
+}
+
+// Whether animation frames run (the machine's Frames input): 2 in a visible
+// document with requestAnimationFrame, 1 while it is hidden (a frame asked
+// for comes when it shows), 0 where there are none (a Worker).
+export function frames() {
+  if (typeof requestAnimationFrame !== "function") return 0;
+  return globalThis.document?.visibilityState === "hidden" ? 1 : 2;
 }

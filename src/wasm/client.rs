@@ -9,12 +9,12 @@ use wasm_bindgen::JsValue;
 use super::driver::Driver;
 use super::error::WasmError;
 use super::options::{self, Options};
-use super::outcomes::WriteFuture;
 use crate::core::fold::View;
 use crate::core::machine::{
     ClientNotice, Counters, Machine, Position, Status, Target, Write, WriteOutcome,
 };
 use crate::core::protocol::Transcript;
+use crate::exec::WriteFuture;
 
 /// A client following one scope: connected on creation, closed on
 /// [`close`](Client::close) or drop.

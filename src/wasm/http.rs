@@ -10,7 +10,7 @@ use web_sys::AbortController;
 
 use super::error::WasmError;
 use super::options::Options;
-use crate::core::machine::{NotifyPacer, RequestId};
+use crate::core::machine::RequestId;
 
 #[wasm_bindgen(module = "/src/wasm/browser.js")]
 extern "C" {
@@ -31,37 +31,38 @@ extern "C" {
     fn refresh_token(http: &JsValue);
 
     #[wasm_bindgen(js_name = paceHold)]
-    fn pace_hold(http: &JsValue, wait_ms: u32);
+    fn pace_hold(http: &JsValue, hold: bool);
 
-    /// Whether animation frames run now: a visible document with
-    /// `requestAnimationFrame` (a Worker or a hidden page runs none).
-    #[wasm_bindgen(js_name = framesRun)]
-    pub fn frames_run() -> bool;
+    #[wasm_bindgen(js_name = releaseChunks)]
+    fn release_chunks(http: &JsValue);
 }
 
-/// The four functions of one client that `request` reports to, each called
+/// The functions of one client that `request` reports to, each called
 /// with the request's id (a JS number: ids count up from 1, far below 2^53).
 pub struct Reports {
     /// `opened(id, status, contentType, retryAfter) -> bool`: the answer's
     /// head, whatever its status; false stops it.
     pub opened: Function,
-    /// `chunk(id, chunks, inFrame) -> bool`: chunks of the body (an array
-    /// of `Uint8Array`s), each as it comes or, for a stream while held
-    /// ([`Http::hold_chunks`]), those that waited for an animation frame,
-    /// delivered in it (`inFrame`); false stops it.
+    /// `chunk(id, chunks) -> bool`: chunks of the body (an array of
+    /// `Uint8Array`s), each as it comes or, for a stream while held
+    /// ([`Http::hold_chunks`]), those that waited, when released; false
+    /// stops it.
     pub chunk: Function,
     /// `settled(id, ended)`: the body ended (true) or was stopped (false).
     pub settled: Function,
     /// `failed(id, kind, message)`: no answer (see [`Http::failure`]).
     pub failed: Function,
+    /// `held(id)`: a first chunk of the stream waits for
+    /// [`Http::release_chunks`].
+    pub held: Function,
 }
 
 /// How requests are addressed, authenticated and reported.
 pub struct Http {
     /// `[baseUrl, headers, getToken]` as `request` (`browser.js`) takes
-    /// it; `paceHold` keeps the body's frame pacing beside it.
+    /// it; `paceHold` keeps the body's holding beside it.
     config: JsValue,
-    /// `[opened, chunk, settled, failed]`.
+    /// `[opened, chunk, settled, failed, held]`.
     reports: Array,
 }
 
@@ -77,7 +78,7 @@ pub struct Request<'a> {
     pub body: Option<&'a str>,
     /// The `Last-Event-ID` header.
     pub last_event_id: Option<&'a str>,
-    /// The live stream: its chunks are paced by animation frames.
+    /// The live stream: its chunks may be held (`Pace::HoldChunks`).
     pub stream: bool,
 }
 
@@ -107,25 +108,26 @@ impl Http {
         let config = Array::of3(&o.base_url.as_str().into(), &headers, get_token);
         Http {
             config: config.into(),
-            reports: Array::of4(
+            reports: Array::of5(
                 &reports.opened,
                 &reports.chunk,
                 &reports.settled,
                 &reports.failed,
+                &reports.held,
             ),
         }
     }
 
-    /// Stream chunks wait for the next animation frame, for at most
-    /// [`NotifyPacer::FRAME_WAIT_MS`] (`true`, the pacer's
-    /// [`holds_chunks`](NotifyPacer::holds_chunks)), or go to `chunk` as
-    /// they come; `false` also delivers what waits, in a microtask (never
-    /// inside this call).
+    /// `Pace::HoldChunks`: the stream's chunks wait for
+    /// [`release_chunks`](Self::release_chunks) (reporting the first to
+    /// `held`), or go to `chunk` as they come.
     pub fn hold_chunks(&self, hold: bool) {
-        pace_hold(
-            &self.config,
-            if hold { NotifyPacer::FRAME_WAIT_MS } else { 0 },
-        );
+        pace_hold(&self.config, hold);
+    }
+
+    /// `Pace::ReleaseChunks`: the chunks that wait go to `chunk` now.
+    pub fn release_chunks(&self) {
+        release_chunks(&self.config);
     }
 
     /// `Action::RefreshCredentials`: the next `getToken` call is told to

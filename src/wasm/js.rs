@@ -127,11 +127,6 @@ pub fn global(name: &'static str) -> Option<JsValue> {
     (!v.is_undefined() && !v.is_null()).then_some(v)
 }
 
-/// A global function by name, if it exists.
-pub fn global_fn(name: &'static str) -> Option<Function> {
-    global(name).and_then(|v| v.dyn_into::<Function>().ok())
-}
-
 /// The text of a JS exception or rejection reason.
 pub fn error_text(e: &JsValue) -> String {
     if let Some(err) = e.dyn_ref::<js_sys::Error>() {

@@ -7,16 +7,16 @@
 //! client also runs in a Worker.
 
 mod api;
+mod browser_io;
 mod client;
 mod driver;
 mod error;
+mod frames;
 mod http;
 mod items;
 mod js;
 mod lifecycle;
-mod notify;
 mod options;
-mod outcomes;
 mod requests;
 mod stage;
 mod storage;

@@ -6,3 +6,4 @@ pub mod paging;
 pub mod rig;
 pub mod server;
 pub mod sim;
+pub mod sim_io;

@@ -1,18 +1,25 @@
 //! A seeded simulation: a generated session script, a fake server, random
-//! faults, and invariant checks after every input.
+//! faults, and invariant checks after every input. The client is the
+//! executor the browser runs (`replay_client::exec`) over a fake platform
+//! (`sim_io`), so the drive loop itself is what is simulated.
 
 #![allow(dead_code)]
 
+use std::cell::Cell;
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use replay_client::core::fold::View;
 use replay_client::core::machine::{
-    Action, Config, FetchKind, Lifecycle, Machine, Notice, SplitMix64, State,
+    Action, Config, CoreError, Lifecycle, Machine, RequestId, Response, SplitMix64, State, Status,
 };
+use replay_client::core::protocol::Transcript;
 use replay_client::core::protocol::*;
 use replay_client::core::transcript::{fold, transcript_eq};
+use replay_client::exec::Executor;
 
 use super::server::{Server, Step};
+use super::sim_io::SimIo;
 
 /// Choices come from a schedule first (proptest shrinks it), then the RNG.
 pub struct Chooser {
@@ -187,12 +194,15 @@ pub struct Sim {
     pub c: Chooser,
     pub now: u64,
     pub server: Server,
-    pub client: Machine,
+    /// The client: the executor over the fake platform.
+    pub exec: Rc<Executor<SimIo>>,
+    pub io: SimIo,
     pub cfg: Config,
     pub stored: Option<Vec<u8>>,
     pub script: VecDeque<Step>,
     pub faults: FaultMix,
-    pub notices: Vec<Notice>,
+    /// Subscriber calls.
+    pub notified: Rc<Cell<u64>>,
     /// (epoch, cursor) last checked, for monotonicity.
     last: (String, u64),
     unauthorized_used: bool,
@@ -202,6 +212,24 @@ pub struct Sim {
     pub requested: Vec<String>,
     /// Most fetches the client had in flight at once (pipelined paging).
     pub max_fetches_in_flight: usize,
+}
+
+/// A client over a fresh fake platform, started; its subscriber counts
+/// calls in `notified`.
+fn start(
+    cfg: &Config,
+    stored: Option<&[u8]>,
+    now: u64,
+    notified: &Rc<Cell<u64>>,
+) -> (Rc<Executor<SimIo>>, SimIo) {
+    let io = SimIo::default();
+    io.clock.set(now);
+    let machine = Machine::new(cfg.clone(), stored, now);
+    let exec = Executor::new(machine, |_| io.clone());
+    let n = notified.clone();
+    exec.subscribe(Rc::new(move || n.set(n.get() + 1)));
+    exec.start();
+    (exec, io)
 }
 
 impl Sim {
@@ -215,17 +243,19 @@ impl Sim {
         cfg.seed = seed ^ 0xabc;
         cfg.replay_page_limit = 1 + c.pick(7);
         cfg.buffer_limit = 4 + c.pick(60) as usize;
-        let client = Machine::new(cfg.clone(), None, 0);
+        let notified = Rc::new(Cell::new(0));
+        let (exec, io) = start(&cfg, None, 0, &notified);
         let mut sim = Sim {
             c,
             now: 0,
             server: Server::new(),
-            client,
+            exec,
+            io,
             cfg,
             stored: None,
             script,
             faults,
-            notices: Vec::new(),
+            notified,
             last: (String::new(), 0),
             unauthorized_used: false,
             closed: false,
@@ -237,33 +267,102 @@ impl Sim {
         sim
     }
 
-    /// Drains the client's outputs into the server; checks persisted values.
+    // --- Reading the client ------------------------------------------------
+
+    pub fn cursor(&self) -> u64 {
+        self.exec.with_machine(Machine::cursor)
+    }
+
+    pub fn epoch(&self) -> Option<String> {
+        self.exec.with_machine(|m| m.epoch().map(str::to_owned))
+    }
+
+    pub fn status(&self) -> Status {
+        self.exec.with_machine(Machine::status)
+    }
+
+    pub fn transcript(&self) -> Transcript {
+        self.exec.with_machine(|m| m.transcript().unwrap())
+    }
+
+    pub fn is_restoring(&self) -> bool {
+        self.exec.with_machine(Machine::is_restoring)
+    }
+
+    // --- Inputs, through the executor ---------------------------------------
+
+    fn clock(&self) {
+        self.io.clock.set(self.now);
+    }
+
+    fn respond(&mut self, id: RequestId, response: Response<'_>) {
+        self.clock();
+        self.exec.response(id, response);
+    }
+
+    fn opened(&mut self, id: RequestId, status: u16, content_type: &str) {
+        let head = Response::Head {
+            status,
+            content_type: Some(content_type),
+            retry_after: None,
+        };
+        self.respond(id, head);
+    }
+
+    /// A whole answer: head, body, end.
+    fn answer(&mut self, id: RequestId, status: u16, retry_after: Option<&str>, body: &[u8]) {
+        let head = Response::Head {
+            status,
+            content_type: Some("application/json"),
+            retry_after,
+        };
+        self.respond(id, head);
+        self.respond(id, Response::Body(body));
+        self.respond(id, Response::End);
+    }
+
+    fn network_error(&mut self, id: RequestId, message: &str) {
+        self.clock();
+        self.exec.failed(id, CoreError::Network(message.to_owned()));
+    }
+
+    fn timeout(&mut self) {
+        self.clock();
+        self.exec.timeout();
+    }
+
+    fn lifecycle_event(&mut self, event: Lifecycle) {
+        self.clock();
+        self.exec.lifecycle(event);
+    }
+
+    /// Hands what the client asked for to the server; checks persisted
+    /// values and the invariants; reads a page that arrived early when the
+    /// executor asks to, as the browser's microtask does.
     pub fn pump(&mut self) {
-        while let Some(a) = self.client.poll_action() {
-            if let Action::OpenStream { path_and_query, .. }
-            | Action::Fetch { path_and_query, .. } = &a
-            {
-                self.requested.push(path_and_query.clone());
+        loop {
+            for a in self.io.take() {
+                if let Action::OpenStream { path_and_query, .. }
+                | Action::Fetch { path_and_query, .. } = &a
+                {
+                    self.requested.push(path_and_query.clone());
+                }
+                if let Action::Persist(bytes) = &a {
+                    self.check_restored(bytes);
+                    self.stored = Some(bytes.clone());
+                }
+                self.server.on_action(&a);
             }
-            if let Action::Persist(bytes) = &a {
-                self.check_restored(bytes);
-                self.stored = Some(bytes.clone());
+            self.max_fetches_in_flight = self
+                .max_fetches_in_flight
+                .max(self.server.pending_fetches.len());
+            self.check();
+            let waiting = std::mem::take(&mut self.io.outbox.borrow_mut().read_waiting_page);
+            if !waiting {
+                break;
             }
-            self.server.on_action(&a);
-        }
-        self.max_fetches_in_flight = self
-            .max_fetches_in_flight
-            .max(self.server.pending_fetches.len());
-        while let Some(n) = self.client.poll_notice() {
-            self.notices.push(n);
-        }
-        while self.client.poll_view_change().is_some() {}
-        self.check();
-        // Like the driver: a page that arrived early is read after the
-        // actions above were performed.
-        if self.client.has_waiting_page() {
-            self.client.handle_waiting_page(self.now);
-            self.pump();
+            self.clock();
+            self.exec.read_waiting_page();
         }
     }
 
@@ -286,8 +385,8 @@ impl Sim {
 
     /// Invariants after every input.
     fn check(&mut self) {
-        let cursor = self.client.cursor();
-        let epoch = self.client.epoch().unwrap_or("").to_owned();
+        let cursor = self.cursor();
+        let epoch = self.epoch().unwrap_or_default();
         if epoch == self.last.0 {
             assert!(
                 cursor >= self.last.1,
@@ -299,7 +398,7 @@ impl Sim {
             let log = &self.server.logs[&epoch];
             assert!(cursor as usize <= log.len(), "cursor beyond the log");
             let want = fold(&epoch, &log[..cursor as usize]);
-            let got = self.client.transcript().unwrap();
+            let got = self.transcript();
             assert_eq!(got.items, want.items, "transcript at cursor {cursor}");
             assert!(transcript_eq(&got, &want), "prompts at cursor {cursor}");
         }
@@ -321,16 +420,12 @@ impl Sim {
         let chunk = s.buf[s.sent..end].to_vec();
         s.sent = end;
         let complete = s.complete_upto(end);
-        let (before_epoch, before) = (self.client.epoch().map(str::to_owned), self.client.cursor());
-        self.client.handle_stream_bytes(
-            replay_client::core::machine::RequestId(id),
-            &chunk,
-            self.now,
-        );
+        let (before_epoch, before) = (self.epoch(), self.cursor());
+        self.respond(RequestId(id), Response::Body(&chunk));
         // The cursor moves only on complete durable frames of this stream or
         // on pages; never on a partial frame.
-        let after = self.client.cursor();
-        if self.client.epoch().map(str::to_owned) == before_epoch && after > before {
+        let after = self.cursor();
+        if self.epoch() == before_epoch && after > before {
             assert!(
                 after <= complete.max(before),
                 "cursor {after} moved past complete frames {complete}"
@@ -345,27 +440,13 @@ impl Sim {
             return false;
         }
         let (id, after) = self.server.pending_opens.remove(0);
-        let now = self.now;
+        let error = |code| super::events::error_body(code);
         if allow_faults && self.faults.http_errors && self.c.chance(12) {
             match self.c.pick(4) {
-                0 => self.client.handle_http_error(id, 503, Some("0"), b"", now),
-                1 => self
-                    .client
-                    .handle_stream_opened(id, 200, Some("text/html"), None, now),
-                2 => self.client.handle_http_error(
-                    id,
-                    429,
-                    None,
-                    &super::events::error_body("rate"),
-                    now,
-                ),
-                _ => self.client.handle_http_error(
-                    id,
-                    400,
-                    None,
-                    &super::events::error_body("invalid_cursor"),
-                    now,
-                ),
+                0 => self.answer(id, 503, Some("0"), b""),
+                1 => self.opened(id, 200, "text/html"),
+                2 => self.answer(id, 429, None, &error("rate")),
+                _ => self.answer(id, 400, None, &error("invalid_cursor")),
             }
         } else if allow_faults
             && self.faults.http_errors
@@ -373,13 +454,7 @@ impl Sim {
             && self.c.chance(3)
         {
             self.unauthorized_used = true;
-            self.client.handle_http_error(
-                id,
-                401,
-                None,
-                &super::events::error_body("unauthorized"),
-                now,
-            );
+            self.answer(id, 401, None, &error("unauthorized"));
         } else {
             let overlap = if allow_faults && self.c.chance(20) {
                 self.c.pick(4) as u64
@@ -387,20 +462,8 @@ impl Sim {
                 0
             };
             match self.server.accept_open(id, after, overlap) {
-                Ok(()) => self.client.handle_stream_opened(
-                    id,
-                    200,
-                    Some("text/event-stream; charset=utf-8"),
-                    None,
-                    now,
-                ),
-                Err((status, code)) => self.client.handle_http_error(
-                    id,
-                    status,
-                    None,
-                    &super::events::error_body(code),
-                    now,
-                ),
+                Ok(()) => self.opened(id, 200, "text/event-stream; charset=utf-8"),
+                Err((status, code)) => self.answer(id, status, None, &error(code)),
             }
         }
         self.pump();
@@ -419,32 +482,18 @@ impl Sim {
             0
         };
         let (id, kind, path) = self.server.pending_fetches.remove(i);
-        let now = self.now;
         if allow_faults && self.faults.http_errors && self.c.chance(10) {
             match self.c.pick(3) {
-                0 => self.client.handle_http_error(id, 500, None, b"oops", now),
-                1 => self.client.handle_network_error(id, "reset", now),
-                _ => self.client.handle_http_error(
-                    id,
-                    409,
-                    None,
-                    &super::events::error_body("cursor_ahead"),
-                    now,
-                ),
+                0 => self.answer(id, 500, None, b"oops"),
+                1 => self.network_error(id, "reset"),
+                _ => self.answer(id, 409, None, &super::events::error_body("cursor_ahead")),
             }
         } else {
             match self.server.answer_fetch(kind, &path) {
-                Ok(body) => match kind {
-                    FetchKind::Replay => self.client.handle_replay_page(id, &body, now),
-                    FetchKind::Events => self.client.handle_event_page(id, &body, now),
-                },
-                Err((status, code)) => self.client.handle_http_error(
-                    id,
-                    status,
-                    None,
-                    &super::events::error_body(code),
-                    now,
-                ),
+                Ok(body) => self.answer(id, 200, None, &body),
+                Err((status, code)) => {
+                    self.answer(id, status, None, &super::events::error_body(code))
+                }
             }
         }
         self.pump();
@@ -466,9 +515,7 @@ impl Sim {
     /// A restarted server's connections die: the client sees a network error.
     fn notify_cut(&mut self, cut: Vec<u64>) {
         for id in cut {
-            let rid = replay_client::core::machine::RequestId(id);
-            self.client
-                .handle_network_error(rid, "server restarted", self.now);
+            self.network_error(RequestId(id), "server restarted");
             self.pump();
         }
     }
@@ -482,54 +529,62 @@ impl Sim {
             // Half-open: the client is not told; only its stall watchdog can notice.
             return;
         }
-        let rid = replay_client::core::machine::RequestId(id);
         if self.c.chance(50) {
-            self.client.handle_stream_end(rid, self.now);
+            self.respond(RequestId(id), Response::End);
         } else {
-            self.client.handle_network_error(rid, "cut", self.now);
+            self.network_error(RequestId(id), "cut");
         }
         self.pump();
     }
 
     fn tick(&mut self) {
-        if let Some(t) = self.client.poll_timeout() {
-            self.now = self.now.max(t);
-        } else {
-            self.now += 1000;
+        // The deadline the executor armed the platform's timer at.
+        let armed = self.io.outbox.borrow().timer;
+        assert_eq!(
+            armed,
+            self.exec.with_machine(Machine::poll_timeout),
+            "the timer is armed at the machine's deadline"
+        );
+        match armed {
+            Some(t) => self.now = self.now.max(t),
+            None => self.now += 1000,
         }
-        self.client.handle_timeout(self.now);
+        self.timeout();
         self.pump();
     }
 
     fn reload(&mut self) {
         self.server.forget_requests();
-        self.client = Machine::new(self.cfg.clone(), self.stored.as_deref(), self.now);
+        // The page is gone: its platform and requests with it (nothing it
+        // asked for reaches the server any more).
+        let (exec, io) = start(&self.cfg, self.stored.as_deref(), self.now, &self.notified);
+        self.exec = exec;
+        self.io = io;
         self.unauthorized_used = false;
         self.last = (String::new(), 0);
         self.pump();
     }
 
     fn lifecycle(&mut self) {
-        let now = self.now;
         match self.c.pick(3) {
             0 => {
-                self.client.handle_lifecycle(Lifecycle::Offline, now);
+                self.lifecycle_event(Lifecycle::Offline);
                 self.pump();
                 self.server.forget_requests();
-                self.client.handle_lifecycle(Lifecycle::Online, now + 1);
+                self.now += 1;
+                self.lifecycle_event(Lifecycle::Online);
             }
             1 => {
-                self.client.handle_lifecycle(Lifecycle::PageHide, now);
+                self.lifecycle_event(Lifecycle::PageHide);
                 self.pump();
                 self.server.forget_requests();
-                self.client
-                    .handle_lifecycle(Lifecycle::PageShow { persisted: true }, now + 1);
+                self.now += 1;
+                self.lifecycle_event(Lifecycle::PageShow { persisted: true });
             }
             _ => {
-                self.client.handle_lifecycle(Lifecycle::Hidden, now);
-                self.client
-                    .handle_lifecycle(Lifecycle::Visible, now + 20_000);
+                self.lifecycle_event(Lifecycle::Hidden);
                 self.now += 20_000;
+                self.lifecycle_event(Lifecycle::Visible);
             }
         }
         self.pump();
@@ -589,9 +644,12 @@ impl Sim {
 
     /// Closing during restore dispatches nothing afterwards.
     pub fn close_now(&mut self) {
-        self.client.close(self.now);
+        self.pump();
+        self.clock();
+        let told = self.notified.get();
+        self.exec.close();
         let mut persisted = 0;
-        while let Some(a) = self.client.poll_action() {
+        for a in self.io.take() {
             match a {
                 Action::Abort { .. } => {}
                 Action::Persist(b) => {
@@ -602,13 +660,26 @@ impl Sim {
             }
         }
         assert!(persisted <= 1);
-        assert_eq!(self.client.poll_notice(), None);
-        assert_eq!(self.client.poll_view_change(), None);
-        self.client.handle_timeout(self.now + 100_000);
-        self.client.handle_lifecycle(Lifecycle::Online, self.now);
-        assert_eq!(self.client.poll_action(), None);
-        assert_eq!(self.client.poll_timeout(), None);
-        assert_eq!(self.client.status().state, State::Stopped);
+        self.exec.with_machine_mut(|m| {
+            assert_eq!(m.poll_notice(), None);
+            assert_eq!(m.poll_view_change(), None);
+            m.handle_timeout(self.now + 100_000);
+            m.handle_lifecycle(Lifecycle::Online, self.now);
+            assert_eq!(m.poll_action(), None);
+            assert_eq!(m.poll_timeout(), None);
+            assert_eq!(m.poll_pace(self.now), None);
+            assert_eq!(m.status().state, State::Stopped);
+        });
+        // Inputs after close are carried out by nobody.
+        self.now += 100_000;
+        self.timeout();
+        self.lifecycle_event(Lifecycle::Online);
+        assert!(self.io.take().is_empty(), "the executor acted after close");
+        assert_eq!(
+            self.notified.get(),
+            told,
+            "a subscriber was called after close"
+        );
         self.closed = true;
     }
 
@@ -626,9 +697,9 @@ impl Sim {
             }
             // Caught up, on a stream the server really holds.
             let caught_up = !self.server.streams.is_empty()
-                && self.client.epoch() == Some(self.server.epoch.as_str())
-                && self.client.cursor() == self.server.head()
-                && self.client.status().state == State::Live;
+                && self.epoch().as_deref() == Some(self.server.epoch.as_str())
+                && self.cursor() == self.server.head()
+                && self.status().state == State::Live;
             if caught_up {
                 break;
             }
@@ -637,32 +708,44 @@ impl Sim {
             // silent gap must be found through the heartbeat, not a reconnect).
             self.server.step(Step::Heartbeat);
             self.now += 1000;
-            self.client.handle_timeout(self.now);
+            self.timeout();
             self.pump();
         }
-        let state = self.client.status();
+        let state = self.status();
+        let notices = self.exec.with_machine(|m| {
+            let n = m.recent_notices();
+            n.iter().rev().take(5).cloned().collect::<Vec<_>>()
+        });
         assert_eq!(
             state.state,
             State::Live,
-            "did not settle: {state:?}, notices {:?}",
-            self.notices.iter().rev().take(5).collect::<Vec<_>>()
+            "did not settle: {state:?}, notices {notices:?}"
         );
-        assert_eq!(self.client.epoch(), Some(self.server.epoch.as_str()));
-        assert_eq!(self.client.cursor(), self.server.head());
+        assert_eq!(self.epoch().as_deref(), Some(self.server.epoch.as_str()));
+        assert_eq!(self.cursor(), self.server.head());
+        // The subscribers are told through the executor, by a timer at once
+        // here (no frames in this platform): the one armed goes off.
+        if self.io.outbox.borrow().timer.is_some_and(|t| t <= self.now) {
+            self.timeout();
+            self.pump();
+        }
+        assert!(self.notified.get() > 0, "no subscriber call");
         let want = fold(&self.server.epoch, self.server.log());
-        let got = self.client.transcript().unwrap();
+        let got = self.transcript();
         assert!(
             transcript_eq(&got, &want),
             "final transcript differs:\n{got:#?}\nvs\n{want:#?}"
         );
         assert_eq!(got.tasks, self.server.tasks, "tasks snapshot lost");
-        if let (Some(live), View::Session(v)) = (&self.server.live, self.client.view()) {
-            if let Some(o) = v
-                .overlay()
-                .filter(|o| !o.stale && o.message_id == live.message_id)
-            {
-                assert_eq!(o.text, live.text, "overlay text");
+        self.exec.with_machine(|m| {
+            if let (Some(live), View::Session(v)) = (&self.server.live, m.view()) {
+                if let Some(o) = v
+                    .overlay()
+                    .filter(|o| !o.stale && o.message_id == live.message_id)
+                {
+                    assert_eq!(o.text, live.text, "overlay text");
+                }
             }
-        }
+        });
     }
 }

@@ -7,8 +7,10 @@
 //! dates), then drains its outputs in this order:
 //! [`poll_action`](Machine::poll_action) until `None`,
 //! [`poll_notice`](Machine::poll_notice), [`poll_view_change`](Machine::poll_view_change),
-//! and finally arms one timer at [`poll_timeout`](Machine::poll_timeout) that
-//! calls [`handle_timeout`](Machine::handle_timeout).
+//! [`poll_pace`](Machine::poll_pace) until `None` (when to call subscribers,
+//! animation frames and held chunks: `pace.rs`), and finally arms one timer
+//! at [`poll_timeout`](Machine::poll_timeout) that calls
+//! [`handle_timeout`](Machine::handle_timeout).
 //!
 //! Every request the machine wants is an [`Action`] with a fresh
 //! [`RequestId`]; answers for ids it no longer cares about (an aborted stream,
@@ -22,6 +24,7 @@ mod error;
 mod feed;
 mod held;
 mod io;
+mod pace;
 pub(crate) mod paths;
 mod persist;
 mod prefetch;
@@ -32,7 +35,8 @@ mod writes;
 pub use answers::Response;
 pub use backoff::{parse_retry_after, Backoff, SplitMix64, MAX_RETRY_HINT_MS};
 pub use error::{CoreError, ErrorInfo};
-pub use feed::{ClientNotice, Notify, NotifyAt, NotifyPacer, NOTICE_CAPACITY};
+pub use feed::{ClientNotice, NOTICE_CAPACITY};
+pub use pace::{Frames, Notify, Pace, FRAME_WAIT_MS};
 pub use persist::{supersedes, LastApplied, Position, StoredHead, STORAGE_VERSION};
 pub use types::{
     Action, BackoffConfig, Config, Counters, FetchKind, Lifecycle, Notice, RequestId, Settings,
@@ -185,6 +189,7 @@ pub struct Machine {
     /// Notices at the back of `notices` already recorded in `feed`.
     notices_recorded: usize,
     feed: feed::Feed,
+    pacer: pace::Pacer,
     writes: writes::Writes,
     /// Answers in progress: first-byte deadlines, bodies read whole.
     answers: answers::Answers,
@@ -278,6 +283,7 @@ impl Machine {
     /// A machine with nothing loaded and nothing asked for yet.
     fn idle(config: Config, now: u64) -> Self {
         let view = View::empty(config.target.is_session(), config.log_capacity);
+        let config_notify = config.notify;
         Machine {
             parser: SseParser::with_max_event_size(config.max_event_size),
             spare: None,
@@ -326,6 +332,7 @@ impl Machine {
             storage_failed: false,
             notices_recorded: 0,
             feed: feed::Feed::default(),
+            pacer: pace::Pacer::new(config_notify),
             writes: writes::Writes::default(),
             answers: answers::Answers::default(),
         }
@@ -469,6 +476,7 @@ impl Machine {
             }
             self.write_timers(now);
             self.answer_timeouts(now);
+            self.pace_timeout(now);
             self.on_timeout(now);
             self.after_input(now);
         }
@@ -495,6 +503,7 @@ impl Machine {
         self.change = ViewChange::default();
         self.abort_all();
         self.answers.clear();
+        self.pace_clear();
         self.close_writes();
         self.flush_persist(now);
         self.closed = true;
@@ -530,6 +539,7 @@ impl Machine {
         at(self.loading);
         at(self.writes.deadline(self.cfg.fetch_timeout_ms));
         at(self.answers.deadline());
+        at(self.pace_deadline());
         if !self.halted() {
             at(self.stream_retry_at);
             at(self
@@ -559,13 +569,6 @@ impl Machine {
     /// notices. One counter for a UI's cache of the whole snapshot.
     pub fn revision(&self) -> u64 {
         self.feed.revision()
-    }
-
-    /// Whether subscribers should be told of the changes since the last
-    /// call: view changes and notices are, the error-free `connecting` and
-    /// `restoring` steps are not (a restore is one notification).
-    pub fn take_notify(&mut self) -> bool {
-        self.feed.take_notify()
     }
 
     /// The application's notices, oldest first (the last

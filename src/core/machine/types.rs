@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::ErrorInfo;
+use super::pace::Notify;
 use crate::protocol::Scope;
 
 /// What one machine follows: a scoped log, or the global list.
@@ -135,6 +136,8 @@ pub struct Config {
     pub log_capacity: usize,
     /// Seed of the jitter RNG (deterministic tests, distinct per tab).
     pub seed: u64,
+    /// When subscribers are told of changes (see [`Notify`]).
+    pub notify: Notify,
 }
 
 /// What an application chooses of a client's [`Config`] (the JS
@@ -153,6 +156,8 @@ pub struct Settings {
     pub seed: u64,
     /// Whether anything keeps the persisted value (memory storage does not).
     pub persist: bool,
+    /// When subscribers are told of changes.
+    pub notify: Notify,
 }
 
 impl Config {
@@ -164,6 +169,7 @@ impl Config {
             prefetch_depth: s.prefetch_depth,
             seed: s.seed,
             persist: s.persist,
+            notify: s.notify,
             ..Config::new(s.target)
         }
     }
@@ -203,6 +209,7 @@ impl Config {
             buffer_bytes_limit: 16 << 20,
             log_capacity: 1_000,
             seed: 0x5eed,
+            notify: Notify::Frame,
         }
     }
 

@@ -1,5 +1,5 @@
 //! The application's side of a write: a callback per [`WriteId`] that the
-//! driver calls with the machine's [`WriteDone`]. The JS API settles a
+//! executor calls with the machine's [`WriteDone`]. The JS API settles a
 //! Promise from it, the Rust API a [`WriteFuture`]: no Rust future runs
 //! for a write made from JS.
 

@@ -1,0 +1,30 @@
+//! A default the JS page halves need without the wasm is the core's own:
+//! `CONNECT_TIMEOUT_MS` in `pkg-template/messages.js` (the one JS statement
+//! of it) equals `Config::DEFAULT_CONNECT_TIMEOUT_MS`.
+
+use replay_client::core::machine::Config;
+
+#[test]
+fn the_page_halves_wait_as_long_as_the_core_connect_timeout() {
+    let js = include_str!("../pkg-template/messages.js");
+    let line = js
+        .lines()
+        .find(|l| l.starts_with("export const CONNECT_TIMEOUT_MS = "))
+        .expect("messages.js exports CONNECT_TIMEOUT_MS");
+    let value: u64 = line
+        .trim_start_matches("export const CONNECT_TIMEOUT_MS = ")
+        .trim_end_matches(';')
+        .replace('_', "")
+        .parse()
+        .expect("a number");
+    assert_eq!(value, Config::DEFAULT_CONNECT_TIMEOUT_MS);
+    for half in [
+        include_str!("../pkg-template/worker-client.js"),
+        include_str!("../pkg-template/shared-client.js"),
+    ] {
+        assert!(
+            !half.contains("10_000") && half.contains("CONNECT_TIMEOUT_MS"),
+            "a page half states the default itself"
+        );
+    }
+}
