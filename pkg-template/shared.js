@@ -1,8 +1,8 @@
 // The shared host: a SharedWorker that runs every tab's client, so that a
-// browser holds one stream per followed scope however many tabs show it
-// (and, once the executor drives the core's `share` hub, one multiplexed
-// stream per runtime). Tabs run the page half (`shared-client.js`, no wasm)
-// and talk to it in the one schema of `messages.d.ts`.
+// browser holds one multiplexed stream per runtime however many tabs and
+// scopes it shows (clients connected with `multiplex`). Tabs run the page half
+// (`shared-client.js`, no wasm) and talk to it in the one schema of
+// `messages.d.ts`.
 //
 // Who goes away, and how each side learns it (docs/architecture.md):
 // - a tab: it holds a Web Lock of its own name while it wants its client;
@@ -35,17 +35,17 @@ function scopeKey({ baseUrl, sessionId, scope, scopeId }) {
 }
 
 /**
- * One followed scope: today a `ReplayClient` of its own (one stream per
- * scope). The multiplexed stream replaces only this: every scope of a base
- * URL then goes through one hub, with the same five methods.
+ * One followed scope: a `ReplayClient` whose live stream rides the worker's
+ * one multiplexed stream for its base URL (`multiplex`); its pages and
+ * writes are its own requests.
  */
 function follow(options) {
-  // A SharedWorker runs no animation frames: "frame" pacing would fall back
-  // to a 0 ms timer, a post to every tab per stream chunk (measured: ~1
+  // A SharedWorker runs no animation frames: "frame" pacing would tell the
+  // tabs at a 0 ms timer, a post to every tab per stream chunk (measured: ~1
   // notification per event, docs/benchmarks.md "Issue 24"). Paced by time
   // instead, at most once per frame's worth, unless the tab chose.
   const notify = options.notify ?? (typeof requestAnimationFrame === "function" ? "frame" : FRAME_MS);
-  const client = replay.ReplayClient.connect({ ...options, notify });
+  const client = replay.ReplayClient.connect({ ...options, notify, multiplex: true });
   return {
     view: () => client.view(),
     diagnostics: () => client.diagnostics(),

@@ -203,6 +203,14 @@ impl SseParser {
     /// otherwise: 8.3 % of the client's instructions per streamed event,
     /// `docs/benchmarks.md`).
     pub fn push_borrowed(&mut self, chunk: &[u8], out: &mut impl FnMut(SseItem<SseEventRef<'_>>)) {
+        self.push_dyn(chunk, out);
+    }
+
+    /// The parser itself, compiled once for every caller (the machine's
+    /// stream and the multiplexed one's hub), not once per closure type: a
+    /// call through `dyn` per event costs nothing beside reading it, and a
+    /// second copy was ~1.8 KB of the browser package (docs/size.md).
+    fn push_dyn(&mut self, chunk: &[u8], out: &mut dyn FnMut(SseItem<SseEventRef<'_>>)) {
         let mut chunk = chunk;
         if let Some(matched) = self.bom_matched {
             let mut m = usize::from(matched);
@@ -254,7 +262,7 @@ impl SseParser {
     }
 
     /// Splits `input` (BOM already handled) into lines.
-    fn feed(&mut self, mut input: &[u8], out: &mut impl FnMut(SseItem<SseEventRef<'_>>)) {
+    fn feed(&mut self, mut input: &[u8], out: &mut dyn FnMut(SseItem<SseEventRef<'_>>)) {
         if self.pending_cr {
             let Some(&first) = input.first() else { return };
             self.pending_cr = false;
@@ -297,7 +305,7 @@ impl SseParser {
     }
 
     /// The start or middle of a line whose end has not arrived yet.
-    fn partial_line(&mut self, bytes: &[u8], out: &mut impl FnMut(SseItem<SseEventRef<'_>>)) {
+    fn partial_line(&mut self, bytes: &[u8], out: &mut dyn FnMut(SseItem<SseEventRef<'_>>)) {
         if self.skipping {
             self.skipped_line_nonempty = true;
             return;
@@ -312,7 +320,7 @@ impl SseParser {
         self.line.extend_from_slice(bytes);
     }
 
-    fn start_skipping(&mut self, size: usize, out: &mut impl FnMut(SseItem<SseEventRef<'_>>)) {
+    fn start_skipping(&mut self, size: usize, out: &mut dyn FnMut(SseItem<SseEventRef<'_>>)) {
         self.clear_block();
         self.skipping = true;
         out(SseItem::Error(SseError::EventTooLarge {
@@ -322,7 +330,7 @@ impl SseParser {
     }
 
     /// One whole line, without its line end.
-    fn complete_line(&mut self, line: &[u8], out: &mut impl FnMut(SseItem<SseEventRef<'_>>)) {
+    fn complete_line(&mut self, line: &[u8], out: &mut dyn FnMut(SseItem<SseEventRef<'_>>)) {
         if self.skipping {
             if line.is_empty() && !self.skipped_line_nonempty {
                 self.skipping = false;
@@ -377,7 +385,7 @@ impl SseParser {
     }
 
     /// A blank line: commit the block's id, then dispatch if there is data.
-    fn dispatch(&mut self, out: &mut impl FnMut(SseItem<SseEventRef<'_>>)) {
+    fn dispatch(&mut self, out: &mut dyn FnMut(SseItem<SseEventRef<'_>>)) {
         let id_field_seen = match self.block_id.take() {
             Some(id) => {
                 self.last_event_id = id;

@@ -12,6 +12,7 @@
 //! read, released chunks), which drives again: the machine's queues keep
 //! the order.
 
+pub mod hub;
 mod io;
 mod outcomes;
 mod subscribers;

@@ -57,6 +57,13 @@ export interface ConnectOptions {
   prefetchDepth?: number;
   /** Seed of the reconnect jitter (tests); random by default. */
   seed?: number;
+  /**
+   * Receive the live events over the one multiplexed stream (protocol §4.6) this page or worker holds
+   * for `baseUrl`, shared with every client connected with `multiplex: true` (the stream is sent with
+   * the first one's `headers` and `getToken`); default false: a stream of its own. The shared host
+   * (`serveShared`) connects every tab's clients this way. `scope: "global"` keeps its own stream.
+   */
+  multiplex?: boolean;
 }
 
 /** Connection state; `failed` and `stopped` are final. */

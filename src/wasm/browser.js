@@ -48,7 +48,7 @@ export function connectOptions(o) {
   if (scope === "system") scopeId ??= "runtime";
   if (scope === "global") scopeId = undefined;
   else if (!scopeId) bad("sessionId or scopeId is required for this scope");
-  const { headers, getToken, storage, notify } = o;
+  const { headers, getToken, storage, notify, multiplex } = o;
   let pairs = [];
   if (isObject(headers)) {
     pairs = Object.entries(headers);
@@ -63,13 +63,14 @@ export function connectOptions(o) {
   if (notify !== undefined && notify !== "frame" && notify !== "sync" && !(typeof notify === "number" && notify >= 0)) {
     bad('notify must be "frame", "sync" or a number');
   }
+  if (multiplex !== undefined && typeof multiplex !== "boolean") bad("multiplex must be a boolean");
   const number = (name) => {
     const v = o[name];
     if (v !== undefined && (typeof v !== "number" || !Number.isFinite(v) || v < 0)) bad(name + " must be a number >= 0");
     return v;
   };
   return {
-    baseUrl, scope, scopeId, headers: pairs, getToken, storage, notify,
+    baseUrl, scope, scopeId, headers: pairs, getToken, storage, notify, multiplex,
     connectTimeoutMs: number("connectTimeoutMs"), prefetchDepth: number("prefetchDepth"), seed: number("seed"),
   };
 }

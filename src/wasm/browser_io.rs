@@ -4,12 +4,14 @@
 //! follows the machine's view changes. It decides nothing.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 
 use js_sys::Function;
 use wasm_bindgen::JsValue;
 
 use super::frames;
 use super::http::Http;
+use super::hub::BrowserHub;
 use super::js;
 use super::lifecycle::Listeners;
 use super::requests::{self, Req};
@@ -47,6 +49,8 @@ pub struct BrowserIo {
     target: Target,
     /// The JS snapshot of a `ReplayClient` (Rust clients read the core view).
     js_view: RefCell<Option<ViewCache>>,
+    /// The hub serving this client's live stream, and its key there.
+    shared: RefCell<Option<(Rc<BrowserHub>, u64)>>,
 }
 
 impl BrowserIo {
@@ -66,7 +70,13 @@ impl BrowserIo {
             callbacks,
             target,
             js_view: RefCell::new(with_js_view.then(ViewCache::default)),
+            shared: RefCell::new(None),
         }
+    }
+
+    /// The live stream comes from `hub` (this client is `key` there).
+    pub fn share(&self, hub: Rc<BrowserHub>, key: u64) {
+        *self.shared.borrow_mut() = Some((hub, key));
     }
 
     /// Keeps the page lifecycle listeners until close.
@@ -109,7 +119,13 @@ impl Io for BrowserIo {
     }
 
     fn start(&self, request: &Action) -> Option<Req> {
-        requests::start(&self.http, request)
+        let shared = self.shared.borrow().clone();
+        if let Some((hub, key)) = shared {
+            if let Some(stream) = hub.open(key, &self.target, request) {
+                return Some(Req::Shared(stream));
+            }
+        }
+        requests::start(&self.http, request).map(Req::Http)
     }
 
     fn refresh_credentials(&self) {
@@ -185,5 +201,17 @@ impl Io for BrowserIo {
         self.timer.borrow_mut().clear();
         let listeners = self.listeners.borrow_mut().take();
         drop(listeners);
+        let shared = self.shared.borrow_mut().take();
+        if let Some((hub, key)) = shared {
+            hub.detach(key);
+        }
+    }
+}
+
+impl Drop for BrowserIo {
+    fn drop(&mut self) {
+        if let Some((hub, key)) = self.shared.get_mut().take() {
+            hub.detach(key);
+        }
     }
 }

@@ -5,28 +5,23 @@
 
 use std::rc::{Rc, Weak};
 
-use js_sys::{Array, Function};
+use js_sys::Function;
 use wasm_bindgen::prelude::*;
 
 use super::browser_io::{BrowserIo, Callbacks};
 use super::frames;
-use super::http::{Http, Reports};
+use super::http::Http;
+use super::hub::hub_for;
 use super::js;
 use super::lifecycle;
 use super::options::Options;
+use super::reports::{function, reports, Reported};
 use super::storage::{storage_key, Store};
-use crate::core::machine::{
-    Config, CoreError, Lifecycle, Machine, RequestId, Response, Settings, Target,
-};
+use crate::core::machine::{Config, Lifecycle, Machine, RequestId, Response, Settings, Target};
 use crate::exec::Executor;
 
 /// One browser client.
 pub type Driver = Executor<BrowserIo>;
-
-/// A closure handed to JS for good (it holds the driver weakly).
-fn function<F: ?Sized + wasm_bindgen::closure::WasmClosure>(f: Closure<F>) -> Function {
-    f.into_js_value().unchecked_into()
-}
 
 /// A JS function calling `f` on the driver while it exists.
 fn call_back(weak: &Weak<Driver>, f: fn(&Rc<Driver>)) -> Function {
@@ -63,61 +58,17 @@ fn callbacks(weak: &Weak<Driver>) -> Callbacks {
     }
 }
 
-/// The JS functions through which `browser.js` reports on this client's
-/// requests, made once per client (not a future and two closures per
-/// request). They hold the driver weakly: a report after it is gone is
-/// dropped.
-fn reports(weak: &Weak<Driver>) -> Reports {
-    let w = weak.clone();
-    let opened = move |id: f64, status: u16, ct: Option<String>, retry_after: Option<String>| {
-        let head = Response::Head {
-            status,
-            content_type: ct.as_deref(),
-            retry_after: retry_after.as_deref(),
-        };
-        w.upgrade()
-            .is_some_and(|d| d.response(RequestId(id as u64), head))
-    };
-    let w = weak.clone();
-    // `chunks`: the body's chunks since the last delivery, read as one
-    // (each copied once, straight into wasm memory).
-    let chunk = move |id: f64, chunks: Array| {
-        let bytes = js::concat(&chunks);
-        w.upgrade()
-            .is_some_and(|d| d.response(RequestId(id as u64), Response::Body(&bytes)))
-    };
-    let w = weak.clone();
-    // `ended`: the body's end (false: stopped, nothing to report).
-    let settled = move |id: f64, ended: bool| {
-        if let Some(d) = w.upgrade() {
-            let id = RequestId(id as u64);
-            if ended {
-                d.response(id, Response::End);
-            } else {
-                d.stopped(id);
-            }
-        }
-    };
-    let w = weak.clone();
-    let failed = move |id: f64, kind: String, message: String| {
-        if let Some(d) = w.upgrade() {
-            let error = CoreError::from(Http::failure(&kind, message));
-            d.failed(RequestId(id as u64), error);
-        }
-    };
-    let w = weak.clone();
-    let held = move |_id: f64| {
-        if let Some(d) = w.upgrade() {
-            d.chunks_held();
-        }
-    };
-    type Opened = dyn FnMut(f64, u16, Option<String>, Option<String>) -> bool;
-    Reports {
-        opened: function(Closure::<Opened>::new(opened)),
-        chunk: function(Closure::<dyn FnMut(f64, Array) -> bool>::new(chunk)),
-        settled: function(Closure::<dyn FnMut(f64, bool)>::new(settled)),
-        failed: function(Closure::<dyn FnMut(f64, String, String)>::new(failed)),
-        held: function(Closure::<dyn FnMut(f64)>::new(held)),
+impl Reported for Driver {
+    fn respond(self: Rc<Self>, id: RequestId, response: Response<'_>) -> bool {
+        self.response(id, response)
+    }
+
+    fn stopped(self: Rc<Self>, id: RequestId) {
+        Executor::stopped(&self, id);
+    }
+
+    fn chunks_held(self: Rc<Self>) {
+        Executor::chunks_held(&self);
     }
 }
 
@@ -125,7 +76,8 @@ impl Executor<BrowserIo> {
     /// Creates the client and starts it: the machine first asks for the
     /// stored value (read at once from a synchronous storage). `get_token`
     /// is the JS function awaited before every request, or null
-    /// (`o.get_token` is not read).
+    /// (`o.get_token` is not read). With `o.multiplex`, the live stream is
+    /// the context's multiplexed one (`hub.rs`).
     pub fn connect(o: Options, get_token: &JsValue, with_js_view: bool) -> Rc<Driver> {
         let now = js::now();
         let key = storage_key(&o.base_url, &o.target);
@@ -142,8 +94,14 @@ impl Executor<BrowserIo> {
             notify: o.notify,
         });
         let driver = Executor::new(Machine::load(config, now), |weak| {
-            let http = Http::new(&o, get_token, reports(weak));
-            BrowserIo::new(http, store, callbacks(weak), o.target.clone(), with_js_view)
+            let http = Http::new(&o, get_token, reports(weak.clone()));
+            let io = BrowserIo::new(http, store, callbacks(weak), o.target.clone(), with_js_view);
+            if o.multiplex {
+                let hub = hub_for(&o, get_token);
+                let key = hub.attach(weak);
+                io.share(hub, key);
+            }
+            io
         });
         driver.frames(frames::now());
         let weak = Rc::downgrade(&driver);

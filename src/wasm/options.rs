@@ -68,6 +68,11 @@ pub struct Options {
     pub prefetch_depth: u8,
     /// Seed of the reconnect jitter; random when `None`.
     pub seed: Option<u64>,
+    /// The live stream comes over the one multiplexed stream (PROTOCOL
+    /// §4.6) this context holds for the base URL, shared with every other
+    /// client connected so (the stream is sent with the first one's
+    /// headers and token). The global list keeps a stream of its own.
+    pub multiplex: bool,
 }
 
 impl Options {
@@ -88,6 +93,7 @@ impl Options {
             connect_timeout_ms: Config::DEFAULT_CONNECT_TIMEOUT_MS as u32,
             prefetch_depth: Config::DEFAULT_PREFETCH_DEPTH,
             seed: None,
+            multiplex: false,
         }
     }
 
@@ -153,6 +159,7 @@ impl Options {
             opts.prefetch_depth = n.min(8.0) as u8;
         }
         opts.seed = js::get(&o, "seed").as_f64().map(|s| s as u64);
+        opts.multiplex = js::get(&o, "multiplex").is_truthy();
         Ok((opts, get_token))
     }
 }

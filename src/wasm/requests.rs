@@ -1,30 +1,39 @@
 //! The machine's requests, carried out: the live stream, JSON pages and
 //! writes alike. A request is started and then forgotten until `browser.js`
-//! reports on it by id; the driver delivers each fact of the answer (head,
-//! body chunks, end, failure) to the machine's one response handler, which
-//! decides what it is.
+//! reports on it by id; the executor delivers each fact of the answer
+//! (head, body chunks, end, failure) to the machine's one response handler,
+//! which decides what it is. A client attached to a hub (`hub.rs`) gets its
+//! scoped stream from the hub's multiplexed connection instead.
 
 use web_sys::AbortController;
 
 use super::http::{Http, Request};
+use super::hub::BrowserMux;
 use crate::core::machine::{Action, RequestId};
+use crate::exec::hub::VirtualStream;
 
-/// An in-flight request; dropping it aborts the fetch (a no-op once answered).
-pub struct Req {
-    /// The machine's id for it.
-    pub id: RequestId,
+/// A `fetch` in flight; dropping it aborts it (a no-op once answered).
+pub struct Fetch {
     ctl: AbortController,
 }
 
-impl Drop for Req {
+impl Drop for Fetch {
     fn drop(&mut self) {
         self.ctl.abort();
     }
 }
 
+/// A request in flight; dropping it aborts it.
+pub enum Req {
+    /// Its own `fetch`.
+    Http(Fetch),
+    /// A stream served by a hub's multiplexed connection.
+    Shared(VirtualStream<BrowserMux>),
+}
+
 /// Starts the request an `OpenStream`, `Fetch` or `Post` asks for; other
 /// actions are not requests.
-pub fn start(http: &Http, action: &Action) -> Option<Req> {
+pub fn start(http: &Http, action: &Action) -> Option<Fetch> {
     let json = "application/json";
     let (id, request) = match action {
         Action::OpenStream {
@@ -56,6 +65,12 @@ pub fn start(http: &Http, action: &Action) -> Option<Req> {
         }
         _ => return None,
     };
-    let ctl = http.start(id, request);
-    Some(Req { id, ctl })
+    Some(fetch(http, id, request))
+}
+
+/// Starts request `id`.
+pub fn fetch(http: &Http, id: RequestId, request: Request<'_>) -> Fetch {
+    Fetch {
+        ctl: http.start(id, request),
+    }
 }

@@ -11,7 +11,11 @@ import { api as call, launchChromium, openPage, until } from "./support.mjs";
 
 const url = process.env.E2E_URL;
 const api = (method, path, body) => call(url, method, path, body);
-const streams = async () => (await api("GET", "/v1/diagnostics")).streams;
+// The server's open event streams (SSE bodies, scoped or multiplexed), and
+// the scopes they carry (`streams` of its diagnostics counts those).
+const comms = () => api("GET", "/v1/diagnostics/comms");
+const streams = async () => (await comms()).streams_open;
+const scopesFollowed = async () => (await comms()).streams;
 const newSession = async (title) => (await api("POST", "/v1/sessions", { title })).session_id;
 
 let browser;
@@ -65,7 +69,8 @@ const allLive = (tabs) =>
   });
 
 // Streams of earlier tests (and files) ended: counts below are this test's.
-const noStreams = () => until("no stream open at the server", async () => (await streams()) === 0);
+const noStreams = () =>
+  until("no stream open at the server", async () => (await streams()) === 0 && (await scopesFollowed()) === 0);
 
 const closeAll = async (tabs) => {
   for (const tab of tabs) if (!tab.isClosed()) await tab.close();
@@ -133,21 +138,23 @@ test("9 tabs closed and one crashed: within 2 s the worker follows only what the
   const others = [await newSession("shared a"), await newSession("shared b")];
   const crashed = await newSession("shared crashed");
   // Tab 0 keeps `keep`; tabs 1-9 follow a and b; tab 10 alone follows
-  // `crashed`. Four streams: over HTTP/1.1 the browser has ~6 connections
-  // for this origin, pages included, until the multiplexed stream lands.
+  // `crashed`. One stream carrying four scopes.
   const sessionOf = (i) => (i === 0 ? keep : i === 10 ? crashed : others[i % 2]);
   const tabs = await openTabs(11, (i) => ({ sessionId: sessionOf(i) }));
   await allLive(tabs);
-  await until("four streams, one per session", async () => (await streams()) === 4);
+  await until("one stream carrying four scopes", async () => (await streams()) === 1 && (await scopesFollowed()) === 4);
 
   for (const tab of tabs.slice(1, 10)) await tab.close();
   // A renderer that dies says nothing: only its Web Lock going tells the worker.
   const cdp = await context.newCDPSession(tabs[10]);
   cdp.send("Page.crash").catch(() => {});
-  await until("the worker to follow only the remaining tab's session", async () => (await streams()) === 1, {
-    timeoutMs: 2_000,
-    describe: async () => `: ${await streams()} streams open`,
-  });
+  // A scope whose last client closed leaves the connection at once (no
+  // linger): the hub opens the new set, then closes the old (§4.6).
+  await until(
+    "the worker's stream to follow only the remaining tab's session",
+    async () => (await streams()) === 1 && (await scopesFollowed()) === 1,
+    { timeoutMs: 2_000, describe: async () => `: ${await streams()} streams, ${await scopesFollowed()} scopes` },
+  );
   assert.equal((await tabs[0].evaluate(() => window.t.state().host)).attached, 1);
   // The remaining tab still follows.
   await api("POST", `/v1/sessions/${keep}/messages`, { message_id: "m_keep", text: "/tool still here" });
@@ -358,19 +365,17 @@ test("ten tabs of the demo page (default mode) over HTTP/1.1: all show the reply
   assert.deepEqual(pageErrors, []);
 });
 
-test(
-  "10 tabs of 10 sessions: every tab shows its reply over one stream at the server",
-  { skip: "needs the multiplexed stream (one §4.6 stream per base URL), which lands with the executor of issue 23" },
-  async () => {
-    await noStreams();
-    const sessions = [];
-    for (let i = 0; i < 10; i++) sessions.push(await newSession(`shared mux ${i}`));
-    const tabs = await openTabs(10, (i) => ({ sessionId: sessions[i] }));
-    await allLive(tabs);
-    for (const [i, tab] of tabs.entries()) await tab.evaluate((i) => window.t.client.send(`/tool tab ${i}`), i);
-    await converged(tabs, (i) => sessions[i]);
-    assert.equal(await streams(), 1, "one multiplexed stream for ten sessions");
-    await closeAll(tabs);
-    assert.deepEqual(pageErrors, []);
-  },
-);
+test("10 tabs of 10 sessions: every tab shows its reply over one stream at the server", async () => {
+  await noStreams();
+  const sessions = [];
+  for (let i = 0; i < 10; i++) sessions.push(await newSession(`shared mux ${i}`));
+  const tabs = await openTabs(10, (i) => ({ sessionId: sessions[i] }));
+  await allLive(tabs);
+  for (const [i, tab] of tabs.entries()) await tab.evaluate((i) => window.t.client.send(`/tool tab ${i}`), i);
+  await converged(tabs, (i) => sessions[i]);
+  assert.equal(await streams(), 1, "one multiplexed stream for ten sessions");
+  assert.equal(await scopesFollowed(), 10, "carrying the ten sessions");
+  await closeAll(tabs);
+  await noStreams();
+  assert.deepEqual(pageErrors, []);
+});

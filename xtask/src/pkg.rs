@@ -76,12 +76,23 @@ const BUILD_ARGS: [&str; 7] = [
 ];
 
 /// The release wasm: the size build when the toolchain allows it (needs the
-/// rust-src component), else a plain stable release build.
+/// rust-src component), else a plain stable release build. std is rebuilt
+/// with `optimize_for_size` too (smaller std algorithms: 0.8 KB gz,
+/// docs/size.md, issue 24).
 /// `REPLAY_PKG_STABLE=1` forces the plain build.
 fn build_wasm() -> Result<PathBuf> {
     if std::env::var_os("REPLAY_PKG_STABLE").is_none() {
         let dir = root().join("target/size-build");
-        let args = [&BUILD_ARGS[..], &["-Z", "build-std=std,panic_abort"]].concat();
+        let args = [
+            &BUILD_ARGS[..],
+            &[
+                "-Z",
+                "build-std=std,panic_abort",
+                "-Z",
+                "build-std-features=optimize_for_size",
+            ],
+        ]
+        .concat();
         let env = [
             ("RUSTC_BOOTSTRAP", "1"),
             ("RUSTFLAGS", SIZE_RUSTFLAGS),

@@ -253,7 +253,7 @@ impl Share {
 
     /// The set may have changed: checked after a short debounce.
     pub(super) fn set_changed(&mut self, now: u64) {
-        if matches!(self.role, Role::Leader | Role::Solo) {
+        if matches!(self.acting(), Role::Leader | Role::Solo) {
             let at = now.saturating_add(SET_DEBOUNCE_MS);
             self.set_check_at = Some(self.set_check_at.map_or(at, |t| t.min(at)));
         }
@@ -280,7 +280,7 @@ impl Share {
     }
 
     pub(super) fn mux_timers(&mut self, now: u64) {
-        if !matches!(self.role, Role::Leader | Role::Solo) {
+        if !matches!(self.acting(), Role::Leader | Role::Solo) {
             return;
         }
         if let Some(m) = &self.mux {

@@ -147,6 +147,7 @@ pub struct ShareConfig {
     /// The group: base URL + share key.
     pub group: String,
     /// Share with other contexts (`share: "auto"`); off = [`Role::Solo`].
+    /// Without the crate's `group` feature a hub is solo whatever this says.
     pub shared: bool,
     /// Reconnect pacing of the multiplexed stream.
     pub backoff: BackoffConfig,
@@ -243,7 +244,7 @@ impl Share {
     /// A hub; shared ones start as followers until
     /// [`handle_became_leader`](Self::handle_became_leader).
     pub fn new(cfg: ShareConfig, now: u64) -> Self {
-        let role = if cfg.shared {
+        let role = if cfg.shared && cfg!(feature = "group") {
             Role::Follower
         } else {
             Role::Solo
@@ -277,13 +278,23 @@ impl Share {
 
     /// The current role.
     pub fn role(&self) -> Role {
-        self.role
+        self.acting()
+    }
+
+    /// The role the code acts on: without the `group` feature always
+    /// [`Role::Solo`], so the leader's and follower's paths compile away.
+    fn acting(&self) -> Role {
+        if cfg!(feature = "group") {
+            self.role
+        } else {
+            Role::Solo
+        }
     }
 
     /// Counters and shape.
     pub fn diagnostics(&self) -> ShareDiagnostics {
         let mut d = self.diag.clone();
-        d.role = Some(self.role);
+        d.role = Some(self.acting());
         d.local_streams = self.router.len();
         d.duplicates_dropped = self.router.duplicates();
         d.group_scopes = self.group_keys().len();
@@ -379,11 +390,21 @@ impl Share {
         }
     }
 
-    /// A machine went away without aborting its stream (its client
-    /// closed): its virtual streams are dropped as if it had.
+    /// A machine went away (its client closed): its virtual streams are
+    /// dropped, and a scope nobody else follows leaves the connection at
+    /// the next set change, without lingering (it will not reopen).
     pub fn handle_machine_gone(&mut self, machine: u64, now: u64) {
+        let mut changed = false;
         while let Some(id) = self.router.stream_of(machine) {
-            self.handle_abort(machine, id, now);
+            if let Some(key) = self.router.unsubscribe(machine, id) {
+                if !self.router.follows(&key) {
+                    self.idle.remove(&key);
+                }
+                changed = true;
+            }
+        }
+        if changed {
+            self.subscriptions_changed(now);
         }
     }
 
@@ -407,7 +428,7 @@ impl Share {
         for (_, since) in self.idle.iter() {
             at = min_some(at, since.map(|t| t.saturating_add(LINGER_MS)));
         }
-        if self.role == Role::Leader {
+        if self.acting() == Role::Leader {
             for r in &self.remotes {
                 at = min_some(at, Some(r.seen_at.saturating_add(SUB_EXPIRY_MS)));
             }
@@ -428,7 +449,7 @@ impl Share {
         if self.sub_refresh_at.is_some_and(|t| now >= t) {
             self.announce(now);
         }
-        if self.role == Role::Leader {
+        if self.acting() == Role::Leader {
             self.expire_remotes(now);
         }
         self.mux_timers(now);
@@ -439,10 +460,10 @@ impl Share {
         if self.closed {
             return;
         }
-        if self.role == Role::Leader {
+        if self.acting() == Role::Leader {
             self.resign(now);
         }
-        if self.role != Role::Solo {
+        if self.acting() != Role::Solo {
             self.broadcast(&Body::Bye);
         }
         self.abort_muxes();
@@ -452,7 +473,7 @@ impl Share {
     /// Local subscriptions changed: a follower tells the leader, a leader or
     /// solo hub checks its set.
     fn subscriptions_changed(&mut self, now: u64) {
-        match self.role {
+        match self.acting() {
             Role::Follower => self.announce(now),
             Role::Leader | Role::Solo => self.set_changed(now),
         }
@@ -460,7 +481,7 @@ impl Share {
 
     /// Posts a message (counted when an event; dropped when too large).
     fn broadcast(&mut self, body: &Body<'_>) {
-        if self.role == Role::Solo {
+        if self.acting() == Role::Solo {
             return;
         }
         let bytes = wire::encode(&self.cfg.group, self.cfg.context, body);
@@ -510,7 +531,7 @@ impl Share {
     fn route_event(&mut self, ev: &SseEvent, env: &Envelope, start: Option<Option<u64>>) -> bool {
         let kept = self.router.event(&ev.data, env, start, &mut self.out);
         let key = route::key_of(env.scope, &env.scope_id);
-        if kept && self.role == Role::Leader && self.remote_follows(&key) {
+        if kept && self.acting() == Role::Leader && self.remote_follows(&key) {
             self.broadcast(&Body::Event(ev.data.as_str().into()));
         }
         kept
