@@ -11,16 +11,25 @@ use wasm_bindgen::JsValue;
 
 use super::frames;
 use super::http::Http;
-use super::hub::BrowserHub;
+use super::hub::{BrowserHub, BrowserMux};
 use super::js;
 use super::lifecycle::Listeners;
-use super::requests::{self, Req};
+use super::requests::{self, Fetch};
 use super::storage::{self, Store};
 use super::timer::Timer;
 use super::view::ViewCache;
 use crate::core::fold::ViewChange;
 use crate::core::machine::{Action, Machine, Target};
+use crate::exec::hub::VirtualStream;
 use crate::exec::{Io, Loaded};
+
+/// A request in flight; dropping it aborts it.
+pub enum Req {
+    /// Its own `fetch`.
+    Http(Fetch),
+    /// A stream served by the hub's multiplexed connection.
+    Shared(VirtualStream<BrowserMux>),
+}
 
 /// The JS functions an executor's inputs are reached through, made once
 /// per client (a timer, a frame or a microtask creates no closure).

@@ -2,15 +2,14 @@
 //! writes alike. A request is started and then forgotten until `browser.js`
 //! reports on it by id; the executor delivers each fact of the answer
 //! (head, body chunks, end, failure) to the machine's one response handler,
-//! which decides what it is. A client attached to a hub (`hub.rs`) gets its
-//! scoped stream from the hub's multiplexed connection instead.
+//! which decides what it is. A client connected with `multiplex` gets its
+//! scoped stream from the hub's multiplexed connection instead (`Req` in
+//! `browser_io.rs`).
 
 use web_sys::AbortController;
 
 use super::http::{Http, Request};
-use super::hub::BrowserMux;
 use crate::core::machine::{Action, RequestId};
-use crate::exec::hub::VirtualStream;
 
 /// A `fetch` in flight; dropping it aborts it (a no-op once answered).
 pub struct Fetch {
@@ -21,14 +20,6 @@ impl Drop for Fetch {
     fn drop(&mut self) {
         self.ctl.abort();
     }
-}
-
-/// A request in flight; dropping it aborts it.
-pub enum Req {
-    /// Its own `fetch`.
-    Http(Fetch),
-    /// A stream served by a hub's multiplexed connection.
-    Shared(VirtualStream<BrowserMux>),
 }
 
 /// Starts the request an `OpenStream`, `Fetch` or `Post` asks for; other
