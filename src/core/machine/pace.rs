@@ -115,7 +115,17 @@ impl Pacer {
         }
     }
 
-    fn frames(&mut self, frames: Frames) {
+    fn frames(&mut self, frames: Frames, now: u64) {
+        if self.frames == Frames::Running && frames != Frames::Running {
+            // A frame asked for while they ran is asked for again when
+            // wanted (the executor's request replaces the old one): one
+            // already scheduled by the browser may run before the page
+            // reports it hidden.
+            self.frame_asked_at = None;
+            if frames == Frames::Paused && self.due == Some(Due::Frame) {
+                self.ask_frame(now);
+            }
+        }
         self.frames = frames;
         let hold = self.mode == Notify::Frame && frames == Frames::Running;
         if hold != self.holding {
@@ -241,9 +251,9 @@ impl Pacer {
 impl Machine {
     /// Whether frames run in the executor's context: reported at start and
     /// after every page lifecycle event.
-    pub fn handle_frames(&mut self, frames: Frames, _now: u64) {
+    pub fn handle_frames(&mut self, frames: Frames, now: u64) {
         if !self.closed {
-            self.pacer.frames(frames);
+            self.pacer.frames(frames, now);
         }
     }
 
