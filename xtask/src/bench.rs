@@ -402,6 +402,12 @@ const FIGURES: &[Figure] = &[
         target: Some((Goal::AtMost, 0.1)),
     },
     Figure {
+        name: "browser_shared_second_vs_first_tab_client",
+        unit: "x",
+        what: "the same from the client's half imported (`shared-client.js`) to the paint: what the host and the client cost each tab, without the page's own load, the same for both",
+        target: None,
+    },
+    Figure {
         name: "browser_tabs10_shared_heap_mb",
         unit: "MB",
         what: "10 tabs of the 10 000-event session through the shared host: JS heap used after a full GC (CDP `Runtime.getHeapUsage` after `HeapProfiler.collectGarbage`), summed over the 10 pages and the SharedWorker",
