@@ -17,6 +17,7 @@ mod debug_fmt;
 mod demo;
 mod names;
 mod pkg;
+mod postgres;
 mod quickstarts;
 mod server;
 mod setup;
