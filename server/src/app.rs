@@ -175,7 +175,8 @@ async fn keep_leases(app: Weak<App>, pool: deadpool_postgres::Pool, lease: Durat
         tick.tick().await;
         let Some(app) = app.upgrade() else { return };
         let owner = app.worker().boot_id.clone();
-        if let Err(e) = PgDb::renew_leases(&pool, &owner, lease).await {
+        let renew = PgDb::renew_leases(pool.clone(), owner, lease);
+        if let Err(e) = crate::store::pg::on_runtime(renew).await {
             tracing::warn!(error = %e, "renewing turn leases failed");
         }
         let reaped = tokio::task::spawn_blocking(move || recovery::reap(&app.log)).await;

@@ -122,7 +122,7 @@ impl Log {
             Arc::clone(&heads),
             epoch,
         ))?;
-        let follower = tokio::spawn(follow::follow(url.to_owned(), Arc::clone(&publisher)));
+        let follower = pg::runtime().spawn(follow::follow(url.to_owned(), Arc::clone(&publisher)));
         Ok(Log {
             db: Arc::new(Mutex::new(Db::Pg(db))),
             readers: None,
@@ -235,7 +235,7 @@ impl Log {
             let pool = cluster.pool.clone();
             // The connection is taken first: the session lock is held only
             // while the view is pinned, never while waiting for the pool.
-            let client = pool.get().await?;
+            let client = pg::on_runtime(async move { Ok(pool.get().await?) }).await?;
             return tokio::task::spawn_blocking(move || {
                 let (snap, live_turn) = match &live {
                     Some(live) => {

@@ -15,6 +15,7 @@ mod write;
 
 use std::future::Future;
 use std::str::FromStr;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -32,12 +33,35 @@ pub const CHANNEL: &str = "replay_events";
 /// reads share the rest).
 pub const POOL_SIZE: usize = 8;
 
-/// Runs `f` to completion from synchronous code on the runtime: on a worker
-/// thread, the thread's other tasks move elsewhere meanwhile. Needs the
-/// multi-threaded runtime (the server's).
+/// Threads of the Postgres runtime: the connections' I/O and the follower.
+const PG_THREADS: usize = 2;
+
+/// The runtime that drives every Postgres connection (see the module docs).
+pub fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(PG_THREADS)
+            .thread_name("replay-pg")
+            .enable_all()
+            .build()
+            .expect("the Postgres runtime starts")
+    })
+}
+
+/// Runs `f` to completion from synchronous code, on this thread, with the
+/// connections it uses driven by [`runtime`]; on a worker thread of the
+/// server's runtime, that thread's other tasks move elsewhere meanwhile
+/// (so not on a current-thread runtime).
 pub fn block<F: Future>(f: F) -> F::Output {
-    let handle = tokio::runtime::Handle::current();
-    tokio::task::block_in_place(|| handle.block_on(f))
+    tokio::task::block_in_place(|| runtime().block_on(f))
+}
+
+/// Runs `f` on [`runtime`] and waits for it asynchronously.
+pub async fn on_runtime<T: Send + 'static>(
+    f: impl Future<Output = StoreResult<T>> + Send + 'static,
+) -> StoreResult<T> {
+    runtime().spawn(f).await?
 }
 
 /// True for a `postgres://` or `postgresql://` URL.

@@ -149,7 +149,7 @@ impl PgDb {
     }
 
     /// Extends the lease of every open turn this node's boot owns.
-    pub async fn renew_leases(pool: &Pool, owner: &str, lease: Duration) -> StoreResult<u64> {
+    pub async fn renew_leases(pool: Pool, owner: String, lease: Duration) -> StoreResult<u64> {
         let c = pool.get().await?;
         Ok(c.execute(
             "UPDATE turns SET lease_until = now() + make_interval(secs => $2)
