@@ -38,11 +38,17 @@ pub struct Node {
 }
 
 impl Node {
-    /// Starts a node on `db_url` with test timings plus `extra` flags.
+    /// Starts a node on `db_url` with test timings plus `extra` flags
+    /// (`--delta-ms` there replaces the default 0).
     pub fn start(db_url: &str, extra: &[&str]) -> Node {
         let mut child = Command::new(env!("CARGO_BIN_EXE_replay-server"))
             .args(["--listen", "127.0.0.1:0", "--db", db_url, "--faults"])
-            .args(["--heartbeat-ms", "300", "--delta-ms", "0", "--seed", "7"])
+            .args(["--heartbeat-ms", "300", "--seed", "7"])
+            .args(
+                ["--delta-ms", "0"]
+                    .iter()
+                    .filter(|_| !extra.contains(&"--delta-ms")),
+            )
             // Followers that read everything must not be cut for lag.
             .args(["--subscriber-buffer", "100000"])
             .args(["--subscriber-buffer-bytes", "100000000"])
