@@ -174,8 +174,13 @@ async fn keep_leases(app: Weak<App>, pool: deadpool_postgres::Pool, lease: Durat
     loop {
         tick.tick().await;
         let Some(app) = app.upgrade() else { return };
-        let owner = app.worker().boot_id.clone();
-        let renew = PgDb::renew_leases(pool.clone(), owner, lease);
+        let worker = app.worker();
+        let renew = PgDb::renew_leases(
+            pool.clone(),
+            worker.boot_id.clone(),
+            lease,
+            worker.abandoned(),
+        );
         if let Err(e) = crate::store::pg::on_runtime(renew).await {
             tracing::warn!(error = %e, "renewing turn leases failed");
         }

@@ -21,6 +21,17 @@ fn completed(events: &[Envelope]) -> usize {
         .count()
 }
 
+fn failed(events: &[Envelope]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e.event, Event::TurnFailed(_)))
+        .count()
+}
+
+fn ended(events: &[Envelope]) -> usize {
+    completed(events) + failed(events)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_on_one_node_sees_every_event_written_through_another() {
     let Some(db) = fresh_db("follow").await else {
@@ -133,4 +144,65 @@ async fn a_thousand_concurrent_messages_over_three_nodes_fold_to_one_transcript(
             node.server.base
         );
     }
+}
+
+/// Ends every connection the nodes hold to `db` (what a Postgres restart
+/// does to them), from a connection of the test's own.
+async fn cut_connections(db: &str) {
+    let (client, conn) = tokio_postgres::connect(db, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    let cut = client
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .expect("terminate");
+    assert!(cut > 0, "the nodes had connections");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_reconnect_and_catch_up_after_losing_postgres() {
+    let Some(db) = fresh_db("cut").await else {
+        return;
+    };
+    let lease = ["--turn-lease-ms", "1500"];
+    let a = Node::start(&db, &lease);
+    let b = Node::start(&db, &lease);
+    let sid = b.server.create_session().await;
+    let mut follower = a
+        .server
+        .stream(&format!("/v1/sessions/{sid}/events?after_seq=0"), None)
+        .await;
+    let mut sent = 0;
+    for round in 0..3 {
+        cut_connections(&db).await;
+        for i in 0..5 {
+            // A write that met a dead connection is retried, as a client
+            // does; the same message_id starts one turn.
+            let path = format!("/v1/sessions/{sid}/messages");
+            let body = serde_json::json!({"message_id": format!("m{round}.{i}"), "text": "hi"});
+            let mut tries = 0;
+            loop {
+                let (status, v) = b.server.post(&path, body.clone()).await;
+                if status == 202 {
+                    break;
+                }
+                tries += 1;
+                assert!(tries < 20, "{status} {v}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            sent += 1;
+        }
+    }
+    // A turn that met a dead connection mid-way is ended by the lease
+    // (`turn.failed`); every turn ends once.
+    let seen = durable_until(&mut follower, Duration::from_secs(60), |e| ended(e) == sent).await;
+    assert_dense(&seen);
+    assert_eq!(completed(&seen) + failed(&seen), sent);
+    let stored = b.server.events(&format!("sessions/{sid}")).await;
+    assert_eq!(seen, stored[..seen.len()]);
 }

@@ -148,13 +148,27 @@ impl PgDb {
         })
     }
 
-    /// Extends the lease of every open turn this node's boot owns.
-    pub async fn renew_leases(pool: Pool, owner: String, lease: Duration) -> StoreResult<u64> {
+    /// Extends the lease of every open turn this node's boot owns, but
+    /// lets the leases of `abandoned` turns run out now (see
+    /// `Worker::abandon`).
+    pub async fn renew_leases(
+        pool: Pool,
+        owner: String,
+        lease: Duration,
+        abandoned: Vec<String>,
+    ) -> StoreResult<u64> {
         let c = pool.get().await?;
+        c.execute(
+            "UPDATE turns SET lease_until = now() - interval '1 millisecond'
+             WHERE owner = $1 AND state IN ('queued', 'running') AND turn_id = ANY($2)",
+            &[&owner, &abandoned],
+        )
+        .await?;
         Ok(c.execute(
             "UPDATE turns SET lease_until = now() + make_interval(secs => $2)
-             WHERE owner = $1 AND state IN ('queued', 'running', 'failing')",
-            &[&owner, &lease.as_secs_f64()],
+             WHERE owner = $1 AND state IN ('queued', 'running', 'failing')
+               AND NOT (turn_id = ANY($3))",
+            &[&owner, &lease.as_secs_f64(), &abandoned],
         )
         .await?)
     }
