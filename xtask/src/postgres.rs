@@ -85,9 +85,26 @@ fn pg_cmd(bin: &Path, tool: &str, as_root: bool, args: &[&str]) -> Result {
 impl TempPostgres {
     /// initdb + pg_ctl start in a new temp folder.
     pub fn start() -> Result<TempPostgres> {
+        TempPostgres::start_in(
+            &std::env::temp_dir().join(format!("replay-pg-{}", std::process::id())),
+        )
+    }
+
+    /// initdb + pg_ctl start in `dir`, after stopping and removing a cluster
+    /// left there (a demo stopped by Ctrl-C leaves its own).
+    pub fn start_in(dir: &Path) -> Result<TempPostgres> {
         let bin = bin_dir().ok_or("no initdb/pg_ctl under /usr/lib/postgresql (run set-up)")?;
         let as_root = is_root();
-        let dir = std::env::temp_dir().join(format!("replay-pg-{}", std::process::id()));
+        let dir = dir.to_path_buf();
+        if dir.join("data").join("postmaster.pid").exists() {
+            let data = dir.join("data").display().to_string();
+            let _ = pg_cmd(
+                &bin,
+                "pg_ctl",
+                as_root,
+                &["-D", &data, "-m", "immediate", "-w", "stop"],
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut pg = TempPostgres {
