@@ -250,6 +250,9 @@ impl Turn {
         };
         if let Err(e) = result {
             tracing::error!(turn = %self.turn_id, error = %e, "turn aborted by a store error");
+            // Its end is not written: on a shared store, a node (maybe this
+            // one) writes it once the lease has run out.
+            self.worker.abandon(&self.turn_id);
         }
         live.lock().running = None;
         // The session may now be idle but waiting on background tasks.

@@ -1,6 +1,7 @@
 //! Shared server state and the operations that span store, hub and worker.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
 
 use replay_core::protocol::{
     BackgroundWait, Event, LiveTurn, LiveTurnSnapshot, Scope, Task, TaskState, TasksSnapshot,
@@ -13,6 +14,7 @@ use crate::hub::{Hub, StreamLimits};
 use crate::log::Log;
 use crate::net::Connections;
 use crate::recovery;
+use crate::store::pg::PgDb;
 use crate::store::{Reads, StoreResult};
 use crate::util::{now_rfc3339, random_id};
 use crate::worker::Worker;
@@ -52,11 +54,12 @@ impl App {
             cfg.lag_policy,
             limits,
         );
-        let log = Log::open(&cfg.db, cfg.synchronous, hub)?;
+        let lease = Duration::from_millis(cfg.turn_lease_ms.max(1));
+        let log = Log::open(&cfg.db, cfg.synchronous, hub, lease)?;
         let boot_id = random_id("b");
         let report = recovery::recover(&log, &boot_id)?;
         let cfg_conns = cfg.max_connections;
-        Ok(Arc::new(App {
+        let app = Arc::new(App {
             faults: Faults::new(cfg.faults),
             responses: ResponseBudget::new(cfg.max_response_bytes),
             cfg,
@@ -67,7 +70,11 @@ impl App {
             last_recovery: Mutex::new(report),
             streams_open: Arc::default(),
             conns: Connections::new(cfg_conns),
-        }))
+        });
+        if let Some(pool) = app.log.pg_pool() {
+            tokio::spawn(keep_leases(Arc::downgrade(&app), pool.clone(), lease));
+        }
+        Ok(app)
     }
 
     /// The live worker.
@@ -155,5 +162,31 @@ impl App {
         let snap = db.put_tasks(session_id, &tasks, bg.as_ref())?;
         self.log.publish_tasks(&db, session_id, &snap);
         Ok(snap)
+    }
+}
+
+/// On a shared store, while the app lives: renews the leases of the turns
+/// this node runs (every third of a lease), and ends the turns of nodes whose
+/// lease ran out (see [`recovery::reap`]).
+async fn keep_leases(app: Weak<App>, pool: deadpool_postgres::Pool, lease: Duration) {
+    let mut tick = tokio::time::interval(lease / 3);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(app) = app.upgrade() else { return };
+        let worker = app.worker();
+        let renew = PgDb::renew_leases(
+            pool.clone(),
+            worker.boot_id.clone(),
+            lease,
+            worker.abandoned(),
+        );
+        if let Err(e) = crate::store::pg::on_runtime(renew).await {
+            tracing::warn!(error = %e, "renewing turn leases failed");
+        }
+        let reaped = tokio::task::spawn_blocking(move || recovery::reap(&app.log)).await;
+        if let Ok(Err(e)) = reaped {
+            tracing::warn!(error = %e, "ending the turns of a lost node failed");
+        }
     }
 }

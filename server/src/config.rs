@@ -9,7 +9,7 @@ pub struct Config {
     /// Address to bind; port 0 picks a free one. A non-loopback address
     /// needs a token.
     pub listen: String,
-    /// SQLite file, or `:memory:`.
+    /// SQLite file, `:memory:`, or a `postgres://` URL (a cluster's shared log).
     pub db: String,
     /// How commits reach the disk (default: synced before they are published).
     pub synchronous: Synchronous,
@@ -73,6 +73,9 @@ pub struct Config {
     pub max_queued_turns: usize,
     /// Turns accepted but not finished in the whole process; more: `503`.
     pub max_queued_turns_total: usize,
+    /// Postgres only: how long a node's hold on its turns lasts without
+    /// renewal; once it has run out, another node ends them.
+    pub turn_lease_ms: u64,
 }
 
 impl Default for Config {
@@ -106,6 +109,7 @@ impl Default for Config {
             header_timeout_ms: 10_000,
             max_queued_turns: 16,
             max_queued_turns_total: 256,
+            turn_lease_ms: 10_000,
         }
     }
 }

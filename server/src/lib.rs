@@ -21,6 +21,7 @@ pub mod app;
 pub mod budget;
 pub mod config;
 pub mod faults;
+pub mod follow;
 pub mod hub;
 pub mod log;
 pub mod net;

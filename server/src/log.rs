@@ -1,16 +1,23 @@
 //! The store and the fan-out. Writes go through one lock: an event is
 //! published only after it is committed, and in commit order. Reads do not
 //! take that lock: they run in snapshots on a pool of read-only connections
-//! (a file store) off the async runtime, and heads are kept in memory.
+//! (a file store, or Postgres) off the async runtime, and heads are kept in
+//! memory. On Postgres, durable events reach the hub through the log
+//! ([`crate::follow`]), whichever node wrote them.
 
-use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
 
 use replay_core::protocol::{Envelope, Event, LiveTurn, Scope, TasksSnapshot};
 
+use crate::follow::{self, Heads, Publisher};
 use crate::hub::{Frame, Hub};
-use crate::store::{Db, LogInfo, ReadPool, Snapshot, StoreResult, Synchronous};
+use crate::store::pg::{self, PgDb, PgSnapshot};
+use crate::store::{
+    Db, LogInfo, ReadPool, Snapshot, SqliteDb, SqliteSnapshot as SqliteSnapshotOf, StoreResult,
+    Synchronous,
+};
 use crate::util::now_rfc3339;
 use crate::worker::SessionLive;
 
@@ -24,17 +31,26 @@ pub struct Log {
     /// `None` for `:memory:`: another connection would be another database,
     /// so reads use the writer's connection under its lock.
     readers: Option<Arc<ReadPool>>,
-    heads: RwLock<Heads>,
+    /// Set on Postgres.
+    cluster: Option<Cluster>,
+    heads: Arc<RwLock<Heads>>,
     /// The live fan-out.
     pub hub: Arc<Hub>,
 }
 
-/// The published heads: every event up to a log's head here has been
-/// committed and handed to the hub.
-#[derive(Default)]
-struct Heads {
-    logs: HashMap<(Scope, String), LogInfo>,
-    global: LogInfo,
+/// The Postgres side of a [`Log`]: its pool and what publishes the log.
+struct Cluster {
+    pool: deadpool_postgres::Pool,
+    publisher: Arc<Publisher>,
+    follower: tokio::task::AbortHandle,
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        if let Some(c) = &self.cluster {
+            c.follower.abort();
+        }
+    }
 }
 
 /// The locked writer. Dropping it copies the heads changed under it to the
@@ -72,8 +88,13 @@ impl Drop for DbGuard<'_> {
 impl Log {
     /// Opens the store at `path` (`:memory:`: one connection for everything;
     /// a file: the writer plus [`READERS`] read-only connections).
-    pub fn open(path: &str, sync: Synchronous, hub: Arc<Hub>) -> StoreResult<Log> {
-        let db = Db::open(path, sync)?;
+    /// A `postgres://` URL instead: the pool, the schema, and a follower
+    /// task; turns accepted here are leased for `lease`.
+    pub fn open(path: &str, sync: Synchronous, hub: Arc<Hub>, lease: Duration) -> StoreResult<Log> {
+        if pg::is_url(path) {
+            return Log::open_cluster(path, hub, lease);
+        }
+        let db = Db::Sqlite(SqliteDb::open(path, sync)?);
         let readers = if path == ":memory:" {
             None
         } else {
@@ -82,16 +103,47 @@ impl Log {
         let log = Log {
             db: Arc::new(Mutex::new(db)),
             readers,
-            heads: RwLock::new(Heads::default()),
+            cluster: None,
+            heads: Arc::default(),
             hub,
         };
         drop(log.db()); // fills the heads
         Ok(log)
     }
 
+    fn open_cluster(url: &str, hub: Arc<Hub>, lease: Duration) -> StoreResult<Log> {
+        let pool = pg::block(pg::connect(url))?;
+        let db = pg::block(PgDb::open(pool.clone(), lease))?;
+        let heads: Arc<RwLock<Heads>> = Arc::default();
+        let epoch = db.global_epoch().to_owned();
+        let publisher = pg::block(Publisher::start(
+            pool.clone(),
+            Arc::clone(&hub),
+            Arc::clone(&heads),
+            epoch,
+        ))?;
+        let follower = pg::runtime().spawn(follow::follow(url.to_owned(), Arc::clone(&publisher)));
+        Ok(Log {
+            db: Arc::new(Mutex::new(Db::Pg(db))),
+            readers: None,
+            cluster: Some(Cluster {
+                pool,
+                publisher,
+                follower: follower.abort_handle(),
+            }),
+            heads,
+            hub,
+        })
+    }
+
     /// True when reads run on a pool of their own connections.
     pub fn concurrent_reads(&self) -> bool {
-        self.readers.is_some()
+        self.readers.is_some() || self.cluster.is_some()
+    }
+
+    /// The Postgres pool, when the store is Postgres.
+    pub fn pg_pool(&self) -> Option<&deadpool_postgres::Pool> {
+        self.cluster.as_ref().map(|c| &c.pool)
     }
 
     /// Locks the writer (short, synchronous sections only).
@@ -104,8 +156,21 @@ impl Log {
         }
     }
 
-    /// A scope log's epoch and published head, if the log exists (no query).
+    /// A scope log's epoch and published head, if the log exists (no query;
+    /// on Postgres, a log this node has not seen yet is looked for in the
+    /// log first: another node may have just created it).
     pub fn log_info(&self, scope: Scope, scope_id: &str) -> Option<LogInfo> {
+        if let Some(info) = self.published_info(scope, scope_id) {
+            return Some(info);
+        }
+        let cluster = self.cluster.as_ref()?;
+        if let Err(e) = cluster.publisher.catch_up_now(None) {
+            tracing::warn!(error = %e, "catching up with the log failed");
+        }
+        self.published_info(scope, scope_id)
+    }
+
+    fn published_info(&self, scope: Scope, scope_id: &str) -> Option<LogInfo> {
         let heads = self.heads.read().unwrap_or_else(PoisonError::into_inner);
         heads.logs.get(&(scope, scope_id.to_owned())).cloned()
     }
@@ -137,11 +202,15 @@ impl Log {
         &self,
         f: impl FnOnce(&Snapshot<'_>) -> StoreResult<T>,
     ) -> Option<StoreResult<T>> {
+        if self.cluster.is_some() {
+            return None; // every Postgres read is a round trip
+        }
         match &self.readers {
-            Some(pool) => pool.try_run(|conn| f(&Snapshot::begin(conn)?)),
+            Some(pool) => pool.try_run(|conn| f(&Snapshot::Sqlite(SqliteSnapshotOf::begin(conn)?))),
             None => {
                 let db = self.db.try_lock().ok()?;
-                Some(db.snapshot().and_then(|snap| f(&snap)))
+                let Db::Sqlite(db) = &*db else { return None };
+                Some(db.snapshot().and_then(|snap| f(&Snapshot::Sqlite(snap))))
             }
         }
     }
@@ -162,6 +231,23 @@ impl Log {
         T: Send + 'static,
         F: FnOnce(&Snapshot<'_>, Option<LiveTurn>) -> StoreResult<T> + Send + 'static,
     {
+        if let Some(cluster) = &self.cluster {
+            let pool = cluster.pool.clone();
+            // The connection is taken first: the session lock is held only
+            // while the view is pinned, never while waiting for the pool.
+            let client = pg::on_runtime(async move { Ok(pool.get().await?) }).await?;
+            return tokio::task::spawn_blocking(move || {
+                let (snap, live_turn) = match &live {
+                    Some(live) => {
+                        let st = live.lock();
+                        (pg::block(PgSnapshot::pin(client))?, st.live_turn.clone())
+                    }
+                    None => (pg::block(PgSnapshot::pin(client))?, None),
+                };
+                f(&Snapshot::Pg(Box::new(snap)), live_turn)
+            })
+            .await?;
+        }
         match &self.readers {
             Some(pool) => {
                 pool.run(move |conn| {
@@ -170,11 +256,11 @@ impl Log {
                     let (snap, live_turn) = match &live {
                         Some(live) => {
                             let st = live.lock();
-                            (Snapshot::begin(conn)?, st.live_turn.clone())
+                            (SqliteSnapshotOf::begin(conn)?, st.live_turn.clone())
                         }
-                        None => (Snapshot::begin(conn)?, None),
+                        None => (SqliteSnapshotOf::begin(conn)?, None),
                     };
-                    f(&snap, live_turn)
+                    f(&Snapshot::Sqlite(snap), live_turn)
                 })
                 .await
             }
@@ -184,7 +270,10 @@ impl Log {
                     // Session lock before store lock, the order writers use.
                     let st = live.as_ref().map(|l| l.lock());
                     let db = db.lock().unwrap_or_else(PoisonError::into_inner);
-                    let snap = db.snapshot()?;
+                    let Db::Sqlite(db) = &*db else {
+                        unreachable!("a Postgres store reads above")
+                    };
+                    let snap = Snapshot::Sqlite(db.snapshot()?);
                     f(&snap, st.and_then(|s| s.live_turn.clone()))
                 })
                 .await?
@@ -196,8 +285,32 @@ impl Log {
     pub fn append(&self, scope: Scope, scope_id: &str, event: Event) -> StoreResult<Envelope> {
         let mut db = self.db();
         let env = db.append(scope, scope_id, &event)?;
-        self.hub.publish(&Frame::new(env.clone()));
+        self.publish_committed(vec![env.clone()]);
         Ok(env)
+    }
+
+    /// Publishes durable events just committed, in commit order (the caller
+    /// holds the writer). On Postgres they are read back from the log with
+    /// whatever other nodes committed before them; a failure there is only
+    /// logged: the follower publishes them once it can read the log again.
+    pub fn publish_committed(&self, envs: Vec<Envelope>) {
+        match &self.cluster {
+            None => {
+                for env in envs {
+                    self.hub.publish(&Frame::new(env));
+                }
+            }
+            Some(cluster) => {
+                let upto = envs.iter().filter_map(|e| e.id).max();
+                if upto.is_none() {
+                    return;
+                }
+                if let Err(e) = cluster.publisher.catch_up_now(upto) {
+                    tracing::warn!(error = %e, "publishing from the log failed; the follower will");
+                    cluster.publisher.poke();
+                }
+            }
+        }
     }
 
     /// Runs `f` on the store and publishes the durable events it returns, all
@@ -208,9 +321,7 @@ impl Log {
     ) -> StoreResult<T> {
         let mut db = self.db();
         let (out, envs) = f(&mut db)?;
-        for env in envs {
-            self.hub.publish(&Frame::new(env));
-        }
+        self.publish_committed(envs);
         Ok(out)
     }
 
@@ -218,9 +329,12 @@ impl Log {
     /// locked writer `db` (the caller holds it, so snapshots go out in
     /// version order).
     pub fn publish_tasks(&self, db: &Db, session_id: &str, snap: &TasksSnapshot) {
-        let head = db
-            .log_info(Scope::Session, session_id)
-            .map_or(0, |i| i.head);
+        // On Postgres the committed head may be ahead of what was published.
+        let head = match db {
+            Db::Sqlite(db) => db.log_info(Scope::Session, session_id),
+            Db::Pg(_) => self.published_info(Scope::Session, session_id),
+        }
+        .map_or(0, |i| i.head);
         let event = Event::TasksSnapshot(snap.clone());
         let env = transient(Scope::Session, session_id, head, event, true);
         self.hub.publish(&Frame::new(env));
@@ -229,7 +343,7 @@ impl Log {
     /// Publishes a transient event stamped with the scope's published head
     /// (never above what subscribers have been sent; no store lock).
     pub fn publish_transient(&self, scope: Scope, scope_id: &str, event: Event, critical: bool) {
-        let head = self.log_info(scope, scope_id).map_or(0, |i| i.head);
+        let head = self.published_info(scope, scope_id).map_or(0, |i| i.head);
         let env = transient(scope, scope_id, head, event, critical);
         self.hub.publish(&Frame::new(env));
     }

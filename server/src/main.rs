@@ -23,11 +23,13 @@ struct Args {
         default_value = "127.0.0.1:8787"
     )]
     listen: String,
-    /// SQLite file, or `:memory:`.
+    /// SQLite file, `:memory:`, or `postgres://USER@HOST:PORT/DB` (a
+    /// cluster's shared log; prefer REPLAY_DB when the URL holds a password).
     #[arg(
         long,
         env = "REPLAY_DB",
-        value_name = "PATH",
+        value_name = "PATH|URL",
+        hide_env_values = true,
         default_value = "./replay.sqlite"
     )]
     db: String,
@@ -128,6 +130,10 @@ struct Args {
     /// Turns running or queued in the whole process (more: 503 with Retry-After).
     #[arg(long, env = "REPLAY_MAX_QUEUED_TURNS_TOTAL", value_name = "N", default_value_t = Config::default().max_queued_turns_total)]
     max_queued_turns_total: usize,
+    /// Postgres only: a node's hold on its turns lasts this long without
+    /// renewal (renewed every third of it); then another node ends them.
+    #[arg(long, env = "REPLAY_TURN_LEASE_MS", value_name = "MS", default_value_t = Config::default().turn_lease_ms)]
+    turn_lease_ms: u64,
 }
 
 /// `--synchronous` values.
@@ -199,6 +205,7 @@ impl Args {
             header_timeout_ms: self.header_timeout_ms,
             max_queued_turns: self.max_queued_turns,
             max_queued_turns_total: self.max_queued_turns_total,
+            turn_lease_ms: self.turn_lease_ms,
         })
     }
 }

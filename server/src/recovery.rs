@@ -3,13 +3,13 @@
 //! is marked clearly: nothing is resumed, nothing is left half alive.
 
 use replay_core::protocol::{
-    Event, QuestionDeclined, Scope, SystemRecovered, SystemStarted, TaskState, ToolCompleted,
-    ToolStatus, TurnFailed, WithReason, REASON_WORKER_RESTART,
+    Envelope, Event, QuestionDeclined, Scope, SystemRecovered, SystemStarted, TaskState,
+    ToolCompleted, ToolStatus, TurnFailed, WithReason, REASON_WORKER_RESTART,
 };
 use serde_json::json;
 
 use crate::log::Log;
-use crate::store::{Reads, StoreResult};
+use crate::store::{Db, Reads, StoreResult};
 use crate::util::now_rfc3339;
 
 /// The system log's scope id.
@@ -29,52 +29,14 @@ pub fn recover(log: &Log, boot_id: &str) -> StoreResult<serde_json::Value> {
         }),
     )?);
 
-    let mut questions = Vec::new();
-    for q in db.open_questions()? {
-        envs.push(db.append(
-            Scope::Session,
-            &q.session_id,
-            &Event::QuestionDeclined(QuestionDeclined {
-                question_id: q.question_id.clone(),
-                reason: "orphaned".into(),
-            }),
-        )?);
-        questions.push(
-            json!({"session_id": q.session_id, "turn_id": q.turn_id, "question_id": q.question_id}),
-        );
-    }
-
-    let mut tools = Vec::new();
-    for t in db.open_tools()? {
-        envs.push(db.append(
-            Scope::Session,
-            &t.session_id,
-            &Event::ToolCompleted(ToolCompleted {
-                turn_id: t.turn_id.clone(),
-                call_id: t.call_id.clone(),
-                status: ToolStatus::Error,
-                output: "interrupted by worker restart".into(),
-            }),
-        )?);
-        tools.push(json!({"session_id": t.session_id, "turn_id": t.turn_id, "call_id": t.call_id}));
-    }
-
-    let mut turns = Vec::new();
-    for t in db.open_turns()? {
-        envs.push(db.append(
-            Scope::Session,
-            &t.session_id,
-            &Event::TurnFailed(TurnFailed {
-                turn_id: t.turn_id.clone(),
-                reason: REASON_WORKER_RESTART.into(),
-            }),
-        )?);
-        turns.push(json!({"session_id": t.session_id, "turn_id": t.turn_id}));
-    }
+    let orphans = end_orphans(&mut db, &mut envs)?;
+    // Processes and background tasks are not leased: on a shared store
+    // another node may be running them (docs/server.md, "Cluster").
+    let shared = db.shared();
 
     let mut processes = Vec::new();
     for p in db.processes()? {
-        if p.state != "running" {
+        if shared || p.state != "running" {
             continue;
         }
         envs.push(db.append(
@@ -89,7 +51,12 @@ pub fn recover(log: &Log, boot_id: &str) -> StoreResult<serde_json::Value> {
 
     let mut tasks_failed = Vec::new();
     let mut snapshots = Vec::new();
-    for session_id in db.sessions_with_open_tasks()? {
+    let open_tasks = if shared {
+        Vec::new()
+    } else {
+        db.sessions_with_open_tasks()?
+    };
+    for session_id in open_tasks {
         let mut snap = db.tasks(&session_id)?;
         let now = now_rfc3339();
         for t in &mut snap.tasks {
@@ -107,9 +74,9 @@ pub fn recover(log: &Log, boot_id: &str) -> StoreResult<serde_json::Value> {
     let report = json!({
         "boot_id": boot_id,
         "recovered_at": now_rfc3339(),
-        "turns_failed": turns,
-        "questions_declined": questions,
-        "tools_failed": tools,
+        "turns_failed": orphans.turns,
+        "questions_declined": orphans.questions,
+        "tools_failed": orphans.tools,
         "processes_failed": processes,
         "tasks_failed": tasks_failed,
     });
@@ -121,11 +88,82 @@ pub fn recover(log: &Log, boot_id: &str) -> StoreResult<serde_json::Value> {
         }),
     )?);
     db.set_recovery(boot_id, &report)?;
-    for env in envs {
-        log.hub.publish(&crate::hub::Frame::new(env));
-    }
+    log.publish_committed(envs);
     for (session_id, snap) in snapshots {
         log.publish_tasks(&db, &session_id, &snap);
     }
     Ok(report)
+}
+
+/// What [`end_orphans`] ended.
+#[derive(Default)]
+pub struct Orphans {
+    /// `{session_id, turn_id}` of each turn failed.
+    pub turns: Vec<serde_json::Value>,
+    /// `{session_id, turn_id, question_id}` of each question declined.
+    pub questions: Vec<serde_json::Value>,
+    /// `{session_id, turn_id, call_id}` of each tool call failed.
+    pub tools: Vec<serde_json::Value>,
+}
+
+/// Writes the honest end of every turn no live worker runs (SQLite: every
+/// open turn, at boot; Postgres: turns whose lease ran out, claimed by this
+/// node so that one node ends each): its questions declined, its tool calls
+/// failed, then `turn.failed`, in that order per session.
+pub fn end_orphans(db: &mut Db, envs: &mut Vec<Envelope>) -> StoreResult<Orphans> {
+    let mut out = Orphans::default();
+    let turns = db.open_turns()?;
+    for q in db.open_questions()? {
+        envs.push(db.append(
+            Scope::Session,
+            &q.session_id,
+            &Event::QuestionDeclined(QuestionDeclined {
+                question_id: q.question_id.clone(),
+                reason: "orphaned".into(),
+            }),
+        )?);
+        out.questions.push(
+            json!({"session_id": q.session_id, "turn_id": q.turn_id, "question_id": q.question_id}),
+        );
+    }
+    for t in db.open_tools()? {
+        envs.push(db.append(
+            Scope::Session,
+            &t.session_id,
+            &Event::ToolCompleted(ToolCompleted {
+                turn_id: t.turn_id.clone(),
+                call_id: t.call_id.clone(),
+                status: ToolStatus::Error,
+                output: "interrupted by worker restart".into(),
+            }),
+        )?);
+        out.tools
+            .push(json!({"session_id": t.session_id, "turn_id": t.turn_id, "call_id": t.call_id}));
+    }
+    for t in turns {
+        envs.push(db.append(
+            Scope::Session,
+            &t.session_id,
+            &Event::TurnFailed(TurnFailed {
+                turn_id: t.turn_id.clone(),
+                reason: REASON_WORKER_RESTART.into(),
+            }),
+        )?);
+        out.turns
+            .push(json!({"session_id": t.session_id, "turn_id": t.turn_id}));
+    }
+    Ok(out)
+}
+
+/// On a shared store, ends the turns of nodes whose lease ran out (run
+/// periodically by every node; see [`end_orphans`]). Returns how many.
+pub fn reap(log: &Log) -> StoreResult<usize> {
+    let mut db = log.db();
+    let mut envs = Vec::new();
+    let orphans = end_orphans(&mut db, &mut envs)?;
+    log.publish_committed(envs);
+    if !orphans.turns.is_empty() {
+        tracing::warn!(turns = ?orphans.turns, "ended the turns of a node whose lease ran out");
+    }
+    Ok(orphans.turns.len())
 }

@@ -62,7 +62,14 @@ pub struct Worker {
     rev: AtomicU64,
     /// Turns accepted and not finished, in every session.
     pending: AtomicUsize,
+    /// Turns this worker gave up on after a store error, newest last (at
+    /// most [`ABANDONED_KEPT`]): on a shared store their leases are let run
+    /// out, so that a node ends them (`app::keep_leases`).
+    abandoned: Mutex<Vec<String>>,
 }
+
+/// How many abandoned turns a worker remembers.
+const ABANDONED_KEPT: usize = 1024;
 
 /// Which cap refused a turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -107,7 +114,25 @@ impl Worker {
             tasks: Mutex::new(Vec::new()),
             rev: AtomicU64::new(0),
             pending: AtomicUsize::new(0),
+            abandoned: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Gives up on a turn that a store error stopped before its end was written.
+    pub fn abandon(&self, turn_id: &str) {
+        let mut list = self.abandoned.lock().unwrap_or_else(|e| e.into_inner());
+        if list.len() >= ABANDONED_KEPT {
+            list.remove(0);
+        }
+        list.push(turn_id.to_owned());
+    }
+
+    /// The turns given up on (see [`Worker::abandon`]).
+    pub fn abandoned(&self) -> Vec<String> {
+        self.abandoned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// A place for one more turn, unless the session has `per_session`

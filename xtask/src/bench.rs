@@ -114,6 +114,54 @@ const FIGURES: &[Figure] = &[
         target: None,
     },
     Figure {
+        name: "cluster_sqlite_1_events_per_s",
+        unit: "events/s",
+        what: "cluster, 1 node on SQLite: durable events/s (4 writers, 1 000 streams)",
+        target: None,
+    },
+    Figure {
+        name: "cluster_sqlite_1_p99_ms",
+        unit: "ms",
+        what: "cluster, 1 node on SQLite: append to delivery on every node, p99",
+        target: None,
+    },
+    Figure {
+        name: "cluster_pg_1_events_per_s",
+        unit: "events/s",
+        what: "cluster, 1 node on Postgres: durable events/s (4 writers, 1 000 streams)",
+        target: None,
+    },
+    Figure {
+        name: "cluster_pg_1_p99_ms",
+        unit: "ms",
+        what: "cluster, 1 node on Postgres: append to delivery on every node, p99",
+        target: None,
+    },
+    Figure {
+        name: "cluster_pg_2_events_per_s",
+        unit: "events/s",
+        what: "cluster, 2 nodes on one Postgres: durable events/s (4 writers, 1 000 streams)",
+        target: None,
+    },
+    Figure {
+        name: "cluster_pg_2_p99_ms",
+        unit: "ms",
+        what: "cluster, 2 nodes on one Postgres: append to delivery on every node, p99",
+        target: None,
+    },
+    Figure {
+        name: "cluster_pg_3_events_per_s",
+        unit: "events/s",
+        what: "cluster, 3 nodes on one Postgres: durable events/s (4 writers, 1 000 streams)",
+        target: None,
+    },
+    Figure {
+        name: "cluster_pg_3_p99_ms",
+        unit: "ms",
+        what: "cluster, 3 nodes on one Postgres: append to delivery on every node, p99",
+        target: None,
+    },
+    Figure {
         name: "browser_wasm_bytes",
         unit: "bytes",
         what: "wasm (optimised), raw",
@@ -474,7 +522,7 @@ pub fn run_task(args: &[String]) -> Result {
     }
     let mut values = BTreeMap::new();
     let mut sources = Vec::new();
-    let native: [(&str, &[&str]); 4] = [
+    let native: [(&str, &[&str]); 5] = [
         (
             "bench: SSE parser",
             &["bench", "-q", "-p", "replay-client", "--bench", "sse_parse"],
@@ -491,10 +539,24 @@ pub fn run_task(args: &[String]) -> Result {
             "bench: server load (1 000 streams, 50 stuck)",
             &["bench", "-q", "-p", "replay-server", "--bench", "load"],
         ),
+        (
+            "bench: cluster (SQLite; 1, 2, 3 nodes on a throwaway Postgres)",
+            &["bench", "-q", "-p", "replay-server", "--bench", "cluster"],
+        ),
     ];
+    // The cluster bench's Postgres, removed when the bench ends.
+    let pg = if only_browser {
+        None
+    } else {
+        Some(crate::postgres::TempPostgres::start()?)
+    };
     for (label, argv) in native.iter().filter(|_| !only_browser) {
         cmd::step(label, || {
-            let out = Command::new("cargo")
+            let mut command = Command::new("cargo");
+            if let Some(pg) = &pg {
+                command.env("REPLAY_BENCH_POSTGRES", &pg.url);
+            }
+            let out = command
                 .args(*argv)
                 .current_dir(root())
                 .output()
@@ -513,6 +575,7 @@ pub fn run_task(args: &[String]) -> Result {
         })?;
         sources.push(format!("cargo {}", argv.join(" ")));
     }
+    drop(pg);
     if !only_native {
         crate::browser_bench::run(only_parts, &mut |name, value| {
             values.insert(name.to_owned(), value);

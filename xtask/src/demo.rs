@@ -2,13 +2,15 @@
 
 use crate::cmd::{self, root, run, Result};
 use crate::server::Server;
-use crate::{pkg, setup};
+use crate::{pkg, postgres, proxy, setup};
 use std::fs;
 use std::path::Path;
 
 /// Builds everything and serves the demo at http://127.0.0.1:8787 until Ctrl-C.
 /// `--listen ADDR` moves it; each `--allow-origin ORIGIN` is passed to the
 /// server, so an app served elsewhere (e.g. Vite's dev server) can use it.
+/// `--cluster N` runs N servers on one throwaway Postgres instead, behind a
+/// round-robin proxy at that address (issue 27).
 pub fn run_task(args: &[String]) -> Result {
     let listen = args
         .iter()
@@ -24,6 +26,9 @@ pub fn run_task(args: &[String]) -> Result {
             &["build", "--profile", "server", "-p", "replay-server"],
         )
     })?;
+    if let Some(nodes) = cluster_size(args)? {
+        return run_cluster(listen, nodes, &site, &origins);
+    }
     let db = root().join("target/replay-demo.sqlite");
     let mut server_args = vec![
         "--listen",
@@ -44,6 +49,50 @@ pub fn run_task(args: &[String]) -> Result {
     );
     println!("data: {} (delete it to start fresh)", db.display());
     server.wait()
+}
+
+/// `--cluster N`: how many nodes (2 to 8), if asked for.
+fn cluster_size(args: &[String]) -> Result<Option<usize>> {
+    let Some(i) = args.iter().position(|a| a == "--cluster") else {
+        return Ok(None);
+    };
+    match args.get(i + 1).and_then(|n| n.parse::<usize>().ok()) {
+        Some(n) if (2..=8).contains(&n) => Ok(Some(n)),
+        _ => Err("--cluster needs a number of nodes from 2 to 8".into()),
+    }
+}
+
+/// N nodes on a Postgres in `target/replay-demo-pg` (a fresh one each run),
+/// each connection to `listen` sent to the next node.
+fn run_cluster(listen: &str, nodes: usize, site: &Path, origins: &[String]) -> Result {
+    let pg = postgres::TempPostgres::start_in(&root().join("target/replay-demo-pg"))?;
+    let site = site.to_str().expect("utf-8 path");
+    let mut servers = Vec::new();
+    for _ in 0..nodes {
+        let mut args = vec!["--listen", "127.0.0.1:0", "--db", &pg.url, "--faults"];
+        args.extend(["--static", site]);
+        for origin in origins {
+            args.extend(["--allow-origin", origin]);
+        }
+        servers.push(Server::start(
+            &root().join("target/server/replay-server"),
+            &args,
+        )?);
+    }
+    let backends: Vec<String> = servers
+        .iter()
+        .map(|s| s.url.trim_start_matches("http://").to_owned())
+        .collect();
+    println!(
+        "\nreplay-client demo on a {nodes}-node cluster: open http://{listen}/ \
+         (each connection goes to the next of {}; Ctrl-C stops it)",
+        backends.join(", ")
+    );
+    println!(
+        "data: a throwaway Postgres ({}), wiped at the next run",
+        pg.url
+    );
+    proxy::round_robin(listen, &backends)
 }
 
 /// The values of every `--allow-origin` in `args` (`--allow-origin=O` too).
@@ -87,7 +136,16 @@ pub fn copy_dir(from: &Path, to: &Path) -> Result {
 
 #[cfg(test)]
 mod tests {
-    use super::allowed_origins;
+    use super::{allowed_origins, cluster_size};
+
+    #[test]
+    fn cluster_takes_two_to_eight_nodes() {
+        let args = |n: &str| vec!["--cluster".to_owned(), n.to_owned()];
+        assert_eq!(cluster_size(&[]).unwrap(), None);
+        assert_eq!(cluster_size(&args("2")).unwrap(), Some(2));
+        assert!(cluster_size(&args("1")).is_err());
+        assert!(cluster_size(&args("x")).is_err());
+    }
 
     #[test]
     fn every_allow_origin_is_passed_to_the_server() {

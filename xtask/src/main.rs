@@ -4,7 +4,8 @@
 //! - `cargo xtask test`: runs every test layer.
 //! - `cargo xtask bench`: measures and rewrites `docs/benchmarks.md`.
 //! - `cargo xtask pkg`: builds the npm package into `pkg/`.
-//! - `cargo xtask demo`: builds, starts the reference server and serves the demo.
+//! - `cargo xtask demo`: builds, starts the reference server and serves the demo
+//!   (`--cluster N`: N servers on a throwaway Postgres behind one address).
 //! - `cargo xtask setup`: only the set-up of all of them.
 
 mod bench;
@@ -17,6 +18,8 @@ mod debug_fmt;
 mod demo;
 mod names;
 mod pkg;
+mod postgres;
+mod proxy;
 mod quickstarts;
 mod server;
 mod setup;

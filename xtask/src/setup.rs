@@ -18,6 +18,7 @@ pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 pub fn ensure_all() -> Result {
     ensure_package_tools()?;
     cmd::step("setup: wasm-pack", ensure_wasm_pack)?;
+    cmd::step("setup: postgresql (cluster tests)", crate::postgres::ensure)?;
     ensure_browser()
 }
 

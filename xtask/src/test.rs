@@ -18,7 +18,7 @@
 
 use crate::cmd::{self, path_with, root, run_in, Result};
 use crate::server::Server;
-use crate::{demo, pkg, quickstarts, setup};
+use crate::{demo, pkg, postgres, quickstarts, setup};
 use std::fs;
 use std::path::Path;
 
@@ -87,7 +87,18 @@ pub fn run(args: &[String]) -> Result {
             "README: sse-dump on a captured stream",
             quickstarts::run_sse_dump,
         )?;
-        cmd::step("native tests", || run("cargo", &["test", "--workspace"]))?;
+        // The cluster tests (issue 27) need a Postgres: a throwaway one,
+        // removed when this layer ends, passed or failed.
+        let pg = postgres::TempPostgres::start()?;
+        cmd::step("native tests (with a throwaway Postgres)", || {
+            run_in(
+                &root(),
+                "cargo",
+                &["test", "--workspace"],
+                &[(postgres::URL_VAR, &pg.url)],
+            )
+        })?;
+        drop(pg);
         // Ignored by a plain `cargo test` (about a minute); run here so the
         // server's documented memory bound is checked on every submission.
         cmd::step("server load test (issue 26: memory bound)", || {

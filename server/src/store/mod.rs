@@ -1,9 +1,13 @@
-//! The SQLite store: one events table with a dense per-scope `seq`, plus the
+//! The store: one events table with a dense per-scope `seq`, plus the
 //! projections the endpoints and startup recovery need. Synchronous. [`Db`]
-//! is the one writer; callers hold it behind one mutex so that commit order
-//! equals publish order. Reads run in [`Snapshot`]s, on the writer's
-//! connection or on a [`ReadPool`] of read-only connections (WAL).
+//! is the one writer of this process, on SQLite ([`SqliteDb`], here) or on
+//! Postgres shared by a cluster ([`pg`]); callers hold it behind one mutex
+//! so that commit order equals publish order. Reads run in [`Snapshot`]s, on
+//! the writer's connection or on a [`ReadPool`] of read-only connections
+//! (WAL), or on Postgres's pool.
 
+mod backend;
+pub mod pg;
 mod pool;
 mod read;
 
@@ -16,8 +20,10 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::util::{now_rfc3339, random_id};
 
+pub use backend::{Db, Reads, Snapshot};
 pub use pool::ReadPool;
-pub use read::{Budget, Page, Reads, Snapshot, ENVELOPE_BYTES};
+use read::SqlReads;
+pub use read::{Budget, Page, SqliteSnapshot, ENVELOPE_BYTES};
 
 /// Errors of the store layer.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +37,23 @@ pub enum StoreError {
     /// A read running off the async runtime panicked or was cancelled.
     #[error("read task: {0}")]
     Task(#[from] tokio::task::JoinError),
+    /// Postgres failed (a query, or the connection).
+    #[error("postgres: {}", pg_detail(.0))]
+    Postgres(#[from] tokio_postgres::Error),
+    /// No pooled Postgres connection could be had in time.
+    #[error("postgres pool: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    /// The backend could not be set up.
+    #[error("store backend: {0}")]
+    Backend(String),
+}
+
+/// A Postgres error with the server's message (its `Display` says only "db error").
+fn pg_detail(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{e}: {db}"),
+        None => e.to_string(),
+    }
 }
 
 /// Result of the store layer.
@@ -143,12 +166,12 @@ pub struct OpenTool {
     pub call_id: String,
 }
 
-/// The store: a connection plus cached heads (the connection is the truth).
-pub struct Db {
+/// The SQLite store: a connection plus cached heads (the connection is the truth).
+pub struct SqliteDb {
     conn: Connection,
     logs: HashMap<(Scope, String), LogInfo>,
     global: LogInfo,
-    /// Logs created or appended to since the last [`Db::take_changed`].
+    /// Logs created or appended to since the last [`SqliteDb::take_changed`].
     changed: Vec<(Scope, String)>,
 }
 
@@ -162,7 +185,7 @@ pub(crate) fn scope_from_str(s: &str) -> Scope {
     }
 }
 
-impl Db {
+impl SqliteDb {
     /// Every row of a parameterless query, mapped.
     fn all<T>(
         &self,
@@ -175,7 +198,7 @@ impl Db {
     }
 
     /// Opens (or creates) the database at `path`; `:memory:` for a throwaway one.
-    pub fn open(path: &str, sync: Synchronous) -> StoreResult<Db> {
+    pub fn open(path: &str, sync: Synchronous) -> StoreResult<SqliteDb> {
         let conn = if path == ":memory:" {
             Connection::open_in_memory()?
         } else {
@@ -217,7 +240,7 @@ impl Db {
                 logs.insert((scope_from_str(&scope), id), LogInfo { epoch, head });
             }
         }
-        Ok(Db {
+        Ok(SqliteDb {
             conn,
             changed: logs.keys().cloned().collect(),
             logs,
@@ -492,8 +515,8 @@ impl Db {
 
     /// A read transaction on the writer's own connection (the single-connection
     /// store, `:memory:`); the caller holds the store lock while it lives.
-    pub fn snapshot(&self) -> StoreResult<Snapshot<'_>> {
-        Snapshot::begin(&self.conn)
+    pub fn snapshot(&self) -> StoreResult<SqliteSnapshot<'_>> {
+        SqliteSnapshot::begin(&self.conn)
     }
 
     /// Logs whose epoch or head changed since the last call, with their new
@@ -507,7 +530,7 @@ impl Db {
 }
 
 /// Keeps the projections in step with the event just inserted.
-impl Reads for Db {
+impl SqlReads for SqliteDb {
     fn conn(&self) -> &Connection {
         &self.conn
     }
@@ -621,7 +644,7 @@ mod tests {
 
     #[test]
     fn seq_is_dense_per_scope_and_ids_global() {
-        let mut db = Db::open(":memory:", Synchronous::Full).unwrap();
+        let mut db = Db::Sqlite(SqliteDb::open(":memory:", Synchronous::Full).unwrap());
         let a1 = db
             .append(
                 Scope::Session,
@@ -656,7 +679,7 @@ mod tests {
 
     #[test]
     fn process_log_offsets_count_bytes() {
-        let mut db = Db::open(":memory:", Synchronous::Full).unwrap();
+        let mut db = Db::Sqlite(SqliteDb::open(":memory:", Synchronous::Full).unwrap());
         db.append(
             Scope::Process,
             "p1",
@@ -677,12 +700,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("replay-store-{}", crate::util::entropy()));
         let path = dir.to_str().unwrap().to_owned();
         let epoch = {
-            let mut db = Db::open(&path, Synchronous::Full).unwrap();
+            let mut db = Db::Sqlite(SqliteDb::open(&path, Synchronous::Full).unwrap());
             db.append(Scope::Team, "t", &Event::SessionClosed(Default::default()))
                 .unwrap();
             db.log_info(Scope::Team, "t").unwrap().epoch
         };
-        let db = Db::open(&path, Synchronous::Full).unwrap();
+        let db = SqliteDb::open(&path, Synchronous::Full).unwrap();
         assert_eq!(
             db.log_info(Scope::Team, "t"),
             Some(LogInfo { epoch, head: 1 })

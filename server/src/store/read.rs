@@ -1,5 +1,5 @@
 //! Read-only queries. They run on any connection: the writer's (under its
-//! lock) or a pooled reader's. A [`Snapshot`] is one read transaction, so
+//! lock) or a pooled reader's. A [`SqliteSnapshot`] is one read transaction, so
 //! everything read through it describes the same committed state.
 
 use replay_core::protocol::{BackgroundWait, Envelope, Event, Scope, Task, TasksSnapshot};
@@ -9,18 +9,18 @@ use super::{scope_from_str, LogInfo, ProcessRow, StoreResult};
 
 /// One read transaction: a consistent view of the store (WAL readers see
 /// the last commit before their first read, whatever the writer does next).
-pub struct Snapshot<'c> {
+pub struct SqliteSnapshot<'c> {
     tx: Transaction<'c>,
 }
 
-impl<'c> Snapshot<'c> {
+impl<'c> SqliteSnapshot<'c> {
     /// Begins a read transaction and pins its view at once, so that the view
     /// is the one current when `begin` returns (callers rely on that order).
-    pub fn begin(conn: &'c Connection) -> StoreResult<Snapshot<'c>> {
+    pub fn begin(conn: &'c Connection) -> StoreResult<SqliteSnapshot<'c>> {
         let tx = conn.unchecked_transaction()?;
         // A deferred transaction takes its view at its first read.
         tx.query_row("SELECT COUNT(*) FROM meta", [], |_| Ok(()))?;
-        Ok(Snapshot { tx })
+        Ok(SqliteSnapshot { tx })
     }
 
     /// A scope log's epoch and head as of this view.
@@ -51,7 +51,7 @@ impl<'c> Snapshot<'c> {
     }
 }
 
-impl Reads for Snapshot<'_> {
+impl SqlReads for SqliteSnapshot<'_> {
     fn conn(&self) -> &Connection {
         &self.tx
     }
@@ -60,31 +60,6 @@ impl Reads for Snapshot<'_> {
 /// Highest row id of the events table (0 when empty).
 pub fn global_head(conn: &Connection) -> StoreResult<u64> {
     Ok(conn.query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?)
-}
-
-/// Runs `st` and decodes each row `(id, seq, type, ts, data, …)` into a
-/// durable envelope; `log` gives the row's scope and scope id.
-fn envelopes(
-    st: &mut CachedStatement<'_>,
-    params: impl Params,
-    log: impl Fn(&Row<'_>) -> rusqlite::Result<(Scope, String)>,
-) -> StoreResult<Vec<Envelope>> {
-    let rows = st.query_map(params, |r| {
-        Ok((
-            r.get::<_, u64>(0)?,
-            r.get::<_, u64>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, String>(3)?,
-            r.get::<_, String>(4)?,
-            log(r)?,
-        ))
-    })?;
-    rows.map(|row| {
-        let (id, seq, ty, ts, data, (scope, scope_id)) = row?;
-        let event = Event::decode(&ty, Some(&data))?;
-        Ok(Envelope::durable(id, scope, scope_id, seq, ts, event))
-    })
-    .collect()
 }
 
 /// How much one page may hold: at most `events` events and, past the
@@ -147,27 +122,11 @@ fn envelopes_within(
     Ok(page)
 }
 
-/// The read-only queries, on any connection: the writer's ([`super::Db`],
-/// under its lock) or a read transaction's ([`Snapshot`]).
-pub trait Reads {
+/// The read-only queries, on any connection: the writer's ([`super::SqliteDb`],
+/// under its lock) or a read transaction's ([`SqliteSnapshot`]).
+pub trait SqlReads {
     /// The connection the queries run on.
     fn conn(&self) -> &Connection;
-
-    /// Durable events of one log with `seq > after`, ascending, at most `limit`.
-    fn page(
-        &self,
-        scope: Scope,
-        scope_id: &str,
-        after: u64,
-        limit: usize,
-    ) -> StoreResult<Vec<Envelope>> {
-        let mut st = self.conn().prepare_cached(
-            "SELECT id, seq, type, ts, data FROM events
-         WHERE scope = ?1 AND scope_id = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4",
-        )?;
-        let params = params![scope.as_str(), scope_id, after, limit as i64];
-        envelopes(&mut st, params, |_| Ok((scope, scope_id.to_owned())))
-    }
 
     /// Durable events of one log with `seq > after`, ascending, within `budget`.
     fn page_within(
@@ -217,17 +176,6 @@ pub trait Reads {
          WHERE scope = ?1 AND scope_id = ?2",
             )?
             .query_row(params![scope.as_str(), scope_id], |r| r.get(0))?)
-    }
-
-    /// Durable events of every scope with row `id > after_id`, ascending.
-    fn global_page(&self, after_id: u64, limit: usize) -> StoreResult<Vec<Envelope>> {
-        let mut st = self.conn().prepare_cached(
-            "SELECT id, seq, type, ts, data, scope, scope_id FROM events
-         WHERE id > ?1 ORDER BY id LIMIT ?2",
-        )?;
-        envelopes(&mut st, params![after_id, limit as i64], |r| {
-            Ok((scope_from_str(&r.get::<_, String>(5)?), r.get(6)?))
-        })
     }
 
     /// The session's task state.

@@ -1,0 +1,222 @@
+//! Cluster bench (issue 27): durable events/s and append-to-delivery
+//! latency (p50/p99) with 1 000 live streams (half scoped, half multiplexed,
+//! spread over the nodes), for one SQLite node and for 1, 2 and 3 nodes on
+//! one Postgres. Writers append through every node in turn; every reader on
+//! every node must get every event. Real binaries, loopback only, bounded
+//! (fixed event count, every wait has a deadline). The Postgres configs need
+//! `REPLAY_BENCH_POSTGRES` (a URL whose user may CREATE DATABASE; `cargo
+//! xtask bench` starts a throwaway one). Prints `cluster_* N` lines.
+//!
+//! Run: `REPLAY_BENCH_POSTGRES=postgres://… cargo bench -p replay-server --bench cluster`.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use replay_core::sse::{SseItem, SseParser};
+use serde_json::{json, Value};
+
+const LOGS: usize = 10;
+const STREAMS: usize = 1000;
+const EVENTS: usize = 1000;
+const WRITERS: usize = 4;
+const DEADLINE: Duration = Duration::from_secs(120);
+
+struct Node(Child, String);
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(db: &str) -> Node {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_replay-server"))
+        .args(["--listen", "127.0.0.1:0", "--db", db, "--faults"])
+        .args(["--synchronous", "normal"])
+        .args(["--max-streams", "1100", "--max-streams-per-scope", "1100"])
+        .args([
+            "--max-streams-per-client",
+            "1100",
+            "--max-connections",
+            "1100",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn replay-server");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("replay-server listening on ")
+        .expect("listening line");
+    Node(child, base.to_owned())
+}
+
+async fn fresh_pg(base: &str, name: &str) -> String {
+    let (client, conn) = tokio_postgres::connect(base, tokio_postgres::NoTls)
+        .await
+        .expect("pg");
+    tokio::spawn(conn);
+    let db = format!("{name}_{}", std::process::id());
+    client
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {db}"))
+        .await
+        .unwrap();
+    client
+        .batch_execute(&format!("CREATE DATABASE {db}"))
+        .await
+        .unwrap();
+    format!("{}/{db}", base.rsplit_once('/').unwrap().0)
+}
+
+async fn append(http: &reqwest::Client, base: &str, log: usize) -> u64 {
+    let v: Value = http
+        .post(format!("{base}/v1/admin/events"))
+        .json(
+            &json!({"scope": "team", "scope_id": format!("c{log}"), "type": "team.message",
+                      "data": {"from": "bench", "to": "all", "text": "x".repeat(200)}}),
+        )
+        .send()
+        .await
+        .expect("append")
+        .json()
+        .await
+        .expect("answer");
+    v["seq"].as_u64().expect("seq")
+}
+
+type Arrivals = Arc<Mutex<Vec<(usize, u64, Instant)>>>;
+
+/// A stream on `url` recording each durable team event's (log, seq, arrival).
+async fn reader(http: &reqwest::Client, url: String, out: Arrivals) {
+    let resp = http
+        .get(url)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(resp.status(), 200, "stream refused");
+    tokio::spawn(async move {
+        let mut body = resp.bytes_stream();
+        let mut parser = SseParser::new();
+        while let Some(Ok(chunk)) = body.next().await {
+            let now = Instant::now();
+            let mut got = Vec::new();
+            parser.push(&chunk, &mut |item| {
+                if let SseItem::Event(ev) = item {
+                    if ev.event_type == "team.message" {
+                        let v: Value = serde_json::from_str(&ev.data).unwrap_or_default();
+                        let log = v["scope_id"].as_str().unwrap_or("c0")[1..]
+                            .parse()
+                            .unwrap_or(0);
+                        got.push((log, v["seq"].as_u64().unwrap_or(0), now));
+                    }
+                }
+            });
+            out.lock().unwrap().extend(got);
+        }
+    });
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[(((sorted.len() as f64) - 1.0) * p).round() as usize]
+}
+
+/// One configuration: nodes on `db`; returns (events/s, p50 ms, p99 ms).
+async fn measure(db: &str, nodes: usize) -> (f64, f64, f64) {
+    let nodes: Vec<Node> = (0..nodes).map(|_| start(db)).collect();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(16)
+        .build()
+        .unwrap();
+    for log in 0..LOGS {
+        append(&http, &nodes[0].1, log).await; // streams of unknown logs are 404
+    }
+    let arrivals: Arrivals = Arc::default();
+    for i in 0..STREAMS {
+        let (log, base) = (i % LOGS, &nodes[i % nodes.len()].1);
+        let url = if i % 2 == 0 {
+            format!("{base}/v1/teams/c{log}/events")
+        } else {
+            format!("{base}/v1/stream?sub=team:c{log}:1")
+        };
+        reader(&http, url, Arc::clone(&arrivals)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await; // every hello out
+    let sent: Arc<Mutex<HashMap<(usize, u64), Instant>>> = Arc::default();
+    let started = Instant::now();
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (http, sent) = (http.clone(), Arc::clone(&sent));
+            let bases: Vec<String> = nodes.iter().map(|n| n.1.clone()).collect();
+            tokio::spawn(async move {
+                for k in (w..EVENTS).step_by(WRITERS) {
+                    let log = k % LOGS;
+                    let at = Instant::now();
+                    let seq = append(&http, &bases[k % bases.len()], log).await;
+                    sent.lock().unwrap().insert((log, seq), at);
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let per_s = EVENTS as f64 / started.elapsed().as_secs_f64();
+    let expect = EVENTS * STREAMS / LOGS;
+    let deadline = Instant::now() + DEADLINE;
+    while arrivals.lock().unwrap().len() < expect && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sent = sent.lock().unwrap();
+    let mut lat: Vec<f64> = arrivals
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(log, seq, at)| {
+            sent.get(&(*log, *seq))
+                .map(|t0| at.duration_since(*t0).as_secs_f64() * 1e3)
+        })
+        .collect();
+    assert_eq!(lat.len(), expect, "every reader got every event");
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (per_s, percentile(&lat, 0.5), percentile(&lat, 0.99))
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let dir = std::env::temp_dir().join(format!("replay-cluster-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut configs = vec![(
+        "sqlite_1".to_owned(),
+        dir.join("b.sqlite").display().to_string(),
+        1,
+    )];
+    match std::env::var("REPLAY_BENCH_POSTGRES") {
+        Ok(base) => {
+            for n in 1..=3 {
+                configs.push((
+                    format!("pg_{n}"),
+                    fresh_pg(&base, &format!("bench{n}")).await,
+                    n,
+                ));
+            }
+        }
+        Err(_) => eprintln!("cluster bench: REPLAY_BENCH_POSTGRES unset, SQLite only"),
+    }
+    for (name, db, nodes) in configs {
+        let (per_s, p50, p99) = measure(&db, nodes).await;
+        println!("cluster_{name}_events_per_s {per_s:.0}");
+        println!("cluster_{name}_p50_ms {p50:.3}");
+        println!("cluster_{name}_p99_ms {p99:.3}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

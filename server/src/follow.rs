@@ -1,0 +1,198 @@
+//! Fan-out across nodes (Postgres store): the log is the truth, a
+//! notification only a wake-up. A node publishes durable events to its hub
+//! only by reading them from the log in id order, after the last id it
+//! published: its own writes right after they commit, other nodes' when
+//! `LISTEN` wakes it, and everything after a lost connection once it is
+//! back. Ids commit in order (see `store::pg`), so reading "after the last
+//! id" never skips one that commits later.
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use futures_util::StreamExt;
+use replay_core::protocol::Scope;
+use tokio::sync::Notify;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use crate::hub::{Frame, Hub};
+use crate::store::pg::{self, events_after, read as pgr, CHANNEL};
+use crate::store::{LogInfo, StoreResult};
+
+/// Events read from the log per query while catching up.
+const CATCH_UP_PAGE: usize = 1000;
+/// A quiet node still reads the log this often (a notification lost in a
+/// way the connection did not report costs at most this much delay).
+const SAFETY_POLL: Duration = Duration::from_secs(2);
+/// Waits between attempts to reconnect the listening connection.
+const RECONNECT_MIN: Duration = Duration::from_millis(100);
+const RECONNECT_MAX: Duration = Duration::from_secs(2);
+
+/// The published heads: every event up to a log's head here has been handed
+/// to the hub.
+#[derive(Default)]
+pub struct Heads {
+    /// Scope logs.
+    pub logs: HashMap<(Scope, String), LogInfo>,
+    /// The global list (its head is the last id published).
+    pub global: LogInfo,
+}
+
+/// Publishes a Postgres log to this node's hub, in id order, once each.
+pub struct Publisher {
+    pool: Pool,
+    hub: Arc<Hub>,
+    heads: Arc<RwLock<Heads>>,
+    /// Held while publishing, so frames go out in id order.
+    turn: tokio::sync::Mutex<()>,
+    /// Counts catch-ups that found events other nodes wrote (diagnostics).
+    wake: Notify,
+}
+
+impl Publisher {
+    /// A publisher starting from the log as it is now: `heads` are filled
+    /// with every log's head, and the global head with the highest id.
+    pub async fn start(
+        pool: Pool,
+        hub: Arc<Hub>,
+        heads: Arc<RwLock<Heads>>,
+        global_epoch: String,
+    ) -> StoreResult<Arc<Publisher>> {
+        let snap = pgr::PgSnapshot::begin(&pool).await?;
+        let rows = snap
+            .client()
+            .query("SELECT scope, scope_id, epoch, head FROM logs", &[])
+            .await?;
+        let last = pgr::global_info(snap.client()).await?.head;
+        drop(snap);
+        {
+            let mut h = heads.write().unwrap_or_else(PoisonError::into_inner);
+            for r in &rows {
+                let key = (crate::store::scope_from_str(r.get(0)), r.get(1));
+                let head: i64 = r.get(3);
+                h.logs.insert(
+                    key,
+                    LogInfo {
+                        epoch: r.get(2),
+                        head: u64::try_from(head).unwrap_or(0),
+                    },
+                );
+            }
+            h.global = LogInfo {
+                epoch: global_epoch,
+                head: last,
+            };
+        }
+        Ok(Arc::new(Publisher {
+            pool,
+            hub,
+            heads,
+            turn: tokio::sync::Mutex::new(()),
+            wake: Notify::new(),
+        }))
+    }
+
+    fn published(&self) -> u64 {
+        self.heads
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .global
+            .head
+    }
+
+    /// Publishes every event with an id up to `upto` (`None`: up to the
+    /// newest) not published yet.
+    pub async fn catch_up(&self, upto: Option<u64>) -> StoreResult<()> {
+        if upto.is_some_and(|u| u <= self.published()) {
+            return Ok(());
+        }
+        let _turn = self.turn.lock().await;
+        let client = self.pool.get().await?;
+        loop {
+            let after = self.published();
+            let limit = upto.unwrap_or(u64::MAX);
+            if after >= limit {
+                return Ok(());
+            }
+            let events = events_after(&client, after, limit, CATCH_UP_PAGE).await?;
+            if events.is_empty() {
+                return Ok(());
+            }
+            for (env, epoch) in events {
+                let (id, seq) = (env.id.unwrap_or(0), env.seq.unwrap_or(0));
+                let key = (env.scope, env.scope_id.clone());
+                self.hub.publish(&Frame::new(env));
+                // Heads move after the frame is in the subscribers' buffers.
+                let mut h = self.heads.write().unwrap_or_else(PoisonError::into_inner);
+                h.logs.insert(key, LogInfo { epoch, head: seq });
+                h.global.head = id;
+            }
+        }
+    }
+
+    /// [`Publisher::catch_up`] from synchronous code (a writer that just
+    /// committed `upto`).
+    pub fn catch_up_now(&self, upto: Option<u64>) -> StoreResult<()> {
+        pg::block(self.catch_up(upto))
+    }
+
+    /// Wakes the follower (tests and diagnostics).
+    pub fn poke(&self) {
+        self.wake.notify_one();
+    }
+}
+
+/// Follows the log from `url` until the runtime stops: `LISTEN`, catch up,
+/// then catch up at each notification (and every [`SAFETY_POLL`]); on a lost
+/// connection, reconnect with backoff and catch up again.
+pub async fn follow(url: String, publisher: Arc<Publisher>) {
+    let mut backoff = RECONNECT_MIN;
+    loop {
+        match listen_once(&url, &publisher).await {
+            Ok(()) => backoff = RECONNECT_MIN,
+            Err(e) => {
+                tracing::warn!(error = %e, "follower: postgres connection lost; reconnecting")
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(RECONNECT_MAX);
+    }
+}
+
+/// One listening connection's life; returns when it is lost.
+async fn listen_once(url: &str, publisher: &Arc<Publisher>) -> StoreResult<()> {
+    let (client, mut conn) = tokio_postgres::connect(url, NoTls).await?;
+    let wake = Arc::new(Notify::new());
+    let newest = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (lost_tx, mut lost) = tokio::sync::oneshot::channel::<()>();
+    {
+        let wake = Arc::clone(&wake);
+        let newest = Arc::clone(&newest);
+        let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
+        tokio::spawn(async move {
+            while let Some(Ok(msg)) = messages.next().await {
+                if let AsyncMessage::Notification(n) = msg {
+                    let id = n.payload().parse::<u64>().unwrap_or(u64::MAX);
+                    newest.fetch_max(id, std::sync::atomic::Ordering::Relaxed);
+                    wake.notify_one();
+                }
+            }
+            let _ = lost_tx.send(());
+        });
+    }
+    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    // Listening before reading: nothing committed from now on goes unnoticed.
+    publisher.catch_up(None).await?;
+    loop {
+        tokio::select! {
+            _ = wake.notified() => {
+                let upto = newest.load(std::sync::atomic::Ordering::Relaxed);
+                publisher.catch_up(Some(upto)).await?;
+            }
+            _ = publisher.wake.notified() => publisher.catch_up(None).await?,
+            _ = tokio::time::sleep(SAFETY_POLL) => publisher.catch_up(None).await?,
+            _ = &mut lost => return Err(crate::store::StoreError::Backend("listening connection closed".into())),
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Read-only queries on Postgres, the counterparts of the SQLite store's
+//! `SqlReads`. A [`PgSnapshot`] is one REPEATABLE READ transaction, so what
+//! is read through it describes one committed state.
+
+use deadpool_postgres::{Object, Pool};
+use futures_util::{pin_mut, TryStreamExt};
+use replay_core::protocol::{BackgroundWait, Envelope, Event, Scope, Task, TasksSnapshot};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Row};
+
+use super::{big, unsigned};
+use crate::store::{
+    scope_from_str, Budget, LogInfo, Page, ProcessRow, StoreResult, ENVELOPE_BYTES,
+};
+
+/// One read transaction on a pooled connection (given back, rolled back by
+/// the pool's recycling, when dropped).
+pub struct PgSnapshot {
+    client: Object,
+}
+
+impl PgSnapshot {
+    /// Begins a read transaction and pins its view at once.
+    pub async fn begin(pool: &Pool) -> StoreResult<PgSnapshot> {
+        PgSnapshot::pin(pool.get().await?).await
+    }
+
+    /// Begins a read transaction on a connection already taken from the pool.
+    pub async fn pin(client: Object) -> StoreResult<PgSnapshot> {
+        client
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")
+            .await?;
+        Ok(PgSnapshot { client })
+    }
+
+    /// The connection, inside the transaction.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// A scope log's epoch and head.
+pub async fn log_info(c: &Client, scope: Scope, scope_id: &str) -> StoreResult<Option<LogInfo>> {
+    let row = c
+        .query_opt(
+            "SELECT epoch, head FROM logs WHERE scope = $1 AND scope_id = $2",
+            &[&scope.as_str(), &scope_id],
+        )
+        .await?;
+    Ok(row.map(|r| LogInfo {
+        epoch: r.get(0),
+        head: unsigned(r.get(1)),
+    }))
+}
+
+/// The global list's epoch and highest id.
+pub async fn global_info(c: &Client) -> StoreResult<LogInfo> {
+    let r = c
+        .query_one(
+            "SELECT (SELECT value FROM meta WHERE key = 'epoch'),
+                    (SELECT COALESCE(MAX(id), 0) FROM events)",
+            &[],
+        )
+        .await?;
+    Ok(LogInfo {
+        epoch: r.get(0),
+        head: unsigned(r.get(1)),
+    })
+}
+
+fn envelope(r: &Row) -> StoreResult<Envelope> {
+    let ty: String = r.get(2);
+    let data: String = r.get(4);
+    let event = Event::decode(&ty, Some(&data))?;
+    Ok(Envelope::durable(
+        unsigned(r.get(0)),
+        scope_from_str(r.get(5)),
+        r.get(6),
+        unsigned(r.get(1)),
+        r.get(3),
+        event,
+    ))
+}
+
+const COLUMNS: &str = "id, seq, type, ts, data, scope, scope_id";
+
+/// Rows `COLUMNS` of `sql`, decoded while they fit `budget` (the query asks
+/// for one row more than `budget.events`); the rest is never decoded.
+async fn within(
+    c: &Client,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+    budget: Budget,
+) -> StoreResult<Page> {
+    let rows = c.query_raw(sql, params.iter().copied()).await?;
+    pin_mut!(rows);
+    let mut page = Page::default();
+    let mut bytes = 0usize;
+    while let Some(r) = rows.try_next().await? {
+        let data: &str = r.get(4);
+        let ty: &str = r.get(2);
+        let scope_id: &str = r.get(6);
+        let size = data.len() + ty.len() + scope_id.len() + ENVELOPE_BYTES;
+        let over_bytes = !page.events.is_empty() && bytes.saturating_add(size) > budget.bytes;
+        if page.events.len() >= budget.events || over_bytes {
+            page.more = true;
+            break;
+        }
+        bytes = bytes.saturating_add(size);
+        page.events.push(envelope(&r)?);
+    }
+    Ok(page)
+}
+
+fn limit_of(budget: Budget) -> i64 {
+    i64::try_from(budget.events.saturating_add(1)).unwrap_or(i64::MAX)
+}
+
+/// Events of one log with `seq > after`, ascending, within `budget`.
+pub async fn page_within(
+    c: &Client,
+    scope: Scope,
+    scope_id: &str,
+    after: u64,
+    budget: Budget,
+) -> StoreResult<Page> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM events WHERE scope = $1 AND scope_id = $2 AND seq > $3
+         ORDER BY seq LIMIT $4"
+    );
+    let limit = limit_of(budget);
+    let params: [&(dyn ToSql + Sync); 4] = [&scope.as_str(), &scope_id, &big(after), &limit];
+    within(c, &sql, &params, budget).await
+}
+
+/// Events of every scope with `id > after_id`, ascending, within `budget`.
+pub async fn global_page_within(c: &Client, after_id: u64, budget: Budget) -> StoreResult<Page> {
+    let sql = format!("SELECT {COLUMNS} FROM events WHERE id > $1 ORDER BY id LIMIT $2");
+    let limit = limit_of(budget);
+    within(c, &sql, &[&big(after_id), &limit], budget).await
+}
+
+/// Events of every scope with `after < id <= upto`, ascending, at most
+/// `limit`, each with its log's epoch (what a node publishes and the heads it
+/// moves to).
+pub async fn events_after(
+    c: &Client,
+    after: u64,
+    upto: u64,
+    limit: usize,
+) -> StoreResult<Vec<(Envelope, String)>> {
+    let rows = c
+        .query(
+            "SELECT e.id, e.seq, e.type, e.ts, e.data, e.scope, e.scope_id, l.epoch
+             FROM events e JOIN logs l ON l.scope = e.scope AND l.scope_id = e.scope_id
+             WHERE e.id > $1 AND e.id <= $2 ORDER BY e.id LIMIT $3",
+            &[&big(after), &big(upto), &big(limit as u64)],
+        )
+        .await?;
+    rows.iter().map(|r| Ok((envelope(r)?, r.get(7)))).collect()
+}
+
+/// Bytes of event data in one log.
+pub async fn log_bytes(c: &Client, scope: Scope, scope_id: &str) -> StoreResult<u64> {
+    let r = c
+        .query_one(
+            "SELECT COALESCE(SUM(octet_length(data)), 0)::BIGINT FROM events
+             WHERE scope = $1 AND scope_id = $2",
+            &[&scope.as_str(), &scope_id],
+        )
+        .await?;
+    Ok(unsigned(r.get(0)))
+}
+
+/// The session's task state.
+pub async fn tasks(c: &Client, session_id: &str) -> StoreResult<TasksSnapshot> {
+    let head = c
+        .query_opt(
+            "SELECT tasks_version, background_wait FROM sessions WHERE session_id = $1",
+            &[&session_id],
+        )
+        .await?;
+    let (version, bg): (i64, Option<String>) = head.map_or((0, None), |r| (r.get(0), r.get(1)));
+    let rows = c
+        .query(
+            "SELECT json FROM tasks WHERE session_id = $1 ORDER BY ord",
+            &[&session_id],
+        )
+        .await?;
+    let tasks = rows
+        .iter()
+        .map(|r| serde_json::from_str::<Task>(r.get(0)))
+        .collect::<Result<_, _>>()?;
+    let background_wait = match bg {
+        Some(s) => serde_json::from_str::<Option<BackgroundWait>>(&s)?,
+        None => None,
+    };
+    Ok(TasksSnapshot {
+        version: unsigned(version),
+        tasks,
+        background_wait,
+    })
+}
+
+/// Every runtime-managed process.
+pub async fn processes(c: &Client) -> StoreResult<Vec<ProcessRow>> {
+    let rows = c
+        .query(
+            "SELECT process_id, command, state, exit_code, octet_length(log)::BIGINT
+             FROM processes ORDER BY row_no",
+            &[],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| ProcessRow {
+            process_id: r.get(0),
+            command: r.get(1),
+            state: r.get(2),
+            exit_code: r.get(3),
+            log_bytes: unsigned(r.get(4)),
+        })
+        .collect())
+}
+
+/// A process's whole log and its state.
+pub async fn process_log(c: &Client, process_id: &str) -> StoreResult<Option<(String, String)>> {
+    let row = c
+        .query_opt(
+            "SELECT log, state FROM processes WHERE process_id = $1",
+            &[&process_id],
+        )
+        .await?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
+}
+
+/// Number of sessions and of events.
+pub async fn counts(c: &Client) -> StoreResult<(u64, u64)> {
+    let r = c
+        .query_one(
+            "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM events)",
+            &[],
+        )
+        .await?;
+    Ok((unsigned(r.get(0)), unsigned(r.get(1))))
+}
+
+/// Number of boots recorded (of every node).
+pub async fn boot_count(c: &Client) -> StoreResult<u64> {
+    let r = c.query_one("SELECT COUNT(*) FROM boots", &[]).await?;
+    Ok(unsigned(r.get(0)))
+}

@@ -1,0 +1,39 @@
+-- The Postgres store's one schema (the SQLite store's is in store/mod.rs).
+-- Run at every start under an advisory lock, so nodes starting together
+-- do not race on CREATE. Event data is the same JSON text as in SQLite.
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+-- '$events' numbers every event of every scope: the row lock taken to bump it
+-- makes appends commit one at a time, in id order (docs/server.md).
+INSERT INTO counters (name, value) VALUES ('$events', 0) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS logs (
+  scope TEXT NOT NULL, scope_id TEXT NOT NULL, epoch TEXT NOT NULL,
+  head BIGINT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (scope, scope_id));
+CREATE TABLE IF NOT EXISTS events (
+  id BIGINT PRIMARY KEY, scope TEXT NOT NULL, scope_id TEXT NOT NULL,
+  seq BIGINT NOT NULL, type TEXT NOT NULL, ts TEXT NOT NULL, data TEXT NOT NULL,
+  UNIQUE (scope, scope_id, seq));
+CREATE TABLE IF NOT EXISTS sessions (
+  session_id TEXT PRIMARY KEY, title TEXT NOT NULL, created_at TEXT NOT NULL,
+  tasks_version BIGINT NOT NULL DEFAULT 0, background_wait TEXT);
+-- A turn is run by the node whose boot `owner` holds its lease; a lease
+-- that ran out means that node is gone (docs/server.md, "Cluster").
+CREATE TABLE IF NOT EXISTS turns (
+  row_no BIGINT GENERATED ALWAYS AS IDENTITY,
+  turn_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, message_id TEXT NOT NULL,
+  text TEXT NOT NULL, state TEXT NOT NULL, owner TEXT NOT NULL,
+  lease_until TIMESTAMPTZ NOT NULL, UNIQUE (session_id, message_id));
+CREATE TABLE IF NOT EXISTS tools (
+  row_no BIGINT GENERATED ALWAYS AS IDENTITY,
+  call_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, turn_id TEXT NOT NULL, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS questions (
+  row_no BIGINT GENERATED ALWAYS AS IDENTITY,
+  question_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, turn_id TEXT NOT NULL,
+  state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS processes (
+  row_no BIGINT GENERATED ALWAYS AS IDENTITY,
+  process_id TEXT PRIMARY KEY, command TEXT NOT NULL, state TEXT NOT NULL,
+  exit_code BIGINT, log TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS tasks (
+  task_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, ord BIGINT NOT NULL, json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS boots (boot_id TEXT PRIMARY KEY, started_at TEXT NOT NULL, recovery TEXT);

@@ -1,0 +1,481 @@
+//! The Postgres writer: appends and projection updates, each in one
+//! transaction (see the module docs of `pg` for how seqs are assigned).
+
+use std::time::Duration;
+
+use deadpool_postgres::{Object, Pool, Transaction};
+use replay_core::protocol::{
+    BackgroundWait, Envelope, Event, MessageCommitted, Role, Scope, Task, TaskState, TasksSnapshot,
+};
+
+use super::{big, block, read, unsigned, CHANNEL};
+use crate::store::{LogInfo, OpenQuestion, OpenTool, OpenTurn, StoreResult};
+use crate::util::{now_rfc3339, random_id};
+
+/// The store of one node: a pool on the shared database.
+pub struct PgDb {
+    pool: Pool,
+    /// The boot that owns the turns this node accepts (their lease holder).
+    owner: String,
+    /// How long a turn's lease lasts unless renewed.
+    lease: Duration,
+    global_epoch: String,
+}
+
+impl PgDb {
+    /// A store on `pool` whose turns are leased for `lease`.
+    pub async fn open(pool: Pool, lease: Duration) -> StoreResult<PgDb> {
+        let client = pool.get().await?;
+        client
+            .execute(
+                "INSERT INTO meta (key, value) VALUES ('epoch', $1) ON CONFLICT DO NOTHING",
+                &[&random_id("e")],
+            )
+            .await?;
+        let global_epoch = read::global_info(&client).await?.epoch;
+        drop(client);
+        Ok(PgDb {
+            pool,
+            owner: String::new(),
+            lease,
+            global_epoch,
+        })
+    }
+
+    /// The pool (readers and the follower use it too).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Sets the boot that leases the turns accepted from now on.
+    pub fn set_owner(&mut self, boot_id: &str) {
+        boot_id.clone_into(&mut self.owner);
+    }
+
+    /// The lease length.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    fn client(&self) -> StoreResult<Object> {
+        Ok(block(self.pool.get())?)
+    }
+
+    /// The global list's epoch (its head is what this node has published).
+    pub fn global_epoch(&self) -> &str {
+        &self.global_epoch
+    }
+
+    /// A scope log's committed epoch and head, if the log exists.
+    pub fn log_info(&self, scope: Scope, scope_id: &str) -> StoreResult<Option<LogInfo>> {
+        let c = self.client()?;
+        block(read::log_info(&c, scope, scope_id))
+    }
+
+    /// Allocates the next number of a named counter.
+    pub fn next_number(&self, name: &str) -> StoreResult<u64> {
+        let c = self.client()?;
+        let r = block(c.query_one(
+            "INSERT INTO counters (name, value) VALUES ($1, 1)
+             ON CONFLICT (name) DO UPDATE SET value = counters.value + 1 RETURNING value",
+            &[&name],
+        ))?;
+        Ok(unsigned(r.get(0)))
+    }
+
+    /// Appends one event (creating its log if needed) in one transaction.
+    pub fn append(&self, scope: Scope, scope_id: &str, event: &Event) -> StoreResult<Envelope> {
+        block(async {
+            let mut c = self.pool.get().await?;
+            let tx = c.transaction().await?;
+            let env = append_in(&tx, scope, scope_id, event).await?;
+            tx.commit().await?;
+            Ok(env)
+        })
+    }
+
+    /// Registers a session row.
+    pub fn insert_session(&self, session_id: &str, title: &str) -> StoreResult<()> {
+        let c = self.client()?;
+        block(c.execute(
+            "INSERT INTO sessions (session_id, title, created_at) VALUES ($1, $2, $3)",
+            &[&session_id, &title, &now_rfc3339()],
+        ))?;
+        Ok(())
+    }
+
+    /// The turn a message started, if that `message_id` was seen before.
+    pub fn turn_for_message(
+        &self,
+        session_id: &str,
+        message_id: &str,
+    ) -> StoreResult<Option<String>> {
+        let c = self.client()?;
+        let row = block(c.query_opt(
+            "SELECT turn_id FROM turns WHERE session_id = $1 AND message_id = $2",
+            &[&session_id, &message_id],
+        ))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// A queued turn leased to this node and the user's `message.committed`,
+    /// in one transaction.
+    pub fn accept_message(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        message_id: &str,
+        text: &str,
+    ) -> StoreResult<Envelope> {
+        block(async {
+            let mut c = self.pool.get().await?;
+            let tx = c.transaction().await?;
+            tx.execute(
+                "INSERT INTO turns (turn_id, session_id, message_id, text, state, owner, lease_until)
+                 VALUES ($1, $2, $3, $4, 'queued', $5, now() + make_interval(secs => $6))",
+                &[&turn_id, &session_id, &message_id, &text, &self.owner, &self.lease.as_secs_f64()],
+            )
+            .await?;
+            let event = Event::MessageCommitted(MessageCommitted {
+                message_id: message_id.to_owned(),
+                turn_id: turn_id.to_owned(),
+                role: Role::User,
+                text: text.to_owned(),
+            });
+            let env = append_in(&tx, Scope::Session, session_id, &event).await?;
+            tx.commit().await?;
+            Ok(env)
+        })
+    }
+
+    /// Extends the lease of every open turn this node's boot owns, but
+    /// lets the leases of `abandoned` turns run out now (see
+    /// `Worker::abandon`).
+    pub async fn renew_leases(
+        pool: Pool,
+        owner: String,
+        lease: Duration,
+        abandoned: Vec<String>,
+    ) -> StoreResult<u64> {
+        let c = pool.get().await?;
+        c.execute(
+            "UPDATE turns SET lease_until = now() - interval '1 millisecond'
+             WHERE owner = $1 AND state IN ('queued', 'running') AND turn_id = ANY($2)",
+            &[&owner, &abandoned],
+        )
+        .await?;
+        Ok(c.execute(
+            "UPDATE turns SET lease_until = now() + make_interval(secs => $2)
+             WHERE owner = $1 AND state IN ('queued', 'running', 'failing')
+               AND NOT (turn_id = ANY($3))",
+            &[&owner, &lease.as_secs_f64(), &abandoned],
+        )
+        .await?)
+    }
+
+    /// State of a turn.
+    pub fn turn_state(&self, turn_id: &str) -> StoreResult<Option<String>> {
+        let c = self.client()?;
+        let row = block(c.query_opt("SELECT state FROM turns WHERE turn_id = $1", &[&turn_id]))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Claims the open turns whose lease ran out (their node is gone) for
+    /// this node to end: they become `failing`, leased to this boot. Two
+    /// nodes never claim one turn: the claim is one UPDATE under row locks.
+    pub fn open_turns(&self) -> StoreResult<Vec<OpenTurn>> {
+        let c = self.client()?;
+        let mut rows = block(c.query(
+            "UPDATE turns SET state = 'failing', owner = $1,
+                              lease_until = now() + make_interval(secs => $2)
+             WHERE turn_id IN (SELECT turn_id FROM turns
+                               WHERE state IN ('queued', 'running', 'failing')
+                                 AND lease_until < now() FOR UPDATE SKIP LOCKED)
+             RETURNING row_no, session_id, turn_id",
+            &[&self.owner, &self.lease.as_secs_f64()],
+        ))?;
+        rows.sort_by_key(|r| r.get::<_, i64>(0));
+        Ok(rows
+            .iter()
+            .map(|r| OpenTurn {
+                session_id: r.get(1),
+                turn_id: r.get(2),
+            })
+            .collect())
+    }
+
+    /// Unanswered questions of the turns this node claimed to end.
+    pub fn open_questions(&self) -> StoreResult<Vec<OpenQuestion>> {
+        let c = self.client()?;
+        let rows = block(c.query(
+            "SELECT q.session_id, q.turn_id, q.question_id FROM questions q
+             JOIN turns t ON t.turn_id = q.turn_id
+             WHERE q.state = 'pending' AND t.state = 'failing' AND t.owner = $1
+             ORDER BY q.row_no",
+            &[&self.owner],
+        ))?;
+        Ok(rows
+            .iter()
+            .map(|r| OpenQuestion {
+                session_id: r.get(0),
+                turn_id: r.get(1),
+                question_id: r.get(2),
+            })
+            .collect())
+    }
+
+    /// Tool calls never completed, of the turns this node claimed to end.
+    pub fn open_tools(&self) -> StoreResult<Vec<OpenTool>> {
+        let c = self.client()?;
+        let rows = block(c.query(
+            "SELECT o.session_id, o.turn_id, o.call_id FROM tools o
+             JOIN turns t ON t.turn_id = o.turn_id
+             WHERE o.state = 'running' AND t.state = 'failing' AND t.owner = $1
+             ORDER BY o.row_no",
+            &[&self.owner],
+        ))?;
+        Ok(rows
+            .iter()
+            .map(|r| OpenTool {
+                session_id: r.get(0),
+                turn_id: r.get(1),
+                call_id: r.get(2),
+            })
+            .collect())
+    }
+
+    /// State of a persisted question, with its session.
+    pub fn question_state(&self, question_id: &str) -> StoreResult<Option<(String, String)>> {
+        let c = self.client()?;
+        let row = block(c.query_opt(
+            "SELECT session_id, state FROM questions WHERE question_id = $1",
+            &[&question_id],
+        ))?;
+        Ok(row.map(|r| (r.get(0), r.get(1))))
+    }
+
+    /// Appends process output; returns the byte offset it starts at.
+    pub fn append_process_log(&self, process_id: &str, text: &str) -> StoreResult<u64> {
+        let c = self.client()?;
+        let r = block(c.query_one(
+            "UPDATE processes SET log = log || $2 WHERE process_id = $1
+             RETURNING (octet_length(log) - octet_length($2))::BIGINT",
+            &[&process_id, &text],
+        ))?;
+        Ok(unsigned(r.get(0)))
+    }
+
+    /// Replaces the session's task state; returns the new snapshot.
+    pub fn put_tasks(
+        &self,
+        session_id: &str,
+        tasks: &[Task],
+        background_wait: Option<&BackgroundWait>,
+    ) -> StoreResult<TasksSnapshot> {
+        block(async {
+            let mut c = self.pool.get().await?;
+            let tx = c.transaction().await?;
+            tx.execute("DELETE FROM tasks WHERE session_id = $1", &[&session_id])
+                .await?;
+            for (i, t) in tasks.iter().enumerate() {
+                tx.execute(
+                    "INSERT INTO tasks (task_id, session_id, ord, json) VALUES ($1, $2, $3, $4)",
+                    &[
+                        &t.task_id,
+                        &session_id,
+                        &big(i as u64),
+                        &serde_json::to_string(t)?,
+                    ],
+                )
+                .await?;
+            }
+            let bg = serde_json::to_string(&background_wait)?;
+            tx.execute(
+                "UPDATE sessions SET tasks_version = tasks_version + 1, background_wait = $2
+                 WHERE session_id = $1",
+                &[&session_id, &bg],
+            )
+            .await?;
+            tx.commit().await?;
+            read::tasks(&c, session_id).await
+        })
+    }
+
+    /// Sessions with a queued or running task.
+    pub fn sessions_with_open_tasks(&self) -> StoreResult<Vec<String>> {
+        let c = self.client()?;
+        let rows = block(c.query(
+            "SELECT session_id, json FROM tasks ORDER BY session_id",
+            &[],
+        ))?;
+        let mut out: Vec<String> = Vec::new();
+        for r in &rows {
+            let sid: String = r.get(0);
+            let t: Task = serde_json::from_str(r.get(1))?;
+            if matches!(t.state, TaskState::Queued | TaskState::Running) && !out.contains(&sid) {
+                out.push(sid);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records a new boot.
+    pub fn insert_boot(&self, boot_id: &str) -> StoreResult<()> {
+        let c = self.client()?;
+        block(c.execute(
+            "INSERT INTO boots (boot_id, started_at) VALUES ($1, $2)",
+            &[&boot_id, &now_rfc3339()],
+        ))?;
+        Ok(())
+    }
+
+    /// Stores what recovery did in this boot.
+    pub fn set_recovery(&self, boot_id: &str, report: &serde_json::Value) -> StoreResult<()> {
+        let c = self.client()?;
+        block(c.execute(
+            "UPDATE boots SET recovery = $2 WHERE boot_id = $1",
+            &[&boot_id, &serde_json::to_string(report)?],
+        ))?;
+        Ok(())
+    }
+
+    /// Postgres's `synchronous_commit` for this connection.
+    pub fn synchronous(&self) -> StoreResult<String> {
+        let c = self.client()?;
+        let r = block(c.query_one("SHOW synchronous_commit", &[]))?;
+        Ok(r.get(0))
+    }
+}
+
+/// Inserts one event as the next id and its log's next seq, inside the
+/// caller's transaction, and notifies [`CHANNEL`] (delivered at commit).
+async fn append_in(
+    tx: &Transaction<'_>,
+    scope: Scope,
+    scope_id: &str,
+    event: &Event,
+) -> StoreResult<Envelope> {
+    // First: the row lock that orders every append of every node.
+    let id: i64 = tx
+        .query_one(
+            "UPDATE counters SET value = value + 1 WHERE name = '$events' RETURNING value",
+            &[],
+        )
+        .await?
+        .get(0);
+    let ts = now_rfc3339();
+    tx.execute(
+        "INSERT INTO logs (scope, scope_id, epoch, head, created_at) VALUES ($1, $2, $3, 0, $4)
+         ON CONFLICT DO NOTHING",
+        &[&scope.as_str(), &scope_id, &random_id("e"), &ts],
+    )
+    .await?;
+    let seq: i64 = tx
+        .query_one(
+            "UPDATE logs SET head = head + 1 WHERE scope = $1 AND scope_id = $2 RETURNING head",
+            &[&scope.as_str(), &scope_id],
+        )
+        .await?
+        .get(0);
+    tx.execute(
+        "INSERT INTO events (id, scope, scope_id, seq, type, ts, data) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[&id, &scope.as_str(), &scope_id, &seq, &event.type_name(), &ts, &event.data_json()],
+    )
+    .await?;
+    project(tx, scope, scope_id, event).await?;
+    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &id.to_string()])
+        .await?;
+    Ok(Envelope::durable(
+        unsigned(id),
+        scope,
+        scope_id.to_owned(),
+        unsigned(seq),
+        ts,
+        event.clone(),
+    ))
+}
+
+/// Keeps the projections in step with the event just inserted.
+async fn project(
+    tx: &Transaction<'_>,
+    scope: Scope,
+    scope_id: &str,
+    event: &Event,
+) -> StoreResult<()> {
+    let turn = |state: &'static str| {
+        (
+            "UPDATE turns SET state = $2 WHERE turn_id = $1",
+            Some(state),
+        )
+    };
+    let question = |state: &'static str| {
+        (
+            "UPDATE questions SET state = $2 WHERE question_id = $1",
+            Some(state),
+        )
+    };
+    // (statement, its $1 key, its $2), or a statement of its own.
+    let ((sql, second), key): ((&str, Option<&str>), &str) = match event {
+        Event::TurnStarted(t) => (turn("running"), &t.turn_id),
+        Event::TurnCompleted(t) => (turn("completed"), &t.turn_id),
+        Event::TurnCancelled(t) => (turn("cancelled"), &t.turn_id),
+        Event::TurnFailed(t) => (turn("failed"), &t.turn_id),
+        Event::QuestionAnswered(q) => (question("answered"), &q.question_id),
+        Event::QuestionDeclined(q) => (question("declined"), &q.question_id),
+        Event::ToolCompleted(t) => (
+            (
+                "UPDATE tools SET state = 'completed' WHERE call_id = $1",
+                None,
+            ),
+            &t.call_id,
+        ),
+        Event::ProcessFailed(_) if scope == Scope::Process => (
+            (
+                "UPDATE processes SET state = 'failed' WHERE process_id = $1",
+                None,
+            ),
+            scope_id,
+        ),
+        Event::ToolStarted(t) => {
+            tx.execute(
+                "INSERT INTO tools (call_id, session_id, turn_id, state)
+                 VALUES ($1, $2, $3, 'running') ON CONFLICT DO NOTHING",
+                &[&t.call_id, &scope_id, &t.turn_id],
+            )
+            .await?;
+            return Ok(());
+        }
+        Event::QuestionAsked(q) => {
+            tx.execute(
+                "INSERT INTO questions (question_id, session_id, turn_id, state)
+                 VALUES ($1, $2, $3, 'pending') ON CONFLICT DO NOTHING",
+                &[&q.question_id, &scope_id, &q.turn_id],
+            )
+            .await?;
+            return Ok(());
+        }
+        Event::ProcessStarted(p) if scope == Scope::Process => {
+            tx.execute(
+                "INSERT INTO processes (process_id, command, state)
+                 VALUES ($1, $2, 'running') ON CONFLICT DO NOTHING",
+                &[&scope_id, &p.command],
+            )
+            .await?;
+            return Ok(());
+        }
+        Event::ProcessExited(p) if scope == Scope::Process => {
+            tx.execute(
+                "UPDATE processes SET state = 'exited', exit_code = $2 WHERE process_id = $1",
+                &[&scope_id, &p.code],
+            )
+            .await?;
+            return Ok(());
+        }
+        _ => return Ok(()),
+    };
+    match second {
+        Some(v) => tx.execute(sql, &[&key, &v]).await?,
+        None => tx.execute(sql, &[&key]).await?,
+    };
+    Ok(())
+}

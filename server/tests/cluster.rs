@@ -1,0 +1,221 @@
+//! Several `replay-server` processes on one Postgres (issue 27): a write
+//! through any node reaches the live streams, scoped and multiplexed, on
+//! every node, in seq order, with dense seqs and no gap at the handoff.
+//! Needs `REPLAY_TEST_POSTGRES` (`cargo xtask test` starts a throwaway one).
+
+mod cluster_support;
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use cluster_support::{assert_dense, durable_until, fresh_db, Node};
+use futures_util::StreamExt;
+use replay_core::protocol::{Envelope, Event, Role, Transcript};
+use replay_core::transcript::{fold, transcript_eq};
+
+fn completed(events: &[Envelope]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e.event, Event::TurnCompleted(_)))
+        .count()
+}
+
+fn failed(events: &[Envelope]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e.event, Event::TurnFailed(_)))
+        .count()
+}
+
+fn ended(events: &[Envelope]) -> usize {
+    completed(events) + failed(events)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_on_one_node_sees_every_event_written_through_another() {
+    let Some(db) = fresh_db("follow").await else {
+        return;
+    };
+    let a = Node::start(&db, &[]);
+    let b = Node::start(&db, &[]);
+    // Created through B, followed on A at once: A may not have published it yet.
+    let sid = b.server.create_session().await;
+    let mut scoped = a
+        .server
+        .stream(&format!("/v1/sessions/{sid}/events?after_seq=0"), None)
+        .await;
+    let mut mux = a
+        .server
+        .stream(&format!("/v1/stream?sub=session:{sid}:0"), None)
+        .await;
+    assert_eq!(scoped.status, 200);
+    assert_eq!(mux.status, 200);
+    for i in 0..20 {
+        let turn = b.server.send(&sid, &format!("m{i}"), "hi").await;
+        // Every other message waits for its turn: the handoff is crossed
+        // both while B is idle and while it writes.
+        if i % 2 == 0 {
+            b.server.wait_turn_end(&sid, &turn).await;
+        }
+    }
+    let long = Duration::from_secs(60);
+    let seen = durable_until(&mut scoped, long, |e| completed(e) == 20).await;
+    let muxed = durable_until(&mut mux, long, |e| completed(e) == 20).await;
+    assert_dense(&seen);
+    assert_eq!(
+        seen, muxed,
+        "the multiplexed stream carries the same events"
+    );
+    // What B has stored, event for event.
+    let stored = b.server.events(&format!("sessions/{sid}")).await;
+    assert_eq!(seen, stored[..seen.len()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_messages_over_three_nodes_fold_to_one_transcript() {
+    let Some(db) = fresh_db("thousand").await else {
+        return;
+    };
+    let caps = [
+        "--max-queued-turns",
+        "2000",
+        "--max-queued-turns-total",
+        "4000",
+    ];
+    let nodes: Vec<Node> = (0..3).map(|_| Node::start(&db, &caps)).collect();
+    let sid = nodes[0].server.create_session().await;
+    let mut scoped = nodes[0]
+        .server
+        .stream(&format!("/v1/sessions/{sid}/events?after_seq=0"), None)
+        .await;
+    let mut mux = nodes[1]
+        .server
+        .stream(&format!("/v1/stream?sub=session:{sid}:0"), None)
+        .await;
+    const N: usize = 1000;
+    let sent: Vec<String> = futures_util::stream::iter(0..N)
+        .map(|i| {
+            let server = &nodes[i % nodes.len()].server;
+            let sid = sid.clone();
+            async move { server.send(&sid, &format!("m{i}"), "hi").await }
+        })
+        .buffer_unordered(48)
+        .collect()
+        .await;
+    assert_eq!(
+        sent.iter().collect::<HashSet<_>>().len(),
+        N,
+        "one turn per message"
+    );
+
+    let long = Duration::from_secs(240);
+    let seen = durable_until(&mut scoped, long, |e| completed(e) == N).await;
+    let muxed = durable_until(&mut mux, long, |e| completed(e) == N).await;
+    assert_dense(&seen);
+    assert_eq!(seen, muxed);
+    let users: HashSet<&str> = seen
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::MessageCommitted(m) if m.role == Role::User => Some(m.message_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(users.len(), N, "every message committed once");
+
+    // The independent fold of what the follower got equals the transcript
+    // each node serves, and covers the whole log.
+    for node in &nodes {
+        let r = node
+            .server
+            .http
+            .get(node.server.url(&format!("/v1/sessions/{sid}/transcript")))
+            .send()
+            .await
+            .expect("GET transcript");
+        assert_eq!(r.status(), 200);
+        let theirs: Transcript =
+            replay_core::json::from_slice(&r.bytes().await.expect("body")).expect("a transcript");
+        let ours = fold(&theirs.epoch, &seen);
+        assert_eq!(ours.cursor, theirs.cursor, "{}", node.server.base);
+        assert!(
+            transcript_eq(&ours, &theirs),
+            "{} folds differently",
+            node.server.base
+        );
+    }
+}
+
+/// Ends every connection the nodes hold to `db` (what a Postgres restart
+/// does to them), from a connection of the test's own.
+async fn cut_connections(db: &str) {
+    let (client, conn) = tokio_postgres::connect(db, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    let cut = client
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .expect("terminate");
+    assert!(cut > 0, "the nodes had connections");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_reconnect_and_catch_up_after_losing_postgres() {
+    let Some(db) = fresh_db("cut").await else {
+        return;
+    };
+    let lease = ["--turn-lease-ms", "1500"];
+    let a = Node::start(&db, &lease);
+    let b = Node::start(&db, &lease);
+    let sid = b.server.create_session().await;
+    let mut follower = a
+        .server
+        .stream(&format!("/v1/sessions/{sid}/events?after_seq=0"), None)
+        .await;
+    // Past its opening (backlog and snapshots read from the store) before
+    // the first cut: from then on only the follower feeds it. An opening
+    // whose read meets a dead connection ends the stream, and the client
+    // reconnects: not what this test is about.
+    let mut first = durable_until(&mut follower, Duration::from_secs(20), |e| !e.is_empty()).await;
+    follower
+        .until(Duration::from_secs(20), |f| {
+            common::is_type(f, "tasks.snapshot")
+        })
+        .await
+        .expect("the opening ends with tasks.snapshot");
+    let mut sent = 0;
+    for round in 0..3 {
+        cut_connections(&db).await;
+        for i in 0..5 {
+            // A write that met a dead connection is retried, as a client
+            // does; the same message_id starts one turn.
+            let path = format!("/v1/sessions/{sid}/messages");
+            let body = serde_json::json!({"message_id": format!("m{round}.{i}"), "text": "hi"});
+            let mut tries = 0;
+            loop {
+                let (status, v) = b.server.post(&path, body.clone()).await;
+                if status == 202 {
+                    break;
+                }
+                tries += 1;
+                assert!(tries < 20, "{status} {v}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            sent += 1;
+        }
+    }
+    // A turn that met a dead connection mid-way is ended by the lease
+    // (`turn.failed`); every turn ends once.
+    let rest = durable_until(&mut follower, Duration::from_secs(60), |e| ended(e) == sent).await;
+    first.extend(rest);
+    let seen = first;
+    assert_dense(&seen);
+    assert_eq!(completed(&seen) + failed(&seen), sent);
+    let stored = b.server.events(&format!("sessions/{sid}")).await;
+    assert_eq!(seen, stored[..seen.len()]);
+}

@@ -1,0 +1,139 @@
+//! Turns across nodes (issue 27): a turn is run by the node that accepted
+//! it, under a lease in Postgres. When that node is SIGKILLed mid-turn,
+//! another node writes the turn's honest end (`turn.failed`,
+//! `worker_restart`) once the lease has run out, exactly once although every
+//! live node looks for expired leases. Needs `REPLAY_TEST_POSTGRES`.
+
+mod cluster_support;
+mod common;
+
+use std::time::{Duration, Instant};
+
+use cluster_support::{assert_dense, durable_until, fresh_db, Node};
+use replay_core::protocol::{Event, REASON_WORKER_RESTART};
+
+const LEASE_MS: u64 = 1500;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_of_a_killed_node_is_ended_once_by_another_within_the_lease() {
+    let Some(db) = fresh_db("lease").await else {
+        return;
+    };
+    let lease = LEASE_MS.to_string();
+    let flags = ["--turn-lease-ms", lease.as_str(), "--delta-ms", "40"];
+    let mut victim = Node::start(&db, &flags);
+    let others = [Node::start(&db, &flags), Node::start(&db, &flags)];
+    let sid = others[0].server.create_session().await;
+    let mut follower = others[0]
+        .server
+        .stream(&format!("/v1/sessions/{sid}/events?after_seq=0"), None)
+        .await;
+    // A slow turn (deltas 400 ms apart) on the victim.
+    let turn = victim.server.send(&sid, "m1", "/slow hello there").await;
+    let started = |t: &str| {
+        let t = t.to_owned();
+        move |e: &[replay_core::protocol::Envelope]| {
+            e.iter()
+                .any(|e| matches!(&e.event, Event::TurnStarted(s) if s.turn_id == t))
+        }
+    };
+    let mut seen = durable_until(&mut follower, Duration::from_secs(20), started(&turn)).await;
+    victim.kill();
+    let killed = Instant::now();
+
+    let failed = |t: &str| {
+        let t = t.to_owned();
+        move |e: &[replay_core::protocol::Envelope]| {
+            e.iter()
+                .any(|e| matches!(&e.event, Event::TurnFailed(f) if f.turn_id == t))
+        }
+    };
+    let rest = durable_until(&mut follower, Duration::from_secs(20), failed(&turn)).await;
+    let took = killed.elapsed();
+    seen.extend(rest);
+    // The lease runs out at most LEASE_MS after the kill; the live nodes look
+    // every third of a lease.
+    assert!(
+        took < Duration::from_millis(LEASE_MS * 2 + 1000),
+        "ended {took:?} after the kill"
+    );
+    // Two more leases: no second end from the other node.
+    let late = follower
+        .collect_for(Duration::from_millis(LEASE_MS * 2))
+        .await;
+    seen.extend(
+        late.iter()
+            .filter_map(|f| f.env())
+            .filter(|e| e.is_durable())
+            .cloned(),
+    );
+    assert_dense(&seen);
+    let ends: Vec<_> = seen
+        .iter()
+        .filter(|e| match &e.event {
+            Event::TurnFailed(f) => f.turn_id == turn,
+            Event::TurnCompleted(c) | Event::TurnCancelled(c) => c.turn_id == turn,
+            _ => false,
+        })
+        .collect();
+    assert_eq!(ends.len(), 1, "one end of the turn: {ends:?}");
+    let Event::TurnFailed(f) = &ends[0].event else {
+        panic!("not a failure: {:?}", ends[0]);
+    };
+    assert_eq!(f.reason, REASON_WORKER_RESTART);
+    // Every node's store says the same.
+    for node in &others {
+        let stored = node.server.events(&format!("sessions/{sid}")).await;
+        assert_eq!(stored, seen, "{}", node.server.base);
+    }
+}
+
+/// The claim behind "exactly once": two nodes looking for expired leases at
+/// the same moment never both get the same turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_never_claim_the_same_expired_turn() {
+    use replay_core::protocol::{Scope, SessionCreated};
+    use replay_server::store::pg::{self, PgDb};
+    let Some(db) = fresh_db("claim").await else {
+        return;
+    };
+    let nodes = tokio::task::spawn_blocking(move || {
+        let pool = pg::block(pg::connect(&db))?;
+        // The node that accepted the turns holds them for 1 ms only.
+        let mut gone = pg::block(PgDb::open(pool.clone(), Duration::from_millis(1)))?;
+        let mut a = pg::block(PgDb::open(pool.clone(), Duration::from_secs(60)))?;
+        let mut b = pg::block(PgDb::open(pool, Duration::from_secs(60)))?;
+        gone.set_owner("b_gone");
+        a.set_owner("b_a");
+        b.set_owner("b_b");
+        let created = Event::SessionCreated(SessionCreated::default());
+        gone.append(Scope::Session, "s", &created)?;
+        for i in 0..20 {
+            gone.accept_message("s", &format!("t{i}"), &format!("m{i}"), "hi")?;
+        }
+        Ok::<_, replay_server::store::StoreError>((a, b))
+    })
+    .await
+    .unwrap()
+    .expect("a store with 20 turns");
+    tokio::time::sleep(Duration::from_millis(50)).await; // every lease has run out
+    let (a, b) = (std::sync::Arc::new(nodes.0), std::sync::Arc::new(nodes.1));
+    let claim = |db: std::sync::Arc<PgDb>| tokio::task::spawn_blocking(move || db.open_turns());
+    let (got_a, got_b) = tokio::join!(claim(a), claim(b));
+    let (got_a, got_b) = (got_a.unwrap().unwrap(), got_b.unwrap().unwrap());
+    let mut all: Vec<String> = got_a
+        .iter()
+        .chain(&got_b)
+        .map(|t| t.turn_id.clone())
+        .collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(
+        got_a.len() + got_b.len(),
+        20,
+        "claimed once each: {} + {}",
+        got_a.len(),
+        got_b.len()
+    );
+    assert_eq!(all.len(), 20);
+}

@@ -1,0 +1,174 @@
+//! A throwaway Postgres for the cluster tests (issue 27): Debian's
+//! `postgresql` binaries, a cluster in a temp folder owned by an
+//! unprivileged user (initdb refuses root), on a free loopback port with
+//! trust authentication (nothing else can reach it), stopped and removed
+//! when dropped, also when a test layer fails.
+
+use crate::cmd::{output, run, Result};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The environment variable that gives the tests the database's URL.
+pub const URL_VAR: &str = "REPLAY_TEST_POSTGRES";
+/// The user who owns the cluster when xtask runs as root.
+const UNPRIVILEGED: &str = "nobody";
+
+/// The newest `/usr/lib/postgresql/*/bin` holding `initdb` and `pg_ctl`.
+fn bin_dir() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|d| d.join("initdb").exists() && d.join("pg_ctl").exists())
+        .collect();
+    dirs.sort_by_key(|d| {
+        d.parent()
+            .and_then(|v| v.file_name()?.to_str()?.parse::<u32>().ok())
+            .unwrap_or(0)
+    });
+    dirs.pop()
+}
+
+/// Installs Debian's `postgresql` unless its binaries are present.
+pub fn ensure() -> Result {
+    if bin_dir().is_some() {
+        println!("present");
+        return Ok(());
+    }
+    run("apt-get", &["update"])?;
+    run(
+        "apt-get",
+        &["install", "-y", "--no-install-recommends", "postgresql"],
+    )
+}
+
+/// A running throwaway cluster.
+pub struct TempPostgres {
+    bin: PathBuf,
+    dir: PathBuf,
+    /// `postgres://…` of its `postgres` database.
+    pub url: String,
+    as_root: bool,
+}
+
+fn is_root() -> bool {
+    output("id", &["-u"]).as_deref() == Some("0")
+}
+
+/// Runs a Postgres binary, as [`UNPRIVILEGED`] when we are root.
+fn pg_cmd(bin: &Path, tool: &str, as_root: bool, args: &[&str]) -> Result {
+    let program = bin.join(tool);
+    let mut command = if as_root {
+        let mut c = Command::new("runuser");
+        c.args(["-u", UNPRIVILEGED, "--"]).arg(&program);
+        c
+    } else {
+        Command::new(&program)
+    };
+    let out = command
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{tool} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+impl TempPostgres {
+    /// initdb + pg_ctl start in a new temp folder.
+    pub fn start() -> Result<TempPostgres> {
+        TempPostgres::start_in(
+            &std::env::temp_dir().join(format!("replay-pg-{}", std::process::id())),
+        )
+    }
+
+    /// initdb + pg_ctl start in `dir`, after stopping and removing a cluster
+    /// left there (a demo stopped by Ctrl-C leaves its own).
+    pub fn start_in(dir: &Path) -> Result<TempPostgres> {
+        let bin = bin_dir().ok_or("no initdb/pg_ctl under /usr/lib/postgresql (run set-up)")?;
+        let as_root = is_root();
+        let dir = dir.to_path_buf();
+        if dir.join("data").join("postmaster.pid").exists() {
+            let data = dir.join("data").display().to_string();
+            let _ = pg_cmd(
+                &bin,
+                "pg_ctl",
+                as_root,
+                &["-D", &data, "-m", "immediate", "-w", "stop"],
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut pg = TempPostgres {
+            url: String::new(),
+            bin,
+            dir,
+            as_root,
+        };
+        if as_root {
+            // The folder (and what initdb puts in it) belongs to the user.
+            run("chown", &[UNPRIVILEGED, &pg.dir.display().to_string()])?;
+        }
+        let data = pg.dir.join("data");
+        let data = data.to_str().ok_or("temp path is not UTF-8")?;
+        pg_cmd(
+            &pg.bin,
+            "initdb",
+            as_root,
+            &[
+                "-D",
+                data,
+                "-U",
+                "replay",
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
+        )?;
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port: {e}"))?
+            .port();
+        let socket_dir = pg.dir.display().to_string();
+        let opts = format!(
+            "-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={socket_dir} \
+             -c fsync=off -c max_connections=200"
+        );
+        let logfile = pg.dir.join("postgres.log").display().to_string();
+        pg_cmd(
+            &pg.bin,
+            "pg_ctl",
+            as_root,
+            &["-D", data, "-o", &opts, "-l", &logfile, "-w", "start"],
+        )?;
+        pg.url = format!("postgres://replay@127.0.0.1:{port}/postgres");
+        Ok(pg)
+    }
+}
+
+impl Drop for TempPostgres {
+    fn drop(&mut self) {
+        let data = self.dir.join("data").display().to_string();
+        if self.dir.join("data").join("postmaster.pid").exists() {
+            let stopped = pg_cmd(
+                &self.bin,
+                "pg_ctl",
+                self.as_root,
+                &["-D", &data, "-m", "immediate", "-w", "stop"],
+            );
+            if let Err(e) = stopped {
+                eprintln!("stopping the test Postgres: {e}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
