@@ -331,30 +331,59 @@ test("the host refuses another schema version and a tab's credentials with clear
   assert.deepEqual(pageErrors, []);
 });
 
-test("ten tabs of the demo page (default mode) over HTTP/1.1: all show the reply, over one stream", async () => {
-  await noStreams();
-  const sessionId = await newSession("shared demo");
+/** Ten demo tabs (the default mode: the shared host); `sessionOf(i)` says which session tab `i` shows. */
+async function tenDemoTabs(sessionOf) {
   const demos = [];
   for (let i = 0; i < 10; i++) {
-    const demo = await openPage(context, `${url}/#${sessionId}`, pageErrors);
+    const demo = await openPage(context, `${url}/#${sessionOf(i)}`, pageErrors);
     await until("the demo's client to go live", () =>
       demo.evaluate(() => window.__replay?.client.status().state === "live"),
     );
     assert.equal(await demo.textContent("#mode"), "client in a SharedWorker");
     demos.push(demo);
   }
-  await demos[7].fill("#message", "/tool hello from the eighth demo tab");
-  await demos[7].click("#composer button[type=submit]");
-  for (const demo of demos) {
+  return demos;
+}
+
+/** Every demo tab shows its session as the server has it, the turn ended. */
+async function demosConverged(demos, sessionOf) {
+  for (const [i, demo] of demos.entries()) {
     await until("the demo tab to converge", async () => {
-      const server = await api("GET", `/v1/sessions/${sessionId}/transcript`);
+      const server = await api("GET", `/v1/sessions/${sessionOf(i)}/transcript`);
       const client = await demo.evaluate(() => window.__replay.client.transcript());
       const shown = await demo.evaluate(() => document.querySelectorAll("#transcript > li").length);
-      return server.items.some((i) => i.kind === "turn_end") &&
+      return server.items.some((x) => x.kind === "turn_end") &&
         JSON.stringify(client.items) === JSON.stringify(server.items) &&
         shown === server.items.length;
     });
   }
+}
+
+test("ten demo tabs of ten sessions (default mode) over HTTP/1.1: each shows its reply, over one stream", async () => {
+  await noStreams();
+  const sessions = [];
+  for (let i = 0; i < 10; i++) sessions.push(await newSession(`shared demo ${i}`));
+  const sessionOf = (i) => sessions[i];
+  const demos = await tenDemoTabs(sessionOf);
+  for (const [i, demo] of demos.entries()) {
+    await demo.fill("#message", `/tool hello from demo tab ${i}`);
+    await demo.click("#composer button[type=submit]");
+  }
+  await demosConverged(demos, sessionOf);
+  assert.equal(await streams(), 1, "ten demo tabs of ten sessions, one stream");
+  assert.equal(await scopesFollowed(), 10);
+  await closeAll(demos);
+  await noStreams();
+  assert.deepEqual(pageErrors, []);
+});
+
+test("ten tabs of the demo page (default mode) over HTTP/1.1: all show the reply, over one stream", async () => {
+  await noStreams();
+  const sessionId = await newSession("shared demo");
+  const demos = await tenDemoTabs(() => sessionId);
+  await demos[7].fill("#message", "/tool hello from the eighth demo tab");
+  await demos[7].click("#composer button[type=submit]");
+  await demosConverged(demos, () => sessionId);
   assert.equal(await streams(), 1, "ten demo tabs, one stream");
   const wasmOnPage = await demos[0].evaluate(() =>
     performance.getEntriesByType("resource").some((e) => e.name.endsWith(".wasm")),
