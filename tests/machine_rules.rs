@@ -475,6 +475,35 @@ fn rule_7_new_boot_id_interrupts_the_overlay_without_promoting_text() {
 }
 
 #[test]
+fn rule_7_a_turn_set_aside_by_a_new_boot_id_that_then_ends_on_its_own_was_not_interrupted() {
+    // A cluster: the reconnect reached another node (its own boot id) while
+    // the turn went on where it ran; its durable end comes through the log.
+    let mut r = Rig::live_with(&[turn_started(1, "t1")]);
+    r.send(&[delta(1, "t1", "m1", 0, "partial")]);
+    let id = r.stream_id();
+    r.c.handle_network_error(id, "load balancer moved us", r.now);
+    r.pump();
+    r.until_reconnect();
+    r.open_ok();
+    r.send(&[hello(EPOCH, 1, "node-b")]);
+    let set_aside = r.c.view().as_session().unwrap().interrupted().len();
+    assert_eq!(set_aside, 1, "the overlay of the other run is set aside");
+    r.send(&[
+        assistant_msg(2, "t1", "m1", "partial and the rest"),
+        turn_completed(3, "t1"),
+    ]);
+    let v = r.c.view().as_session().unwrap();
+    assert!(v.interrupted().is_empty(), "it ended on its own");
+    let items = r.c.transcript().unwrap().items;
+    assert!(
+        items.iter().any(
+            |i| matches!(i, TranscriptItem::Message { text, .. } if text == "partial and the rest")
+        ),
+        "{items:?}"
+    );
+}
+
+#[test]
 fn rule_7_turn_failed_worker_restart_interrupts_the_overlay() {
     let mut r = Rig::live_with(&[turn_started(1, "t1")]);
     r.send(&[delta(1, "t1", "m1", 0, "half an ans")]);

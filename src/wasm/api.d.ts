@@ -171,7 +171,11 @@ export interface LiveOverlay {
   stale: boolean;
 }
 
-/** A turn cut short by a worker restart: its partial text is never promoted. */
+/**
+ * A turn cut short by a worker restart: its partial text is never promoted. `reason`
+ * `"worker_restart"`: the log ended it so; `"boot_changed"`: the stream reached another runtime
+ * process (a restart, or another node of a cluster), and the entry goes once the turn ends on its own.
+ */
 export interface InterruptedTurn {
   turn_id: string;
   partial_text: string;

@@ -170,6 +170,16 @@ impl SessionView {
             },
             ch,
         );
+        if reason != Some(REASON_WORKER_RESTART) {
+            // Its overlay was set aside when the connection reached another
+            // runtime process (`boot_changed`); the turn went on where it
+            // ran and ended on its own (a cluster: boot ids are per node,
+            // docs/protocol.md), so it was not interrupted.
+            let before = self.interrupted.len();
+            self.interrupted
+                .retain(|i| i.turn_id != turn_id || i.reason != REASON_BOOT_CHANGED);
+            ch.interrupted |= self.interrupted.len() != before;
+        }
         let live = self.overlay.as_ref().is_some_and(|o| o.turn_id == turn_id);
         if live && reason == Some(REASON_WORKER_RESTART) {
             // Honest boundary: the partial text is kept aside, never committed.

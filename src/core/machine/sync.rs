@@ -36,7 +36,9 @@ impl Machine {
         let mut ch = ViewChange::default();
         f(&mut self.view, &mut ch);
         if let Some(s) = self.view.as_session() {
-            for t in &s.interrupted()[before..] {
+            // New entries are at the end; a turn that ended on its own
+            // may also have left the list (the fold's `end_turn`).
+            for t in s.interrupted().iter().skip(before) {
                 self.notices.push_back(Notice::TurnInterrupted {
                     turn_id: t.turn_id.clone(),
                     reason: t.reason.clone(),
