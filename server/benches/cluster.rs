@@ -9,56 +9,22 @@
 //!
 //! Run: `REPLAY_BENCH_POSTGRES=postgres://… cargo bench -p replay-server --bench cluster`.
 
+mod spawn;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use replay_core::sse::{SseItem, SseParser};
 use serde_json::{json, Value};
+use spawn::ServerProc;
 
 const LOGS: usize = 10;
 const STREAMS: usize = 1000;
 const EVENTS: usize = 1000;
 const WRITERS: usize = 4;
 const DEADLINE: Duration = Duration::from_secs(120);
-
-struct Node(Child, String);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(db: &str) -> Node {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_replay-server"))
-        .args(["--listen", "127.0.0.1:0", "--db", db, "--faults"])
-        .args(["--synchronous", "normal"])
-        .args(["--max-streams", "1100", "--max-streams-per-scope", "1100"])
-        .args([
-            "--max-streams-per-client",
-            "1100",
-            "--max-connections",
-            "1100",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn replay-server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("replay-server listening on ")
-        .expect("listening line");
-    Node(child, base.to_owned())
-}
 
 async fn fresh_pg(base: &str, name: &str) -> String {
     let (client, conn) = tokio_postgres::connect(base, tokio_postgres::NoTls)
@@ -132,17 +98,17 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// One configuration: nodes on `db`; returns (events/s, p50 ms, p99 ms).
 async fn measure(db: &str, nodes: usize) -> (f64, f64, f64) {
-    let nodes: Vec<Node> = (0..nodes).map(|_| start(db)).collect();
+    let nodes: Vec<ServerProc> = (0..nodes).map(|_| spawn::start(db, 1100)).collect();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(16)
         .build()
         .unwrap();
     for log in 0..LOGS {
-        append(&http, &nodes[0].1, log).await; // streams of unknown logs are 404
+        append(&http, &nodes[0].base, log).await; // streams of unknown logs are 404
     }
     let arrivals: Arrivals = Arc::default();
     for i in 0..STREAMS {
-        let (log, base) = (i % LOGS, &nodes[i % nodes.len()].1);
+        let (log, base) = (i % LOGS, &nodes[i % nodes.len()].base);
         let url = if i % 2 == 0 {
             format!("{base}/v1/teams/c{log}/events")
         } else {
@@ -156,7 +122,7 @@ async fn measure(db: &str, nodes: usize) -> (f64, f64, f64) {
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
             let (http, sent) = (http.clone(), Arc::clone(&sent));
-            let bases: Vec<String> = nodes.iter().map(|n| n.1.clone()).collect();
+            let bases: Vec<String> = nodes.iter().map(|n| n.base.clone()).collect();
             tokio::spawn(async move {
                 for k in (w..EVENTS).step_by(WRITERS) {
                     let log = k % LOGS;

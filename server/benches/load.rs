@@ -9,10 +9,10 @@
 //!
 //! Run: `cargo bench -p replay-server --bench load`.
 
+mod spawn;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -38,47 +38,6 @@ const DEADLINE: Duration = Duration::from_secs(120);
 
 /// Arrival of one durable frame at one reader: (log, seq, when).
 type Arrival = (usize, u64, Instant);
-
-struct ServerProc {
-    child: Child,
-    base: String,
-}
-
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_server(db: &str) -> ServerProc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_replay-server"))
-        .args(["--listen", "127.0.0.1:0", "--db", db, "--faults"])
-        // Measures fan-out, not the disk: one sync per append (`full`)
-        // would be most of every latency here (docs/server.md).
-        .args(["--synchronous", "normal"])
-        .args(["--max-streams", "1100", "--max-streams-per-scope", "120"])
-        .args([
-            "--max-streams-per-client",
-            "1100",
-            "--max-connections",
-            "1100",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn replay-server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("replay-server listening on ")
-        .expect("listening line")
-        .to_owned();
-    ServerProc { child, base }
-}
 
 /// `VmRSS` and `VmHWM` (peak) of a process, in MB.
 fn rss_mb(pid: u32) -> (f64, f64) {
@@ -221,8 +180,8 @@ async fn main() {
     let dir = std::env::temp_dir().join(format!("replay-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let db = dir.join("load.sqlite").to_str().unwrap().to_owned();
-    let server = start_server(&db);
-    let pid = server.child.id();
+    let server = spawn::start(&db, 120);
+    let pid = server.id();
     let base = server.base.clone();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(8)

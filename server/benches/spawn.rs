@@ -1,0 +1,63 @@
+//! The benches' `replay-server`: the real binary on a loopback port, with
+//! stream caps raised for a thousand readers; killed when dropped.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// A running `replay-server`; `base` is its `http://…` address.
+pub struct ServerProc {
+    child: Child,
+    pub base: String,
+}
+
+impl ServerProc {
+    /// Its process id (the load bench reads its memory).
+    #[allow(dead_code)] // each bench compiles this file; the cluster bench does not need it
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the server on `db` (a SQLite path or a `postgres://` URL), at
+/// most `per_scope` streams per scope, up to 1 100 streams in all.
+pub fn start(db: &str, per_scope: u32) -> ServerProc {
+    let per_scope = per_scope.to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_replay-server"))
+        .args(["--listen", "127.0.0.1:0", "--db", db, "--faults"])
+        // Measures fan-out, not the disk: one sync per append (`full`)
+        // would be most of every latency here (docs/server.md).
+        .args(["--synchronous", "normal"])
+        .args([
+            "--max-streams",
+            "1100",
+            "--max-streams-per-scope",
+            &per_scope,
+        ])
+        .args([
+            "--max-streams-per-client",
+            "1100",
+            "--max-connections",
+            "1100",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn replay-server");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped stdout"))
+        .read_line(&mut line)
+        .expect("the listening line");
+    let base = line
+        .trim()
+        .strip_prefix("replay-server listening on ")
+        .expect("listening line")
+        .to_owned();
+    ServerProc { child, base }
+}
