@@ -11,6 +11,11 @@ use std::process::{Command, Stdio};
 
 /// The environment variable that gives the tests the database's URL.
 pub const URL_VAR: &str = "REPLAY_TEST_POSTGRES";
+/// The environment variable that gives the tests the command (a JSON array:
+/// program, then arguments) that restarts that Postgres like a crash
+/// (`pg_ctl restart -m immediate`), for the "Postgres restarted under load"
+/// tests.
+pub const RESTART_VAR: &str = "REPLAY_TEST_POSTGRES_RESTART";
 /// The user who owns the cluster when xtask runs as root.
 const UNPRIVILEGED: &str = "nobody";
 
@@ -55,21 +60,34 @@ fn is_root() -> bool {
     output("id", &["-u"]).as_deref() == Some("0")
 }
 
+/// The argv that runs a Postgres binary, as [`UNPRIVILEGED`] when we are
+/// root.
+fn pg_argv(bin: &Path, tool: &str, as_root: bool, args: &[&str]) -> Vec<String> {
+    let program = bin.join(tool).display().to_string();
+    let mut argv: Vec<String> = if as_root {
+        vec![
+            "runuser".into(),
+            "-u".into(),
+            UNPRIVILEGED.into(),
+            "--".into(),
+        ]
+    } else {
+        Vec::new()
+    };
+    argv.push(program);
+    argv.extend(args.iter().map(|a| a.to_string()));
+    argv
+}
+
 /// Runs a Postgres binary, as [`UNPRIVILEGED`] when we are root.
 fn pg_cmd(bin: &Path, tool: &str, as_root: bool, args: &[&str]) -> Result {
-    let program = bin.join(tool);
-    let mut command = if as_root {
-        let mut c = Command::new("runuser");
-        c.args(["-u", UNPRIVILEGED, "--"]).arg(&program);
-        c
-    } else {
-        Command::new(&program)
-    };
-    let out = command
-        .args(args)
+    let argv = pg_argv(bin, tool, as_root, args);
+    let program = &argv[0];
+    let out = Command::new(program)
+        .args(&argv[1..])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+        .map_err(|e| format!("cannot start {program}: {e}"))?;
     if out.status.success() {
         Ok(())
     } else {
@@ -152,6 +170,21 @@ impl TempPostgres {
         )?;
         pg.url = format!("postgres://replay@127.0.0.1:{port}/postgres");
         Ok(pg)
+    }
+
+    /// [`RESTART_VAR`]'s value: `pg_ctl restart -m immediate` of this
+    /// cluster, which keeps the options it was started with
+    /// (`postmaster.opts`) and waits until it accepts connections again.
+    pub fn restart_command(&self) -> String {
+        let data = self.dir.join("data").display().to_string();
+        let argv = pg_argv(
+            &self.bin,
+            "pg_ctl",
+            self.as_root,
+            &["-D", &data, "-m", "immediate", "-w", "restart"],
+        );
+        let quoted: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+        format!("[{}]", quoted.join(","))
     }
 }
 

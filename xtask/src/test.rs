@@ -90,12 +90,16 @@ pub fn run(args: &[String]) -> Result {
         // The cluster tests (issue 27) need a Postgres: a throwaway one,
         // removed when this layer ends, passed or failed.
         let pg = postgres::TempPostgres::start()?;
+        let restart = pg.restart_command();
         cmd::step("native tests (with a throwaway Postgres)", || {
             run_in(
                 &root(),
                 "cargo",
                 &["test", "--workspace"],
-                &[(postgres::URL_VAR, &pg.url)],
+                &[
+                    (postgres::URL_VAR, &pg.url),
+                    (postgres::RESTART_VAR, &restart),
+                ],
             )
         })?;
         drop(pg);
