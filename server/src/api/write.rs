@@ -69,7 +69,7 @@ pub(super) async fn post_message(
     // The user's message is committed before the `202`, so a crash before
     // its turn starts loses nothing (recovery then fails the queued turn).
     let accepted = app.log.with_db(|db| {
-        if !db.session_exists(&id) {
+        if !db.session_exists(&id)? {
             return Ok((Accepted::NoSession, vec![]));
         }
         if let Some(turn_id) = db.turn_for_message(&id, &body.message_id)? {

@@ -57,9 +57,14 @@ impl Db {
         matches!(self, Db::Pg(_))
     }
 
-    /// True when the session exists.
-    pub fn session_exists(&self, session_id: &str) -> bool {
-        self.log_info(Scope::Session, session_id).is_some()
+    /// True when the session exists; on Postgres a failed lookup is an
+    /// error, not "no such session" (a client told `404` during an outage
+    /// would give the session up).
+    pub fn session_exists(&self, session_id: &str) -> StoreResult<bool> {
+        match self {
+            Db::Sqlite(d) => Ok(d.session_exists(session_id)),
+            Db::Pg(d) => Ok(d.log_info(Scope::Session, session_id)?.is_some()),
+        }
     }
 
     /// Allocates the next number of a named counter (ids survive restarts).
