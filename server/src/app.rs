@@ -182,7 +182,10 @@ async fn keep_leases(app: Weak<App>, pool: deadpool_postgres::Pool, lease: Durat
             worker.abandoned(),
         );
         if let Err(e) = crate::store::pg::on_runtime(renew).await {
+            // Not reaping now: this node's own live turns may have expired
+            // (Postgres was unreachable) and its claim would take them.
             tracing::warn!(error = %e, "renewing turn leases failed");
+            continue;
         }
         let reaped = tokio::task::spawn_blocking(move || recovery::reap(&app.log)).await;
         if let Ok(Err(e)) = reaped {

@@ -9,7 +9,7 @@ use replay_core::protocol::{
 use serde_json::json;
 
 use crate::log::Log;
-use crate::store::{Db, Reads, StoreResult};
+use crate::store::{Db, Reads, StoreError, StoreResult};
 use crate::util::now_rfc3339;
 
 /// The system log's scope id.
@@ -114,45 +114,59 @@ pub fn end_orphans(db: &mut Db, envs: &mut Vec<Envelope>) -> StoreResult<Orphans
     let mut out = Orphans::default();
     let turns = db.open_turns()?;
     for q in db.open_questions()? {
-        envs.push(db.append(
-            Scope::Session,
-            &q.session_id,
-            &Event::QuestionDeclined(QuestionDeclined {
-                question_id: q.question_id.clone(),
-                reason: "orphaned".into(),
-            }),
-        )?);
+        let declined = Event::QuestionDeclined(QuestionDeclined {
+            question_id: q.question_id.clone(),
+            reason: "orphaned".into(),
+        });
+        if !held(db.append(Scope::Session, &q.session_id, &declined), envs)? {
+            continue;
+        }
         out.questions.push(
             json!({"session_id": q.session_id, "turn_id": q.turn_id, "question_id": q.question_id}),
         );
     }
     for t in db.open_tools()? {
-        envs.push(db.append(
-            Scope::Session,
-            &t.session_id,
-            &Event::ToolCompleted(ToolCompleted {
-                turn_id: t.turn_id.clone(),
-                call_id: t.call_id.clone(),
-                status: ToolStatus::Error,
-                output: "interrupted by worker restart".into(),
-            }),
-        )?);
+        let failed = Event::ToolCompleted(ToolCompleted {
+            turn_id: t.turn_id.clone(),
+            call_id: t.call_id.clone(),
+            status: ToolStatus::Error,
+            output: "interrupted by worker restart".into(),
+        });
+        if !held(db.append(Scope::Session, &t.session_id, &failed), envs)? {
+            continue;
+        }
         out.tools
             .push(json!({"session_id": t.session_id, "turn_id": t.turn_id, "call_id": t.call_id}));
     }
     for t in turns {
-        envs.push(db.append(
-            Scope::Session,
-            &t.session_id,
-            &Event::TurnFailed(TurnFailed {
-                turn_id: t.turn_id.clone(),
-                reason: REASON_WORKER_RESTART.into(),
-            }),
-        )?);
+        let failed = Event::TurnFailed(TurnFailed {
+            turn_id: t.turn_id.clone(),
+            reason: REASON_WORKER_RESTART.into(),
+        });
+        if !held(db.append(Scope::Session, &t.session_id, &failed), envs)? {
+            continue;
+        }
         out.turns
             .push(json!({"session_id": t.session_id, "turn_id": t.turn_id}));
     }
     Ok(out)
+}
+
+/// Keeps an append of [`end_orphans`]; `false` when its turn was claimed
+/// by another node meanwhile (this pass outlived its own claim): that node
+/// writes the end instead.
+fn held(appended: StoreResult<Envelope>, envs: &mut Vec<Envelope>) -> StoreResult<bool> {
+    match appended {
+        Ok(env) => {
+            envs.push(env);
+            Ok(true)
+        }
+        Err(StoreError::NotHeld(turn)) => {
+            tracing::warn!(%turn, "another node ends this turn");
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// On a shared store, ends the turns of nodes whose lease ran out (run

@@ -3,12 +3,16 @@
 //! both, and the Postgres restarted like a crash (`pg_ctl restart -m
 //! immediate`) mid-way. Afterwards: every acknowledged message is in the
 //! log, seqs are dense, every turn ends exactly once (completed, or failed
-//! with `worker_restart` when its lease ran out during the outage),
-//! followers that lost their stream resumed from their cursor and saw
-//! exactly the log, and both nodes accept writes again within a bound.
+//! with `worker_restart` when the outage stopped it), followers that lost
+//! their stream resumed from their cursor and saw exactly the log, and both
+//! nodes accept writes again within a bound. Run twice: with a turn lease
+//! longer than the outage, and with one shorter (leases run out while their
+//! nodes live; a node's late writes for a turn another node has claimed
+//! must be refused, or the turn ends twice).
 //!
 //! A binary of its own: the restart hits every database of the shared test
-//! Postgres, so nothing may run beside it (one test here). Needs
+//! Postgres, so nothing may run beside it (one test here, its two runs one
+//! after the other). Needs
 //! `REPLAY_TEST_POSTGRES` and `REPLAY_TEST_POSTGRES_RESTART` (`cargo xtask
 //! test` sets both).
 
@@ -27,9 +31,6 @@ use replay_core::protocol::{Envelope, Event, Role, Transcript, REASON_WORKER_RES
 use replay_core::transcript::{fold, transcript_eq};
 use serde_json::json;
 
-/// Short, so that turns whose node could not renew them during the outage
-/// are ended within the test.
-const LEASE_MS: u64 = 1500;
 const SESSIONS: usize = 3;
 const WRITERS_PER_NODE: usize = 2;
 /// Writing before the restart, and after Postgres is back.
@@ -302,10 +303,20 @@ async fn nodes_and_clients_ride_out_a_postgres_restart_under_load() {
     let Some(restart) = restart_argv() else {
         return;
     };
+    // Short enough that the turns the outage stopped end within the test,
+    // longer than the outage (about 0.2 s here).
+    restart_under_load(&restart, 1500).await;
+    // Shorter than the outage: the turns running or queued then are
+    // claimed by one node while the other still runs them.
+    restart_under_load(&restart, 150).await;
+}
+
+/// One run of the scenario with turn leases of `lease_ms`.
+async fn restart_under_load(restart: &[String], lease_ms: u64) {
     let Some(db) = fresh_db("pgrestart").await else {
         return;
     };
-    let lease = LEASE_MS.to_string();
+    let lease = lease_ms.to_string();
     // A few ms between deltas: turns are running when Postgres goes away.
     let flags = ["--turn-lease-ms", lease.as_str(), "--delta-ms", "3"];
     let nodes = [Node::start(&db, &flags), Node::start(&db, &flags)];
@@ -368,6 +379,7 @@ async fn nodes_and_clients_ride_out_a_postgres_restart_under_load() {
     assert!(acked_before > 0, "writes went through before the restart");
     let crashed = Instant::now();
     phase.store(RESTARTING, Ordering::Relaxed);
+    let restart = restart.to_vec();
     let status = tokio::task::spawn_blocking(move || {
         // Not captured: the restarted postmaster inherits pg_ctl's output
         // and keeps it open, so reading it to the end would never return.
@@ -437,7 +449,7 @@ async fn nodes_and_clients_ride_out_a_postgres_restart_under_load() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     // Two leases more: no second end from either node.
-    tokio::time::sleep(Duration::from_millis(2 * LEASE_MS)).await;
+    tokio::time::sleep(Duration::from_millis((2 * lease_ms).max(1000))).await;
     let again = logs(&nodes[0].server, &sessions).await;
     assert_eq!(again, stored, "the log changed after every turn had ended");
     let on_b = logs(&nodes[1].server, &sessions).await;
@@ -556,7 +568,7 @@ async fn nodes_and_clients_ride_out_a_postgres_restart_under_load() {
     assert_eq!(diags[0]["events"], diags[1]["events"]);
 
     eprintln!(
-        "postgres restart: command took {outage:?}; writes accepted again {:?} after it \
+        "postgres restart, {lease_ms} ms leases: command took {outage:?}; writes accepted again {:?} after it \
          (nodes A, B); {} messages acknowledged ({acked_before} before the restart), \
          {} POSTs failed and retried, {} refused as busy, {} given up unanswered at the end; \
          {failed} of {} turns failed with worker_restart; streams lost (per follower) {lost:?}, reopened by the follower {reopened:?} \

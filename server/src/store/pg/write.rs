@@ -9,7 +9,7 @@ use replay_core::protocol::{
 };
 
 use super::{big, block, read, unsigned, CHANNEL};
-use crate::store::{LogInfo, OpenQuestion, OpenTool, OpenTurn, StoreResult};
+use crate::store::{LogInfo, OpenQuestion, OpenTool, OpenTurn, StoreError, StoreResult};
 use crate::util::{now_rfc3339, random_id};
 
 /// The store of one node: a pool on the shared database.
@@ -88,7 +88,7 @@ impl PgDb {
         block(async {
             let mut c = self.pool.get().await?;
             let tx = c.transaction().await?;
-            let env = append_in(&tx, scope, scope_id, event).await?;
+            let env = append_in(&tx, scope, scope_id, event, &self.owner).await?;
             tx.commit().await?;
             Ok(env)
         })
@@ -142,7 +142,7 @@ impl PgDb {
                 role: Role::User,
                 text: text.to_owned(),
             });
-            let env = append_in(&tx, Scope::Session, session_id, &event).await?;
+            let env = append_in(&tx, Scope::Session, session_id, &event, &self.owner).await?;
             tx.commit().await?;
             Ok(env)
         })
@@ -349,11 +349,14 @@ impl PgDb {
 
 /// Inserts one event as the next id and its log's next seq, inside the
 /// caller's transaction, and notifies [`CHANNEL`] (delivered at commit).
+/// An event of a turn that `owner` no longer holds is refused
+/// ([`StoreError::NotHeld`], see [`hold_turn`]).
 async fn append_in(
     tx: &Transaction<'_>,
     scope: Scope,
     scope_id: &str,
     event: &Event,
+    owner: &str,
 ) -> StoreResult<Envelope> {
     // First: the row lock that orders every append of every node.
     let id: i64 = tx
@@ -382,7 +385,7 @@ async fn append_in(
         &[&id, &scope.as_str(), &scope_id, &seq, &event.type_name(), &ts, &event.data_json()],
     )
     .await?;
-    project(tx, scope, scope_id, event).await?;
+    project(tx, scope, scope_id, event, owner).await?;
     tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &id.to_string()])
         .await?;
     Ok(Envelope::durable(
@@ -395,19 +398,84 @@ async fn append_in(
     ))
 }
 
-/// Keeps the projections in step with the event just inserted.
+/// The turn an event of a session belongs to, for the events that name one.
+fn turn_of(event: &Event) -> Option<&str> {
+    match event {
+        Event::TurnStarted(t) => Some(&t.turn_id),
+        Event::TurnCompleted(t) | Event::TurnCancelled(t) => Some(&t.turn_id),
+        Event::TurnFailed(t) => Some(&t.turn_id),
+        Event::MessageCommitted(m) => Some(&m.turn_id),
+        Event::ToolStarted(t) => Some(&t.turn_id),
+        Event::ToolCompleted(t) => Some(&t.turn_id),
+        Event::QuestionAsked(q) => Some(&q.turn_id),
+        _ => None,
+    }
+}
+
+/// Fencing: a node writes a turn's events only while it holds the turn
+/// (its `owner`, state still open), and moves it to `state` if given. A
+/// lease can run out while its node is alive (Postgres unreachable longer
+/// than a lease, or an end pass slower than one): another node then claims
+/// the turn and ends it, and the first node's later events (a second end,
+/// a reply after the end) are refused here, in the same transaction, under
+/// the append lock. A turn the store does not know (an admin append) is
+/// not fenced.
+async fn hold_turn(
+    tx: &Transaction<'_>,
+    turn_id: &str,
+    owner: &str,
+    state: Option<&str>,
+) -> StoreResult<()> {
+    let held = match state {
+        Some(state) => {
+            tx.execute(
+                "UPDATE turns SET state = $3 WHERE turn_id = $1 AND owner = $2
+                   AND state IN ('queued', 'running', 'failing')",
+                &[&turn_id, &owner, &state],
+            )
+            .await?
+        }
+        None => {
+            tx.execute(
+                "SELECT 1 FROM turns WHERE turn_id = $1 AND owner = $2
+                   AND state IN ('queued', 'running', 'failing') FOR UPDATE",
+                &[&turn_id, &owner],
+            )
+            .await?
+        }
+    };
+    if held == 0
+        && tx
+            .query_opt("SELECT 1 FROM turns WHERE turn_id = $1", &[&turn_id])
+            .await?
+            .is_some()
+    {
+        return Err(StoreError::NotHeld(turn_id.to_owned()));
+    }
+    Ok(())
+}
+
+/// Keeps the projections in step with the event just inserted (and fences
+/// the events of turns, see [`hold_turn`]).
 async fn project(
     tx: &Transaction<'_>,
     scope: Scope,
     scope_id: &str,
     event: &Event,
+    owner: &str,
 ) -> StoreResult<()> {
-    let turn = |state: &'static str| {
-        (
-            "UPDATE turns SET state = $2 WHERE turn_id = $1",
-            Some(state),
-        )
-    };
+    if scope == Scope::Session {
+        if let Some(turn_id) = turn_of(event) {
+            let state = match event {
+                Event::TurnStarted(_) => Some("running"),
+                Event::TurnCompleted(_) => Some("completed"),
+                Event::TurnCancelled(_) => Some("cancelled"),
+                Event::TurnFailed(_) => Some("failed"),
+                _ => None,
+            };
+            hold_turn(tx, turn_id, owner, state).await?;
+        }
+    }
     let question = |state: &'static str| {
         (
             "UPDATE questions SET state = $2 WHERE question_id = $1",
@@ -416,10 +484,6 @@ async fn project(
     };
     // (statement, its $1 key, its $2), or a statement of its own.
     let ((sql, second), key): ((&str, Option<&str>), &str) = match event {
-        Event::TurnStarted(t) => (turn("running"), &t.turn_id),
-        Event::TurnCompleted(t) => (turn("completed"), &t.turn_id),
-        Event::TurnCancelled(t) => (turn("cancelled"), &t.turn_id),
-        Event::TurnFailed(t) => (turn("failed"), &t.turn_id),
         Event::QuestionAnswered(q) => (question("answered"), &q.question_id),
         Event::QuestionDeclined(q) => (question("declined"), &q.question_id),
         Event::ToolCompleted(t) => (
