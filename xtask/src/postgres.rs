@@ -175,13 +175,26 @@ impl TempPostgres {
     /// [`RESTART_VAR`]'s value: `pg_ctl restart -m immediate` of this
     /// cluster, which keeps the options it was started with
     /// (`postmaster.opts`) and waits until it accepts connections again.
+    /// The restarted server logs to the same file: without `-l` it would
+    /// inherit pg_ctl's stdout and hold it open, so a caller reading that
+    /// output to its end would wait forever.
     pub fn restart_command(&self) -> String {
         let data = self.dir.join("data").display().to_string();
+        let logfile = self.dir.join("postgres.log").display().to_string();
         let argv = pg_argv(
             &self.bin,
             "pg_ctl",
             self.as_root,
-            &["-D", &data, "-m", "immediate", "-w", "restart"],
+            &[
+                "-D",
+                &data,
+                "-l",
+                &logfile,
+                "-m",
+                "immediate",
+                "-w",
+                "restart",
+            ],
         );
         let quoted: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
         format!("[{}]", quoted.join(","))
