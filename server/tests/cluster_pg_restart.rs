@@ -381,8 +381,9 @@ async fn restart_under_load(restart: &[String], lease_ms: u64) {
     phase.store(RESTARTING, Ordering::Relaxed);
     let restart = restart.to_vec();
     let status = tokio::task::spawn_blocking(move || {
-        // Not captured: the restarted postmaster inherits pg_ctl's output
-        // and keeps it open, so reading it to the end would never return.
+        // Not captured: a command without `-l` leaves the restarted
+        // postmaster holding pg_ctl's output open, so reading it to its
+        // end would never return.
         std::process::Command::new(&restart[0])
             .args(&restart[1..])
             .stdin(Stdio::null())
