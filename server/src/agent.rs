@@ -234,6 +234,13 @@ struct Turn {
 impl Turn {
     async fn run(self) {
         let live = self.worker.session(&self.session_id);
+        // First in this node's order, then (on a cluster) in the whole
+        // cluster's: one turn per node looks at the log.
+        live.wait_first(&self.turn_id).await;
+        if !crate::cluster::wait_for_earlier_turns(&self.app, &self.session_id, &self.turn_id).await
+        {
+            return;
+        }
         let _turn = live.turn_lock.lock().await;
         let cancel = Arc::new(Notify::new());
         live.lock().running = Some(RunningTurn {

@@ -12,11 +12,12 @@ use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use futures_util::StreamExt;
-use replay_core::protocol::Scope;
+use replay_core::protocol::{Event, Scope};
 use tokio::sync::Notify;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use crate::hub::{Frame, Hub};
+use crate::store::pg::cluster::COMMANDS;
 use crate::store::pg::{self, events_after, read as pgr, CHANNEL};
 use crate::store::{LogInfo, StoreResult};
 
@@ -25,6 +26,9 @@ const CATCH_UP_PAGE: usize = 1000;
 /// A quiet node still reads the log this often (a notification lost in a
 /// way the connection did not report costs at most this much delay).
 const SAFETY_POLL: Duration = Duration::from_secs(2);
+/// Commands from other nodes not yet taken by this node's command task
+/// before the oldest are dropped (their senders time out and say so).
+const COMMANDS_BUFFERED: usize = 1024;
 /// Waits between attempts to reconnect the listening connection.
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(2);
@@ -48,6 +52,10 @@ pub struct Publisher {
     turn: tokio::sync::Mutex<()>,
     /// Counts catch-ups that found events other nodes wrote (diagnostics).
     wake: Notify,
+    /// Commands other nodes sent (payloads on [`COMMANDS`]).
+    commands: tokio::sync::broadcast::Sender<String>,
+    /// Woken when a turn's end is published (turns waiting for it).
+    turn_ended: Arc<Notify>,
 }
 
 impl Publisher {
@@ -90,6 +98,8 @@ impl Publisher {
             heads,
             turn: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
+            commands: tokio::sync::broadcast::channel(COMMANDS_BUFFERED).0,
+            turn_ended: Arc::default(),
         }))
     }
 
@@ -122,11 +132,19 @@ impl Publisher {
             for (env, epoch) in events {
                 let (id, seq) = (env.id.unwrap_or(0), env.seq.unwrap_or(0));
                 let key = (env.scope, env.scope_id.clone());
+                let turn_end = matches!(
+                    env.event,
+                    Event::TurnCompleted(_) | Event::TurnFailed(_) | Event::TurnCancelled(_)
+                );
                 self.hub.publish(&Frame::new(env));
                 // Heads move after the frame is in the subscribers' buffers.
                 let mut h = self.heads.write().unwrap_or_else(PoisonError::into_inner);
                 h.logs.insert(key, LogInfo { epoch, head: seq });
                 h.global.head = id;
+                drop(h);
+                if turn_end {
+                    self.turn_ended.notify_waiters();
+                }
             }
         }
     }
@@ -135,6 +153,16 @@ impl Publisher {
     /// committed `upto`).
     pub fn catch_up_now(&self, upto: Option<u64>) -> StoreResult<()> {
         pg::block(self.catch_up(upto))
+    }
+
+    /// Woken each time a turn's end is published (on any node's write).
+    pub fn turn_ended(&self) -> Arc<Notify> {
+        Arc::clone(&self.turn_ended)
+    }
+
+    /// The commands nodes send from now on (see `crate::cluster`).
+    pub fn commands(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.commands.subscribe()
     }
 
     /// Wakes the follower (tests and diagnostics).
@@ -169,10 +197,16 @@ async fn listen_once(url: &str, publisher: &Arc<Publisher>) -> StoreResult<()> {
     {
         let wake = Arc::clone(&wake);
         let newest = Arc::clone(&newest);
+        let commands = publisher.commands.clone();
         let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
         tokio::spawn(async move {
             while let Some(Ok(msg)) = messages.next().await {
                 if let AsyncMessage::Notification(n) = msg {
+                    if n.channel() == COMMANDS {
+                        // No receiver (yet) is no error: nothing waits here.
+                        let _ = commands.send(n.payload().to_owned());
+                        continue;
+                    }
                     let id = n.payload().parse::<u64>().unwrap_or(u64::MAX);
                     newest.fetch_max(id, std::sync::atomic::Ordering::Relaxed);
                     wake.notify_one();
@@ -181,7 +215,9 @@ async fn listen_once(url: &str, publisher: &Arc<Publisher>) -> StoreResult<()> {
             let _ = lost_tx.send(());
         });
     }
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    client
+        .batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {COMMANDS}"))
+        .await?;
     // Listening before reading: nothing committed from now on goes unnoticed.
     publisher.catch_up(None).await?;
     loop {

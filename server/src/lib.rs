@@ -19,6 +19,7 @@ pub mod agent;
 mod api;
 pub mod app;
 pub mod budget;
+pub mod cluster;
 pub mod config;
 pub mod faults;
 pub mod follow;
@@ -150,6 +151,7 @@ pub async fn start(config: Config) -> Result<Running, ServerError> {
         header_timeout: Duration::from_millis(config.header_timeout_ms.max(1)),
     };
     let app = app::App::boot(config)?;
+    cluster::start(&app);
     tracing::info!(%addr, boot_id = %app.worker().boot_id, "replay-server started");
     let router = api::router(Arc::clone(&app), hosts);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

@@ -141,6 +141,18 @@ impl Log {
         self.readers.is_some() || self.cluster.is_some()
     }
 
+    /// The commands other nodes send from now on, when the store is
+    /// Postgres (see `crate::cluster`).
+    pub fn cluster_commands(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.cluster.as_ref().map(|c| c.publisher.commands())
+    }
+
+    /// Woken each time a turn's end is published, when the store is
+    /// Postgres (turns waiting for an earlier turn on another node).
+    pub fn turn_ended(&self) -> Option<Arc<tokio::sync::Notify>> {
+        self.cluster.as_ref().map(|c| c.publisher.turn_ended())
+    }
+
     /// The Postgres pool, when the store is Postgres.
     pub fn pg_pool(&self) -> Option<&deadpool_postgres::Pool> {
         self.cluster.as_ref().map(|c| &c.pool)

@@ -2,7 +2,7 @@
 //! alive (the `live_turn` overlays, running turns, answer channels). A worker
 //! restart drops it wholesale; only the store survives.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -42,14 +42,41 @@ pub struct SessionLive {
     state: Mutex<LiveState>,
     /// Turns accepted and not finished (running or queued).
     pending: AtomicUsize,
-    /// Turns of a session run one at a time, in arrival order (fair lock).
+    /// Turns of a session run one at a time (fair lock).
     pub turn_lock: tokio::sync::Mutex<()>,
+    /// Turns this worker accepted and has not finished, in the order they
+    /// were accepted: only the first may run (see [`SessionLive::wait_first`]).
+    /// Its own lock, taken last and alone: it is pushed to under the store's
+    /// lock, while a running turn holds [`LiveState`] and appends.
+    queue: Mutex<VecDeque<String>>,
+    /// Woken when a turn leaves the queue.
+    queue_moved: Notify,
 }
 
 impl SessionLive {
     /// Locks the live state (short sections only).
     pub fn lock(&self) -> MutexGuard<'_, LiveState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn queue(&self) -> MutexGuard<'_, VecDeque<String>> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Returns once `turn_id` is the first of the turns this worker accepted
+    /// for the session and has not finished. Turn tasks may start in any
+    /// order; this puts them back in the order they were accepted.
+    pub async fn wait_first(&self, turn_id: &str) {
+        loop {
+            // Armed before the look, so a move meanwhile still wakes.
+            let moved = self.queue_moved.notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
+            if self.queue().front().is_none_or(|t| t == turn_id) {
+                return;
+            }
+            moved.await;
+        }
     }
 }
 
@@ -88,10 +115,26 @@ pub enum TurnsFull {
 pub struct TurnSlot {
     worker: Arc<Worker>,
     session: Arc<SessionLive>,
+    /// The turn it holds a place in the session's queue for.
+    turn: Option<String>,
+}
+
+impl TurnSlot {
+    /// Puts `turn_id` at the back of its session's queue. Called in the
+    /// order turns are accepted (under the store's writer lock, where their
+    /// numbers are given).
+    pub fn enqueue(&mut self, turn_id: &str) {
+        self.session.queue().push_back(turn_id.to_owned());
+        self.turn = Some(turn_id.to_owned());
+    }
 }
 
 impl Drop for TurnSlot {
     fn drop(&mut self) {
+        if let Some(turn) = self.turn.take() {
+            self.session.queue().retain(|t| *t != turn);
+            self.session.queue_moved.notify_waiters();
+        }
         self.session.pending.fetch_sub(1, Ordering::Relaxed);
         self.worker.pending.fetch_sub(1, Ordering::Relaxed);
     }
@@ -154,6 +197,7 @@ impl Worker {
         Ok(TurnSlot {
             worker: Arc::clone(self),
             session,
+            turn: None,
         })
     }
 

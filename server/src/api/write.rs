@@ -2,6 +2,7 @@
 //! committed; a repeated `message_id` starts nothing.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -16,6 +17,7 @@ use tokio::sync::oneshot;
 use super::error::{ApiError, BodyBytes, JsonBody};
 use crate::agent;
 use crate::app::App;
+use crate::cluster;
 use crate::worker::{TurnSlot, TurnsFull};
 
 pub(super) async fn create_session(
@@ -75,13 +77,14 @@ pub(super) async fn post_message(
         if let Some(turn_id) = db.turn_for_message(&id, &body.message_id)? {
             return Ok((Accepted::Existing(turn_id), vec![]));
         }
-        let slot = match slot {
+        let mut slot = match slot {
             Ok(slot) => slot,
             Err(full) => return Ok((Accepted::Full(full), vec![])),
         };
         let n = db.next_number("turn")?;
         let turn_id = format!("turn_{n}");
         let committed = db.accept_message(&id, &turn_id, &body.message_id, &body.text)?;
+        slot.enqueue(&turn_id);
         Ok((Accepted::New(turn_id, slot), vec![committed]))
     })?;
     let turn_id = match accepted {
@@ -132,14 +135,11 @@ pub(super) async fn answer(
         .questions
         .get(&qid)
         .cloned();
-    let closed = || {
-        ApiError::new(
-            StatusCode::CONFLICT,
-            "question_closed",
-            format!("question {qid} is not waiting for an answer"),
-        )
-    };
+    let closed = || question_closed(&qid);
     let Some(waiter) = waiter else {
+        if app.log.pg_pool().is_some() {
+            return forward_answer(&app, &id, &qid, body.answer).await;
+        }
         return match app.log.db().question_state(&qid)? {
             Some((sid, _)) if sid == id => Err(closed()),
             _ => Err(ApiError::not_found("question")),
@@ -153,6 +153,76 @@ pub(super) async fn answer(
     // Answered only once `question.answered` is committed.
     ack_rx.await.map_err(|_| closed())?;
     Ok(Json(json!({"question_id": qid, "status": "answered"})))
+}
+
+/// An answer for a question this node's worker is not waiting on, on a
+/// cluster: the node running its turn may be. Sent to every node; answered
+/// once the log shows the question answered (or closed, or after
+/// [`cluster::FORWARD_WAIT`]: `503`, retry). A question the log does not
+/// know may live only in its turn's overlay for a moment: it gets
+/// [`UNKNOWN_QUESTION_WAIT`] to appear.
+async fn forward_answer(
+    app: &App,
+    session_id: &str,
+    question_id: &str,
+    answer: String,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let state = |app: &App| -> Result<Option<String>, ApiError> {
+        Ok(match app.log.db().question_state(question_id)? {
+            Some((sid, state)) if sid == session_id => Some(state),
+            Some(_) => None,
+            None => None,
+        })
+    };
+    let known = state(app)?;
+    if known.as_deref().is_some_and(|s| s != "pending") {
+        return Err(question_closed(question_id));
+    }
+    cluster::send(
+        app,
+        &cluster::Command::Answer {
+            session_id: session_id.to_owned(),
+            question_id: question_id.to_owned(),
+            answer,
+        },
+    )
+    .await?;
+    let started = Instant::now();
+    loop {
+        tokio::time::sleep(cluster::POLL).await;
+        match state(app)?.as_deref() {
+            Some("answered") => {
+                return Ok(Json(
+                    json!({"question_id": question_id, "status": "answered"}),
+                ))
+            }
+            Some("pending") => {}
+            Some(_) => return Err(question_closed(question_id)),
+            None if started.elapsed() >= UNKNOWN_QUESTION_WAIT => {
+                return Err(ApiError::not_found("question"))
+            }
+            None => {}
+        }
+        if started.elapsed() >= cluster::FORWARD_WAIT {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "answer_not_delivered",
+                format!("no node took the answer to {question_id} in time"),
+            )
+            .retry_after(Some(1)));
+        }
+    }
+}
+
+/// How long a forwarded answer waits for a question the log does not know.
+const UNKNOWN_QUESTION_WAIT: Duration = Duration::from_secs(1);
+
+fn question_closed(question_id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "question_closed",
+        format!("question {question_id} is not waiting for an answer"),
+    )
 }
 
 pub(super) async fn cancel(
@@ -174,9 +244,23 @@ pub(super) async fn cancel(
     // A named turn is the only one stopped: a retried cancel of a turn that
     // already ended must not stop the next one.
     let named = |turn: &str| body.turn_id.as_deref().is_none_or(|t| t == turn);
-    let turn_id = running.filter(|r| named(&r.turn_id)).map(|r| {
+    let mut turn_id = running.filter(|r| named(&r.turn_id)).map(|r| {
         r.cancel.notify_one();
         r.turn_id
     });
+    if turn_id.is_none() {
+        // On a cluster the turn may run on another node: it stops it.
+        if let Some(remote) = cluster::running_turn(&app, &id).await?.filter(|t| named(t)) {
+            cluster::send(
+                &app,
+                &cluster::Command::Cancel {
+                    session_id: id.clone(),
+                    turn_id: remote.clone(),
+                },
+            )
+            .await?;
+            turn_id = Some(remote);
+        }
+    }
     Ok((StatusCode::ACCEPTED, Json(CancelAccepted { turn_id })))
 }

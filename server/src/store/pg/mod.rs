@@ -10,6 +10,7 @@
 //! commit in id order, seqs are dense per scope and commit in seq order, and a
 //! reader that sees an id sees every smaller one (docs/server.md, "Cluster").
 
+pub mod cluster;
 pub mod read;
 mod write;
 
