@@ -698,6 +698,30 @@ fn rule_9_a_401_on_a_request_sent_before_the_refresh_retries_without_failing() {
 }
 
 #[test]
+fn rule_9_a_401_sent_before_the_refresh_asks_no_second_refresh_after_a_success() {
+    // As above, but the stream retried with the new token succeeds before
+    // the page's refusal (of the old token) comes back: the success must not
+    // make that late refusal look like a new expiry (seen in Chromium as a
+    // caching getToken asked to refresh twice).
+    let mut r = Rig::new();
+    r.http_error(true, 401, None, &error_body("unauthorized"));
+    r.open_ok();
+    r.send(&[hello(EPOCH, 0, BOOT)]);
+    r.http_error(false, 401, None, &error_body("unauthorized"));
+    let refreshes = r
+        .log
+        .iter()
+        .filter(|a| matches!(a, Action::RefreshCredentials))
+        .count();
+    assert_eq!(refreshes, 1, "one refresh for one refused token");
+    assert_ne!(r.c.status().state, State::Failed, "{:?}", r.c.status());
+    assert!(
+        matches!(r.log.last(), Some(Action::Fetch { .. })),
+        "the page is asked again at once"
+    );
+}
+
+#[test]
 fn rule_9_other_4xx_stop_and_5xx_429_retry_honouring_retry_after() {
     let mut r = Rig::new();
     r.http_error(false, 404, None, &error_body("not_found"));

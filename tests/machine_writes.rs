@@ -135,6 +135,39 @@ fn a_401_refreshes_credentials_once_then_fails() {
 }
 
 #[test]
+fn a_401_of_a_write_sent_before_a_refresh_is_sent_again_without_another() {
+    // The stream and a write go out with the same stale token; the stream's
+    // refusal refreshes it; the write's refusal was of the replaced token.
+    let mut c = Machine::new(Config::session(SES), None, 0);
+    let stream = drain(&mut c)
+        .into_iter()
+        .find_map(|a| match a {
+            Action::OpenStream { id, .. } => Some(id),
+            _ => None,
+        })
+        .expect("the stream opens first");
+    send(&mut c, 0);
+    let (id, _, _) = post(&mut c);
+    c.handle_http_error(stream, 401, None, b"", 1);
+    assert!(drain(&mut c)
+        .iter()
+        .any(|a| matches!(a, Action::RefreshCredentials)));
+    c.handle_http_error(id, 401, None, b"", 2);
+    let actions = drain(&mut c);
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::RefreshCredentials)),
+        "no second refresh: {actions:?}"
+    );
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Post { .. })),
+        "{actions:?}"
+    );
+    assert!(done(&mut c).is_empty(), "the write is still under way");
+}
+
+#[test]
 fn other_4xx_fail_at_once_with_the_servers_code() {
     let mut c = client();
     send(&mut c, 0);

@@ -37,6 +37,20 @@ impl Machine {
         }
     }
 
+    /// Whether `id` was sent after the last credentials refresh (see
+    /// `credentials_since`).
+    pub(super) fn sent_with_current_credentials(&self, id: RequestId) -> bool {
+        id.0 >= self.credentials_since
+    }
+
+    /// Asks the application for new credentials; requests made from now on
+    /// carry them.
+    pub(super) fn refresh_credentials(&mut self) {
+        self.credentials_since = self.next_id.saturating_add(1);
+        self.refresh_unproven = true;
+        self.actions.push_back(Action::RefreshCredentials);
+    }
+
     pub(super) fn alloc_id(&mut self) -> RequestId {
         self.next_id += 1;
         RequestId(self.next_id)
@@ -412,17 +426,13 @@ impl Machine {
         }
         match classify(status, retry_after, body, self.wall_now(now)) {
             HttpClass::RefreshCredentials { error } => {
-                match self.auth_refreshed_from {
-                    // Sent with the refreshed credentials: refused twice.
-                    Some(from) if id.0 >= from => return self.fail(error),
-                    // Sent before the refresh (requests run side by side):
-                    // try again with the new credentials, no second refresh.
-                    Some(_) => {}
-                    // Refresh once, then try again at once (rule 9).
-                    None => {
-                        self.auth_refreshed_from = Some(self.next_id + 1);
-                        self.actions.push_back(Action::RefreshCredentials);
+                if self.sent_with_current_credentials(id) {
+                    // Refused with the refreshed credentials: twice.
+                    if self.refresh_unproven {
+                        return self.fail(error);
                     }
+                    // Refresh once, then try again at once (rule 9).
+                    self.refresh_credentials();
                 }
                 match req {
                     Req::Stream => self.open_stream(now),

@@ -162,10 +162,15 @@ pub struct Machine {
     /// ([`handle_wall_clock`](Self::handle_wall_clock)): HTTP dates are read
     /// on the wall clock, every deadline on the machine's own.
     wall_offset: i64,
-    /// Since the last credentials refresh not yet followed by a success: the
-    /// first request id made after it. A refusal of an older request was of
-    /// the token that refresh replaced, and proves nothing about the new one.
-    auth_refreshed_from: Option<u64>,
+    /// The first request id made after the last credentials refresh. A
+    /// refusal of an older request was of the credentials that refresh
+    /// replaced and proves nothing about the new ones: it is sent again, and
+    /// asks for no second refresh (requests run side by side, and one may be
+    /// refused after another already succeeded with the new credentials).
+    credentials_since: u64,
+    /// A refresh was asked for and no request has succeeded since: a newer
+    /// request refused again fails the client (rule 9: refresh once).
+    refresh_unproven: bool,
     closed: bool,
     failed: bool,
     offline: bool,
@@ -310,7 +315,8 @@ impl Machine {
             fetch_backoff: Backoff::default(),
             sse_retry: None,
             streams_opened: 0,
-            auth_refreshed_from: None,
+            credentials_since: 0,
+            refresh_unproven: false,
             closed: false,
             failed: false,
             offline: false,

@@ -223,7 +223,7 @@ impl Machine {
             None => return,
         };
         self.stream_backoff.reset();
-        self.auth_refreshed_from = None;
+        self.refresh_unproven = false;
         if !self.check_epoch(&h.epoch, now) {
             return;
         }
@@ -474,7 +474,7 @@ impl Machine {
     }
 
     fn on_replay_page(&mut self, page: &mut ReplayPage, asked: u64, now: u64) {
-        self.auth_refreshed_from = None;
+        self.refresh_unproven = false;
         if !self.check_epoch(&page.epoch, now) {
             return;
         }
@@ -502,7 +502,7 @@ impl Machine {
     }
 
     fn on_event_page(&mut self, page: &mut EventPage, asked: u64, now: u64) {
-        self.auth_refreshed_from = None;
+        self.refresh_unproven = false;
         if !self.check_epoch(&page.epoch, now) {
             return;
         }

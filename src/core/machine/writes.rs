@@ -129,8 +129,13 @@ impl Writes {
 /// What an answer means for a write.
 enum Verdict {
     Done(Result<WriteOutcome, CoreError>),
-    Retry { error: CoreError, hint: Option<u64> },
+    Retry {
+        error: CoreError,
+        hint: Option<u64>,
+    },
     Refresh,
+    /// Refused with credentials a refresh has since replaced: sent again.
+    Resend,
 }
 
 impl Machine {
@@ -273,6 +278,9 @@ impl Machine {
         let w = &self.writes.pending[i];
         // The one classifier of reads and writes (rule 9).
         let verdict = match classify(status, retry_after, body, self.wall_now(now)) {
+            HttpClass::RefreshCredentials { .. } if !self.sent_with_current_credentials(id) => {
+                Verdict::Resend
+            }
             HttpClass::RefreshCredentials { .. } if !w.refreshed => Verdict::Refresh,
             HttpClass::Retry { after, error } => Verdict::Retry { error, hint: after },
             // The answer's first try was committed, its reply lost.
@@ -297,7 +305,11 @@ impl Machine {
             Verdict::Done(result) => result,
             Verdict::Refresh => {
                 w.refreshed = true;
-                self.actions.push_back(Action::RefreshCredentials);
+                self.refresh_credentials();
+                self.send_write(id, now);
+                return;
+            }
+            Verdict::Resend => {
                 self.send_write(id, now);
                 return;
             }
