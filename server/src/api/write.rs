@@ -83,7 +83,16 @@ pub(super) async fn post_message(
         };
         let n = db.next_number("turn")?;
         let turn_id = format!("turn_{n}");
-        let committed = db.accept_message(&id, &turn_id, &body.message_id, &body.text)?;
+        let committed = db
+            .accept_message(&id, &turn_id, &body.message_id, &body.text)
+            .inspect_err(|_| {
+                // The commit may have landed with its reply lost (Postgres
+                // restarting): the turn is then in the log, leased to this
+                // node, with no task to run it, and a retry finds it there.
+                // Its lease runs out instead, and it is ended like a lost
+                // node's turn, so the session's later turns are not held up.
+                app.worker().abandon(&turn_id);
+            })?;
         slot.enqueue(&turn_id);
         Ok((Accepted::New(turn_id, slot), vec![committed]))
     })?;
