@@ -13,7 +13,9 @@
 //!    quickstart bundled by one more Vite build;
 //! 5. end to end: Playwright drives the demo page (optimised package) through
 //!    a seeded fault schedule and compares it with the server's transcript;
-//!    then the binding apps and both README quickstarts run against a server
+//!    the same page on two nodes of a throwaway Postgres behind a
+//!    round-robin proxy (`tests/js/cluster.test.mjs`: faults, a node
+//!    SIGKILLed mid-turn, Postgres restarted); then the binding apps and both README quickstarts run against a server
 //!    of their own (`tests/js/bindings.test.mjs`).
 
 use crate::cmd::{self, path_with, root, run_in, Result};
@@ -426,8 +428,32 @@ fn e2e() -> Result {
             ],
         )?;
     }
+    cmd::step("the demo page on a two-node cluster (Postgres)", || {
+        cluster(&js, &tmp, &site)
+    })?;
     report_artifacts(&artifacts);
     bindings(&js, &tmp)
+}
+
+/// `cluster.test.mjs`: the page against two nodes on a throwaway Postgres
+/// (the test starts the nodes and its proxy; Postgres is removed after).
+fn cluster(js: &Path, tmp: &Path, site: &Path) -> Result {
+    let pg = postgres::TempPostgres::start()?;
+    let restart = pg.restart_command();
+    let server = server_binary();
+    run_in(
+        js,
+        "node",
+        &["--test", "--test-reporter=spec", "cluster.test.mjs"],
+        &[
+            ("TMPDIR", tmp.to_str().expect("utf-8 path")),
+            ("E2E_CHROMIUM", setup::CHROMIUM),
+            ("CLUSTER_SERVER", server.to_str().expect("utf-8 path")),
+            ("CLUSTER_SITE", site.to_str().expect("utf-8 path")),
+            ("CLUSTER_POSTGRES", &pg.url),
+            ("CLUSTER_POSTGRES_RESTART", &restart),
+        ],
+    )
 }
 
 /// The binding apps (built by the package layer) and the README quickstarts
