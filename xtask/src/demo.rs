@@ -89,7 +89,7 @@ fn run_cluster(listen: &str, nodes: usize, site: &Path, origins: &[String]) -> R
         backends.join(", ")
     );
     println!(
-        "data: a throwaway Postgres ({}), wiped at the next run",
+        "data: a throwaway Postgres ({}), removed when the demo stops",
         pg.url
     );
     proxy::round_robin(listen, &backends)

@@ -169,6 +169,12 @@ impl TempPostgres {
             &["-D", data, "-o", &opts, "-l", &logfile, "-w", "start"],
         )?;
         pg.url = format!("postgres://replay@127.0.0.1:{port}/postgres");
+        stop_on_ctrl_c();
+        running().push(Started {
+            bin: pg.bin.clone(),
+            dir: pg.dir.clone(),
+            as_root,
+        });
         Ok(pg)
     }
 
@@ -203,18 +209,58 @@ impl TempPostgres {
 
 impl Drop for TempPostgres {
     fn drop(&mut self) {
-        let data = self.dir.join("data").display().to_string();
-        if self.dir.join("data").join("postmaster.pid").exists() {
-            let stopped = pg_cmd(
-                &self.bin,
-                "pg_ctl",
-                self.as_root,
-                &["-D", &data, "-m", "immediate", "-w", "stop"],
-            );
-            if let Err(e) = stopped {
-                eprintln!("stopping the test Postgres: {e}");
-            }
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        running().retain(|c| c.dir != self.dir);
+        stop(&self.bin, &self.dir, self.as_root);
     }
+}
+
+/// What stopping a cluster needs.
+struct Started {
+    bin: PathBuf,
+    dir: PathBuf,
+    as_root: bool,
+}
+
+/// The clusters this process started and has not stopped: Ctrl-C stops
+/// them (see [`stop_on_ctrl_c`]); dropping their [`TempPostgres`] does
+/// otherwise.
+fn running() -> std::sync::MutexGuard<'static, Vec<Started>> {
+    static RUNNING: std::sync::Mutex<Vec<Started>> = std::sync::Mutex::new(Vec::new());
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Once per process: on Ctrl-C, stops every cluster still running, then
+/// exits. pg_ctl starts Postgres in a session of its own, so the terminal's
+/// SIGINT does not reach it, and an exit skips the `Drop`s.
+fn stop_on_ctrl_c() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let installed = ctrlc::set_handler(|| {
+            for c in running().drain(..) {
+                stop(&c.bin, &c.dir, c.as_root);
+            }
+            std::process::exit(130);
+        });
+        if let Err(e) = installed {
+            eprintln!("Ctrl-C will not stop the throwaway Postgres: {e}");
+        }
+    });
+}
+
+/// Stops the cluster in `dir` (if it runs) and removes the folder.
+fn stop(bin: &Path, dir: &Path, as_root: bool) {
+    let data = dir.join("data");
+    if data.join("postmaster.pid").exists() {
+        let data = data.display().to_string();
+        let stopped = pg_cmd(
+            bin,
+            "pg_ctl",
+            as_root,
+            &["-D", &data, "-m", "immediate", "-w", "stop"],
+        );
+        if let Err(e) = stopped {
+            eprintln!("stopping the test Postgres: {e}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
