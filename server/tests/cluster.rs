@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use cluster_support::{assert_dense, durable_until, fresh_db, Node};
 use futures_util::StreamExt;
-use replay_core::protocol::{Envelope, Event, Role, Transcript};
+use replay_core::protocol::{Envelope, Event, Role};
 use replay_core::transcript::{fold, transcript_eq};
 
 fn completed(events: &[Envelope]) -> usize {
@@ -126,16 +126,7 @@ async fn a_thousand_concurrent_messages_over_three_nodes_fold_to_one_transcript(
     // The independent fold of what the follower got equals the transcript
     // each node serves, and covers the whole log.
     for node in &nodes {
-        let r = node
-            .server
-            .http
-            .get(node.server.url(&format!("/v1/sessions/{sid}/transcript")))
-            .send()
-            .await
-            .expect("GET transcript");
-        assert_eq!(r.status(), 200);
-        let theirs: Transcript =
-            replay_core::json::from_slice(&r.bytes().await.expect("body")).expect("a transcript");
+        let theirs = node.server.transcript(&sid).await;
         let ours = fold(&theirs.epoch, &seen);
         assert_eq!(ours.cursor, theirs.cursor, "{}", node.server.base);
         assert!(

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use cluster_support::{assert_dense, fresh_db, Node};
 use common::{is_type, open_sse, Server};
-use replay_core::protocol::{Envelope, Event, Role, Transcript, REASON_WORKER_RESTART};
+use replay_core::protocol::{Envelope, Event, Role, REASON_WORKER_RESTART};
 use replay_core::transcript::{fold, transcript_eq};
 use serde_json::json;
 
@@ -529,16 +529,7 @@ async fn restart_under_load(restart: &[String], lease_ms: u64) {
     // The transcripts both nodes serve fold from the log.
     for node in &nodes {
         for sid in sessions.iter() {
-            let r = node
-                .server
-                .http
-                .get(node.server.url(&format!("/v1/sessions/{sid}/transcript")))
-                .send()
-                .await
-                .expect("GET transcript");
-            assert_eq!(r.status(), 200);
-            let theirs: Transcript =
-                replay_core::json::from_slice(&r.bytes().await.unwrap()).expect("a transcript");
+            let theirs = node.server.transcript(sid).await;
             let ours = fold(&theirs.epoch, &stored[sid]);
             assert!(transcript_eq(&ours, &theirs), "{} {sid}", node.server.base);
         }

@@ -28,19 +28,25 @@ fn ended_turn(e: &Envelope) -> Option<&str> {
     }
 }
 
+/// Two nodes started with `flags` on `db`, a session created through the
+/// first, and a scoped follower of it on the second.
+async fn two_nodes_following(db: &str, flags: &[&str]) -> (Node, Node, String, common::Sse) {
+    let (a, b) = (Node::start(db, flags), Node::start(db, flags));
+    let sid = a.server.create_session().await;
+    let follower = b
+        .server
+        .stream(&format!("/v1/sessions/{sid}/events?after_seq=0"), None)
+        .await;
+    (a, b, sid, follower)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_posted_to_another_node_reaches_the_turn_that_asked() {
     let Some(db) = fresh_db("answer").await else {
         return;
     };
     // Questions are persisted at once, so the other node finds them.
-    let flags = ["--ask-persist-ms", "0"];
-    let (a, b) = (Node::start(&db, &flags), Node::start(&db, &flags));
-    let sid = a.server.create_session().await;
-    let mut follower = b
-        .server
-        .stream(&format!("/v1/sessions/{sid}/events?after_seq=0"), None)
-        .await;
+    let (a, b, sid, mut follower) = two_nodes_following(&db, &["--ask-persist-ms", "0"]).await;
     let turn = a.server.send(&sid, "m1", "/ask").await;
     let seen = durable_until(&mut follower, Duration::from_secs(20), |e| {
         asked(e).is_some()
@@ -86,13 +92,7 @@ async fn a_cancel_posted_to_another_node_stops_the_turn() {
     let Some(db) = fresh_db("cancel").await else {
         return;
     };
-    let flags = ["--delta-ms", "40"];
-    let (a, b) = (Node::start(&db, &flags), Node::start(&db, &flags));
-    let sid = a.server.create_session().await;
-    let mut follower = b
-        .server
-        .stream(&format!("/v1/sessions/{sid}/events?after_seq=0"), None)
-        .await;
+    let (a, b, sid, mut follower) = two_nodes_following(&db, &["--delta-ms", "40"]).await;
     let turn = a.server.send(&sid, "m1", "/slow /long 2000").await;
     durable_until(&mut follower, Duration::from_secs(20), |e| {
         e.iter()

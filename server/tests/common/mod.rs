@@ -153,6 +153,19 @@ impl Server {
             .collect()
     }
 
+    /// The session's transcript as this server folds it.
+    pub async fn transcript(&self, sid: &str) -> replay_core::protocol::Transcript {
+        let r = self
+            .http
+            .get(self.url(&format!("/v1/sessions/{sid}/transcript")))
+            .send()
+            .await
+            .expect("GET transcript");
+        assert_eq!(r.status(), StatusCode::OK);
+        let body = r.bytes().await.expect("body");
+        replay_core::json::from_slice(&body).expect("a transcript")
+    }
+
     /// Polls a scope's events until `pred` holds for one of them.
     pub async fn wait_event(&self, scope_path: &str, pred: impl Fn(&Envelope) -> bool) -> Envelope {
         let deadline = Instant::now() + Duration::from_secs(10);
