@@ -576,7 +576,11 @@ pub fn run_task(args: &[String]) -> Result {
         sources.push(format!("cargo {}", argv.join(" ")));
     }
     drop(pg);
-    if !only_native {
+    if only_native {
+        sources.push(
+            "headless Chromium: tests/js/bench.mjs (its figures carried over, see below)".into(),
+        );
+    } else {
         crate::browser_bench::run(only_parts, &mut |name, value| {
             values.insert(name.to_owned(), value);
         })?;
@@ -603,8 +607,11 @@ const NOTES_MARKER: &str = "## Analysis (hand-written; kept by `cargo xtask benc
 /// half (`--native`, `--browser`) keeps the other half's figures.
 fn previous_report() -> (BTreeMap<String, f64>, String) {
     let text = std::fs::read_to_string(root().join("docs/benchmarks.md")).unwrap_or_default();
+    // Only the figures table: the notes' own tables name figures too (earlier
+    // runs' values), and read as figures they overwrote the measured ones.
+    let (table, notes) = text.split_at(text.find(NOTES_MARKER).unwrap_or(text.len()));
     let mut values = BTreeMap::new();
-    for line in text.lines().filter(|l| l.starts_with("| ")) {
+    for line in table.lines().filter(|l| l.starts_with("| ")) {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
         let name = cells
             .get(1)
@@ -616,10 +623,7 @@ fn previous_report() -> (BTreeMap<String, f64>, String) {
             values.insert(name.to_owned(), value);
         }
     }
-    let notes = text
-        .find(NOTES_MARKER)
-        .map_or(String::new(), |at| text[at..].to_owned());
-    (values, notes)
+    (values, notes.to_owned())
 }
 
 fn write_report(measured: &BTreeMap<String, f64>, sources: &[String]) -> Result {
