@@ -83,6 +83,14 @@ pub enum FaultSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// The next `count` messages accepted are committed, then answered as
+    /// if the store's reply had been lost (`500 store_error`): what a
+    /// Postgres restart between a commit and its reply does. Their turns
+    /// are in the log with no task to run them.
+    LoseCommitReply {
+        /// How many.
+        count: u64,
+    },
     /// Drop live state, run startup recovery, take a new boot id.
     RestartWorker,
     /// Delay the next `count` responses of `route` (default any) by `ms`.
@@ -254,7 +262,9 @@ impl Faults {
             return false;
         };
         let done = match &mut active[i].spec {
-            FaultSpec::SkipDurable { count } | FaultSpec::Duplicate { count } => {
+            FaultSpec::SkipDurable { count }
+            | FaultSpec::Duplicate { count }
+            | FaultSpec::LoseCommitReply { count } => {
                 *count = count.saturating_sub(1);
                 *count == 0
             }
@@ -274,6 +284,11 @@ impl Faults {
     /// Whether the next live durable frame is duplicated.
     pub fn take_duplicate(&self) -> bool {
         self.take_counted(|s| matches!(s, FaultSpec::Duplicate { count } if *count > 0))
+    }
+
+    /// Whether the next accepted message's reply is lost after its commit.
+    pub fn take_lost_commit_reply(&self) -> bool {
+        self.take_counted(|s| matches!(s, FaultSpec::LoseCommitReply { count } if *count > 0))
     }
 
     /// Whether a request of `route` must fail, and how.

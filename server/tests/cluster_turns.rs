@@ -156,3 +156,41 @@ async fn a_sessions_turns_run_one_at_a_time_in_accepted_order_across_nodes() {
     }
     assert_eq!(started, turns, "in the order they were accepted");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_committed_with_its_reply_lost_fails_once_and_holds_up_no_later_turn() {
+    let Some(db) = fresh_db("lost_reply").await else {
+        return;
+    };
+    let flags = ["--turn-lease-ms", "1500"];
+    let (a, b, sid, mut follower) = two_nodes_following(&db, &flags).await;
+    // A commits the message but answers as if Postgres had dropped the reply.
+    a.server
+        .fault(json!({"kind": "lose_commit_reply", "count": 1}))
+        .await;
+    let path = format!("/v1/sessions/{sid}/messages");
+    let (status, body) = a
+        .server
+        .post(&path, json!({"message_id": "m1", "text": "hi"}))
+        .await;
+    assert_eq!(status, 500, "{body}");
+    // The client's retry is told the turn the log holds.
+    let lost = a.server.send(&sid, "m1", "hi").await;
+    // A later message, through the other node, is not held up for ever.
+    let next = b.server.send(&sid, "m2", "hi").await;
+    let seen = durable_until(&mut follower, Duration::from_secs(20), |e| {
+        e.iter().any(|e| ended_turn(e) == Some(&next))
+    })
+    .await;
+    assert_dense(&seen);
+    let ends: Vec<&Event> = seen
+        .iter()
+        .filter(|e| ended_turn(e).is_some())
+        .map(|e| &e.event)
+        .collect();
+    assert!(
+        matches!(ends.as_slice(), [Event::TurnFailed(f), Event::TurnCompleted(c)]
+            if f.turn_id == lost && f.reason == "worker_restart" && c.turn_id == next),
+        "the lost turn fails once (worker_restart), then the next completes: {ends:?}"
+    );
+}

@@ -85,6 +85,14 @@ pub(super) async fn post_message(
         let turn_id = format!("turn_{n}");
         let committed = db
             .accept_message(&id, &turn_id, &body.message_id, &body.text)
+            .and_then(|committed| {
+                if app.faults.take_lost_commit_reply() {
+                    return Err(crate::store::StoreError::Backend(
+                        "the commit's reply was lost (fault lose_commit_reply)".into(),
+                    ));
+                }
+                Ok(committed)
+            })
             .inspect_err(|_| {
                 // The commit may have landed with its reply lost (Postgres
                 // restarting): the turn is then in the log, leased to this
