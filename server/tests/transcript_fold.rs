@@ -5,8 +5,7 @@
 mod common;
 
 use common::*;
-use replay_core::json;
-use replay_core::protocol::{Transcript, TranscriptItem};
+use replay_core::protocol::TranscriptItem;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -18,17 +17,6 @@ async fn append(s: &Server, sid: &str, ty: &str, data: Value) {
         )
         .await;
     assert_eq!(st, StatusCode::CREATED, "{v}");
-}
-
-async fn transcript(s: &Server, sid: &str) -> Transcript {
-    let r = s
-        .http
-        .get(s.url(&format!("/v1/sessions/{sid}/transcript")))
-        .send()
-        .await
-        .expect("GET");
-    assert_eq!(r.status(), StatusCode::OK);
-    json::from_slice(&r.bytes().await.expect("body")).expect("the client reads it")
 }
 
 fn tool(call_id: &str, name: &str, status: &str, output: Option<&str>) -> TranscriptItem {
@@ -49,7 +37,7 @@ async fn a_repeated_tool_started_keeps_one_card() {
     append(&s, sid, "tool.started", started("shell")).await;
     append(&s, sid, "tool.started", started("shell")).await;
     assert_eq!(
-        transcript(&s, sid).await.items,
+        s.transcript(sid).await.items,
         vec![tool("c1", "shell", "running", None)]
     );
     append(
@@ -61,7 +49,7 @@ async fn a_repeated_tool_started_keeps_one_card() {
     .await;
     // A start after the completion neither adds a card nor reopens this one.
     append(&s, sid, "tool.started", started("other")).await;
-    let t = transcript(&s, sid).await;
+    let t = s.transcript(sid).await;
     assert_eq!(t.items, vec![tool("c1", "shell", "ok", Some("done"))]);
     assert_eq!(t.cursor, 4);
 }
@@ -78,7 +66,7 @@ async fn an_orphan_tool_completed_adds_no_card() {
     )
     .await;
     append(&s, sid, "turn.completed", json!({"turn_id": "t1"})).await;
-    let t = transcript(&s, sid).await;
+    let t = s.transcript(sid).await;
     assert_eq!(
         t.items,
         vec![TranscriptItem::TurnEnd {
