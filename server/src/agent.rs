@@ -234,14 +234,14 @@ struct Turn {
 impl Turn {
     async fn run(self) {
         let live = self.worker.session(&self.session_id);
-        // First in this node's order, then (on a cluster) in the whole
-        // cluster's: one turn per node looks at the log.
+        // One turn of the session at a time: first in this node's order
+        // (its slot leaves the queue when this returns), then (on a cluster)
+        // in the whole cluster's; one turn per node looks at the log.
         live.wait_first(&self.turn_id).await;
         if !crate::cluster::wait_for_earlier_turns(&self.app, &self.session_id, &self.turn_id).await
         {
             return;
         }
-        let _turn = live.turn_lock.lock().await;
         let cancel = Arc::new(Notify::new());
         live.lock().running = Some(RunningTurn {
             turn_id: self.turn_id.clone(),

@@ -42,10 +42,9 @@ pub struct SessionLive {
     state: Mutex<LiveState>,
     /// Turns accepted and not finished (running or queued).
     pending: AtomicUsize,
-    /// Turns of a session run one at a time (fair lock).
-    pub turn_lock: tokio::sync::Mutex<()>,
     /// Turns this worker accepted and has not finished, in the order they
-    /// were accepted: only the first may run (see [`SessionLive::wait_first`]).
+    /// were accepted: only the first may run (see [`SessionLive::wait_first`]),
+    /// so a session's turns run one at a time.
     /// Its own lock, taken last and alone: it is pushed to under the store's
     /// lock, while a running turn holds [`LiveState`] and appends.
     queue: Mutex<VecDeque<String>>,

@@ -184,12 +184,12 @@ async fn forward_answer(
     question_id: &str,
     answer: String,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    // The question's state, if it is one of this session's.
     let state = |app: &App| -> Result<Option<String>, ApiError> {
-        Ok(match app.log.db().question_state(question_id)? {
-            Some((sid, state)) if sid == session_id => Some(state),
-            Some(_) => None,
-            None => None,
-        })
+        let found = app.log.db().question_state(question_id)?;
+        Ok(found
+            .filter(|(sid, _)| sid == session_id)
+            .map(|(_, state)| state))
     };
     let known = state(app)?;
     if known.as_deref().is_some_and(|s| s != "pending") {
