@@ -49,11 +49,9 @@ pub fn ensure() -> Result {
 
 /// A running throwaway cluster.
 pub struct TempPostgres {
-    bin: PathBuf,
-    dir: PathBuf,
+    place: Place,
     /// `postgres://…` of its `postgres` database.
     pub url: String,
-    as_root: bool,
 }
 
 fn is_root() -> bool {
@@ -113,32 +111,28 @@ impl TempPostgres {
     pub fn start_in(dir: &Path) -> Result<TempPostgres> {
         let bin = bin_dir().ok_or("no initdb/pg_ctl under /usr/lib/postgresql (run set-up)")?;
         let as_root = is_root();
-        let dir = dir.to_path_buf();
-        if dir.join("data").join("postmaster.pid").exists() {
-            let data = dir.join("data").display().to_string();
-            let _ = pg_cmd(
-                &bin,
-                "pg_ctl",
-                as_root,
-                &["-D", &data, "-m", "immediate", "-w", "stop"],
-            );
-        }
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let mut pg = TempPostgres {
-            url: String::new(),
+        let place = Place {
             bin,
-            dir,
+            dir: dir.to_path_buf(),
             as_root,
+        };
+        place.stop();
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut pg = TempPostgres {
+            place,
+            url: String::new(),
         };
         if as_root {
             // The folder (and what initdb puts in it) belongs to the user.
-            run("chown", &[UNPRIVILEGED, &pg.dir.display().to_string()])?;
+            run(
+                "chown",
+                &[UNPRIVILEGED, &pg.place.dir.display().to_string()],
+            )?;
         }
-        let data = pg.dir.join("data");
+        let data = pg.place.dir.join("data");
         let data = data.to_str().ok_or("temp path is not UTF-8")?;
         pg_cmd(
-            &pg.bin,
+            &pg.place.bin,
             "initdb",
             as_root,
             &[
@@ -156,25 +150,21 @@ impl TempPostgres {
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free port: {e}"))?
             .port();
-        let socket_dir = pg.dir.display().to_string();
+        let socket_dir = pg.place.dir.display().to_string();
         let opts = format!(
             "-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={socket_dir} \
              -c fsync=off -c max_connections=200"
         );
-        let logfile = pg.dir.join("postgres.log").display().to_string();
+        let logfile = pg.place.dir.join("postgres.log").display().to_string();
         pg_cmd(
-            &pg.bin,
+            &pg.place.bin,
             "pg_ctl",
             as_root,
             &["-D", data, "-o", &opts, "-l", &logfile, "-w", "start"],
         )?;
         pg.url = format!("postgres://replay@127.0.0.1:{port}/postgres");
         stop_on_ctrl_c();
-        running().push(Started {
-            bin: pg.bin.clone(),
-            dir: pg.dir.clone(),
-            as_root,
-        });
+        running().push(pg.place.clone());
         Ok(pg)
     }
 
@@ -185,12 +175,12 @@ impl TempPostgres {
     /// inherit pg_ctl's stdout and hold it open, so a caller reading that
     /// output to its end would wait forever.
     pub fn restart_command(&self) -> String {
-        let data = self.dir.join("data").display().to_string();
-        let logfile = self.dir.join("postgres.log").display().to_string();
+        let data = self.place.dir.join("data").display().to_string();
+        let logfile = self.place.dir.join("postgres.log").display().to_string();
         let argv = pg_argv(
-            &self.bin,
+            &self.place.bin,
             "pg_ctl",
-            self.as_root,
+            self.place.as_root,
             &[
                 "-D",
                 &data,
@@ -209,23 +199,44 @@ impl TempPostgres {
 
 impl Drop for TempPostgres {
     fn drop(&mut self) {
-        running().retain(|c| c.dir != self.dir);
-        stop(&self.bin, &self.dir, self.as_root);
+        running().retain(|c| c.dir != self.place.dir);
+        self.place.stop();
     }
 }
 
-/// What stopping a cluster needs.
-struct Started {
+/// Where a cluster lives and how its tools are run: what stopping it needs.
+#[derive(Clone)]
+struct Place {
     bin: PathBuf,
     dir: PathBuf,
     as_root: bool,
 }
 
+impl Place {
+    /// Stops the cluster in `dir` (if one runs) and removes the folder.
+    fn stop(&self) {
+        let data = self.dir.join("data");
+        if data.join("postmaster.pid").exists() {
+            let data = data.display().to_string();
+            let stopped = pg_cmd(
+                &self.bin,
+                "pg_ctl",
+                self.as_root,
+                &["-D", &data, "-m", "immediate", "-w", "stop"],
+            );
+            if let Err(e) = stopped {
+                eprintln!("stopping the test Postgres: {e}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// The clusters this process started and has not stopped: Ctrl-C stops
 /// them (see [`stop_on_ctrl_c`]); dropping their [`TempPostgres`] does
 /// otherwise.
-fn running() -> std::sync::MutexGuard<'static, Vec<Started>> {
-    static RUNNING: std::sync::Mutex<Vec<Started>> = std::sync::Mutex::new(Vec::new());
+fn running() -> std::sync::MutexGuard<'static, Vec<Place>> {
+    static RUNNING: std::sync::Mutex<Vec<Place>> = std::sync::Mutex::new(Vec::new());
     RUNNING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -236,8 +247,8 @@ fn stop_on_ctrl_c() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let installed = ctrlc::set_handler(|| {
-            for c in running().drain(..) {
-                stop(&c.bin, &c.dir, c.as_root);
+            for place in running().drain(..) {
+                place.stop();
             }
             std::process::exit(130);
         });
@@ -245,22 +256,4 @@ fn stop_on_ctrl_c() {
             eprintln!("Ctrl-C will not stop the throwaway Postgres: {e}");
         }
     });
-}
-
-/// Stops the cluster in `dir` (if it runs) and removes the folder.
-fn stop(bin: &Path, dir: &Path, as_root: bool) {
-    let data = dir.join("data");
-    if data.join("postmaster.pid").exists() {
-        let data = data.display().to_string();
-        let stopped = pg_cmd(
-            bin,
-            "pg_ctl",
-            as_root,
-            &["-D", &data, "-m", "immediate", "-w", "stop"],
-        );
-        if let Err(e) = stopped {
-            eprintln!("stopping the test Postgres: {e}");
-        }
-    }
-    let _ = std::fs::remove_dir_all(dir);
 }
