@@ -170,21 +170,28 @@ impl Log {
 
     /// A scope log's epoch and published head, if the log exists (no query;
     /// on Postgres, a log this node has not seen yet is looked for in the
-    /// log first: another node may have just created it).
-    pub fn log_info(&self, scope: Scope, scope_id: &str) -> Option<LogInfo> {
+    /// log first: another node may have just created it). A failed look is
+    /// an error, never "no such log": a client told `404` gives up.
+    pub fn log_info(&self, scope: Scope, scope_id: &str) -> StoreResult<Option<LogInfo>> {
         if let Some(info) = self.published_info(scope, scope_id) {
-            return Some(info);
+            return Ok(Some(info));
         }
-        let cluster = self.cluster.as_ref()?;
-        if let Err(e) = cluster.publisher.catch_up_now(None) {
-            tracing::warn!(error = %e, "catching up with the log failed");
-        }
-        self.published_info(scope, scope_id)
+        let Some(cluster) = self.cluster.as_ref() else {
+            return Ok(None);
+        };
+        cluster.publisher.catch_up_now(None)?;
+        Ok(self.published_info(scope, scope_id))
     }
 
     fn published_info(&self, scope: Scope, scope_id: &str) -> Option<LogInfo> {
         let heads = self.heads.read().unwrap_or_else(PoisonError::into_inner);
         heads.logs.get(&(scope, scope_id.to_owned())).cloned()
+    }
+
+    /// A scope log's published head, 0 for a log not published here (no
+    /// query: what stamps transients and heartbeats).
+    pub fn published_head(&self, scope: Scope, scope_id: &str) -> u64 {
+        self.published_info(scope, scope_id).map_or(0, |i| i.head)
     }
 
     /// The global list's epoch and published head (no query).
@@ -193,9 +200,9 @@ impl Log {
         heads.global.clone()
     }
 
-    /// True when the session exists.
-    pub fn session_exists(&self, session_id: &str) -> bool {
-        self.log_info(Scope::Session, session_id).is_some()
+    /// True when the session exists (an error when that cannot be known).
+    pub fn session_exists(&self, session_id: &str) -> StoreResult<bool> {
+        Ok(self.log_info(Scope::Session, session_id)?.is_some())
     }
 
     /// Runs `f` on one consistent snapshot of the store, off the async

@@ -16,6 +16,12 @@ pub const URL_VAR: &str = "REPLAY_TEST_POSTGRES";
 /// (`pg_ctl restart -m immediate`), for the "Postgres restarted under load"
 /// tests.
 pub const RESTART_VAR: &str = "REPLAY_TEST_POSTGRES_RESTART";
+/// The commands (JSON arrays like [`RESTART_VAR`]'s) that stop that
+/// Postgres like a crash and start it again, for the "Postgres stopped
+/// under a writer and a follower" test (an outage longer than a restart).
+pub const STOP_VAR: &str = "REPLAY_TEST_POSTGRES_STOP";
+/// See [`STOP_VAR`].
+pub const START_VAR: &str = "REPLAY_TEST_POSTGRES_START";
 /// The user who owns the cluster when xtask runs as root.
 const UNPRIVILEGED: &str = "nobody";
 
@@ -50,6 +56,8 @@ pub fn ensure() -> Result {
 /// A running throwaway cluster.
 pub struct TempPostgres {
     place: Place,
+    /// The server options it was started with (`pg_ctl start -o`).
+    opts: String,
     /// `postgres://…` of its `postgres` database.
     pub url: String,
 }
@@ -120,6 +128,7 @@ impl TempPostgres {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut pg = TempPostgres {
             place,
+            opts: String::new(),
             url: String::new(),
         };
         if as_root {
@@ -155,13 +164,13 @@ impl TempPostgres {
             "-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={socket_dir} \
              -c fsync=off -c max_connections=200"
         );
-        let logfile = pg.place.dir.join("postgres.log").display().to_string();
         pg_cmd(
             &pg.place.bin,
             "pg_ctl",
             as_root,
-            &["-D", data, "-o", &opts, "-l", &logfile, "-w", "start"],
+            &["-D", data, "-o", &opts, "-l", &pg.logfile(), "-w", "start"],
         )?;
+        pg.opts = opts;
         pg.url = format!("postgres://replay@127.0.0.1:{port}/postgres");
         stop_on_ctrl_c();
         running().push(pg.place.clone());
@@ -175,26 +184,41 @@ impl TempPostgres {
     /// inherit pg_ctl's stdout and hold it open, so a caller reading that
     /// output to its end would wait forever.
     pub fn restart_command(&self) -> String {
-        let data = self.place.dir.join("data").display().to_string();
-        let logfile = self.place.dir.join("postgres.log").display().to_string();
-        let argv = pg_argv(
-            &self.place.bin,
-            "pg_ctl",
-            self.place.as_root,
-            &[
-                "-D",
-                &data,
-                "-l",
-                &logfile,
-                "-m",
-                "immediate",
-                "-w",
-                "restart",
-            ],
-        );
-        let quoted: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
-        format!("[{}]", quoted.join(","))
+        let logfile = self.logfile();
+        json_argv(&self.ctl_argv(&["-l", &logfile, "-m", "immediate", "-w", "restart"]))
     }
+
+    /// [`STOP_VAR`]'s value: `pg_ctl stop -m immediate` (a crash: no
+    /// checkpoint, clients cut at once).
+    pub fn stop_command(&self) -> String {
+        json_argv(&self.ctl_argv(&["-m", "immediate", "-w", "stop"]))
+    }
+
+    /// [`START_VAR`]'s value: `pg_ctl start` with the options, port and log
+    /// file of the first start (the same URL works again).
+    pub fn start_command(&self) -> String {
+        let logfile = self.logfile();
+        json_argv(&self.ctl_argv(&["-o", &self.opts, "-l", &logfile, "-w", "start"]))
+    }
+
+    /// Where the server logs (every start, restart included).
+    fn logfile(&self) -> String {
+        self.place.dir.join("postgres.log").display().to_string()
+    }
+
+    /// The argv of `pg_ctl -D <data> args…` for this cluster.
+    fn ctl_argv(&self, args: &[&str]) -> Vec<String> {
+        let data = self.place.dir.join("data").display().to_string();
+        let mut all = vec!["-D", data.as_str()];
+        all.extend_from_slice(args);
+        pg_argv(&self.place.bin, "pg_ctl", self.place.as_root, &all)
+    }
+}
+
+/// An argv as the JSON array the tests read.
+fn json_argv(argv: &[String]) -> String {
+    let quoted: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+    format!("[{}]", quoted.join(","))
 }
 
 impl Drop for TempPostgres {

@@ -93,6 +93,7 @@ pub fn run(args: &[String]) -> Result {
         // removed when this layer ends, passed or failed.
         let pg = postgres::TempPostgres::start()?;
         let restart = pg.restart_command();
+        let (stop, start) = (pg.stop_command(), pg.start_command());
         cmd::step("native tests (with a throwaway Postgres)", || {
             run_in(
                 &root(),
@@ -101,6 +102,8 @@ pub fn run(args: &[String]) -> Result {
                 &[
                     (postgres::URL_VAR, &pg.url),
                     (postgres::RESTART_VAR, &restart),
+                    (postgres::STOP_VAR, &stop),
+                    (postgres::START_VAR, &start),
                 ],
             )
         })?;

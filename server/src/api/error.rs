@@ -17,6 +17,10 @@ use crate::store::StoreError;
 /// Largest accepted request body.
 pub const MAX_BODY: usize = 64 * 1024;
 
+/// `Retry-After` (seconds) of a `503 store_unavailable`: the store was
+/// unreachable; a client backs off at least this long and tries again.
+pub const STORE_RETRY_AFTER_S: u64 = 1;
+
 /// An error answer: `{"error": CODE, "message": TEXT}` with a status.
 #[derive(Debug)]
 pub struct ApiError {
@@ -94,6 +98,15 @@ impl ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
+        if e.is_unavailable() {
+            tracing::warn!(error = %e, "store unavailable");
+            return ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                e.to_string(),
+            )
+            .retry_after(Some(STORE_RETRY_AFTER_S));
+        }
         tracing::error!(error = %e, "store error");
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -174,7 +174,12 @@ async fn open_scope(
         Start::Live => None,
         Start::After(c) => Some(c),
     };
-    let (Some(live), Some(published)) = (live, app.log.log_info(sub.scope, &sub.id)) else {
+    let published = match app.log.log_info(sub.scope, &sub.id) {
+        Ok(published) => published,
+        // In band, as a scoped stream's `503`: the client retries.
+        Err(e) => return refuse(app, w, &sub, ApiError::from(e).into_body()).await,
+    };
+    let (Some(live), Some(published)) = (live, published) else {
         let what = sub.scope.as_str();
         let body = ApiError::new(
             StatusCode::NOT_FOUND,
@@ -204,7 +209,7 @@ async fn refuse(
     sub: &Sub,
     body: ErrorBody,
 ) -> Result<Option<Live>, End> {
-    let head = app.log.log_info(sub.scope, &sub.id).map_or(0, |i| i.head);
+    let head = app.log.published_head(sub.scope, &sub.id);
     let data = serde_json::to_string(&body).expect("an error body serialises");
     let event = Event::Unknown {
         type_name: SUBSCRIPTION_ERROR.to_owned(),

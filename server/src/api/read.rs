@@ -30,7 +30,7 @@ pub(super) async fn replay(
         .unwrap_or(0);
     let budget = page_budget(&app, &params)?;
     let worker = app.worker();
-    if !app.log.session_exists(&id) {
+    if !app.log.session_exists(&id)? {
         return Err(ApiError::not_found("session"));
     }
     let live = worker.session(&id);

@@ -146,7 +146,7 @@ async fn events(
     // Subscribe before reading anything from the store (§4.3.1). The head
     // comes from memory: `hello` never waits for a query.
     let sub = subscribe(&app, Key::Scope(scope, id.clone()), peer)?;
-    let info = app.log.log_info(scope, &id).ok_or_else(|| {
+    let info = app.log.log_info(scope, &id)?.ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found",
@@ -259,7 +259,7 @@ impl Feed {
     /// The published head: every event up to it is in our buffer or sent.
     fn current_head(&self, app: &App) -> u64 {
         match &self.scope {
-            Some((scope, id)) => app.log.log_info(*scope, id).map_or(0, |i| i.head),
+            Some((scope, id)) => app.log.published_head(*scope, id),
             None => app.log.global_info().head,
         }
     }
@@ -394,11 +394,7 @@ impl Writer {
         if let Some((Scope::Session, id)) = feed.scope.clone() {
             let worker = self.app.worker();
             let live_turn = worker.live_turn(&id);
-            let head = self
-                .app
-                .log
-                .log_info(Scope::Session, &id)
-                .map_or(0, |i| i.head);
+            let head = self.app.log.published_head(Scope::Session, &id);
             let sid = id.clone();
             let tasks = self
                 .app

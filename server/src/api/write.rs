@@ -34,7 +34,7 @@ pub(super) async fn create_session(
             &Event::SessionCreated(SessionCreated { title: body.title }),
         )?;
         let epoch = db
-            .log_info(Scope::Session, &session_id)
+            .log_info(Scope::Session, &session_id)?
             .map(|i| i.epoch)
             .unwrap_or_default();
         Ok((SessionCreatedReply { session_id, epoch }, vec![env]))
@@ -142,7 +142,7 @@ pub(super) async fn answer(
     Path((id, qid)): Path<(String, String)>,
     JsonBody(body): JsonBody<AnswerQuestion>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    if !app.log.session_exists(&id) {
+    if !app.log.session_exists(&id)? {
         return Err(ApiError::not_found("session"));
     }
     let waiter = app
@@ -254,7 +254,7 @@ pub(super) async fn cancel(
         serde_json::from_slice(&body)
             .map_err(|e| ApiError::bad_request("invalid_json", e.to_string()))?
     };
-    if !app.log.session_exists(&id) {
+    if !app.log.session_exists(&id)? {
         return Err(ApiError::not_found("session"));
     }
     let running = app.worker().session(&id).lock().running.clone();

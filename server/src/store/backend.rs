@@ -40,15 +40,12 @@ impl Db {
         }
     }
 
-    /// A scope log's committed epoch and head, if the log exists (on
-    /// Postgres a lookup error reads as "no such log", and is logged).
-    pub fn log_info(&self, scope: Scope, scope_id: &str) -> Option<LogInfo> {
+    /// A scope log's committed epoch and head, if the log exists (a failed
+    /// lookup is an error, never "no such log").
+    pub fn log_info(&self, scope: Scope, scope_id: &str) -> StoreResult<Option<LogInfo>> {
         match self {
-            Db::Sqlite(d) => d.log_info(scope, scope_id),
-            Db::Pg(d) => d.log_info(scope, scope_id).unwrap_or_else(|e| {
-                tracing::error!(error = %e, "log lookup failed");
-                None
-            }),
+            Db::Sqlite(d) => Ok(d.log_info(scope, scope_id)),
+            Db::Pg(d) => d.log_info(scope, scope_id),
         }
     }
 
@@ -57,14 +54,11 @@ impl Db {
         matches!(self, Db::Pg(_))
     }
 
-    /// True when the session exists; on Postgres a failed lookup is an
-    /// error, not "no such session" (a client told `404` during an outage
-    /// would give the session up).
+    /// True when the session exists; a failed lookup is an error, not "no
+    /// such session" (a client told `404` during an outage would give the
+    /// session up).
     pub fn session_exists(&self, session_id: &str) -> StoreResult<bool> {
-        match self {
-            Db::Sqlite(d) => Ok(d.session_exists(session_id)),
-            Db::Pg(d) => Ok(d.log_info(Scope::Session, session_id)?.is_some()),
-        }
+        Ok(self.log_info(Scope::Session, session_id)?.is_some())
     }
 
     /// Allocates the next number of a named counter (ids survive restarts).

@@ -52,6 +52,39 @@ pub enum StoreError {
     NotHeld(String),
 }
 
+impl StoreError {
+    /// True when the store cannot be reached or refuses work for now (a
+    /// lost or refused connection, no pooled connection in time, a locked
+    /// file): the request may succeed later, so it is answered `503`, never
+    /// as if the data were missing or broken.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Pool(_) => true,
+            StoreError::Postgres(e) => pg_unavailable(e),
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// A Postgres error that says the server is gone or not serving: the
+/// connection closed or failed at the socket, or a connection-exception,
+/// shutdown or too-many-connections answer (SQLSTATE 08, 57P, 53300).
+fn pg_unavailable(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        let code = code.code();
+        return code.starts_with("08") || code.starts_with("57P") || code == "53300";
+    }
+    // No server answer at all: an I/O error under the connection.
+    std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+}
+
 /// A Postgres error with the server's message (its `Display` says only "db error").
 fn pg_detail(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
