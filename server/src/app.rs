@@ -1,7 +1,7 @@
 //! Shared server state and the operations that span store, hub and worker.
 
 use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use replay_core::protocol::{
     BackgroundWait, Event, LiveTurn, LiveTurnSnapshot, Scope, Task, TaskState, TasksSnapshot,
@@ -71,8 +71,15 @@ impl App {
             streams_open: Arc::default(),
             conns: Connections::new(cfg_conns),
         });
-        if let Some(pool) = app.log.pg_pool() {
-            tokio::spawn(keep_leases(Arc::downgrade(&app), pool.clone(), lease));
+        if app.log.pg_pool().is_some() {
+            let renewed = Arc::new(Mutex::new(None));
+            crate::store::pg::runtime().spawn(renew_leases(
+                Arc::downgrade(&app),
+                app.cfg.db.clone(),
+                lease,
+                Arc::clone(&renewed),
+            ));
+            tokio::spawn(reap_expired(Arc::downgrade(&app), lease, renewed));
         }
         Ok(app)
     }
@@ -88,6 +95,27 @@ impl App {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Adds what a reaping pass did ([`recovery::reap`]) to the report of
+    /// `/v1/diagnostics/recovery`: its lists grow (each keeps its newest
+    /// [`REAPED_KEPT`]), `reaped_at` says when.
+    fn note_reaped(&self, reaped: serde_json::Value) {
+        let mut report = self.last_recovery.lock().unwrap_or_else(|e| e.into_inner());
+        let serde_json::Value::Object(fields) = reaped else {
+            return;
+        };
+        for (key, items) in fields {
+            let serde_json::Value::Array(items) = items else {
+                continue;
+            };
+            let list = report[key.as_str()].as_array().cloned().unwrap_or_default();
+            let mut list: Vec<serde_json::Value> = list.into_iter().chain(items).collect();
+            let over = list.len().saturating_sub(REAPED_KEPT);
+            list.drain(..over);
+            report[key.as_str()] = serde_json::Value::Array(list);
+        }
+        report["reaped_at"] = serde_json::Value::String(now_rfc3339());
     }
 
     /// In-process restart: stop live work, run startup recovery, new boot id,
@@ -165,31 +193,78 @@ impl App {
     }
 }
 
-/// On a shared store, while the app lives: renews the leases of the turns
-/// this node runs (every third of a lease), and ends the turns of nodes whose
-/// lease ran out (see [`recovery::reap`]).
-async fn keep_leases(app: Weak<App>, pool: deadpool_postgres::Pool, lease: Duration) {
+/// Entries each list of the recovery report keeps of what reaping did
+/// (a node may reap for weeks; the report stays small).
+pub const REAPED_KEPT: usize = 1000;
+
+/// When the last lease renewal that succeeded began (`None`: none yet).
+type Renewed = Arc<Mutex<Option<Instant>>>;
+
+/// On a shared store, while the app lives: renews the leases of the turns,
+/// processes and background tasks this node runs, every third of a lease,
+/// on a connection of its own (reconnected when lost) and on the Postgres
+/// runtime: never behind the pool, appends or reaping.
+async fn renew_leases(app: Weak<App>, url: String, lease: Duration, renewed: Renewed) {
+    let mut tick = tokio::time::interval(lease / 3);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut client: Option<tokio_postgres::Client> = None;
+    loop {
+        tick.tick().await;
+        let Some((owner, abandoned)) = app.upgrade().map(|app| {
+            let worker = app.worker();
+            (worker.boot_id.clone(), worker.abandoned())
+        }) else {
+            return;
+        };
+        if client.as_ref().is_none_or(|c| c.is_closed()) {
+            client = match tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
+                Ok((c, conn)) => {
+                    tokio::spawn(conn);
+                    Some(c)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "connecting to renew leases failed");
+                    continue;
+                }
+            };
+        }
+        let Some(c) = client.as_ref() else { continue };
+        let began = Instant::now();
+        match PgDb::renew_leases(c, &owner, lease, &abandoned).await {
+            Ok(()) => *renewed.lock().unwrap_or_else(|e| e.into_inner()) = Some(began),
+            Err(e) => tracing::warn!(error = %e, "renewing leases failed"),
+        }
+    }
+}
+
+/// On a shared store, while the app lives: every third of a lease, ends
+/// what nodes whose lease ran out left open (see [`recovery::reap`]) and
+/// reports it. Not in a round whose last successful renewal began more than
+/// half a lease ago: this node's own leases may have run out (Postgres was
+/// unreachable) and its claim would take its own live work.
+async fn reap_expired(app: Weak<App>, lease: Duration, renewed: Renewed) {
     let mut tick = tokio::time::interval(lease / 3);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Some(app) = app.upgrade() else { return };
-        let worker = app.worker();
-        let renew = PgDb::renew_leases(
-            pool.clone(),
-            worker.boot_id.clone(),
-            lease,
-            worker.abandoned(),
-        );
-        if let Err(e) = crate::store::pg::on_runtime(renew).await {
-            // Not reaping now: this node's own live turns may have expired
-            // (Postgres was unreachable) and its claim would take them.
-            tracing::warn!(error = %e, "renewing turn leases failed");
+        let fresh = renewed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|at| at.elapsed() < lease / 2);
+        if !fresh {
             continue;
         }
-        let reaped = tokio::task::spawn_blocking(move || recovery::reap(&app.log)).await;
+        let Some(app) = app.upgrade() else { return };
+        let reaped = tokio::task::spawn_blocking(move || {
+            let reaped = recovery::reap(&app.log);
+            if let Ok(Some(report)) = &reaped {
+                app.note_reaped(report.clone());
+            }
+            reaped
+        })
+        .await;
         if let Ok(Err(e)) = reaped {
-            tracing::warn!(error = %e, "ending the turns of a lost node failed");
+            tracing::warn!(error = %e, "ending what a lost node left open failed");
         }
     }
 }

@@ -30,8 +30,9 @@ pub fn recover(log: &Log, boot_id: &str) -> StoreResult<serde_json::Value> {
     )?);
 
     let orphans = end_orphans(&mut db, &mut envs)?;
-    // Processes and background tasks are not leased: on a shared store
-    // another node may be running them (docs/server.md, "Cluster").
+    // On a shared store processes and background tasks are leased: another
+    // node may be running them; those of a gone node are failed by
+    // [`reap`] once their lease runs out (docs/server.md, "Cluster").
     let shared = db.shared();
 
     let mut processes = Vec::new();
@@ -169,15 +170,48 @@ fn held(appended: StoreResult<Envelope>, envs: &mut Vec<Envelope>) -> StoreResul
     }
 }
 
-/// On a shared store, ends the turns of nodes whose lease ran out (run
-/// periodically by every node; see [`end_orphans`]). Returns how many.
-pub fn reap(log: &Log) -> StoreResult<usize> {
+/// On a shared store, ends what nodes whose lease ran out left open (run
+/// periodically by every node): their turns (see [`end_orphans`]), running
+/// processes (`process.failed`) and open background tasks (`failed` in
+/// the session's next `tasks.snapshot`, `background_wait` cleared), each
+/// once. Returns what it did, in the shape of the recovery report, if
+/// anything.
+pub fn reap(log: &Log) -> StoreResult<Option<serde_json::Value>> {
     let mut db = log.db();
     let mut envs = Vec::new();
     let orphans = end_orphans(&mut db, &mut envs)?;
+    let Db::Pg(pg) = &*db else {
+        log.publish_committed(envs);
+        return Ok(None);
+    };
+    let processes = pg.fail_expired_processes()?;
+    let expired_tasks = pg.fail_expired_tasks()?;
+    let processes_failed: Vec<serde_json::Value> =
+        processes.iter().map(|e| json!(e.scope_id)).collect();
+    envs.extend(processes);
     log.publish_committed(envs);
-    if !orphans.turns.is_empty() {
-        tracing::warn!(turns = ?orphans.turns, "ended the turns of a node whose lease ran out");
+    let mut tasks_failed = Vec::new();
+    for t in &expired_tasks {
+        log.publish_tasks(&db, &t.session_id, &t.snapshot);
+        for task_id in &t.failed {
+            tasks_failed.push(json!({"session_id": t.session_id, "task_id": task_id}));
+        }
     }
-    Ok(orphans.turns.len())
+    let nothing = orphans.turns.is_empty()
+        && orphans.questions.is_empty()
+        && orphans.tools.is_empty()
+        && processes_failed.is_empty()
+        && tasks_failed.is_empty();
+    if nothing {
+        return Ok(None);
+    }
+    let report = json!({
+        "turns_failed": orphans.turns,
+        "questions_declined": orphans.questions,
+        "tools_failed": orphans.tools,
+        "processes_failed": processes_failed,
+        "tasks_failed": tasks_failed,
+    });
+    tracing::warn!(%report, "ended what a node whose lease ran out left open");
+    Ok(Some(report))
 }

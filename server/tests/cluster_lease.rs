@@ -137,3 +137,115 @@ async fn two_nodes_never_claim_the_same_expired_turn() {
     );
     assert_eq!(all.len(), 20);
 }
+
+/// Processes and `/bg` tasks are leased like turns (issue 32, item 4): a
+/// node SIGKILLed while it runs a turn's shell process and a background
+/// task leaves nothing running: another node fails both once
+/// (`process.failed worker_restart`; the task `failed` in the session's
+/// tasks with `background_wait` cleared) within the lease, and says so in
+/// its `/v1/diagnostics/recovery`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_and_tasks_of_a_killed_node_are_failed_once_by_another() {
+    use replay_core::protocol::{ReplayPage, TaskState};
+    let Some(db) = fresh_db("lease_proc").await else {
+        return;
+    };
+    let lease = LEASE_MS.to_string();
+    let flags = [
+        "--turn-lease-ms",
+        lease.as_str(),
+        "--delta-ms",
+        "40",
+        "--bg-ms",
+        "60000",
+    ];
+    let mut victim = Node::start(&db, &flags);
+    let others = [Node::start(&db, &flags), Node::start(&db, &flags)];
+    let sid = others[0].server.create_session().await;
+    let mut global = others[0].server.stream("/v1/events?after_id=0", None).await;
+    // A background task, then a slow shell tool (its process runs seconds).
+    victim.server.send(&sid, "m1", "/bg /tool /slow go").await;
+    let both_started = |e: &[replay_core::protocol::Envelope]| {
+        e.iter()
+            .filter(|e| matches!(e.event, Event::ProcessStarted(_)))
+            .count()
+            == 2
+    };
+    let mut seen = durable_until(&mut global, Duration::from_secs(20), both_started).await;
+    let processes: Vec<String> = seen
+        .iter()
+        .filter(|e| matches!(e.event, Event::ProcessStarted(_)))
+        .map(|e| e.scope_id.clone())
+        .collect();
+    victim.kill();
+    let killed = Instant::now();
+    let both_failed = |e: &[replay_core::protocol::Envelope]| {
+        e.iter()
+            .filter(|e| matches!(e.event, Event::ProcessFailed(_)))
+            .count()
+            >= 2
+    };
+    let rest = durable_until(&mut global, Duration::from_secs(20), both_failed).await;
+    let took = killed.elapsed();
+    seen.extend(rest);
+    assert!(
+        took < Duration::from_millis(LEASE_MS * 2 + 1000),
+        "failed {took:?} after the kill"
+    );
+    // Two more leases: nothing failed twice.
+    let late = global
+        .collect_for(Duration::from_millis(LEASE_MS * 2))
+        .await;
+    seen.extend(
+        late.iter()
+            .filter_map(|f| f.env())
+            .filter(|e| e.is_durable())
+            .cloned(),
+    );
+    for p in &processes {
+        let ends: Vec<_> = seen
+            .iter()
+            .filter(|e| &e.scope_id == p)
+            .filter(|e| matches!(e.event, Event::ProcessFailed(_) | Event::ProcessExited(_)))
+            .collect();
+        assert_eq!(ends.len(), 1, "one end of {p}: {ends:?}");
+        let Event::ProcessFailed(f) = &ends[0].event else {
+            panic!("not a failure: {:?}", ends[0]);
+        };
+        assert_eq!(f.reason, REASON_WORKER_RESTART, "{p}");
+    }
+    // The task failed, nothing left to wait for, on every node.
+    for node in &others {
+        let (status, v) = node.server.get(&format!("/v1/sessions/{sid}/replay")).await;
+        assert_eq!(status, 200, "{v}");
+        let page: ReplayPage =
+            replay_core::json::from_slice(v.to_string().as_bytes()).expect("a replay page");
+        let tasks = page.tasks.expect("tasks");
+        assert_eq!(tasks.tasks.len(), 1, "{tasks:?}");
+        assert_eq!(tasks.tasks[0].state, TaskState::Failed, "{tasks:?}");
+        assert_eq!(
+            tasks.tasks[0].detail.as_deref(),
+            Some(REASON_WORKER_RESTART)
+        );
+        assert!(tasks.background_wait.is_none(), "{tasks:?}");
+        let (_, procs) = node.server.get("/v1/diagnostics/processes").await;
+        for p in procs["processes"].as_array().expect("processes") {
+            assert_eq!(p["state"], "failed", "{p}");
+        }
+    }
+    // The node that failed them says so.
+    let mut reported = Vec::new();
+    let mut tasks_reported = 0;
+    for node in &others {
+        let (_, r) = node.server.get("/v1/diagnostics/recovery").await;
+        for p in r["processes_failed"].as_array().expect("processes_failed") {
+            reported.push(p.as_str().expect("a process id").to_owned());
+        }
+        tasks_reported += r["tasks_failed"].as_array().expect("tasks_failed").len();
+    }
+    reported.sort();
+    let mut expected = processes.clone();
+    expected.sort();
+    assert_eq!(reported, expected, "reported once each");
+    assert_eq!(tasks_reported, 1, "the task reported once");
+}

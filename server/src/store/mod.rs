@@ -46,9 +46,10 @@ pub enum StoreError {
     /// The backend could not be set up.
     #[error("store backend: {0}")]
     Backend(String),
-    /// An event of a turn this node no longer holds (Postgres: its lease ran
-    /// out and another node claimed it, or it has ended); nothing written.
-    #[error("turn {0} is no longer held by this node")]
+    /// An event of a turn or process this node no longer holds (Postgres:
+    /// its lease ran out and another node claimed it, or it has ended);
+    /// nothing written.
+    #[error("{0} is no longer held by this node")]
     NotHeld(String),
 }
 

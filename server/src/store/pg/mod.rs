@@ -25,7 +25,7 @@ use tokio_postgres::NoTls;
 use super::{StoreError, StoreResult};
 
 pub use read::{events_after, PgSnapshot};
-pub use write::PgDb;
+pub use write::{ExpiredTasks, PgDb};
 
 /// The notification channel every append notifies, with its event id as payload.
 pub const CHANNEL: &str = "replay_events";

@@ -30,10 +30,21 @@ CREATE TABLE IF NOT EXISTS questions (
   row_no BIGINT GENERATED ALWAYS AS IDENTITY,
   question_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, turn_id TEXT NOT NULL,
   state TEXT NOT NULL);
+-- Processes and background tasks are leased like turns: a running process
+-- or an open task whose lease ran out is failed by another node.
 CREATE TABLE IF NOT EXISTS processes (
   row_no BIGINT GENERATED ALWAYS AS IDENTITY,
   process_id TEXT PRIMARY KEY, command TEXT NOT NULL, state TEXT NOT NULL,
-  exit_code BIGINT, log TEXT NOT NULL DEFAULT '');
+  exit_code BIGINT, log TEXT NOT NULL DEFAULT '',
+  owner TEXT NOT NULL DEFAULT '', lease_until TIMESTAMPTZ NOT NULL DEFAULT now());
 CREATE TABLE IF NOT EXISTS tasks (
-  task_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, ord BIGINT NOT NULL, json TEXT NOT NULL);
+  task_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, ord BIGINT NOT NULL, json TEXT NOT NULL,
+  open BOOLEAN NOT NULL DEFAULT false,
+  owner TEXT NOT NULL DEFAULT '', lease_until TIMESTAMPTZ NOT NULL DEFAULT now());
+-- Stores made before processes and tasks had leases.
+ALTER TABLE processes ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE processes ADD COLUMN IF NOT EXISTS lease_until TIMESTAMPTZ NOT NULL DEFAULT now();
+ALTER TABLE tasks ADD COLUMN IF NOT EXISTS open BOOLEAN NOT NULL DEFAULT false;
+ALTER TABLE tasks ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE tasks ADD COLUMN IF NOT EXISTS lease_until TIMESTAMPTZ NOT NULL DEFAULT now();
 CREATE TABLE IF NOT EXISTS boots (boot_id TEXT PRIMARY KEY, started_at TEXT NOT NULL, recovery TEXT);

@@ -57,6 +57,14 @@ impl PgDb {
         self.lease
     }
 
+    /// What this node's writes are leased as.
+    fn holder(&self) -> Holder<'_> {
+        Holder {
+            owner: &self.owner,
+            lease_secs: self.lease.as_secs_f64(),
+        }
+    }
+
     fn client(&self) -> StoreResult<Object> {
         Ok(block(self.pool.get())?)
     }
@@ -88,7 +96,7 @@ impl PgDb {
         block(async {
             let mut c = self.pool.get().await?;
             let tx = c.transaction().await?;
-            let env = append_in(&tx, scope, scope_id, event, &self.owner).await?;
+            let env = append_in(&tx, scope, scope_id, event, self.holder()).await?;
             tx.commit().await?;
             Ok(env)
         })
@@ -142,35 +150,114 @@ impl PgDb {
                 role: Role::User,
                 text: text.to_owned(),
             });
-            let env = append_in(&tx, Scope::Session, session_id, &event, &self.owner).await?;
+            let env = append_in(&tx, Scope::Session, session_id, &event, self.holder()).await?;
             tx.commit().await?;
             Ok(env)
         })
     }
 
-    /// Extends the lease of every open turn this node's boot owns, but
-    /// lets the leases of `abandoned` turns run out now (see
-    /// `Worker::abandon`).
+    /// Extends the lease of every open turn, running process and open
+    /// background task this node's boot owns, but lets the leases of
+    /// `abandoned` turns run out now (see `Worker::abandon`). Runs on a
+    /// connection of its own (`c`), so it never waits for the pool.
     pub async fn renew_leases(
-        pool: Pool,
-        owner: String,
+        c: &tokio_postgres::Client,
+        owner: &str,
         lease: Duration,
-        abandoned: Vec<String>,
-    ) -> StoreResult<u64> {
-        let c = pool.get().await?;
+        abandoned: &[String],
+    ) -> StoreResult<()> {
+        let secs = lease.as_secs_f64();
         c.execute(
             "UPDATE turns SET lease_until = now() - interval '1 millisecond'
              WHERE owner = $1 AND state IN ('queued', 'running') AND turn_id = ANY($2)",
             &[&owner, &abandoned],
         )
         .await?;
-        Ok(c.execute(
+        c.execute(
             "UPDATE turns SET lease_until = now() + make_interval(secs => $2)
              WHERE owner = $1 AND state IN ('queued', 'running', 'failing')
                AND NOT (turn_id = ANY($3))",
-            &[&owner, &lease.as_secs_f64(), &abandoned],
+            &[&owner, &secs, &abandoned],
         )
-        .await?)
+        .await?;
+        c.execute(
+            "UPDATE processes SET lease_until = now() + make_interval(secs => $2)
+             WHERE owner = $1 AND state = 'running'",
+            &[&owner, &secs],
+        )
+        .await?;
+        c.execute(
+            "UPDATE tasks SET lease_until = now() + make_interval(secs => $2)
+             WHERE owner = $1 AND open",
+            &[&owner, &secs],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Fails, once each, the running processes whose lease ran out (their
+    /// node is gone): each claim and its `process.failed` are one
+    /// transaction, and a claim skips rows another node has locked.
+    pub fn fail_expired_processes(&self) -> StoreResult<Vec<Envelope>> {
+        let failed = Event::ProcessFailed(replay_core::protocol::WithReason {
+            reason: replay_core::protocol::REASON_WORKER_RESTART.into(),
+        });
+        block(async {
+            let mut c = self.pool.get().await?;
+            let mut out = Vec::new();
+            loop {
+                let tx = c.transaction().await?;
+                let row = tx
+                    .query_opt(
+                        "UPDATE processes SET owner = $1 WHERE process_id =
+                           (SELECT process_id FROM processes
+                             WHERE state = 'running' AND lease_until < now()
+                             ORDER BY row_no LIMIT 1 FOR UPDATE SKIP LOCKED)
+                         RETURNING process_id",
+                        &[&self.owner],
+                    )
+                    .await?;
+                let Some(row) = row else { return Ok(out) };
+                let process_id: String = row.get(0);
+                let env =
+                    append_in(&tx, Scope::Process, &process_id, &failed, self.holder()).await?;
+                tx.commit().await?;
+                out.push(env);
+            }
+        })
+    }
+
+    /// Fails, once each, the open background tasks whose lease ran out:
+    /// per session, in one transaction under its row lock, the expired
+    /// tasks become `failed` (`worker_restart`), `background_wait` drops
+    /// them (and is cleared when nothing is left to wait for), and the
+    /// version moves. Returns each session's new snapshot with the tasks
+    /// failed.
+    pub fn fail_expired_tasks(&self) -> StoreResult<Vec<ExpiredTasks>> {
+        block(async {
+            let mut c = self.pool.get().await?;
+            let mut out = Vec::new();
+            loop {
+                let tx = c.transaction().await?;
+                let row = tx
+                    .query_opt(
+                        "SELECT session_id FROM tasks WHERE open AND lease_until < now()
+                         LIMIT 1 FOR UPDATE SKIP LOCKED",
+                        &[],
+                    )
+                    .await?;
+                let Some(row) = row else { return Ok(out) };
+                let session_id: String = row.get(0);
+                let failed = fail_tasks_in(&tx, &session_id).await?;
+                tx.commit().await?;
+                let snapshot = read::tasks(&c, &session_id).await?;
+                out.push(ExpiredTasks {
+                    session_id,
+                    snapshot,
+                    failed,
+                });
+            }
+        })
     }
 
     /// State of a turn.
@@ -275,16 +362,29 @@ impl PgDb {
         block(async {
             let mut c = self.pool.get().await?;
             let tx = c.transaction().await?;
-            tx.execute("DELETE FROM tasks WHERE session_id = $1", &[&session_id])
-                .await?;
+            let ids: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
+            tx.execute(
+                "DELETE FROM tasks WHERE session_id = $1 AND NOT (task_id = ANY($2))",
+                &[&session_id, &ids],
+            )
+            .await?;
             for (i, t) in tasks.iter().enumerate() {
+                // A task keeps the node that started it as its lease holder
+                // (a session's turns, and so its tasks, may run on several).
+                let open = matches!(t.state, TaskState::Queued | TaskState::Running);
                 tx.execute(
-                    "INSERT INTO tasks (task_id, session_id, ord, json) VALUES ($1, $2, $3, $4)",
+                    "INSERT INTO tasks (task_id, session_id, ord, json, open, owner, lease_until)
+                     VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+                     ON CONFLICT (task_id) DO UPDATE
+                       SET ord = EXCLUDED.ord, json = EXCLUDED.json, open = EXCLUDED.open",
                     &[
                         &t.task_id,
                         &session_id,
                         &big(i as u64),
                         &serde_json::to_string(t)?,
+                        &open,
+                        &self.owner,
+                        &self.lease.as_secs_f64(),
                     ],
                 )
                 .await?;
@@ -347,6 +447,74 @@ impl PgDb {
     }
 }
 
+/// A session's background tasks failed because their node is gone.
+pub struct ExpiredTasks {
+    /// The session.
+    pub session_id: String,
+    /// Its tasks afterwards.
+    pub snapshot: TasksSnapshot,
+    /// The tasks failed.
+    pub failed: Vec<String>,
+}
+
+/// Fails the expired open tasks of `session_id` (see
+/// [`PgDb::fail_expired_tasks`]); returns their ids.
+async fn fail_tasks_in(tx: &Transaction<'_>, session_id: &str) -> StoreResult<Vec<String>> {
+    let bg: Option<String> = tx
+        .query_one(
+            "SELECT background_wait FROM sessions WHERE session_id = $1 FOR UPDATE",
+            &[&session_id],
+        )
+        .await?
+        .get(0);
+    let rows = tx
+        .query(
+            "SELECT task_id, json FROM tasks
+             WHERE session_id = $1 AND open AND lease_until < now()",
+            &[&session_id],
+        )
+        .await?;
+    let now = now_rfc3339();
+    let mut failed = Vec::new();
+    for r in &rows {
+        let mut task: Task = serde_json::from_str(r.get(1))?;
+        task.state = TaskState::Failed;
+        task.ended_at = Some(now.clone());
+        task.detail = Some(replay_core::protocol::REASON_WORKER_RESTART.into());
+        tx.execute(
+            "UPDATE tasks SET json = $2, open = false WHERE task_id = $1",
+            &[&task.task_id, &serde_json::to_string(&task)?],
+        )
+        .await?;
+        failed.push(task.task_id);
+    }
+    if failed.is_empty() {
+        return Ok(failed); // another node failed them first
+    }
+    let mut wait = match bg {
+        Some(s) => serde_json::from_str::<Option<BackgroundWait>>(&s)?,
+        None => None,
+    };
+    if let Some(w) = wait.as_mut() {
+        w.task_ids.retain(|t| !failed.contains(t));
+    }
+    let wait = wait.filter(|w| !w.task_ids.is_empty());
+    tx.execute(
+        "UPDATE sessions SET tasks_version = tasks_version + 1, background_wait = $2
+         WHERE session_id = $1",
+        &[&session_id, &serde_json::to_string(&wait)?],
+    )
+    .await?;
+    Ok(failed)
+}
+
+/// The lease holder of a node's writes: its boot and lease length.
+#[derive(Clone, Copy)]
+struct Holder<'a> {
+    owner: &'a str,
+    lease_secs: f64,
+}
+
 /// Inserts one event as the next id and its log's next seq, inside the
 /// caller's transaction, and notifies [`CHANNEL`] (delivered at commit).
 /// An event of a turn that `owner` no longer holds is refused
@@ -356,7 +524,7 @@ async fn append_in(
     scope: Scope,
     scope_id: &str,
     event: &Event,
-    owner: &str,
+    holder: Holder<'_>,
 ) -> StoreResult<Envelope> {
     // First: the row lock that orders every append of every node.
     let id: i64 = tx
@@ -385,7 +553,7 @@ async fn append_in(
         &[&id, &scope.as_str(), &scope_id, &seq, &event.type_name(), &ts, &event.data_json()],
     )
     .await?;
-    project(tx, scope, scope_id, event, owner).await?;
+    project(tx, scope, scope_id, event, holder).await?;
     tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &id.to_string()])
         .await?;
     Ok(Envelope::durable(
@@ -455,6 +623,38 @@ async fn hold_turn(
     Ok(())
 }
 
+/// Ends a process as `state`, fenced like a turn (see [`hold_turn`]): only
+/// the node holding a running process ends it, so a process failed by
+/// another node (its lease ran out) is never ended twice. A process the
+/// store does not know (an admin append) is not fenced.
+async fn end_process(
+    tx: &Transaction<'_>,
+    process_id: &str,
+    owner: &str,
+    state: &str,
+    code: Option<i64>,
+) -> StoreResult<()> {
+    let ended = tx
+        .execute(
+            "UPDATE processes SET state = $3, exit_code = COALESCE($4, exit_code)
+             WHERE process_id = $1 AND owner = $2 AND state = 'running'",
+            &[&process_id, &owner, &state, &code],
+        )
+        .await?;
+    if ended == 0
+        && tx
+            .query_opt(
+                "SELECT 1 FROM processes WHERE process_id = $1",
+                &[&process_id],
+            )
+            .await?
+            .is_some()
+    {
+        return Err(StoreError::NotHeld(process_id.to_owned()));
+    }
+    Ok(())
+}
+
 /// Keeps the projections in step with the event just inserted (and fences
 /// the events of turns, see [`hold_turn`]).
 async fn project(
@@ -462,8 +662,9 @@ async fn project(
     scope: Scope,
     scope_id: &str,
     event: &Event,
-    owner: &str,
+    holder: Holder<'_>,
 ) -> StoreResult<()> {
+    let owner = holder.owner;
     if scope == Scope::Session {
         if let Some(turn_id) = turn_of(event) {
             let state = match event {
@@ -493,13 +694,9 @@ async fn project(
             ),
             &t.call_id,
         ),
-        Event::ProcessFailed(_) if scope == Scope::Process => (
-            (
-                "UPDATE processes SET state = 'failed' WHERE process_id = $1",
-                None,
-            ),
-            scope_id,
-        ),
+        Event::ProcessFailed(_) if scope == Scope::Process => {
+            return end_process(tx, scope_id, owner, "failed", None).await;
+        }
         Event::ToolStarted(t) => {
             tx.execute(
                 "INSERT INTO tools (call_id, session_id, turn_id, state)
@@ -520,20 +717,16 @@ async fn project(
         }
         Event::ProcessStarted(p) if scope == Scope::Process => {
             tx.execute(
-                "INSERT INTO processes (process_id, command, state)
-                 VALUES ($1, $2, 'running') ON CONFLICT DO NOTHING",
-                &[&scope_id, &p.command],
+                "INSERT INTO processes (process_id, command, state, owner, lease_until)
+                 VALUES ($1, $2, 'running', $3, now() + make_interval(secs => $4))
+                 ON CONFLICT DO NOTHING",
+                &[&scope_id, &p.command, &owner, &holder.lease_secs],
             )
             .await?;
             return Ok(());
         }
         Event::ProcessExited(p) if scope == Scope::Process => {
-            tx.execute(
-                "UPDATE processes SET state = 'exited', exit_code = $2 WHERE process_id = $1",
-                &[&scope_id, &p.code],
-            )
-            .await?;
-            return Ok(());
+            return end_process(tx, scope_id, owner, "exited", Some(p.code)).await;
         }
         _ => return Ok(()),
     };
