@@ -712,7 +712,7 @@ mod tests {
         assert_eq!(page, vec![a1, a2.clone()]);
         assert_eq!(db.page(Scope::Session, "s1", 1, 10).unwrap(), vec![a2]);
         assert_eq!(db.global_page(0, 10).unwrap().len(), 3);
-        assert_eq!(db.log_info(Scope::Session, "s1").unwrap().head, 2);
+        assert_eq!(db.log_info(Scope::Session, "s1").unwrap().unwrap().head, 2);
     }
 
     #[test]
@@ -741,7 +741,7 @@ mod tests {
             let mut db = Db::Sqlite(SqliteDb::open(&path, Synchronous::Full).unwrap());
             db.append(Scope::Team, "t", &Event::SessionClosed(Default::default()))
                 .unwrap();
-            db.log_info(Scope::Team, "t").unwrap().epoch
+            db.log_info(Scope::Team, "t").unwrap().unwrap().epoch
         };
         let db = SqliteDb::open(&path, Synchronous::Full).unwrap();
         assert_eq!(
