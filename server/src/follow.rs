@@ -1,5 +1,5 @@
 //! Fan-out across nodes (Postgres store): the log is the truth, a
-//! notification only a wake-up. A node publishes durable events to its hub
+//! notification (sent after each append's commit) only a wake-up. A node publishes durable events to its hub
 //! only by reading them from the log in id order, after the last id it
 //! published: its own writes right after they commit, other nodes' when
 //! `LISTEN` wakes it, and everything after a lost connection once it is
@@ -111,24 +111,24 @@ impl Publisher {
             .head
     }
 
-    /// Publishes every event with an id up to `upto` (`None`: up to the
-    /// newest) not published yet.
+    /// Publishes every event committed and not published yet, unless all
+    /// up to `upto` already are. Everything committed is read, not only up
+    /// to `upto`: appends waiting here behind this one then find theirs
+    /// published and send no query of their own.
     pub async fn catch_up(&self, upto: Option<u64>) -> StoreResult<()> {
-        if upto.is_some_and(|u| u <= self.published()) {
+        let done = || upto.is_some_and(|u| u <= self.published());
+        if done() {
             return Ok(());
         }
         let _turn = self.turn.lock().await;
+        if done() {
+            return Ok(());
+        }
         let client = self.pool.get().await?;
         loop {
             let after = self.published();
-            let limit = upto.unwrap_or(u64::MAX);
-            if after >= limit {
-                return Ok(());
-            }
-            let events = events_after(&client, after, limit, CATCH_UP_PAGE).await?;
-            if events.is_empty() {
-                return Ok(());
-            }
+            let events = events_after(&client, after, u64::MAX, CATCH_UP_PAGE).await?;
+            let last_page = events.len() < CATCH_UP_PAGE;
             for (env, epoch) in events {
                 let (id, seq) = (env.id.unwrap_or(0), env.seq.unwrap_or(0));
                 let key = (env.scope, env.scope_id.clone());
@@ -145,6 +145,9 @@ impl Publisher {
                 if turn_end {
                     self.turn_ended.notify_waiters();
                 }
+            }
+            if last_page {
+                return Ok(());
             }
         }
     }
@@ -192,11 +195,9 @@ pub async fn follow(url: String, publisher: Arc<Publisher>) {
 async fn listen_once(url: &str, publisher: &Arc<Publisher>) -> StoreResult<()> {
     let (client, mut conn) = tokio_postgres::connect(url, NoTls).await?;
     let wake = Arc::new(Notify::new());
-    let newest = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let (lost_tx, mut lost) = tokio::sync::oneshot::channel::<()>();
     {
         let wake = Arc::clone(&wake);
-        let newest = Arc::clone(&newest);
         let commands = publisher.commands.clone();
         let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
         tokio::spawn(async move {
@@ -207,8 +208,6 @@ async fn listen_once(url: &str, publisher: &Arc<Publisher>) -> StoreResult<()> {
                         let _ = commands.send(n.payload().to_owned());
                         continue;
                     }
-                    let id = n.payload().parse::<u64>().unwrap_or(u64::MAX);
-                    newest.fetch_max(id, std::sync::atomic::Ordering::Relaxed);
                     wake.notify_one();
                 }
             }
@@ -222,10 +221,7 @@ async fn listen_once(url: &str, publisher: &Arc<Publisher>) -> StoreResult<()> {
     publisher.catch_up(None).await?;
     loop {
         tokio::select! {
-            _ = wake.notified() => {
-                let upto = newest.load(std::sync::atomic::Ordering::Relaxed);
-                publisher.catch_up(Some(upto)).await?;
-            }
+            _ = wake.notified() => publisher.catch_up(None).await?,
             _ = publisher.wake.notified() => publisher.catch_up(None).await?,
             _ = tokio::time::sleep(SAFETY_POLL) => publisher.catch_up(None).await?,
             _ = &mut lost => return Err(crate::store::StoreError::Backend("listening connection closed".into())),

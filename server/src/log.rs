@@ -1,9 +1,11 @@
-//! The store and the fan-out. Writes go through one lock: an event is
-//! published only after it is committed, and in commit order. Reads do not
-//! take that lock: they run in snapshots on a pool of read-only connections
-//! (a file store, or Postgres) off the async runtime, and heads are kept in
-//! memory. On Postgres, durable events reach the hub through the log
-//! ([`crate::follow`]), whichever node wrote them.
+//! The store and the fan-out. On SQLite writes go through one lock: an
+//! event is published only after it is committed, and in commit order. On
+//! Postgres appends take no lock of this node (Postgres orders them), and
+//! durable events reach the hub only through the log, in id order
+//! ([`crate::follow`]), whichever node wrote them; writes that must be
+//! atomic with a check still take the lock. Reads do not take it: they run
+//! in snapshots on a pool of read-only connections (a file store, or
+//! Postgres) off the async runtime, and heads are kept in memory.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -38,9 +40,11 @@ pub struct Log {
     pub hub: Arc<Hub>,
 }
 
-/// The Postgres side of a [`Log`]: its pool and what publishes the log.
+/// The Postgres side of a [`Log`]: its pool, its writer and what
+/// publishes the log.
 struct Cluster {
     pool: deadpool_postgres::Pool,
+    db: Arc<PgDb>,
     publisher: Arc<Publisher>,
     follower: tokio::task::AbortHandle,
 }
@@ -113,7 +117,7 @@ impl Log {
 
     fn open_cluster(url: &str, hub: Arc<Hub>, lease: Duration) -> StoreResult<Log> {
         let pool = pg::block(pg::connect(url))?;
-        let db = pg::block(PgDb::open(pool.clone(), lease))?;
+        let db = Arc::new(pg::block(PgDb::open(pool.clone(), lease))?);
         let heads: Arc<RwLock<Heads>> = Arc::default();
         let epoch = db.global_epoch().to_owned();
         let publisher = pg::block(Publisher::start(
@@ -124,10 +128,11 @@ impl Log {
         ))?;
         let follower = pg::runtime().spawn(follow::follow(url.to_owned(), Arc::clone(&publisher)));
         Ok(Log {
-            db: Arc::new(Mutex::new(Db::Pg(db))),
+            db: Arc::new(Mutex::new(Db::Pg(Arc::clone(&db)))),
             readers: None,
             cluster: Some(Cluster {
                 pool,
+                db,
                 publisher,
                 follower: follower.abort_handle(),
             }),
@@ -300,18 +305,27 @@ impl Log {
         }
     }
 
-    /// Commits a durable event, then publishes it; returns it.
+    /// Commits a durable event, then publishes it; returns it. On Postgres
+    /// without this node's writer lock: concurrent appends commit in
+    /// parallel, and each returns once the log up to it is published, so a
+    /// transient the caller publishes next never overtakes it.
     pub fn append(&self, scope: Scope, scope_id: &str, event: Event) -> StoreResult<Envelope> {
+        if let Some(cluster) = &self.cluster {
+            let env = cluster.db.append(scope, scope_id, &event)?;
+            self.publish_committed(vec![env.clone()]);
+            return Ok(env);
+        }
         let mut db = self.db();
         let env = db.append(scope, scope_id, &event)?;
         self.publish_committed(vec![env.clone()]);
         Ok(env)
     }
 
-    /// Publishes durable events just committed, in commit order (the caller
-    /// holds the writer). On Postgres they are read back from the log with
-    /// whatever other nodes committed before them; a failure there is only
-    /// logged: the follower publishes them once it can read the log again.
+    /// Publishes durable events just committed, in commit order (on SQLite
+    /// the caller holds the writer). On Postgres they are read back from
+    /// the log with whatever other nodes committed before them; a failure
+    /// there is only logged: the follower publishes them once it can read
+    /// the log again.
     pub fn publish_committed(&self, envs: Vec<Envelope>) {
         match &self.cluster {
             None => {

@@ -100,9 +100,9 @@ async fn two_nodes_never_claim_the_same_expired_turn() {
     let nodes = tokio::task::spawn_blocking(move || {
         let pool = pg::block(pg::connect(&db))?;
         // The node that accepted the turns holds them for 1 ms only.
-        let mut gone = pg::block(PgDb::open(pool.clone(), Duration::from_millis(1)))?;
-        let mut a = pg::block(PgDb::open(pool.clone(), Duration::from_secs(60)))?;
-        let mut b = pg::block(PgDb::open(pool, Duration::from_secs(60)))?;
+        let gone = pg::block(PgDb::open(pool.clone(), Duration::from_millis(1)))?;
+        let a = pg::block(PgDb::open(pool.clone(), Duration::from_secs(60)))?;
+        let b = pg::block(PgDb::open(pool, Duration::from_secs(60)))?;
         gone.set_owner("b_gone");
         a.set_owner("b_a");
         b.set_owner("b_b");

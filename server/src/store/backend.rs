@@ -15,8 +15,10 @@ use super::{
 pub enum Db {
     /// The embedded file (or `:memory:`).
     Sqlite(SqliteDb),
-    /// A Postgres database, possibly shared with other nodes.
-    Pg(PgDb),
+    /// A Postgres database, possibly shared with other nodes (shared with
+    /// the [`crate::log::Log`] too, which appends without this writer's
+    /// lock).
+    Pg(std::sync::Arc<PgDb>),
 }
 
 /// One consistent read.

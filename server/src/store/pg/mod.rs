@@ -4,14 +4,20 @@
 //! so each call runs its async queries with [`block`]: the calling worker
 //! thread hands its other tasks over first.
 //!
-//! Seqs: an append's first statement bumps the `$events` counter row and
-//! holds that row lock until commit, so appends of every node commit one at a
-//! time; the same transaction bumps its log's `head`. Hence ids are dense and
-//! commit in id order, seqs are dense per scope and commit in seq order, and a
-//! reader that sees an id sees every smaller one (docs/server.md, "Cluster").
+//! Seqs and ids: an append first bumps its log's `head` (that row lock,
+//! held to commit, orders the appends of one log only: seqs are dense per
+//! log and commit in seq order). Its global id comes last: one statement
+//! bumps the `$events` counter and inserts the events, sent with `COMMIT`
+//! in one round trip ([`tx`]), so the counter's row lock is held for that
+//! statement and the commit inside Postgres, never across a round trip, and
+//! ids are still dense and commit in id order: a reader that sees an id sees
+//! every smaller one (docs/server.md, "Cluster").
 
+mod append;
 pub mod cluster;
+mod lease;
 pub mod read;
+mod tx;
 mod write;
 
 use std::future::Future;
@@ -24,10 +30,12 @@ use tokio_postgres::NoTls;
 
 use super::{StoreError, StoreResult};
 
+pub use lease::ExpiredTasks;
 pub use read::{events_after, PgSnapshot};
-pub use write::{ExpiredTasks, PgDb};
+pub use write::PgDb;
 
-/// The notification channel every append notifies, with its event id as payload.
+/// The notification channel every append notifies after its commit (an
+/// empty payload: "read the log").
 pub const CHANNEL: &str = "replay_events";
 
 /// Connections per node in the pool (writes are one at a time per node;
@@ -77,10 +85,10 @@ pub async fn connect(url: &str) -> StoreResult<Pool> {
         config,
         NoTls,
         ManagerConfig {
-            // A broken connection is noticed and replaced at checkout, and
-            // a read transaction left open by a dropped snapshot ends there
-            // (outside a transaction ROLLBACK only warns).
-            recycling_method: RecyclingMethod::Custom("ROLLBACK".into()),
+            // A closed connection is replaced at checkout; nothing is sent
+            // (a snapshot ends its read transaction when dropped, a write
+            // transaction ends itself or closes its connection).
+            recycling_method: RecyclingMethod::Fast,
         },
     );
     let pool = Pool::builder(manager)

@@ -13,10 +13,22 @@ use crate::store::{
     scope_from_str, Budget, LogInfo, Page, ProcessRow, StoreResult, ENVELOPE_BYTES,
 };
 
-/// One read transaction on a pooled connection (given back, rolled back by
-/// the pool's recycling, when dropped).
+/// One read transaction on a pooled connection; dropped, it rolls back
+/// and then gives the connection back (the pool sends nothing at checkout).
 pub struct PgSnapshot {
-    client: Object,
+    client: Option<Object>,
+}
+
+impl Drop for PgSnapshot {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            super::runtime().spawn(async move {
+                if client.batch_execute("ROLLBACK").await.is_err() {
+                    drop(Object::take(client)); // not given back half-open
+                }
+            });
+        }
+    }
 }
 
 impl PgSnapshot {
@@ -27,15 +39,19 @@ impl PgSnapshot {
 
     /// Begins a read transaction on a connection already taken from the pool.
     pub async fn pin(client: Object) -> StoreResult<PgSnapshot> {
-        client
+        // Owned first: if this fails half-way, the drop still rolls back.
+        let snap = PgSnapshot {
+            client: Some(client),
+        };
+        snap.client()
             .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")
             .await?;
-        Ok(PgSnapshot { client })
+        Ok(snap)
     }
 
     /// The connection, inside the transaction.
     pub fn client(&self) -> &Client {
-        &self.client
+        self.client.as_ref().expect("a snapshot not dropped")
     }
 }
 

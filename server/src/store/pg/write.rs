@@ -1,22 +1,27 @@
 //! The Postgres writer: appends and projection updates, each in one
 //! transaction (see the module docs of `pg` for how seqs are assigned).
+//! Callers need no lock: Postgres orders concurrent writes.
 
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use deadpool_postgres::{Object, Pool, Transaction};
+use deadpool_postgres::{Object, Pool};
 use replay_core::protocol::{
     BackgroundWait, Envelope, Event, MessageCommitted, Role, Scope, Task, TaskState, TasksSnapshot,
 };
 
-use super::{big, block, read, unsigned, CHANNEL};
-use crate::store::{LogInfo, OpenQuestion, OpenTool, OpenTurn, StoreError, StoreResult};
+use super::append::{stage, Holder};
+use super::tx::WriteTx;
+use super::{big, block, read, unsigned};
+use crate::store::{LogInfo, OpenQuestion, OpenTool, OpenTurn, StoreResult};
 use crate::util::{now_rfc3339, random_id};
 
 /// The store of one node: a pool on the shared database.
 pub struct PgDb {
     pool: Pool,
-    /// The boot that owns the turns this node accepts (their lease holder).
-    owner: String,
+    /// The boot that owns the turns this node accepts (their lease holder);
+    /// replaced at an in-process restart while appends run.
+    owner: RwLock<Arc<str>>,
     /// How long a turn's lease lasts unless renewed.
     lease: Duration,
     global_epoch: String,
@@ -36,7 +41,7 @@ impl PgDb {
         drop(client);
         Ok(PgDb {
             pool,
-            owner: String::new(),
+            owner: RwLock::new(Arc::from("")),
             lease,
             global_epoch,
         })
@@ -48,8 +53,13 @@ impl PgDb {
     }
 
     /// Sets the boot that leases the turns accepted from now on.
-    pub fn set_owner(&mut self, boot_id: &str) {
-        boot_id.clone_into(&mut self.owner);
+    pub fn set_owner(&self, boot_id: &str) {
+        *self.owner.write().unwrap_or_else(PoisonError::into_inner) = Arc::from(boot_id);
+    }
+
+    /// The boot that leases what this node writes now.
+    pub fn owner(&self) -> Arc<str> {
+        Arc::clone(&self.owner.read().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// The lease length.
@@ -57,10 +67,10 @@ impl PgDb {
         self.lease
     }
 
-    /// What this node's writes are leased as.
-    fn holder(&self) -> Holder<'_> {
+    /// What `owner`'s writes are leased as.
+    pub(super) fn holder<'a>(&self, owner: &'a str) -> Holder<'a> {
         Holder {
-            owner: &self.owner,
+            owner,
             lease_secs: self.lease.as_secs_f64(),
         }
     }
@@ -93,12 +103,18 @@ impl PgDb {
 
     /// Appends one event (creating its log if needed) in one transaction.
     pub fn append(&self, scope: Scope, scope_id: &str, event: &Event) -> StoreResult<Envelope> {
+        let owner = self.owner();
         block(async {
-            let mut c = self.pool.get().await?;
-            let tx = c.transaction().await?;
-            let env = append_in(&tx, scope, scope_id, event, self.holder()).await?;
-            tx.commit().await?;
-            Ok(env)
+            let mut tx = WriteTx::begin(&self.pool).await?;
+            let staged = match stage(&mut tx, scope, scope_id, event, self.holder(&owner)).await {
+                Ok(staged) => staged,
+                Err(e) => {
+                    tx.rollback().await;
+                    return Err(e);
+                }
+            };
+            let mut envs = tx.commit(vec![staged]).await?;
+            Ok(envs.remove(0))
         })
     }
 
@@ -135,127 +151,46 @@ impl PgDb {
         message_id: &str,
         text: &str,
     ) -> StoreResult<Envelope> {
-        block(async {
-            let mut c = self.pool.get().await?;
-            let tx = c.transaction().await?;
-            tx.execute(
-                "INSERT INTO turns (turn_id, session_id, message_id, text, state, owner, lease_until)
-                 VALUES ($1, $2, $3, $4, 'queued', $5, now() + make_interval(secs => $6))",
-                &[&turn_id, &session_id, &message_id, &text, &self.owner, &self.lease.as_secs_f64()],
-            )
-            .await?;
-            let event = Event::MessageCommitted(MessageCommitted {
-                message_id: message_id.to_owned(),
-                turn_id: turn_id.to_owned(),
-                role: Role::User,
-                text: text.to_owned(),
-            });
-            let env = append_in(&tx, Scope::Session, session_id, &event, self.holder()).await?;
-            tx.commit().await?;
-            Ok(env)
-        })
-    }
-
-    /// Extends the lease of every open turn, running process and open
-    /// background task this node's boot owns, but lets the leases of
-    /// `abandoned` turns run out now (see `Worker::abandon`). Runs on a
-    /// connection of its own (`c`), so it never waits for the pool.
-    pub async fn renew_leases(
-        c: &tokio_postgres::Client,
-        owner: &str,
-        lease: Duration,
-        abandoned: &[String],
-    ) -> StoreResult<()> {
-        let secs = lease.as_secs_f64();
-        c.execute(
-            "UPDATE turns SET lease_until = now() - interval '1 millisecond'
-             WHERE owner = $1 AND state IN ('queued', 'running') AND turn_id = ANY($2)",
-            &[&owner, &abandoned],
-        )
-        .await?;
-        c.execute(
-            "UPDATE turns SET lease_until = now() + make_interval(secs => $2)
-             WHERE owner = $1 AND state IN ('queued', 'running', 'failing')
-               AND NOT (turn_id = ANY($3))",
-            &[&owner, &secs, &abandoned],
-        )
-        .await?;
-        c.execute(
-            "UPDATE processes SET lease_until = now() + make_interval(secs => $2)
-             WHERE owner = $1 AND state = 'running'",
-            &[&owner, &secs],
-        )
-        .await?;
-        c.execute(
-            "UPDATE tasks SET lease_until = now() + make_interval(secs => $2)
-             WHERE owner = $1 AND open",
-            &[&owner, &secs],
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// Fails, once each, the running processes whose lease ran out (their
-    /// node is gone): each claim and its `process.failed` are one
-    /// transaction, and a claim skips rows another node has locked.
-    pub fn fail_expired_processes(&self) -> StoreResult<Vec<Envelope>> {
-        let failed = Event::ProcessFailed(replay_core::protocol::WithReason {
-            reason: replay_core::protocol::REASON_WORKER_RESTART.into(),
+        let owner = self.owner();
+        let event = Event::MessageCommitted(MessageCommitted {
+            message_id: message_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            role: Role::User,
+            text: text.to_owned(),
         });
         block(async {
-            let mut c = self.pool.get().await?;
-            let mut out = Vec::new();
-            loop {
-                let tx = c.transaction().await?;
-                let row = tx
-                    .query_opt(
-                        "UPDATE processes SET owner = $1 WHERE process_id =
-                           (SELECT process_id FROM processes
-                             WHERE state = 'running' AND lease_until < now()
-                             ORDER BY row_no LIMIT 1 FOR UPDATE SKIP LOCKED)
-                         RETURNING process_id",
-                        &[&self.owner],
-                    )
-                    .await?;
-                let Some(row) = row else { return Ok(out) };
-                let process_id: String = row.get(0);
-                let env =
-                    append_in(&tx, Scope::Process, &process_id, &failed, self.holder()).await?;
-                tx.commit().await?;
-                out.push(env);
-            }
-        })
-    }
-
-    /// Fails, once each, the open background tasks whose lease ran out:
-    /// per session, in one transaction under its row lock, the expired
-    /// tasks become `failed` (`worker_restart`), `background_wait` drops
-    /// them (and is cleared when nothing is left to wait for), and the
-    /// version moves. Returns each session's new snapshot with the tasks
-    /// failed.
-    pub fn fail_expired_tasks(&self) -> StoreResult<Vec<ExpiredTasks>> {
-        block(async {
-            let mut c = self.pool.get().await?;
-            let mut out = Vec::new();
-            loop {
-                let tx = c.transaction().await?;
-                let row = tx
-                    .query_opt(
-                        "SELECT session_id FROM tasks WHERE open AND lease_until < now()
-                         LIMIT 1 FOR UPDATE SKIP LOCKED",
-                        &[],
-                    )
-                    .await?;
-                let Some(row) = row else { return Ok(out) };
-                let session_id: String = row.get(0);
-                let failed = fail_tasks_in(&tx, &session_id).await?;
-                tx.commit().await?;
-                let snapshot = read::tasks(&c, &session_id).await?;
-                out.push(ExpiredTasks {
+            let mut tx = WriteTx::begin(&self.pool).await?;
+            let staged = async {
+                tx.execute(
+                    "INSERT INTO turns (turn_id, session_id, message_id, text, state, owner,
+                                        lease_until)
+                     VALUES ($1, $2, $3, $4, 'queued', $5, now() + make_interval(secs => $6))",
+                    &[
+                        &turn_id,
+                        &session_id,
+                        &message_id,
+                        &text,
+                        &&*owner,
+                        &self.lease.as_secs_f64(),
+                    ],
+                )
+                .await?;
+                stage(
+                    &mut tx,
+                    Scope::Session,
                     session_id,
-                    snapshot,
-                    failed,
-                });
+                    &event,
+                    self.holder(&owner),
+                )
+                .await
+            }
+            .await;
+            match staged {
+                Ok(staged) => Ok(tx.commit(vec![staged]).await?.remove(0)),
+                Err(e) => {
+                    tx.rollback().await;
+                    Err(e)
+                }
             }
         })
     }
@@ -279,7 +214,7 @@ impl PgDb {
                                WHERE state IN ('queued', 'running', 'failing')
                                  AND lease_until < now() FOR UPDATE SKIP LOCKED)
              RETURNING row_no, session_id, turn_id",
-            &[&self.owner, &self.lease.as_secs_f64()],
+            &[&&*self.owner(), &self.lease.as_secs_f64()],
         ))?;
         rows.sort_by_key(|r| r.get::<_, i64>(0));
         Ok(rows
@@ -299,7 +234,7 @@ impl PgDb {
              JOIN turns t ON t.turn_id = q.turn_id
              WHERE q.state = 'pending' AND t.state = 'failing' AND t.owner = $1
              ORDER BY q.row_no",
-            &[&self.owner],
+            &[&&*self.owner()],
         ))?;
         Ok(rows
             .iter()
@@ -319,7 +254,7 @@ impl PgDb {
              JOIN turns t ON t.turn_id = o.turn_id
              WHERE o.state = 'running' AND t.state = 'failing' AND t.owner = $1
              ORDER BY o.row_no",
-            &[&self.owner],
+            &[&&*self.owner()],
         ))?;
         Ok(rows
             .iter()
@@ -360,6 +295,7 @@ impl PgDb {
         background_wait: Option<&BackgroundWait>,
     ) -> StoreResult<TasksSnapshot> {
         block(async {
+            let owner = self.owner();
             let mut c = self.pool.get().await?;
             let tx = c.transaction().await?;
             let ids: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
@@ -383,7 +319,7 @@ impl PgDb {
                         &big(i as u64),
                         &serde_json::to_string(t)?,
                         &open,
-                        &self.owner,
+                        &&*owner,
                         &self.lease.as_secs_f64(),
                     ],
                 )
@@ -445,294 +381,4 @@ impl PgDb {
         let r = block(c.query_one("SHOW synchronous_commit", &[]))?;
         Ok(r.get(0))
     }
-}
-
-/// A session's background tasks failed because their node is gone.
-pub struct ExpiredTasks {
-    /// The session.
-    pub session_id: String,
-    /// Its tasks afterwards.
-    pub snapshot: TasksSnapshot,
-    /// The tasks failed.
-    pub failed: Vec<String>,
-}
-
-/// Fails the expired open tasks of `session_id` (see
-/// [`PgDb::fail_expired_tasks`]); returns their ids.
-async fn fail_tasks_in(tx: &Transaction<'_>, session_id: &str) -> StoreResult<Vec<String>> {
-    let bg: Option<String> = tx
-        .query_one(
-            "SELECT background_wait FROM sessions WHERE session_id = $1 FOR UPDATE",
-            &[&session_id],
-        )
-        .await?
-        .get(0);
-    let rows = tx
-        .query(
-            "SELECT task_id, json FROM tasks
-             WHERE session_id = $1 AND open AND lease_until < now()",
-            &[&session_id],
-        )
-        .await?;
-    let now = now_rfc3339();
-    let mut failed = Vec::new();
-    for r in &rows {
-        let mut task: Task = serde_json::from_str(r.get(1))?;
-        task.state = TaskState::Failed;
-        task.ended_at = Some(now.clone());
-        task.detail = Some(replay_core::protocol::REASON_WORKER_RESTART.into());
-        tx.execute(
-            "UPDATE tasks SET json = $2, open = false WHERE task_id = $1",
-            &[&task.task_id, &serde_json::to_string(&task)?],
-        )
-        .await?;
-        failed.push(task.task_id);
-    }
-    if failed.is_empty() {
-        return Ok(failed); // another node failed them first
-    }
-    let mut wait = match bg {
-        Some(s) => serde_json::from_str::<Option<BackgroundWait>>(&s)?,
-        None => None,
-    };
-    if let Some(w) = wait.as_mut() {
-        w.task_ids.retain(|t| !failed.contains(t));
-    }
-    let wait = wait.filter(|w| !w.task_ids.is_empty());
-    tx.execute(
-        "UPDATE sessions SET tasks_version = tasks_version + 1, background_wait = $2
-         WHERE session_id = $1",
-        &[&session_id, &serde_json::to_string(&wait)?],
-    )
-    .await?;
-    Ok(failed)
-}
-
-/// The lease holder of a node's writes: its boot and lease length.
-#[derive(Clone, Copy)]
-struct Holder<'a> {
-    owner: &'a str,
-    lease_secs: f64,
-}
-
-/// Inserts one event as the next id and its log's next seq, inside the
-/// caller's transaction, and notifies [`CHANNEL`] (delivered at commit).
-/// An event of a turn that `owner` no longer holds is refused
-/// ([`StoreError::NotHeld`], see [`hold_turn`]).
-async fn append_in(
-    tx: &Transaction<'_>,
-    scope: Scope,
-    scope_id: &str,
-    event: &Event,
-    holder: Holder<'_>,
-) -> StoreResult<Envelope> {
-    // First: the row lock that orders every append of every node.
-    let id: i64 = tx
-        .query_one(
-            "UPDATE counters SET value = value + 1 WHERE name = '$events' RETURNING value",
-            &[],
-        )
-        .await?
-        .get(0);
-    let ts = now_rfc3339();
-    tx.execute(
-        "INSERT INTO logs (scope, scope_id, epoch, head, created_at) VALUES ($1, $2, $3, 0, $4)
-         ON CONFLICT DO NOTHING",
-        &[&scope.as_str(), &scope_id, &random_id("e"), &ts],
-    )
-    .await?;
-    let seq: i64 = tx
-        .query_one(
-            "UPDATE logs SET head = head + 1 WHERE scope = $1 AND scope_id = $2 RETURNING head",
-            &[&scope.as_str(), &scope_id],
-        )
-        .await?
-        .get(0);
-    tx.execute(
-        "INSERT INTO events (id, scope, scope_id, seq, type, ts, data) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        &[&id, &scope.as_str(), &scope_id, &seq, &event.type_name(), &ts, &event.data_json()],
-    )
-    .await?;
-    project(tx, scope, scope_id, event, holder).await?;
-    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &id.to_string()])
-        .await?;
-    Ok(Envelope::durable(
-        unsigned(id),
-        scope,
-        scope_id.to_owned(),
-        unsigned(seq),
-        ts,
-        event.clone(),
-    ))
-}
-
-/// The turn an event of a session belongs to, for the events that name one.
-fn turn_of(event: &Event) -> Option<&str> {
-    match event {
-        Event::TurnStarted(t) => Some(&t.turn_id),
-        Event::TurnCompleted(t) | Event::TurnCancelled(t) => Some(&t.turn_id),
-        Event::TurnFailed(t) => Some(&t.turn_id),
-        Event::MessageCommitted(m) => Some(&m.turn_id),
-        Event::ToolStarted(t) => Some(&t.turn_id),
-        Event::ToolCompleted(t) => Some(&t.turn_id),
-        Event::QuestionAsked(q) => Some(&q.turn_id),
-        _ => None,
-    }
-}
-
-/// Fencing: a node writes a turn's events only while it holds the turn
-/// (its `owner`, state still open), and moves it to `state` if given. A
-/// lease can run out while its node is alive (Postgres unreachable longer
-/// than a lease, or an end pass slower than one): another node then claims
-/// the turn and ends it, and the first node's later events (a second end,
-/// a reply after the end) are refused here, in the same transaction, under
-/// the append lock. A turn the store does not know (an admin append) is
-/// not fenced.
-async fn hold_turn(
-    tx: &Transaction<'_>,
-    turn_id: &str,
-    owner: &str,
-    state: Option<&str>,
-) -> StoreResult<()> {
-    let held = match state {
-        Some(state) => {
-            tx.execute(
-                "UPDATE turns SET state = $3 WHERE turn_id = $1 AND owner = $2
-                   AND state IN ('queued', 'running', 'failing')",
-                &[&turn_id, &owner, &state],
-            )
-            .await?
-        }
-        None => {
-            tx.execute(
-                "SELECT 1 FROM turns WHERE turn_id = $1 AND owner = $2
-                   AND state IN ('queued', 'running', 'failing') FOR UPDATE",
-                &[&turn_id, &owner],
-            )
-            .await?
-        }
-    };
-    if held == 0
-        && tx
-            .query_opt("SELECT 1 FROM turns WHERE turn_id = $1", &[&turn_id])
-            .await?
-            .is_some()
-    {
-        return Err(StoreError::NotHeld(turn_id.to_owned()));
-    }
-    Ok(())
-}
-
-/// Ends a process as `state`, fenced like a turn (see [`hold_turn`]): only
-/// the node holding a running process ends it, so a process failed by
-/// another node (its lease ran out) is never ended twice. A process the
-/// store does not know (an admin append) is not fenced.
-async fn end_process(
-    tx: &Transaction<'_>,
-    process_id: &str,
-    owner: &str,
-    state: &str,
-    code: Option<i64>,
-) -> StoreResult<()> {
-    let ended = tx
-        .execute(
-            "UPDATE processes SET state = $3, exit_code = COALESCE($4, exit_code)
-             WHERE process_id = $1 AND owner = $2 AND state = 'running'",
-            &[&process_id, &owner, &state, &code],
-        )
-        .await?;
-    if ended == 0
-        && tx
-            .query_opt(
-                "SELECT 1 FROM processes WHERE process_id = $1",
-                &[&process_id],
-            )
-            .await?
-            .is_some()
-    {
-        return Err(StoreError::NotHeld(process_id.to_owned()));
-    }
-    Ok(())
-}
-
-/// Keeps the projections in step with the event just inserted (and fences
-/// the events of turns, see [`hold_turn`]).
-async fn project(
-    tx: &Transaction<'_>,
-    scope: Scope,
-    scope_id: &str,
-    event: &Event,
-    holder: Holder<'_>,
-) -> StoreResult<()> {
-    let owner = holder.owner;
-    if scope == Scope::Session {
-        if let Some(turn_id) = turn_of(event) {
-            let state = match event {
-                Event::TurnStarted(_) => Some("running"),
-                Event::TurnCompleted(_) => Some("completed"),
-                Event::TurnCancelled(_) => Some("cancelled"),
-                Event::TurnFailed(_) => Some("failed"),
-                _ => None,
-            };
-            hold_turn(tx, turn_id, owner, state).await?;
-        }
-    }
-    let question = |state: &'static str| {
-        (
-            "UPDATE questions SET state = $2 WHERE question_id = $1",
-            Some(state),
-        )
-    };
-    // (statement, its $1 key, its $2), or a statement of its own.
-    let ((sql, second), key): ((&str, Option<&str>), &str) = match event {
-        Event::QuestionAnswered(q) => (question("answered"), &q.question_id),
-        Event::QuestionDeclined(q) => (question("declined"), &q.question_id),
-        Event::ToolCompleted(t) => (
-            (
-                "UPDATE tools SET state = 'completed' WHERE call_id = $1",
-                None,
-            ),
-            &t.call_id,
-        ),
-        Event::ProcessFailed(_) if scope == Scope::Process => {
-            return end_process(tx, scope_id, owner, "failed", None).await;
-        }
-        Event::ToolStarted(t) => {
-            tx.execute(
-                "INSERT INTO tools (call_id, session_id, turn_id, state)
-                 VALUES ($1, $2, $3, 'running') ON CONFLICT DO NOTHING",
-                &[&t.call_id, &scope_id, &t.turn_id],
-            )
-            .await?;
-            return Ok(());
-        }
-        Event::QuestionAsked(q) => {
-            tx.execute(
-                "INSERT INTO questions (question_id, session_id, turn_id, state)
-                 VALUES ($1, $2, $3, 'pending') ON CONFLICT DO NOTHING",
-                &[&q.question_id, &scope_id, &q.turn_id],
-            )
-            .await?;
-            return Ok(());
-        }
-        Event::ProcessStarted(p) if scope == Scope::Process => {
-            tx.execute(
-                "INSERT INTO processes (process_id, command, state, owner, lease_until)
-                 VALUES ($1, $2, 'running', $3, now() + make_interval(secs => $4))
-                 ON CONFLICT DO NOTHING",
-                &[&scope_id, &p.command, &owner, &holder.lease_secs],
-            )
-            .await?;
-            return Ok(());
-        }
-        Event::ProcessExited(p) if scope == Scope::Process => {
-            return end_process(tx, scope_id, owner, "exited", Some(p.code)).await;
-        }
-        _ => return Ok(()),
-    };
-    match second {
-        Some(v) => tx.execute(sql, &[&key, &v]).await?,
-        None => tx.execute(sql, &[&key]).await?,
-    };
-    Ok(())
 }
