@@ -12,6 +12,8 @@ use super::{
 };
 
 /// The writer of this process.
+// One per process, behind its mutex: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Db {
     /// The embedded file (or `:memory:`).
     Sqlite(SqliteDb),
