@@ -116,7 +116,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "cluster_sqlite_1_events_per_s",
         unit: "events/s",
-        what: "cluster, 1 node on SQLite: durable events/s (4 writers, 1 000 streams)",
+        what: "cluster, 1 node on SQLite: durable events/s (16 writers, 1 000 streams)",
         target: None,
     },
     Figure {
@@ -128,7 +128,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "cluster_pg_1_events_per_s",
         unit: "events/s",
-        what: "cluster, 1 node on Postgres: durable events/s (4 writers, 1 000 streams)",
+        what: "cluster, 1 node on Postgres: durable events/s (16 writers, 1 000 streams)",
         target: None,
     },
     Figure {
@@ -140,7 +140,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "cluster_pg_2_events_per_s",
         unit: "events/s",
-        what: "cluster, 2 nodes on one Postgres: durable events/s (4 writers, 1 000 streams)",
+        what: "cluster, 2 nodes on one Postgres: durable events/s (16 writers, 1 000 streams)",
         target: None,
     },
     Figure {
@@ -152,7 +152,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "cluster_pg_3_events_per_s",
         unit: "events/s",
-        what: "cluster, 3 nodes on one Postgres: durable events/s (4 writers, 1 000 streams)",
+        what: "cluster, 3 nodes on one Postgres: durable events/s (16 writers, 1 000 streams)",
         target: None,
     },
     Figure {
