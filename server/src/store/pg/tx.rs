@@ -65,14 +65,7 @@ impl WriteTx {
     ) -> StoreResult<Vec<Row>> {
         let c = self.client.as_ref().expect("a transaction not ended");
         let stmt = c.prepare_cached(sql).await?;
-        let run = async { Ok(c.query(&stmt, params).await?) };
-        if self.begun {
-            return run.await;
-        }
-        self.begun = true;
-        let (begin, out) = tokio::join!(c.batch_execute("BEGIN"), run);
-        begin?;
-        out
+        after_begin(c, &mut self.begun, c.query(&stmt, params)).await
     }
 
     /// The one row of `sql`, if any.
@@ -88,14 +81,7 @@ impl WriteTx {
     pub async fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<u64> {
         let c = self.client.as_ref().expect("a transaction not ended");
         let stmt = c.prepare_cached(sql).await?;
-        let run = async { Ok(c.execute(&stmt, params).await?) };
-        if self.begun {
-            return run.await;
-        }
-        self.begun = true;
-        let (begin, out) = tokio::join!(c.batch_execute("BEGIN"), run);
-        begin?;
-        out
+        after_begin(c, &mut self.begun, c.execute(&stmt, params)).await
     }
 
     /// Rolls back (writes nothing).
@@ -130,6 +116,22 @@ impl WriteTx {
             }
         }
     }
+}
+
+/// Runs `request`, with `BEGIN` sent before it in the same round trip if
+/// the transaction has not begun yet.
+async fn after_begin<T>(
+    c: &Object,
+    begun: &mut bool,
+    request: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+) -> StoreResult<T> {
+    if *begun {
+        return Ok(request.await?);
+    }
+    *begun = true;
+    let (begin, out) = tokio::join!(c.batch_execute("BEGIN"), request);
+    begin?;
+    Ok(out?)
 }
 
 /// [`WriteTx::commit`]'s round trip; returns the first id.
