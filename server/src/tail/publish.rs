@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
+use replay_core::protocol::Scope;
 use tokio::sync::mpsc;
 
 use super::{next_backoff, stamp, Names, Out, Shared, RECONNECT_MIN, WRITE_TIMEOUT};
@@ -23,6 +24,15 @@ const BATCH: usize = 512;
 
 /// The live keys this node holds: session → stamped snapshot.
 type Owned = HashMap<String, String>;
+
+/// What the publishing task holds.
+struct Publishing {
+    names: Names,
+    /// This node's id, stamped on everything it writes.
+    node: String,
+    lease: Duration,
+    shared: Arc<Shared>,
+}
 
 /// Runs until the tail is dropped: connects, writes back what this node
 /// holds (its keys, and each as a `live_turn.snapshot` for the readers that
@@ -37,16 +47,21 @@ pub(super) async fn run(
     shared: Arc<Shared>,
     mut rx: mpsc::Receiver<Out>,
 ) {
+    let p = Publishing {
+        names,
+        node,
+        lease,
+        shared,
+    };
     let mut owned = Owned::new();
     let mut backoff = RECONNECT_MIN;
     loop {
-        match connect(&client, &names, &node, lease, &owned).await {
+        match p.connect(&client, &owned).await {
             Ok(conn) => {
                 backoff = RECONNECT_MIN;
-                shared.set_conn(Some(conn.clone()));
-                let lost =
-                    send_queue(conn, &names, &node, lease, &shared, &mut rx, &mut owned).await;
-                shared.set_conn(None);
+                p.shared.set_conn(Some(conn.clone()));
+                let lost = p.send_queue(conn, &mut rx, &mut owned).await;
+                p.shared.set_conn(None);
                 match lost {
                     Some(e) => {
                         tracing::warn!(error = %e, "tail: lost Redis (publishing); reconnecting")
@@ -65,9 +80,9 @@ pub(super) async fn run(
                 op = rx.recv() => match op {
                     Some(op) => {
                         if matches!(op, Out::Publish { .. }) {
-                            shared.dropped.fetch_add(1, Ordering::Relaxed);
+                            p.shared.dropped.fetch_add(1, Ordering::Relaxed);
                         }
-                        keep(&mut owned, &node, op);
+                        p.keep(&mut owned, op);
                     }
                     None => return,
                 },
@@ -77,157 +92,146 @@ pub(super) async fn run(
     }
 }
 
-/// A connection with this node's keys written back and announced.
-async fn connect(
-    client: &redis::Client,
-    names: &Names,
-    node: &str,
-    lease: Duration,
-    owned: &Owned,
-) -> redis::RedisResult<MultiplexedConnection> {
-    let config = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(WRITE_TIMEOUT))
-        .set_response_timeout(Some(WRITE_TIMEOUT));
-    let mut conn = client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await?;
-    if !owned.is_empty() {
-        let mut pipe = redis::pipe();
-        for (session_id, value) in owned {
-            set_live(&mut pipe, names, session_id, value, lease);
+impl Publishing {
+    /// A connection with this node's keys written back and announced.
+    async fn connect(
+        &self,
+        client: &redis::Client,
+        owned: &Owned,
+    ) -> redis::RedisResult<MultiplexedConnection> {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(WRITE_TIMEOUT))
+            .set_response_timeout(Some(WRITE_TIMEOUT));
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        if !owned.is_empty() {
+            let mut pipe = redis::pipe();
+            for (session_id, value) in owned {
+                self.set_live(&mut pipe, session_id, value);
+            }
+            // Readers that lost deltas while Redis was away get the whole
+            // turn again (rule 6: a snapshot replaces the overlay).
+            for (session_id, value) in owned {
+                let channel = self.names.channel(Scope::Session, session_id);
+                pipe.publish(channel, value).ignore();
+            }
+            pipe.exec_async(&mut conn).await?;
         }
-        // Readers that lost deltas while Redis was away get the whole turn
-        // again (rule 6: a snapshot replaces the overlay).
-        for (session_id, value) in owned {
-            let json = &value[node.len() + 1..];
-            pipe.publish(
-                names.channel(replay_core::protocol::Scope::Session, session_id),
-                stamp(node, json),
-            )
+        Ok(conn)
+    }
+
+    fn set_live(&self, pipe: &mut redis::Pipeline, session_id: &str, value: &str) {
+        let ms = u64::try_from(self.lease.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        pipe.cmd("SET")
+            .arg(self.names.live_key(session_id))
+            .arg(value)
+            .arg("PX")
+            .arg(ms)
             .ignore();
-        }
-        pipe.exec_async(&mut conn).await?;
     }
-    Ok(conn)
-}
 
-fn set_live(
-    pipe: &mut redis::Pipeline,
-    names: &Names,
-    session_id: &str,
-    value: &str,
-    lease: Duration,
-) {
-    let ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1);
-    pipe.cmd("SET")
-        .arg(names.live_key(session_id))
-        .arg(value)
-        .arg("PX")
-        .arg(ms)
-        .ignore();
-}
-
-/// Applies a live-turn operation to the held keys.
-fn keep(owned: &mut Owned, node: &str, op: Out) {
-    match op {
-        Out::Live {
-            session_id,
-            snapshot: Some(json),
-        } => {
-            owned.insert(session_id, stamp(node, &json));
-        }
-        Out::Live {
-            session_id,
-            snapshot: None,
-        } => {
-            owned.remove(&session_id);
-        }
-        Out::ForgetAll => owned.clear(),
-        Out::Publish { .. } => {}
-    }
-}
-
-/// Sends the queue on `conn` and refreshes the live keys every third of a
-/// lease; returns the error that lost the connection, or `None` when the
-/// queue closed.
-async fn send_queue(
-    mut conn: MultiplexedConnection,
-    names: &Names,
-    node: &str,
-    lease: Duration,
-    shared: &Shared,
-    rx: &mut mpsc::Receiver<Out>,
-    owned: &mut Owned,
-) -> Option<redis::RedisError> {
-    let mut refresh = tokio::time::interval((lease / 3).max(Duration::from_millis(1)));
-    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut batch = Vec::with_capacity(BATCH);
-    loop {
-        let mut pipe = redis::pipe();
-        let mut publishes = 0u64;
-        tokio::select! {
-            n = rx.recv_many(&mut batch, BATCH) => {
-                if n == 0 {
-                    return None;
-                }
-                publishes = build(&mut pipe, names, node, lease, owned, batch.drain(..));
-            }
-            _ = refresh.tick() => {
-                for (session_id, value) in owned.iter() {
-                    set_live(&mut pipe, names, session_id, value, lease);
-                }
-            }
-        }
-        if pipe.is_empty() {
-            continue;
-        }
-        if let Err(e) = pipe.exec_async(&mut conn).await {
-            shared.dropped.fetch_add(publishes, Ordering::Relaxed);
-            return Some(e);
-        }
-        shared.published.fetch_add(publishes, Ordering::Relaxed);
-    }
-}
-
-/// One batch as a pipeline: the newest live key per session first, then
-/// the transients in order. Returns how many transients it carries.
-fn build(
-    pipe: &mut redis::Pipeline,
-    names: &Names,
-    node: &str,
-    lease: Duration,
-    owned: &mut Owned,
-    ops: impl Iterator<Item = Out>,
-) -> u64 {
-    let mut live: HashSet<String> = HashSet::new();
-    let mut forget: Vec<String> = Vec::new();
-    let mut publishes = Vec::new();
-    for op in ops {
+    /// Applies a live-turn operation to the held keys.
+    fn keep(&self, owned: &mut Owned, op: Out) {
         match op {
-            Out::Publish { channel, json } => publishes.push((channel, json)),
-            Out::Live { ref session_id, .. } => {
-                live.insert(session_id.clone());
-                keep(owned, node, op);
+            Out::Live {
+                session_id,
+                snapshot: Some(json),
+            } => {
+                owned.insert(session_id, stamp(&self.node, &json));
             }
-            Out::ForgetAll => {
-                forget.extend(owned.keys().cloned());
-                keep(owned, node, op);
+            Out::Live {
+                session_id,
+                snapshot: None,
+            } => {
+                owned.remove(&session_id);
             }
+            Out::ForgetAll => owned.clear(),
+            Out::Publish { .. } => {}
         }
     }
-    for session_id in forget.iter().chain(&live) {
-        match owned.get(session_id) {
-            Some(value) => set_live(pipe, names, session_id, value, lease),
-            None => {
-                pipe.del(names.live_key(session_id)).ignore();
+
+    /// Sends the queue on `conn` and refreshes the live keys every third of
+    /// a lease; returns the error that lost the connection, or `None` when
+    /// the queue closed.
+    async fn send_queue(
+        &self,
+        mut conn: MultiplexedConnection,
+        rx: &mut mpsc::Receiver<Out>,
+        owned: &mut Owned,
+    ) -> Option<redis::RedisError> {
+        let mut refresh = tokio::time::interval((self.lease / 3).max(Duration::from_millis(1)));
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut batch = Vec::with_capacity(BATCH);
+        loop {
+            let mut pipe = redis::pipe();
+            let mut publishes = 0u64;
+            tokio::select! {
+                n = rx.recv_many(&mut batch, BATCH) => {
+                    if n == 0 {
+                        return None;
+                    }
+                    publishes = self.build(&mut pipe, owned, batch.drain(..));
+                }
+                _ = refresh.tick() => {
+                    for (session_id, value) in owned.iter() {
+                        self.set_live(&mut pipe, session_id, value);
+                    }
+                }
             }
+            if pipe.is_empty() {
+                continue;
+            }
+            if let Err(e) = pipe.exec_async(&mut conn).await {
+                self.shared.dropped.fetch_add(publishes, Ordering::Relaxed);
+                return Some(e);
+            }
+            self.shared
+                .published
+                .fetch_add(publishes, Ordering::Relaxed);
         }
     }
-    let n = publishes.len() as u64;
-    for (channel, json) in publishes {
-        pipe.publish(channel, stamp(node, &json)).ignore();
+
+    /// One batch as a pipeline: the newest live key per session first, then
+    /// the transients in order. Returns how many transients it carries.
+    fn build(
+        &self,
+        pipe: &mut redis::Pipeline,
+        owned: &mut Owned,
+        ops: impl Iterator<Item = Out>,
+    ) -> u64 {
+        let mut live: HashSet<String> = HashSet::new();
+        let mut forget: Vec<String> = Vec::new();
+        let mut publishes = Vec::new();
+        for op in ops {
+            match op {
+                Out::Publish { channel, json } => publishes.push((channel, json)),
+                Out::Live { ref session_id, .. } => {
+                    live.insert(session_id.clone());
+                    self.keep(owned, op);
+                }
+                Out::ForgetAll => {
+                    forget.extend(owned.keys().cloned());
+                    self.keep(owned, op);
+                }
+            }
+        }
+        for session_id in forget.iter().chain(&live) {
+            match owned.get(session_id) {
+                Some(value) => self.set_live(pipe, session_id, value),
+                None => {
+                    pipe.del(self.names.live_key(session_id)).ignore();
+                }
+            }
+        }
+        let n = publishes.len() as u64;
+        for (channel, json) in publishes {
+            pipe.publish(channel, stamp(&self.node, &json)).ignore();
+        }
+        n
     }
-    n
 }
 
 #[cfg(test)]
@@ -243,8 +247,13 @@ mod tests {
 
     #[test]
     fn a_batch_keeps_the_newest_live_turn_of_each_session() {
+        let p = Publishing {
+            names: Names::new("t"),
+            node: "n".into(),
+            lease: Duration::from_secs(1),
+            shared: Arc::default(),
+        };
         let mut owned = Owned::new();
-        let mut pipe = redis::pipe();
         let ops = vec![
             live("a", Some("1")),
             Out::Publish {
@@ -255,17 +264,12 @@ mod tests {
             live("b", Some("3")),
             live("b", None),
         ];
-        let names = Names::new("t");
-        let second = Duration::from_secs(1);
-        let n = build(&mut pipe, &names, "n", second, &mut owned, ops.into_iter());
+        let n = p.build(&mut redis::pipe(), &mut owned, ops.into_iter());
         assert_eq!(n, 1);
         assert_eq!(owned.len(), 1);
         assert_eq!(owned["a"], "n\n2");
-        let forgot = build(
+        let forgot = p.build(
             &mut redis::pipe(),
-            &names,
-            "n",
-            second,
             &mut owned,
             std::iter::once(Out::ForgetAll),
         );
