@@ -80,3 +80,23 @@ impl Drop for TempRedis {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_throwaway_redis_listens_and_is_gone_once_dropped() {
+        if output("redis-server", &["--version"]).is_none() {
+            eprintln!("skipped: no redis-server (cargo xtask set-up installs it)");
+            return;
+        }
+        let redis = TempRedis::start().expect("starts");
+        let port: u16 = redis.url.rsplit(':').next().unwrap().parse().unwrap();
+        let dir = redis.dir.clone();
+        assert!(TcpStream::connect(("127.0.0.1", port)).is_ok());
+        drop(redis);
+        assert!(TcpStream::connect(("127.0.0.1", port)).is_err(), "stopped");
+        assert!(!dir.exists(), "its folder removed");
+    }
+}
