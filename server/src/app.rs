@@ -56,6 +56,10 @@ impl App {
         );
         let lease = Duration::from_millis(cfg.turn_lease_ms.max(1));
         let log = Log::open(&cfg.db, cfg.synchronous, hub, lease)?;
+        if let Some(url) = &cfg.redis {
+            log.start_tail(url, lease)
+                .map_err(|e| crate::store::StoreError::Backend(e.to_string()))?;
+        }
         let boot_id = random_id("b");
         let report = recovery::recover(&log, &boot_id)?;
         let cfg_conns = cfg.max_connections;
@@ -127,6 +131,7 @@ impl App {
         let boot_id = random_id("b");
         let report = recovery::recover(&self.log, &boot_id)?;
         *self.worker.write().unwrap_or_else(|e| e.into_inner()) = Worker::new(boot_id.clone());
+        self.log.forget_live();
         *self.last_recovery.lock().unwrap_or_else(|e| e.into_inner()) = report;
         self.log.hub.close_all();
         self.faults.close_streams();
@@ -148,6 +153,8 @@ impl App {
         if let Some(lt) = st.live_turn.as_mut() {
             lt.rev = worker.next_rev();
         }
+        // Before the transients that follow this change (see `crate::tail`).
+        self.log.share_live(session_id, st.live_turn.as_ref());
         if snapshot {
             let event = Event::LiveTurnSnapshot(LiveTurnSnapshot {
                 live_turn: st.live_turn.clone(),

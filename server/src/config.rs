@@ -76,6 +76,10 @@ pub struct Config {
     /// Postgres only: how long a node's hold on its turns lasts without
     /// renewal; once it has run out, another node ends them.
     pub turn_lease_ms: u64,
+    /// Postgres only: a Redis URL for the cluster's live tail (transients of
+    /// every node's turns on every node); `None`: live tails stay on the
+    /// node running the turn.
+    pub redis: Option<String>,
 }
 
 impl Default for Config {
@@ -110,6 +114,7 @@ impl Default for Config {
             max_queued_turns: 16,
             max_queued_turns_total: 256,
             turn_lease_ms: 10_000,
+            redis: None,
         }
     }
 }

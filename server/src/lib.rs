@@ -28,6 +28,7 @@ pub mod log;
 pub mod net;
 pub mod recovery;
 pub mod store;
+pub mod tail;
 pub mod transcript;
 pub mod util;
 pub mod worker;

@@ -8,10 +8,10 @@
 //! Postgres) off the async runtime, and heads are kept in memory.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
-use replay_core::protocol::{Envelope, Event, LiveTurn, Scope, TasksSnapshot};
+use replay_core::protocol::{Envelope, Event, LiveTurn, LiveTurnSnapshot, Scope, TasksSnapshot};
 
 use crate::follow::{self, Heads, Publisher};
 use crate::hub::{Frame, Hub};
@@ -20,6 +20,7 @@ use crate::store::{
     Db, LogInfo, ReadPool, Snapshot, SqliteDb, SqliteSnapshot as SqliteSnapshotOf, StoreResult,
     Synchronous,
 };
+use crate::tail::{Local, Tail, TailError, TailStatus};
 use crate::util::now_rfc3339;
 use crate::worker::SessionLive;
 
@@ -38,6 +39,8 @@ pub struct Log {
     heads: Arc<RwLock<Heads>>,
     /// The live fan-out.
     pub hub: Arc<Hub>,
+    /// The cluster's live tail, when one was started ([`Log::start_tail`]).
+    tail: OnceLock<Tail>,
 }
 
 /// The Postgres side of a [`Log`]: its pool, its writer and what
@@ -110,6 +113,7 @@ impl Log {
             cluster: None,
             heads: Arc::default(),
             hub,
+            tail: OnceLock::new(),
         };
         drop(log.db()); // fills the heads
         Ok(log)
@@ -138,6 +142,7 @@ impl Log {
             }),
             heads,
             hub,
+            tail: OnceLock::new(),
         })
     }
 
@@ -242,12 +247,26 @@ impl Log {
     /// Like [`Log::read`], with the session's `live_turn` taken atomically
     /// with the snapshot: the agent commits and edits the overlay under the
     /// session lock, so the view is begun under that lock too.
-    pub async fn read_session<T, F>(&self, live: Arc<SessionLive>, f: F) -> StoreResult<T>
+    ///
+    /// A turn running on another node (the cluster's live tail) is read
+    /// before the view is pinned, so the view holds every durable event the
+    /// live turn follows.
+    pub async fn read_session<T, F>(
+        &self,
+        session_id: &str,
+        live: Arc<SessionLive>,
+        f: F,
+    ) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Snapshot<'_>, Option<LiveTurn>) -> StoreResult<T> + Send + 'static,
     {
-        self.read_inner(Some(live), f).await
+        let remote = match self.tail.get() {
+            Some(tail) if live.lock().live_turn.is_none() => tail.remote_live(session_id).await,
+            _ => None,
+        };
+        self.read_inner(Some(live), move |snap, local| f(snap, local.or(remote)))
+            .await
     }
 
     async fn read_inner<T, F>(&self, live: Option<Arc<SessionLive>>, f: F) -> StoreResult<T>
@@ -370,7 +389,7 @@ impl Log {
         .map_or(0, |i| i.head);
         let event = Event::TasksSnapshot(snap.clone());
         let env = transient(Scope::Session, session_id, head, event, true);
-        self.hub.publish(&Frame::new(env));
+        self.publish_here_and_on_the_tail(env);
     }
 
     /// Publishes a transient event stamped with the scope's published head
@@ -378,7 +397,79 @@ impl Log {
     pub fn publish_transient(&self, scope: Scope, scope_id: &str, event: Event, critical: bool) {
         let head = self.published_info(scope, scope_id).map_or(0, |i| i.head);
         let env = transient(scope, scope_id, head, event, critical);
-        self.hub.publish(&Frame::new(env));
+        self.publish_here_and_on_the_tail(env);
+    }
+
+    fn publish_here_and_on_the_tail(&self, env: Envelope) {
+        let frame = Frame::new(env);
+        self.hub.publish(&frame);
+        if let Some(tail) = self.tail.get() {
+            tail.publish(&frame.env, &frame.json);
+        }
+    }
+
+    /// Starts the cluster's live tail on Redis at `url` (Postgres only;
+    /// docs/server.md, Cluster). Its `boot_id` is named after the shared
+    /// log's epoch: the same on every node, new only with a new log.
+    pub fn start_tail(&self, url: &str, lease: Duration) -> Result<(), TailError> {
+        let Some(cluster) = &self.cluster else {
+            return Err(TailError::NeedsSharedLog);
+        };
+        let boot_id = format!("tail_{}", self.global_info().epoch);
+        let local = Local {
+            hub: Arc::clone(&self.hub),
+            heads: Arc::clone(&self.heads),
+            publisher: Arc::clone(&cluster.publisher),
+        };
+        let tail = Tail::start(url, boot_id, lease, local, pg::runtime())?;
+        // Set once, at boot, before any turn runs.
+        let _ = self.tail.set(tail);
+        Ok(())
+    }
+
+    /// The `boot_id` streams and replays name: the live tail's (one for the
+    /// whole cluster) when there is one, else this node's worker's.
+    pub fn served_boot_id(&self, worker_boot_id: &str) -> String {
+        self.tail
+            .get()
+            .map_or(worker_boot_id, Tail::boot_id)
+            .to_owned()
+    }
+
+    /// Records a session's live turn for the other nodes (the live tail
+    /// only; the caller holds the session lock, so records go out in `rev`
+    /// order).
+    pub fn share_live(&self, session_id: &str, live_turn: Option<&LiveTurn>) {
+        let Some(tail) = self.tail.get() else { return };
+        let snapshot = live_turn.map(|lt| {
+            let head = self
+                .published_info(Scope::Session, session_id)
+                .map_or(0, |i| i.head);
+            let event = Event::LiveTurnSnapshot(LiveTurnSnapshot {
+                live_turn: Some(lt.clone()),
+            });
+            transient(Scope::Session, session_id, head, event, true).to_json()
+        });
+        tail.put_live(session_id, snapshot);
+    }
+
+    /// Forgets the live turns this node recorded (its worker restarted).
+    pub fn forget_live(&self) {
+        if let Some(tail) = self.tail.get() {
+            tail.forget_all();
+        }
+    }
+
+    /// The live turn of a session running on another node (the live tail
+    /// only), once this node has published every durable event it follows.
+    pub async fn remote_live_turn(&self, session_id: &str) -> Option<LiveTurn> {
+        self.tail.get()?.remote_live(session_id).await
+    }
+
+    /// The live tail's diagnostics (`None`: no tail, live tails stay on
+    /// the node running the turn).
+    pub fn tail_status(&self) -> Option<TailStatus> {
+        self.tail.get().map(Tail::status)
     }
 }
 

@@ -134,6 +134,10 @@ struct Args {
     /// renewal (renewed every third of it); then another node ends them.
     #[arg(long, env = "REPLAY_TURN_LEASE_MS", value_name = "MS", default_value_t = Config::default().turn_lease_ms)]
     turn_lease_ms: u64,
+    /// Postgres only: Redis for the cluster's live tail (every node streams
+    /// every turn's deltas and snapshots), e.g. redis://127.0.0.1:6379.
+    #[arg(long, env = "REPLAY_REDIS", value_name = "URL", hide_env_values = true)]
+    redis: Option<String>,
 }
 
 /// `--synchronous` values.
@@ -170,6 +174,9 @@ impl Args {
             }
             None => self.token,
         };
+        if self.redis.is_some() && !replay_server::store::pg::is_url(&self.db) {
+            return Err("--redis needs a shared log (a postgres:// --db)".into());
+        }
         Ok(Config {
             listen: self.listen,
             db: self.db,
@@ -206,6 +213,7 @@ impl Args {
             max_queued_turns: self.max_queued_turns,
             max_queued_turns_total: self.max_queued_turns_total,
             turn_lease_ms: self.turn_lease_ms,
+            redis: self.redis,
         })
     }
 }
@@ -313,5 +321,16 @@ mod tests {
         assert!(parse("--db").is_err());
         assert!(parse("--token a --token-file b").is_err());
         assert!(parse("--token-file /nonexistent/replay-token").is_err());
+        assert!(
+            parse("--redis redis://127.0.0.1:1").is_err(),
+            "SQLite has no other node"
+        );
+    }
+
+    #[test]
+    fn the_live_tail_is_for_a_shared_log() {
+        let cfg = parse("--db postgres://h/db --redis redis://127.0.0.1:1").unwrap();
+        assert_eq!(cfg.redis.as_deref(), Some("redis://127.0.0.1:1"));
+        assert_eq!(parse("").unwrap().redis, None);
     }
 }

@@ -6,8 +6,10 @@
 // SIGKILL a node mid-turn and restart Postgres under load.
 // `cargo xtask test` passes CLUSTER_SERVER (the replay-server binary),
 // CLUSTER_SITE (the demo site), CLUSTER_POSTGRES (a database of its own on a
-// throwaway Postgres) and CLUSTER_POSTGRES_RESTART (the JSON argv that
-// restarts that Postgres like a crash); E2E_SEED replays a schedule.
+// throwaway Postgres), CLUSTER_POSTGRES_RESTART (the JSON argv that
+// restarts that Postgres like a crash) and CLUSTER_REDIS (a throwaway
+// Redis: the nodes' shared live tail, `--redis`); E2E_SEED replays a
+// schedule.
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
@@ -20,6 +22,7 @@ const SERVER = process.env.CLUSTER_SERVER;
 const SITE = process.env.CLUSTER_SITE;
 const DB = process.env.CLUSTER_POSTGRES;
 const RESTART = process.env.CLUSTER_POSTGRES_RESTART;
+const REDIS = process.env.CLUSTER_REDIS;
 const seed = Number(process.env.E2E_SEED ?? 20261203);
 const TURNS = Number(process.env.CLUSTER_TURNS ?? 16);
 const LEASE_MS = 1500;
@@ -35,6 +38,7 @@ function startNode() {
     [
       ...["--listen", "127.0.0.1:0", "--db", DB, "--faults", "--static", SITE],
       ...["--turn-lease-ms", String(LEASE_MS), "--heartbeat-ms", "500", "--delta-ms", "5"],
+      ...(REDIS ? ["--redis", REDIS] : []),
     ],
     { stdio: ["ignore", "pipe", "inherit"] },
   );
@@ -53,18 +57,32 @@ function startNode() {
  * next node, event streams and other requests each in their own turn, so
  * every reconnect of the page's stream lands on the other node. A node that
  * refuses the connection (killed) is skipped, as a health check would.
- * `streams[url]` counts the streams each node was given.
+ * `streams[url]` counts the streams each node was given. `pin`, when set,
+ * sends replays to `nodes[pin.replay]` and streams to `nodes[pin.stream]`;
+ * `cutStreams()` ends every stream open through the proxy, as a balancer
+ * that drops connections.
  */
 function startProxy(nodes) {
   const streams = {};
+  const open = new Set();
   const next = { stream: 0, other: 0 };
+  const proxy = { streams, pin: null, cutStreams: () => open.forEach((res) => res.destroy()) };
   const server = http.createServer(async (req, res) => {
     const chunks = [];
     for await (const chunk of req) chunks.push(chunk);
     const body = Buffer.concat(chunks);
     const kind = (req.headers.accept ?? "").includes("text/event-stream") ? "stream" : "other";
+    if (kind === "stream") {
+      open.add(res);
+      res.on("close", () => open.delete(res));
+    }
+    const pinned = () => {
+      if (!proxy.pin) return null;
+      if (kind === "stream") return proxy.pin.stream;
+      return req.url.includes("/replay") ? proxy.pin.replay : null;
+    };
     const forward = (tries) => {
-      const node = nodes[next[kind]++ % nodes.length];
+      const node = nodes[pinned() ?? next[kind]++ % nodes.length];
       const upstream = http.request(
         { host: "127.0.0.1", port: node.port, method: req.method, path: req.url, headers: req.headers, agent: false },
         (answer) => {
@@ -89,7 +107,9 @@ function startProxy(nodes) {
     forward(nodes.length + 1);
   });
   return new Promise((resolve) =>
-    server.listen(0, "127.0.0.1", () => resolve({ server, streams, url: `http://127.0.0.1:${server.address().port}` })),
+    server.listen(0, "127.0.0.1", () =>
+      resolve(Object.assign(proxy, { server, url: `http://127.0.0.1:${server.address().port}` })),
+    ),
   );
 }
 
@@ -159,7 +179,126 @@ test("a fault schedule whose reconnects land on either node ends equal to the lo
   console.log(`boot ids after each turn: ${boots.length} samples, ${new Set(boots).size} distinct, ${switches} switches`);
   assert.ok(diagnostics.counters.reconnects > 0, "the schedule forced reconnects");
   for (const [i, n] of served.entries()) assert.ok(n >= 1, `node ${i} served the page's streams ${n} times`);
-  assert.ok(new Set(boots).size >= 2, `the page saw its stream served by more than one boot: ${boots}`);
+  if (REDIS) {
+    // One shared live tail: every node serves its boot id (docs/protocol.md, Cluster).
+    assert.equal(new Set(boots).size, 1, `one boot id for the whole cluster: ${boots}`);
+  } else {
+    assert.ok(new Set(boots).size >= 2, `the page saw its stream served by more than one boot: ${boots}`);
+  }
+  assert.deepEqual(pageErrors, []);
+});
+
+/**
+ * Starts sampling, in the page every 50 ms, what it shows of turn
+ * `turnId`'s answer: the length of the live box's text while it shows that
+ * turn, the committed reply's once it is in the transcript; the client's
+ * state; and whether the turn is listed as interrupted.
+ */
+const startSampling = (turnId) =>
+  page.evaluate((turnId) => {
+    window.__samples = [];
+    clearInterval(window.__sampler);
+    window.__sampler = setInterval(() => {
+      const view = window.__replay.client.view();
+      const committed = view.items.find((i) => i.kind === "message" && i.role === "assistant" && i.turn_id === turnId);
+      const box = document.getElementById("live");
+      const live = !box.hidden && view.live?.turn_id === turnId;
+      const text = document.getElementById("live-text").textContent;
+      const shown = committed ? committed.text.length : live ? view.live.text_offset + text.length : 0;
+      const interrupted = view.interrupted.some((i) => i.turn_id === turnId);
+      window.__samples.push({ t: performance.now(), shown, live, committed: !!committed, state: view.status.state, interrupted });
+    }, 50);
+  }, turnId);
+
+const stopSampling = () =>
+  page.evaluate(() => {
+    clearInterval(window.__sampler);
+    return window.__samples;
+  });
+
+/**
+ * Of the samples from the first shown character to the commit: the time
+ * the page was live while its answer stood still, and all of it.
+ */
+function frozenWhileLive(samples) {
+  const start = samples.findIndex((s) => s.shown > 0);
+  const end = samples.findIndex((s) => s.committed);
+  let frozen = 0;
+  let waiting = 0;
+  for (let i = Math.max(start, 1); i <= end; i++) {
+    const [a, b] = [samples[i - 1], samples[i]];
+    const dt = b.t - a.t;
+    if (b.shown > a.shown) continue;
+    if (a.state === "live" && b.state === "live") frozen += dt;
+    else waiting += dt;
+  }
+  return { frozen, waiting, total: samples[end].t - samples[start].t };
+}
+
+test("a long answer through reconnects every 1.5 s to either node: the shown answer only grows, and a reload split across nodes shows it live", async (t) => {
+  if (!REDIS) return t.skip("CLUSTER_REDIS is not set: live tails stay on their node");
+  const ends = turnEnds(await serverTranscript());
+  await page.fill("#message", "/long 6000 a long answer through reconnects");
+  await page.click("#composer button[type=submit]");
+  const turnId = await until("the turn to start on the page", () =>
+    page.evaluate(() => window.__replay.client.view().live?.turn_id),
+  );
+  await startSampling(turnId);
+  // A balancer dropping the page's stream every 1.5 s: each reconnect goes
+  // to the other node, whichever runs the turn.
+  const cutter = setInterval(() => proxy.cutStreams(), 1500);
+  await until("the answer to be committed on the page", () =>
+    page.evaluate((turnId) => window.__replay.client.view().items.some((i) => i.turn_id === turnId && i.kind === "turn_end"), turnId),
+  );
+  clearInterval(cutter);
+  const samples = await stopSampling();
+  const shrinks = samples.filter((s, i) => i > 0 && s.shown < samples[i - 1].shown);
+  const { frozen, waiting, total } = frozenWhileLive(samples);
+  const reconnects = samples.filter((s, i) => i > 0 && s.state !== "live" && samples[i - 1].state === "live").length;
+  console.log(
+    `answer: ${total.toFixed(0)} ms, ${reconnects} reconnects; frozen while live ${frozen.toFixed(0)} ms ` +
+      `(${((100 * frozen) / total).toFixed(1)} %), reconnect waits ${waiting.toFixed(0)} ms; streams per node ${JSON.stringify(proxy.streams)}`,
+  );
+  assert.ok(reconnects >= 2, `the stream was cut and moved: ${reconnects} reconnects`);
+  assert.deepEqual(shrinks, [], "the shown answer never shrinks");
+  assert.ok(frozen <= total * 0.1, `frozen while live ${frozen.toFixed(0)} of ${total.toFixed(0)} ms`);
+  assert.ok(!samples.some((s) => s.interrupted), "never shown as interrupted");
+  await until("the page to count the new turn", async () => turnEnds(await serverTranscript()) > ends);
+
+  // A reload mid-answer whose replay and stream go to different nodes: the
+  // turn runs on node 0, the replay reads node 0, the stream node 1.
+  const { turn_id: reloaded } = await nodeApi(nodes[0], "POST", `/v1/sessions/${sessionId}/messages`, {
+    message_id: `reload-${seed}`,
+    text: "/long 6000 an answer across a reload",
+  });
+  await until("the turn to run on node 0", async () => {
+    const replay = await nodeApi(nodes[0], "GET", `/v1/sessions/${sessionId}/replay`);
+    return replay.live_turn?.turn_id === reloaded;
+  });
+  await until("the page to show it live", () =>
+    page.evaluate((turnId) => window.__replay.client.view().live?.turn_id === turnId, reloaded),
+  );
+  proxy.pin = { replay: 0, stream: 1 };
+  try {
+    await page.reload();
+    await until("the reloaded client to go live", () =>
+      page.evaluate(() => window.__replay?.client.status().state === "live"),
+    );
+    await startSampling(reloaded);
+    await until("the reloaded page to show the answer growing", async () => {
+      const s = await page.evaluate(() => window.__samples);
+      return s.length > 4 && s.at(-1).live && s.at(-1).shown > s.find((x) => x.live)?.shown;
+    });
+    await until("the answer to be committed on the reloaded page", () =>
+      page.evaluate((turnId) => window.__replay.client.view().items.some((i) => i.turn_id === turnId && i.kind === "turn_end"), reloaded),
+    );
+  } finally {
+    proxy.pin = null;
+  }
+  const after = await stopSampling();
+  assert.ok(!after.some((s) => s.interrupted), "the reloaded page never shows the healthy turn as interrupted");
+  assert.deepEqual(after.filter((s, i) => i > 0 && s.shown < after[i - 1].shown), [], "nor loses text it showed");
+  await pageConverged();
   assert.deepEqual(pageErrors, []);
 });
 

@@ -2,15 +2,16 @@
 
 use crate::cmd::{self, root, run, Result};
 use crate::server::Server;
-use crate::{pkg, postgres, proxy, setup};
+use crate::{pkg, postgres, proxy, redis, setup};
 use std::fs;
 use std::path::Path;
 
 /// Builds everything and serves the demo at http://127.0.0.1:8787 until Ctrl-C.
 /// `--listen ADDR` moves it; each `--allow-origin ORIGIN` is passed to the
 /// server, so an app served elsewhere (e.g. Vite's dev server) can use it.
-/// `--cluster N` runs N servers on one throwaway Postgres instead, behind a
-/// round-robin proxy at that address (issue 27).
+/// `--cluster N` runs N servers on one throwaway Postgres and Redis (their
+/// shared live tail) instead, behind a round-robin proxy at that address
+/// (issues 27, 32).
 pub fn run_task(args: &[String]) -> Result {
     let listen = args
         .iter()
@@ -66,10 +67,12 @@ fn cluster_size(args: &[String]) -> Result<Option<usize>> {
 /// each connection to `listen` sent to the next node.
 fn run_cluster(listen: &str, nodes: usize, site: &Path, origins: &[String]) -> Result {
     let pg = postgres::TempPostgres::start_in(&root().join("target/replay-demo-pg"))?;
+    let tail = redis::TempRedis::start()?;
     let site = site.to_str().expect("utf-8 path");
     let mut servers = Vec::new();
     for _ in 0..nodes {
         let mut args = vec!["--listen", "127.0.0.1:0", "--db", &pg.url, "--faults"];
+        args.extend(["--redis", &tail.url]);
         args.extend(["--static", site]);
         for origin in origins {
             args.extend(["--allow-origin", origin]);
@@ -89,8 +92,8 @@ fn run_cluster(listen: &str, nodes: usize, site: &Path, origins: &[String]) -> R
         backends.join(", ")
     );
     println!(
-        "data: a throwaway Postgres ({}), removed when the demo stops",
-        pg.url
+        "data: a throwaway Postgres ({}) and Redis for the live tail ({}), removed when the demo stops",
+        pg.url, tail.url
     );
     proxy::round_robin(listen, &backends)
 }

@@ -5,7 +5,7 @@
 //! - `cargo xtask bench`: measures and rewrites `docs/benchmarks.md`.
 //! - `cargo xtask pkg`: builds the npm package into `pkg/`.
 //! - `cargo xtask demo`: builds, starts the reference server and serves the demo
-//!   (`--cluster N`: N servers on a throwaway Postgres behind one address).
+//!   (`--cluster N`: N servers on a throwaway Postgres and Redis behind one address).
 //! - `cargo xtask setup`: only the set-up of all of them.
 
 mod bench;
@@ -21,6 +21,7 @@ mod pkg;
 mod postgres;
 mod proxy;
 mod quickstarts;
+mod redis;
 mod server;
 mod setup;
 #[cfg(test)]

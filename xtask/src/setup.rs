@@ -19,6 +19,10 @@ pub fn ensure_all() -> Result {
     ensure_package_tools()?;
     cmd::step("setup: wasm-pack", ensure_wasm_pack)?;
     cmd::step("setup: postgresql (cluster tests)", crate::postgres::ensure)?;
+    cmd::step(
+        "setup: redis-server (the cluster's live tail)",
+        crate::redis::ensure,
+    )?;
     ensure_browser()
 }
 

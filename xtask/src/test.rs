@@ -13,14 +13,14 @@
 //!    quickstart bundled by one more Vite build;
 //! 5. end to end: Playwright drives the demo page (optimised package) through
 //!    a seeded fault schedule and compares it with the server's transcript;
-//!    the same page on two nodes of a throwaway Postgres behind a
-//!    round-robin proxy (`tests/js/cluster.test.mjs`: faults, a node
+//!    the same page on two nodes of a throwaway Postgres and Redis (the
+//!    live tail) behind a round-robin proxy (`tests/js/cluster.test.mjs`: faults, a node
 //!    SIGKILLed mid-turn, Postgres restarted); then the binding apps and both README quickstarts run against a server
 //!    of their own (`tests/js/bindings.test.mjs`).
 
 use crate::cmd::{self, path_with, root, run_in, Result};
 use crate::server::Server;
-use crate::{demo, pkg, postgres, quickstarts, setup};
+use crate::{demo, pkg, postgres, quickstarts, redis, setup};
 use std::fs;
 use std::path::Path;
 
@@ -89,12 +89,13 @@ pub fn run(args: &[String]) -> Result {
             "README: sse-dump on a captured stream",
             quickstarts::run_sse_dump,
         )?;
-        // The cluster tests (issue 27) need a Postgres: a throwaway one,
-        // removed when this layer ends, passed or failed.
+        // The cluster tests (issues 27, 32) need a Postgres and a Redis:
+        // throwaway ones, removed when this layer ends, passed or failed.
         let pg = postgres::TempPostgres::start()?;
+        let tail = redis::TempRedis::start()?;
         let restart = pg.restart_command();
         let (stop, start) = (pg.stop_command(), pg.start_command());
-        cmd::step("native tests (with a throwaway Postgres)", || {
+        cmd::step("native tests (with a throwaway Postgres and Redis)", || {
             run_in(
                 &root(),
                 "cargo",
@@ -104,10 +105,11 @@ pub fn run(args: &[String]) -> Result {
                     (postgres::RESTART_VAR, &restart),
                     (postgres::STOP_VAR, &stop),
                     (postgres::START_VAR, &start),
+                    (redis::URL_VAR, &tail.url),
                 ],
             )
         })?;
-        drop(pg);
+        drop((pg, tail));
         // Ignored by a plain `cargo test` (about a minute); run here so the
         // server's documented memory bound is checked on every submission.
         cmd::step("server load test (issue 26: memory bound)", || {
@@ -431,17 +433,20 @@ fn e2e() -> Result {
             ],
         )?;
     }
-    cmd::step("the demo page on a two-node cluster (Postgres)", || {
-        cluster(&js, &tmp, &site)
-    })?;
+    cmd::step(
+        "the demo page on a two-node cluster (Postgres, Redis)",
+        || cluster(&js, &tmp, &site),
+    )?;
     report_artifacts(&artifacts);
     bindings(&js, &tmp)
 }
 
 /// `cluster.test.mjs`: the page against two nodes on a throwaway Postgres
-/// (the test starts the nodes and its proxy; Postgres is removed after).
+/// and Redis (the test starts the nodes and its proxy; both are removed
+/// after).
 fn cluster(js: &Path, tmp: &Path, site: &Path) -> Result {
     let pg = postgres::TempPostgres::start()?;
+    let tail = redis::TempRedis::start()?;
     let restart = pg.restart_command();
     let server = server_binary();
     run_in(
@@ -455,6 +460,7 @@ fn cluster(js: &Path, tmp: &Path, site: &Path) -> Result {
             ("CLUSTER_SITE", site.to_str().expect("utf-8 path")),
             ("CLUSTER_POSTGRES", &pg.url),
             ("CLUSTER_POSTGRES_RESTART", &restart),
+            ("CLUSTER_REDIS", &tail.url),
         ],
     )
 }

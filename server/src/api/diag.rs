@@ -25,6 +25,7 @@ pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>,
     let global = app.log.global_info();
     Ok(Json(json!({
         "boot_id": worker.boot_id,
+        "tail": app.log.tail_status().map_or_else(|| json!({"broker": "none"}), |t| json!(t)),
         "epoch": global.epoch,
         "head": global.head,
         "started_at": app.started_at,

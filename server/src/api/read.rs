@@ -34,12 +34,12 @@ pub(super) async fn replay(
         return Err(ApiError::not_found("session"));
     }
     let live = worker.session(&id);
-    let boot_id = worker.boot_id.clone();
+    let boot_id = app.log.served_boot_id(&worker.boot_id);
     let reserved = reserve_page(&app).await?;
     // History, head, live_turn and tasks from one view (see `read_session`).
     let page = app
         .log
-        .read_session(live, move |snap, live_turn| {
+        .read_session(&id.clone(), live, move |snap, live_turn| {
             let Some(info) = snap.log_info(Scope::Session, &id)? else {
                 return Ok(Err(ApiError::not_found("session")));
             };

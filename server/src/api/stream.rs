@@ -354,7 +354,7 @@ impl Writer {
                 start,
             ))
         });
-        let boot_id = self.app.worker().boot_id.clone();
+        let boot_id = self.app.log.served_boot_id(&self.app.worker().boot_id);
         let hello = Event::Hello(Hello {
             epoch,
             head,
@@ -392,8 +392,12 @@ impl Writer {
             page = backlog_page(Arc::clone(&self.app), feed.scope.clone(), feed.last).await;
         }
         if let Some((Scope::Session, id)) = feed.scope.clone() {
-            let worker = self.app.worker();
-            let live_turn = worker.live_turn(&id);
+            let live_turn = match self.app.worker().live_turn(&id) {
+                Some(here) => Some(here),
+                // Before the head is read: the durable events it follows
+                // are published by then.
+                None => self.app.log.remote_live_turn(&id).await,
+            };
             let head = self.app.log.published_head(Scope::Session, &id);
             let sid = id.clone();
             let tasks = self

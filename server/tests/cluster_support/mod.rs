@@ -118,3 +118,73 @@ pub fn assert_dense(events: &[Envelope]) {
         );
     }
 }
+
+/// The test Redis's URL (`REPLAY_TEST_REDIS`, started by `cargo xtask
+/// test`); `None`, saying so, when it was not given.
+pub fn redis_url() -> Option<String> {
+    let url = std::env::var("REPLAY_TEST_REDIS").ok();
+    if url.is_none() {
+        eprintln!("skipped: REPLAY_TEST_REDIS is not set (cargo xtask test sets it)");
+    }
+    url
+}
+
+/// A Redis of one test's own (`redis-server` from PATH, as the test Redis),
+/// which the test may kill and start again on the same port.
+pub struct OwnRedis {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl OwnRedis {
+    /// Starts one on a free loopback port.
+    pub fn start() -> OwnRedis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut redis = OwnRedis { port, child: None };
+        redis.restart();
+        redis
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL: its data (there is none on disk) is gone.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it (again) on its port, empty, and waits until it accepts
+    /// connections.
+    pub fn restart(&mut self) {
+        self.kill();
+        let port = self.port.to_string();
+        let child = Command::new("redis-server")
+            .args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
+            .args(["--appendonly", "no"])
+            .current_dir(std::env::temp_dir())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH (cargo xtask set-up installs it)");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
