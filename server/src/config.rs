@@ -76,6 +76,9 @@ pub struct Config {
     /// Postgres only: how long a node's hold on its turns lasts without
     /// renewal; once it has run out, another node ends them.
     pub turn_lease_ms: u64,
+    /// Serve no multiplexed stream (PROTOCOL.md §4.6): `GET /v1/stream`
+    /// answers `404`, as a runtime with the scoped streams only would.
+    pub no_multiplex: bool,
 }
 
 impl Default for Config {
@@ -110,6 +113,7 @@ impl Default for Config {
             max_queued_turns: 16,
             max_queued_turns_total: 256,
             turn_lease_ms: 10_000,
+            no_multiplex: false,
         }
     }
 }

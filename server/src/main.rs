@@ -134,6 +134,9 @@ struct Args {
     /// renewal (renewed every third of it); then another node ends them.
     #[arg(long, env = "REPLAY_TURN_LEASE_MS", value_name = "MS", default_value_t = Config::default().turn_lease_ms)]
     turn_lease_ms: u64,
+    /// Serve no multiplexed stream: `GET /v1/stream` answers 404 (a runtime without PROTOCOL §4.6).
+    #[arg(long, env = "REPLAY_NO_MULTIPLEX")]
+    no_multiplex: bool,
 }
 
 /// `--synchronous` values.
@@ -206,6 +209,7 @@ impl Args {
             max_queued_turns: self.max_queued_turns,
             max_queued_turns_total: self.max_queued_turns_total,
             turn_lease_ms: self.turn_lease_ms,
+            no_multiplex: self.no_multiplex,
         })
     }
 }
@@ -274,7 +278,7 @@ mod tests {
              --allow-host h.example --static www --faults --heartbeat-ms 50 --delta-ms 1 \
              --ask-persist-ms 2 --bg-ms 3 --seed 9 --lag-policy skip --subscriber-buffer 8 \
              --max-streams 10 --max-streams-per-scope 4 --write-timeout-ms 700 \
-             --transcript-max-events 99 --synchronous normal",
+             --transcript-max-events 99 --synchronous normal --no-multiplex",
         )
         .unwrap();
         assert_eq!(cfg.listen, "127.0.0.1:0");
@@ -284,7 +288,7 @@ mod tests {
         assert_eq!(cfg.allow_origins, vec!["*", "http://a"]);
         assert_eq!(cfg.allow_hosts, vec!["h.example"]);
         assert_eq!(cfg.static_dir.as_deref(), Some("www"));
-        assert!(cfg.faults);
+        assert!(cfg.faults && cfg.no_multiplex);
         assert_eq!((cfg.heartbeat_ms, cfg.delta_ms, cfg.seed), (50, 1, 9));
         assert_eq!((cfg.ask_persist_ms, cfg.bg_ms), (2, 3));
         assert_eq!(cfg.lag_policy, LagPolicy::Skip);
