@@ -45,14 +45,7 @@ function follow(options) {
   // notification per event, docs/benchmarks.md "Issue 24"). Paced by time
   // instead, at most once per frame's worth, unless the tab chose.
   const notify = options.notify ?? (typeof requestAnimationFrame === "function" ? "frame" : FRAME_MS);
-  const client = replay.ReplayClient.connect({ ...options, notify, multiplex: true });
-  return {
-    view: () => client.view(),
-    diagnostics: () => client.diagnostics(),
-    subscribe: (listener) => client.subscribe(listener),
-    call: (name, args) => client[name](...args),
-    close: () => client.close(),
-  };
+  return replay.ReplayClient.connect({ ...options, notify, multiplex: true });
 }
 
 /** The scopes followed, each with the attachments (one per tab's client) that share it. */
@@ -103,7 +96,7 @@ class Host {
     // Every write goes through the one client of the scope; the page
     // awaits an answer for every id, a synchronous throw answers too.
     Promise.resolve()
-      .then(() => scope.follower.call(call, args))
+      .then(() => scope.follower[call](...args))
       .then(
         (value) => port.postMessage(message("reply", { host: this.#host(scope), id, value })),
         (err) => port.postMessage(message("reply", { host: this.#host(scope), id, error: wireError(err) })),
