@@ -12,7 +12,7 @@
 //   request that name, so the grant means this worker is gone, and they
 //   start a new one, which restores from storage.
 import * as replay from "./index.js";
-import { CALLS, changedParts, message, read, wireError } from "./messages.js";
+import { CALLS, changedParts, message, read, targetKey, wireError } from "./messages.js";
 
 // The `web` build loads its wasm with `init()`; the `bundler` build has none.
 const ready = typeof replay.default === "function" ? replay.default() : Promise.resolve();
@@ -24,15 +24,6 @@ const FRAME_MS = 16;
 // What a tab may not set: the host's credentials and storage are the worker
 // script's alone, so a tab cannot widen what the host sends, or where.
 const HOST_ONLY = ["getToken", "headers", "storage"];
-
-/**
- * The scope a client follows, as the key of the clients shared by tabs:
- * one per (base URL, scope, scope id).
- */
-function scopeKey({ baseUrl, sessionId, scope, scopeId }) {
-  const name = scope ?? "session";
-  return JSON.stringify([baseUrl, name, name === "session" ? (scopeId ?? sessionId) : (scopeId ?? "")]);
-}
 
 /**
  * One followed scope: a `ReplayClient` whose live stream rides the worker's
@@ -61,7 +52,8 @@ class Host {
   /** Attaches the client a tab asked for on `port`; the first view is posted at once. */
   attach(port, tab, pageOptions) {
     const options = this.#options(pageOptions);
-    const key = scopeKey(options);
+    // One client per followed log (base URL and the core's target key).
+    const key = targetKey(options);
     let scope = this.#followed.get(key);
     if (!scope) {
       const follower = follow(options);

@@ -227,6 +227,23 @@ test("the SharedWorker killed mid-answer: every tab attaches to a new one and en
   assert.deepEqual(pageErrors, []);
 });
 
+test("two tabs naming one scopeId but different sessions get a client each", async () => {
+  await noStreams();
+  const [a, b] = [await newSession("target a"), await newSession("target b")];
+  const tabs = await openTabs(2, (i) => ({ sessionId: [a, b][i], scopeId: "x" }));
+  await allLive(tabs);
+  for (const [i, tab] of tabs.entries()) {
+    const { scopeId, attached } = await tab.evaluate(() => ({
+      scopeId: window.t.client.view().scopeId,
+      attached: window.t.state().host.attached,
+    }));
+    assert.deepEqual([scopeId, attached], [[a, b][i], 1], "the sessionId wins, as on the page");
+  }
+  await closeAll(tabs);
+  await noStreams();
+  assert.deepEqual(pageErrors, []);
+});
+
 // WPE 2.38 (Safari 16's engine) reported an unhandled `AbortError: Fetch is
 // aborted` in the worker here: a stream aborted from inside a body's pipeTo
 // write callback (the hub's old connection, closed when the new one's

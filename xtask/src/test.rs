@@ -417,6 +417,8 @@ fn e2e() -> Result {
         "shared.test.mjs",
         "auth.test.mjs",
         "scoped.test.mjs",
+        // No browser, no server: the JS halves' target rule.
+        "targets.test.mjs",
     ] {
         run_in(
             &js,
