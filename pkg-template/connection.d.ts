@@ -26,3 +26,5 @@ export interface ReplayTarget {
 
 /** Makes a client for `options`: e.g. `ReplayClient.connect` after `init()`, or `WorkerClient.connect`. */
 export type Connect<O extends ReplayTarget, C extends ReplayClientLike> = (options: O) => C | Promise<C>;
+
+export { logKey, targetKey } from "./messages.js";

@@ -3,13 +3,9 @@
 // its (possibly asynchronous) connect resolved. Loads no wasm, touches no
 // browser global: importing a binding on a server is safe.
 
-/** One string per followed target: options that name the same log share it. */
-export function targetKey(options) {
-  if (options == null) return null;
-  const scope = options.scope ?? "session";
-  const id = scope === "session" ? (options.sessionId ?? options.scopeId) : options.scopeId;
-  return JSON.stringify([options.baseUrl, scope, id ?? null]);
-}
+// The one target rule of the package's JS halves (messages.js): the
+// bindings reconnect when it changes, the shared host keys its clients by it.
+export { logKey, targetKey } from "./messages.js";
 
 /**
  * Calls `connect(options)` (a client, or a Promise of one), then `onClient`

@@ -70,3 +70,15 @@ export type WorkerMessage =
 export declare const SCHEMA: SchemaVersion;
 /** The page half's wait for its worker unless `connectTimeoutMs` is given (ms). */
 export declare const CONNECT_TIMEOUT_MS: number;
+
+/**
+ * The log `options` follow, as the core names it (`session:ses_1`,
+ * `system:runtime`, `global`): for `"session"` the `sessionId` wins over
+ * `scopeId`, `"system"` without an id is `runtime`.
+ */
+export declare function logKey(options: { scope?: string; scopeId?: string; sessionId?: string }): string;
+
+/** One string per followed target (base URL and log). */
+export declare function targetKey(
+  options: { baseUrl?: string; scope?: string; scopeId?: string; sessionId?: string } | null | undefined,
+): string | null;

@@ -67,3 +67,32 @@ export function changedParts(view, last) {
   for (const key of Object.keys(view)) if (view[key] !== last[key]) changed[key] = view[key];
   return changed;
 }
+
+/**
+ * The log `options` follow, named as the core names it (`Target::key`:
+ * `session:ses_1`, `system:runtime`, `global`), read from the options as
+ * `ReplayClient.connect` reads them (`connectOptions` in browser.js, which
+ * also refuses what is not a string): for `"session"` the `sessionId` wins
+ * over `scopeId`, `"system"` without an id is `runtime`, `"global"` has
+ * none. The one target rule of the JS halves (the bindings through
+ * connection.js, the shared host), pinned to the core's by
+ * tests/js/targets.test.mjs and tests/fixtures/targets.json.
+ * @param {{ scope?: string, scopeId?: string, sessionId?: string }} options
+ * @returns {string}
+ */
+export function logKey({ scope = "session", scopeId, sessionId }) {
+  if (scope == "global") return scope;
+  const id = scope == "session" ? (sessionId ?? scopeId) : scope == "system" ? (scopeId ?? "runtime") : scopeId;
+  return `${scope}:${id ?? ""}`;
+}
+
+/**
+ * One string per followed target (base URL and log): options that name the
+ * same log share it.
+ * @param {{ baseUrl?: string, scope?: string, scopeId?: string, sessionId?: string } | null | undefined} options
+ * @returns {string | null}
+ */
+export function targetKey(options) {
+  if (options == null) return null;
+  return JSON.stringify([options.baseUrl, logKey(options)]);
+}

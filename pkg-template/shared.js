@@ -12,7 +12,7 @@
 //   request that name, so the grant means this worker is gone, and they
 //   start a new one, which restores from storage.
 import * as replay from "./index.js";
-import { CALLS, changedParts, message, read, wireError } from "./messages.js";
+import { CALLS, changedParts, message, read, targetKey, wireError } from "./messages.js";
 
 // The `web` build loads its wasm with `init()`; the `bundler` build has none.
 const ready = typeof replay.default === "function" ? replay.default() : Promise.resolve();
@@ -26,15 +26,6 @@ const FRAME_MS = 16;
 const HOST_ONLY = ["getToken", "headers", "storage"];
 
 /**
- * The scope a client follows, as the key of the clients shared by tabs:
- * one per (base URL, scope, scope id).
- */
-function scopeKey({ baseUrl, sessionId, scope, scopeId }) {
-  const name = scope ?? "session";
-  return JSON.stringify([baseUrl, name, name === "session" ? (scopeId ?? sessionId) : (scopeId ?? "")]);
-}
-
-/**
  * One followed scope: a `ReplayClient` whose live stream rides the worker's
  * one multiplexed stream for its base URL (`multiplex`); its pages and
  * writes are its own requests.
@@ -45,14 +36,7 @@ function follow(options) {
   // notification per event, docs/benchmarks.md "Issue 24"). Paced by time
   // instead, at most once per frame's worth, unless the tab chose.
   const notify = options.notify ?? (typeof requestAnimationFrame === "function" ? "frame" : FRAME_MS);
-  const client = replay.ReplayClient.connect({ ...options, notify, multiplex: true });
-  return {
-    view: () => client.view(),
-    diagnostics: () => client.diagnostics(),
-    subscribe: (listener) => client.subscribe(listener),
-    call: (name, args) => client[name](...args),
-    close: () => client.close(),
-  };
+  return replay.ReplayClient.connect({ ...options, notify, multiplex: true });
 }
 
 /** The scopes followed, each with the attachments (one per tab's client) that share it. */
@@ -68,7 +52,8 @@ class Host {
   /** Attaches the client a tab asked for on `port`; the first view is posted at once. */
   attach(port, tab, pageOptions) {
     const options = this.#options(pageOptions);
-    const key = scopeKey(options);
+    // One client per followed log (base URL and the core's target key).
+    const key = targetKey(options);
     let scope = this.#followed.get(key);
     if (!scope) {
       const follower = follow(options);
@@ -103,7 +88,7 @@ class Host {
     // Every write goes through the one client of the scope; the page
     // awaits an answer for every id, a synchronous throw answers too.
     Promise.resolve()
-      .then(() => scope.follower.call(call, args))
+      .then(() => scope.follower[call](...args))
       .then(
         (value) => port.postMessage(message("reply", { host: this.#host(scope), id, value })),
         (err) => port.postMessage(message("reply", { host: this.#host(scope), id, error: wireError(err) })),

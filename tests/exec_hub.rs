@@ -1,8 +1,10 @@
 //! The executor's hub (`replay_client::exec::hub`) natively: clients, each
 //! the executor the browser runs, whose live streams one multiplexed
 //! connection serves (PROTOCOL §4.6), against the fake runtime of the share
-//! tests. Checks one connection for every scope, convergence, and that a
-//! closed client's scope leaves the connection.
+//! tests. Checks one connection for every scope, convergence, that a
+//! closed client's scope leaves the connection, and that against a runtime
+//! without the multiplexed stream each client follows its scope on its own
+//! scoped stream.
 
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -19,6 +21,8 @@ use share_support::{machine_config, Server};
 
 /// The pages the clients asked for: (client key, request, path, kind).
 type Pages = Rc<RefCell<Vec<(u64, RequestId, String, FetchKind)>>>;
+/// The clients' own scoped streams: (client key, request, path).
+type Streams = Rc<RefCell<Vec<(u64, RequestId, String)>>>;
 
 /// The hub's platform: the connection's requests, its timer, `soon`.
 #[derive(Default)]
@@ -71,11 +75,31 @@ struct ClientIo {
     key: u64,
     target: replay_client::core::machine::Target,
     fetches: Pages,
+    /// Its own scoped streams opened and aborted.
+    streams: Streams,
+    aborted: Streams,
+    /// The machine's wake-up (its retries' backoff).
+    timer: Cell<Option<u64>>,
 }
 
 enum Req {
     Page,
     Shared(#[allow(dead_code)] VirtualStream<FakeMux>),
+    Own(#[allow(dead_code)] OwnStream),
+}
+
+/// A client's own scoped stream; its abort is recorded.
+struct OwnStream {
+    key: u64,
+    id: RequestId,
+    aborted: Streams,
+}
+
+impl Drop for OwnStream {
+    fn drop(&mut self) {
+        let gone = (self.key, self.id, String::new());
+        self.aborted.borrow_mut().push(gone);
+    }
 }
 
 impl Io for ClientIo {
@@ -100,6 +124,17 @@ impl Io for ClientIo {
                 self.fetches.borrow_mut().push(page);
                 Some(Req::Page)
             }
+            Action::OpenStream {
+                id, path_and_query, ..
+            } => {
+                let stream = (self.key, *id, path_and_query.clone());
+                self.streams.borrow_mut().push(stream);
+                Some(Req::Own(OwnStream {
+                    key: self.key,
+                    id: *id,
+                    aborted: self.aborted.clone(),
+                }))
+            }
             other => panic!("unexpected request {other:?}"),
         }
     }
@@ -111,7 +146,9 @@ impl Io for ClientIo {
         Ok(())
     }
     fn remove(&self) {}
-    fn arm_timer(&self, _at: Option<u64>) {}
+    fn arm_timer(&self, at: Option<u64>) {
+        self.timer.set(at);
+    }
     fn request_frame(&self) {}
     fn hold_chunks(&self, _hold: bool) {}
     fn release_chunks(&self) {}
@@ -127,12 +164,31 @@ struct World {
     hub: Rc<Hub<FakeMux>>,
     clients: Vec<(String, Rc<Executor<ClientIo>>)>,
     fetches: Pages,
-    /// Connections answered (200) so far.
-    answered: Vec<RequestId>,
+    streams: Streams,
+    aborted: Streams,
+    /// The runtime serves `GET /v1/stream` (else it answers 404).
+    multiplexed: bool,
+    /// `GET /v1/stream` requests made.
+    mux_requests: usize,
+}
+
+/// The fake runtime's connections of the clients' own streams are its
+/// multiplexed ones with one sub, under the client's key (the hub's are 0).
+fn as_mux_path(scoped: &str) -> String {
+    let rest = scoped
+        .strip_prefix("/v1/sessions/")
+        .expect("a session stream");
+    let (sid, query) = rest.split_once("/events").unwrap();
+    let after = query.strip_prefix("?after_seq=").unwrap_or("");
+    format!("/v1/stream?sub=session:{sid}:{after}")
 }
 
 impl World {
     fn new(sessions: &[(&str, u64)]) -> Self {
+        Self::with_runtime(sessions, true)
+    }
+
+    fn with_runtime(sessions: &[(&str, u64)], multiplexed: bool) -> Self {
         let clock = Rc::new(Cell::new(1_000));
         let mut server = Server::default();
         for (s, n) in sessions {
@@ -149,7 +205,10 @@ impl World {
             hub,
             clients: Vec::new(),
             fetches: Rc::default(),
-            answered: Vec::new(),
+            streams: Rc::default(),
+            aborted: Rc::default(),
+            multiplexed,
+            mux_requests: 0,
         }
     }
 
@@ -157,12 +216,16 @@ impl World {
         let machine = Machine::new(machine_config(sid, 1 + self.clients.len() as u64), None, 0);
         let target = machine.config().target.clone();
         let (hub, clock, fetches) = (self.hub.clone(), self.clock.clone(), self.fetches.clone());
+        let (streams, aborted) = (self.streams.clone(), self.aborted.clone());
         let exec = Executor::new(machine, |weak: &Weak<Executor<ClientIo>>| ClientIo {
             key: hub.attach(weak),
             hub,
             clock,
             target,
             fetches,
+            streams,
+            aborted,
+            timer: Cell::new(None),
         });
         exec.start();
         self.clients.push((sid.to_owned(), exec));
@@ -179,11 +242,28 @@ impl World {
             }
             let opened: Vec<_> = self.hub.io().opened.borrow_mut().drain(..).collect();
             for (id, path) in opened {
-                self.server.open(0, id, &path);
                 moved = true;
+                self.mux_requests += 1;
+                if self.multiplexed {
+                    self.server.open(0, id, &path);
+                } else {
+                    let body = br#"{"error":"not_found","message":"no such endpoint"}"#;
+                    if self.hub.response(id, head(404, "application/json")) {
+                        self.hub.response(id, Response::Body(body));
+                        self.hub.response(id, Response::End);
+                    }
+                }
             }
             for id in self.hub.io().aborted.borrow_mut().drain(..) {
                 self.server.close(0, id);
+            }
+            let streams: Vec<_> = self.streams.borrow_mut().drain(..).collect();
+            for (key, id, path) in streams {
+                moved = true;
+                self.server.open(key as usize, id, &as_mux_path(&path));
+            }
+            for (key, id, _) in self.aborted.borrow_mut().drain(..) {
+                self.server.close(key as usize, id);
             }
             let fetches: Vec<_> = self.fetches.borrow_mut().drain(..).collect();
             for (key, id, path, kind) in fetches {
@@ -201,21 +281,10 @@ impl World {
                     }
                 }
             }
-            let ids: Vec<RequestId> = self.server.conns.iter().map(|c| c.id).collect();
-            for id in ids {
-                if !self.answered.contains(&id) {
-                    self.answered.push(id);
-                    self.hub.response(id, head(200, "text/event-stream"));
-                    moved = true;
-                }
-                let Some(conn) = self.server.conn_mut(0, id) else {
-                    continue;
-                };
-                let bytes = std::mem::take(&mut conn.out);
-                if !bytes.is_empty() {
-                    self.hub.response(id, Response::Body(&bytes));
-                    moved = true;
-                }
+            let conns: Vec<(usize, RequestId)> =
+                self.server.conns.iter().map(|c| (c.ctx, c.id)).collect();
+            for (ctx, id) in conns {
+                moved |= self.serve(ctx, id);
             }
             if !moved {
                 return;
@@ -224,13 +293,51 @@ impl World {
         panic!("does not settle");
     }
 
-    /// Time passes: the hub's timer (a set change is debounced) fires.
+    /// Writes what connection `id` of `ctx` has (its head first) to the hub
+    /// (ctx 0) or to the client it belongs to; whether anything moved.
+    fn serve(&mut self, ctx: usize, id: RequestId) -> bool {
+        let conn = self.server.conn_mut(ctx, id).unwrap();
+        let fresh = !std::mem::replace(&mut conn.opened, true);
+        let bytes = std::mem::take(&mut conn.out);
+        let deliver = |respond: &dyn Fn(Response<'_>) -> bool| {
+            if fresh {
+                respond(head(200, "text/event-stream"));
+            }
+            if !bytes.is_empty() {
+                respond(Response::Body(&bytes));
+            }
+        };
+        if ctx == 0 {
+            deliver(&|r| self.hub.response(id, r));
+        } else {
+            let client = self.clients.iter().find(|c| c.1.io().key == ctx as u64);
+            let exec = client.expect("a client's stream").1.clone();
+            deliver(&|r| exec.response(id, r));
+        }
+        fresh || !bytes.is_empty()
+    }
+
+    /// Time passes: the hub's timer (a set change is debounced) and the
+    /// clients' (their retries) fire, earliest first.
     fn advance(&mut self, ms: u64) {
         let end = self.clock.get() + ms;
         self.settle();
-        while let Some(t) = self.hub.io().timer.get().filter(|t| *t <= end) {
+        loop {
+            let hub = self.hub.io().timer.get().map(|t| (t, None));
+            let clients = self.clients.iter().enumerate();
+            let client = clients.filter_map(|(i, c)| c.1.io().timer.get().map(|t| (t, Some(i))));
+            let Some((t, who)) = hub.into_iter().chain(client).min().filter(|n| n.0 <= end) else {
+                break;
+            };
             self.clock.set(t.max(self.clock.get()));
-            self.hub.timeout();
+            match who {
+                None => self.hub.timeout(),
+                Some(i) => {
+                    let exec = self.clients[i].1.clone();
+                    exec.io().timer.set(None);
+                    exec.timeout();
+                }
+            }
             self.settle();
         }
         self.clock.set(end);
@@ -296,4 +403,50 @@ fn clients_of_three_scopes_ride_one_connection_and_a_closed_ones_scope_leaves() 
     w.settle();
     w.converged();
     assert_eq!(w.hub.diagnostics().local_streams, 2);
+}
+
+#[test]
+fn without_the_multiplexed_stream_each_client_follows_its_own_scoped_stream() {
+    let mut w = World::with_runtime(&[("a", 3), ("b", 2), ("c", 1)], false);
+    for sid in ["a", "b", "c"] {
+        w.follow(sid);
+    }
+    // The hub's one 404, then each machine's backoff (seconds at most).
+    w.advance(10_000);
+    w.converged();
+    let mut own: Vec<(usize, String)> = w
+        .server
+        .conns
+        .iter()
+        .map(|c| (c.ctx, c.subs[0].0.clone()))
+        .collect();
+    own.sort();
+    let keys: Vec<u64> = w.clients.iter().map(|c| c.1.io().key).collect();
+    let want: Vec<(usize, String)> = keys
+        .iter()
+        .zip(["session:a", "session:b", "session:c"])
+        .map(|(k, s)| (*k as usize, s.to_owned()))
+        .collect();
+    assert_eq!(
+        own, want,
+        "one scoped stream per client, none through the hub"
+    );
+    for sid in ["a", "c", "b", "a"] {
+        w.server.append(sid);
+    }
+    w.settle();
+    w.converged();
+    // Once told, the hub never asks again, and a new client goes straight
+    // to its own stream.
+    w.server.add_session("d", 4);
+    w.follow("d");
+    w.advance(60_000);
+    w.converged();
+    assert_eq!(w.mux_requests, 1, "one GET /v1/stream, ever");
+    assert_eq!(w.server.conns.len(), 4);
+    assert_eq!(w.hub.diagnostics().local_streams, 0);
+    assert_eq!(
+        w.hub.diagnostics().transport,
+        replay_client::core::share::Transport::Scoped
+    );
 }

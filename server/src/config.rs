@@ -80,6 +80,9 @@ pub struct Config {
     /// every node's turns on every node); `None`: live tails stay on the
     /// node running the turn.
     pub redis: Option<String>,
+    /// Serve no multiplexed stream (PROTOCOL.md §4.6): `GET /v1/stream`
+    /// answers `404`, as a runtime with the scoped streams only would.
+    pub no_multiplex: bool,
 }
 
 impl Default for Config {
@@ -115,6 +118,7 @@ impl Default for Config {
             max_queued_turns_total: 256,
             turn_lease_ms: 10_000,
             redis: None,
+            no_multiplex: false,
         }
     }
 }

@@ -138,6 +138,9 @@ struct Args {
     /// every turn's deltas and snapshots), e.g. redis://127.0.0.1:6379.
     #[arg(long, env = "REPLAY_REDIS", value_name = "URL", hide_env_values = true)]
     redis: Option<String>,
+    /// Serve no multiplexed stream: `GET /v1/stream` answers 404 (a runtime without PROTOCOL §4.6).
+    #[arg(long, env = "REPLAY_NO_MULTIPLEX")]
+    no_multiplex: bool,
 }
 
 /// `--synchronous` values.
@@ -214,6 +217,7 @@ impl Args {
             max_queued_turns_total: self.max_queued_turns_total,
             turn_lease_ms: self.turn_lease_ms,
             redis: self.redis,
+            no_multiplex: self.no_multiplex,
         })
     }
 }
@@ -282,7 +286,7 @@ mod tests {
              --allow-host h.example --static www --faults --heartbeat-ms 50 --delta-ms 1 \
              --ask-persist-ms 2 --bg-ms 3 --seed 9 --lag-policy skip --subscriber-buffer 8 \
              --max-streams 10 --max-streams-per-scope 4 --write-timeout-ms 700 \
-             --transcript-max-events 99 --synchronous normal",
+             --transcript-max-events 99 --synchronous normal --no-multiplex",
         )
         .unwrap();
         assert_eq!(cfg.listen, "127.0.0.1:0");
@@ -292,7 +296,7 @@ mod tests {
         assert_eq!(cfg.allow_origins, vec!["*", "http://a"]);
         assert_eq!(cfg.allow_hosts, vec!["h.example"]);
         assert_eq!(cfg.static_dir.as_deref(), Some("www"));
-        assert!(cfg.faults);
+        assert!(cfg.faults && cfg.no_multiplex);
         assert_eq!((cfg.heartbeat_ms, cfg.delta_ms, cfg.seed), (50, 1, 9));
         assert_eq!((cfg.ask_persist_ms, cfg.bg_ms), (2, 3));
         assert_eq!(cfg.lag_policy, LagPolicy::Skip);

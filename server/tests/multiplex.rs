@@ -635,3 +635,20 @@ async fn streams_open_counts_scoped_and_multiplexed_streams() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_multiplex_the_stream_is_not_found_and_scoped_streams_serve() {
+    let s = server_with(|c| c.no_multiplex = true).await;
+    let sid = s.create_session().await;
+    let (status, body) = s.get("/v1/stream?sub=team:t:0").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"], "not_found");
+    let mut scoped = s.stream(&format!("/v1/sessions/{sid}/events"), None).await;
+    let f = loop {
+        let f = scoped.next(5 * SEC).await.expect("the scoped stream opens");
+        if ty(&f) != "retry" {
+            break f;
+        }
+    };
+    assert_eq!(ty(&f), "hello");
+}

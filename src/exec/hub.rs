@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
 use crate::core::machine::{Action, RequestId, Response, Target};
-use crate::core::share::{Delivery, Output, Share, ShareConfig, ShareDiagnostics};
+use crate::core::share::{Delivery, Output, Share, ShareConfig, ShareDiagnostics, Transport};
 
 use super::{Executor, Io};
 
@@ -259,6 +259,12 @@ impl<M: MuxIo + 'static> Hub<M> {
             sink(stream, what);
             self.state.borrow_mut().clients.push((key, sink));
         }
+    }
+
+    /// Whether the runtime's multiplexed stream carries the clients'
+    /// streams, or each opens its own (the core decided it has none).
+    pub fn transport(&self) -> Transport {
+        self.state.borrow().share.transport()
     }
 
     /// Connections opened, streams served, duplicates dropped.

@@ -235,4 +235,11 @@ export interface Diagnostics {
   cursor: number;
   bootId: string | null;
   storage: StorageKind | "custom" | "memory-fallback";
+  /**
+   * How the live stream comes: `"multiplexed"` through the one multiplexed
+   * stream of `multiplex: true` (PROTOCOL §4.6), `"scoped"` on this client's
+   * own stream (without `multiplex`, or against a runtime whose
+   * `GET /v1/stream` answered 404, 405 or 501).
+   */
+  transport: "multiplexed" | "scoped";
 }

@@ -65,12 +65,13 @@ impl ReplayClient {
         view::status_js(&self.client.status())
     }
 
-    /// Status, counters, position and storage in use.
+    /// Status, counters, position, storage in use and the live stream's
+    /// transport.
     #[wasm_bindgen(unchecked_return_type = "Diagnostics")]
     pub fn diagnostics(&self) -> JsValue {
         let driver = self.client.driver();
-        let storage = driver.storage_label();
-        driver.with_machine(|m| view::diagnostics_js(m, storage))
+        let (storage, transport) = (driver.storage_label(), driver.transport());
+        driver.with_machine(|m| view::diagnostics_js(m, storage, transport))
     }
 
     /// The canonical transcript (PROTOCOL.md §7); throws for non-session scopes.

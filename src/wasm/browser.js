@@ -233,8 +233,23 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, stre
     if (!r.body) return true;
     return await pumpBody(r.body, chunk, stream ? paceOf(http) : UNPACED, held);
   } catch (e) {
+    // Aborted by the wasm (it dropped the request): the expected end, not
+    // a failure, so no rejection is left to report.
+    if (ctl.signal.aborted) return false;
     throw Array.isArray(e) ? e : ["network", text(e)];
   }
+}
+
+// Aborts request `ctl` (the wasm dropped it). Called from inside a body's
+// write callback (the wasm reading a chunk drops that request), the abort
+// would reject the pipe from within its own write, which WebKit (WPE 2.38,
+// Safari 16's engine) reports as an unhandled `AbortError: Fetch is
+// aborted`: then it waits for the callback to return. The late chunks of a
+// request the machine dropped are ignored by id.
+let writing = 0;
+export function abortRequest(ctl) {
+  if (writing > 0) queueMicrotask(() => ctl.abort());
+  else ctl.abort();
 }
 
 // Starts request `id` of a client on the microtask queue (no user code,
@@ -288,7 +303,7 @@ async function pumpBody(body, onChunk, pace, onHeld) {
   const deliver = (chunks) => {
     if (!stopped && !onChunk(chunks)) {
       stopped = true;
-      stop.abort();
+      abortRequest(stop);
     }
   };
   const release = () => {
@@ -299,12 +314,17 @@ async function pumpBody(body, onChunk, pace, onHeld) {
   };
   const write = (value) => {
     if (stopped) return;
-    if (held) held.push(value);
-    else if (pace.hold) {
-      held = [value];
-      pace.release = release;
-      onHeld();
-    } else deliver([value]);
+    writing++;
+    try {
+      if (held) held.push(value);
+      else if (pace.hold) {
+        held = [value];
+        pace.release = release;
+        onHeld();
+      } else deliver([value]);
+    } finally {
+      writing--;
+    }
   };
   try {
     try {

@@ -20,6 +20,7 @@ use super::timer::Timer;
 use super::view::ViewCache;
 use crate::core::fold::ViewChange;
 use crate::core::machine::{Action, Machine, Target};
+use crate::core::share::Transport;
 use crate::exec::hub::VirtualStream;
 use crate::exec::{Io, Loaded};
 
@@ -86,6 +87,15 @@ impl BrowserIo {
     /// The live stream comes from `hub` (this client is `key` there).
     pub fn share(&self, hub: Rc<BrowserHub>, key: u64) {
         *self.shared.borrow_mut() = Some((hub, key));
+    }
+
+    /// How the live stream comes: the hub's transport when a hub serves
+    /// it (it may have found no multiplexed stream), else `Scoped`.
+    pub fn transport(&self) -> Transport {
+        match &*self.shared.borrow() {
+            Some((hub, _)) => hub.transport(),
+            None => Transport::Scoped,
+        }
     }
 
     /// Keeps the page lifecycle listeners until close.

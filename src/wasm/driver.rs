@@ -18,6 +18,7 @@ use super::options::Options;
 use super::reports::{function, reports, Reported};
 use super::storage::{storage_key, Store};
 use crate::core::machine::{Config, Lifecycle, Machine, RequestId, Response, Settings, Target};
+use crate::core::share::Transport;
 use crate::exec::Executor;
 
 /// One browser client.
@@ -136,6 +137,12 @@ impl Executor<BrowserIo> {
         } else {
             self.io().storage_label()
         }
+    }
+
+    /// How the live stream reaches this client: `Scoped` (its own) unless
+    /// a hub serves it over the multiplexed stream.
+    pub fn transport(&self) -> Transport {
+        self.io().transport()
     }
 
     /// The JS snapshot (`ReplayClient.view()`): the same object until the

@@ -35,6 +35,11 @@ extern "C" {
 
     #[wasm_bindgen(js_name = releaseChunks)]
     fn release_chunks(http: &JsValue);
+
+    /// Aborts a request, after the body's write callback returned when it
+    /// is called from inside one (`browser.js`, WebKit's `AbortError`).
+    #[wasm_bindgen(js_name = abortRequest)]
+    pub fn abort_request(ctl: &AbortController);
 }
 
 /// The functions of one client that `request` reports to, each called

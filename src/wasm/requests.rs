@@ -8,7 +8,7 @@
 
 use web_sys::AbortController;
 
-use super::http::{Http, Request};
+use super::http::{abort_request, Http, Request};
 use crate::core::machine::{Action, RequestId};
 
 /// A `fetch` in flight; dropping it aborts it (a no-op once answered).
@@ -18,7 +18,7 @@ pub struct Fetch {
 
 impl Drop for Fetch {
     fn drop(&mut self) {
-        self.ctl.abort();
+        abort_request(&self.ctl);
     }
 }
 

@@ -23,6 +23,7 @@ use crate::core::fold::{LogEntry, LogView, Overlay, SessionView, View, ViewChang
 use crate::core::json::RawJson;
 use crate::core::machine::{Counters, ErrorInfo, Machine, State, Status, Target};
 use crate::core::protocol::{LiveTurnState, TasksSnapshot};
+use crate::core::share::Transport;
 
 #[wasm_bindgen(module = "/src/wasm/browser.js")]
 extern "C" {
@@ -144,6 +145,8 @@ struct DiagnosticsJs<'a> {
     #[serde(rename = "bootId")]
     boot_id: Option<&'a str>,
     storage: &'a str,
+    /// `multiplexed` or `scoped` (a string: a serde enum costs more wasm).
+    transport: &'static str,
 }
 
 impl<'a> StatusJs<'a> {
@@ -163,7 +166,7 @@ pub fn status_js(s: &Status) -> JsValue {
 }
 
 /// The JS `Diagnostics` object; `storage` is the label of the storage in use.
-pub fn diagnostics_js(m: &Machine, storage: &str) -> JsValue {
+pub fn diagnostics_js(m: &Machine, storage: &str, transport: Transport) -> JsValue {
     let status = m.status();
     let boot = m
         .view()
@@ -177,6 +180,10 @@ pub fn diagnostics_js(m: &Machine, storage: &str) -> JsValue {
         cursor: m.cursor(),
         boot_id: boot,
         storage,
+        transport: match transport {
+            Transport::Multiplexed => "multiplexed",
+            Transport::Scoped => "scoped",
+        },
     })
 }
 

@@ -227,6 +227,47 @@ test("the SharedWorker killed mid-answer: every tab attaches to a new one and en
   assert.deepEqual(pageErrors, []);
 });
 
+test("two tabs naming one scopeId but different sessions get a client each", async () => {
+  await noStreams();
+  const [a, b] = [await newSession("target a"), await newSession("target b")];
+  const tabs = await openTabs(2, (i) => ({ sessionId: [a, b][i], scopeId: "x" }));
+  await allLive(tabs);
+  for (const [i, tab] of tabs.entries()) {
+    const { scopeId, attached } = await tab.evaluate(() => ({
+      scopeId: window.t.client.view().scopeId,
+      attached: window.t.state().host.attached,
+    }));
+    assert.deepEqual([scopeId, attached], [[a, b][i], 1], "the sessionId wins, as on the page");
+  }
+  await closeAll(tabs);
+  await noStreams();
+  assert.deepEqual(pageErrors, []);
+});
+
+// WPE 2.38 (Safari 16's engine) reported an unhandled `AbortError: Fetch is
+// aborted` in the worker here: a stream aborted from inside a body's pipeTo
+// write callback (the hub's old connection, closed when the new one's
+// hellos arrive, or a dropped stream). Chromium may not show it; the probe
+// counts what it does show.
+test("a reload mid-answer in shared mode leaves no unhandled rejection in the worker", async () => {
+  await noStreams();
+  const [a, b] = [await newSession("reload a"), await newSession("reload b")];
+  const tabs = await openTabs(2, (i) => ({ sessionId: [a, b][i] }));
+  await allLive(tabs);
+  await tabs[0].evaluate(() => window.t.client.send("/tool beside the reload"));
+  await tabs[1].evaluate(() => window.t.client.send("/long 4000 reloaded mid-answer"));
+  await until("the answer to stream", () => tabs[1].evaluate(() => (window.t.state().live?.text.length ?? 0) > 200));
+  await tabs[1].reload();
+  await tabs[1].waitForFunction(() => document.getElementById("out").textContent === "ready");
+  await tabs[1].evaluate((sessionId) => window.t.connect({ sessionId }), b);
+  await converged(tabs, (i) => [a, b][i]);
+  await until("one stream", async () => (await streams()) === 1);
+  assert.deepEqual(await tabs[0].evaluate(() => window.t.rejections()), []);
+  await closeAll(tabs);
+  await noStreams();
+  assert.deepEqual(pageErrors, []);
+});
+
 // Headless Chromium does not freeze a visible page (CDP
 // `Page.setWebLifecycleState` fires nothing there): the tab is sent the
 // `freeze` and `resume` events the browser would fire, and keeps running,

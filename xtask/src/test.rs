@@ -408,6 +408,9 @@ fn e2e() -> Result {
     // `auth.test.mjs`: a runtime that requires a bearer token.
     let token = "e2e-token";
     let token_server = test_server(&["--token", token])?;
+    // `scoped.test.mjs`: a runtime without the multiplexed stream (§4.6).
+    let no_mux_server =
+        test_server(&["--static", site.to_str().expect("utf-8"), "--no-multiplex"])?;
     let artifacts = root().join("tests/artifacts");
     fs::create_dir_all(&artifacts).map_err(|e| e.to_string())?;
     let js = setup::js_dir();
@@ -418,6 +421,9 @@ fn e2e() -> Result {
         "worker.test.mjs",
         "shared.test.mjs",
         "auth.test.mjs",
+        "scoped.test.mjs",
+        // No browser, no server: the JS halves' target rule.
+        "targets.test.mjs",
     ] {
         run_in(
             &js,
@@ -428,6 +434,7 @@ fn e2e() -> Result {
                 ("E2E_URL", &server.url),
                 ("E2E_TOKEN_URL", &token_server.url),
                 ("E2E_TOKEN", token),
+                ("E2E_NO_MUX_URL", &no_mux_server.url),
                 ("E2E_ARTIFACTS", artifacts.to_str().expect("utf-8")),
                 ("E2E_CHROMIUM", setup::CHROMIUM),
             ],

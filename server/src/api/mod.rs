@@ -53,11 +53,15 @@ pub fn router(app: Arc<App>, hosts: HostAllowList) -> Router {
         )
         .route("/system/events", get(stream::system_events))
         .route("/events", get(stream::global_events))
-        .route("/stream", get(multiplex::multiplexed))
         .route("/diagnostics", get(diag::overview))
         .route("/diagnostics/recovery", get(diag::recovery))
         .route("/diagnostics/processes", get(diag::processes))
         .route("/diagnostics/comms", get(diag::comms));
+    if !app.cfg.no_multiplex {
+        // Without it `/v1/stream` is the fallback's 404, as on a runtime
+        // that has only the scoped streams.
+        v1 = v1.route("/stream", get(multiplex::multiplexed));
+    }
     if app.faults.enabled() {
         v1 = v1
             .route(

@@ -5,10 +5,17 @@
 use super::mux::{Mux, MAX_SUBS};
 use super::route::key_of;
 use super::wire::{Body, EndReason};
-use super::{Output, Role, Share, Subs, SET_DEBOUNCE_MS};
+use super::{Output, Role, Share, Subs, Transport, SET_DEBOUNCE_MS};
 use crate::machine::{CoreError, RequestId};
 use crate::protocol::Event;
 use crate::sse::{SseEvent, SseItem};
+
+/// Whether an answer of `GET /v1/stream` says the runtime serves no
+/// multiplexed stream (PROTOCOL.md §4.6 is optional for a runtime): no such
+/// path, no such method, not implemented.
+pub fn has_no_multiplexed_stream(status: u16) -> bool {
+    matches!(status, 404 | 405 | 501)
+}
 
 /// Which connection an input is about.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -89,11 +96,14 @@ impl Share {
         self.mux_lost(id, EndReason::Failed(error.to_string()), 0, now);
     }
 
-    /// A non-2xx answer. 401/403, 408, 429 and 5xx reach every machine as
-    /// that answer (credentials refreshed, `Retry-After` honoured by each);
-    /// other statuses (400 `invalid_subscription`, a server without
-    /// `/v1/stream`) are the hub's problem, not a scope's: the machines see
-    /// a transport failure and retry.
+    /// A non-2xx answer. 404, 405 and 501 say the runtime has no
+    /// multiplexed stream: the transport becomes [`Transport::Scoped`] for
+    /// good (every virtual stream ends cleanly and each machine opens its
+    /// own scoped stream when it reconnects). 401/403, 408, 429 and other
+    /// 5xx reach every machine as that answer (credentials refreshed,
+    /// `Retry-After` honoured by each); other statuses (400
+    /// `invalid_subscription`) are the hub's problem, not a scope's: the
+    /// machines see a transport failure and retry.
     pub fn handle_mux_http_error(
         &mut self,
         id: RequestId,
@@ -102,6 +112,13 @@ impl Share {
         body: &[u8],
         now: u64,
     ) {
+        if self.which(id).is_none() {
+            return;
+        }
+        if has_no_multiplexed_stream(status) {
+            self.follow_scoped(id);
+            return;
+        }
         let why = match status {
             401 | 403 | 408 | 429 | 500..=599 => EndReason::Http {
                 status,
@@ -112,6 +129,24 @@ impl Share {
         };
         let hint = self.retry_hint(retry_after, now);
         self.mux_lost(id, why, hint, now);
+    }
+
+    /// The runtime has no multiplexed stream: the connections are dropped
+    /// and every virtual stream ends cleanly, so each machine reconnects,
+    /// after its own backoff, on a scoped stream of its own
+    /// ([`handle_open_stream`](Self::handle_open_stream) declines it now).
+    fn follow_scoped(&mut self, lost: RequestId) {
+        self.transport = Transport::Scoped;
+        let mut keys = self.drop_muxes(Some(lost));
+        for (key, _) in self.router.subscriptions().iter() {
+            if !keys.iter().any(|k| k == key) {
+                keys.push(key.to_owned());
+            }
+        }
+        self.router.end(&keys, &EndReason::Clean, &mut self.out);
+        self.idle = Subs::default();
+        self.mux_retry_at = None;
+        self.set_check_at = None;
     }
 
     fn which(&self, id: RequestId) -> Option<Conn> {
@@ -339,5 +374,69 @@ impl Share {
         });
         self.mux = Some(m);
         self.diag.connections_opened += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{Action, Target};
+    use crate::protocol::Scope;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn open(share: &mut Share, machine: u64, now: u64) -> bool {
+        let target = Target::Scoped {
+            scope: Scope::Session,
+            scope_id: format!("s{machine}"),
+        };
+        let open = Action::OpenStream {
+            id: RequestId(machine),
+            path_and_query: String::new(),
+            last_event_id: None,
+        };
+        share.handle_machine_action(machine, &target, &open, now)
+    }
+
+    #[test]
+    fn only_404_405_and_501_say_there_is_no_multiplexed_stream() {
+        for status in [404, 405, 501] {
+            assert!(has_no_multiplexed_stream(status));
+        }
+        for status in [400, 401, 403, 408, 429, 500, 502, 503] {
+            assert!(!has_no_multiplexed_stream(status));
+        }
+    }
+
+    #[test]
+    fn a_404_ends_every_virtual_stream_and_hands_later_opens_back() {
+        let mut share = Share::new(super::super::ShareConfig::new(1, "g", false), 0);
+        assert!(open(&mut share, 1, 0));
+        share.handle_timeout(SET_DEBOUNCE_MS);
+        let mut mux = None;
+        while let Some(o) = share.poll_output() {
+            if let Output::OpenMux { id, .. } = o {
+                mux = Some(id);
+            }
+        }
+        let mux = mux.expect("the multiplexed stream is asked for");
+        assert_eq!(share.transport(), Transport::Multiplexed);
+        share.handle_mux_opened(mux, 404, Some("application/json"), None, 30);
+        let ends: Vec<Output> = std::iter::from_fn(|| share.poll_output()).collect();
+        assert_eq!(
+            ends,
+            [Output::Deliver {
+                machine: 1,
+                stream: RequestId(1),
+                what: super::super::Delivery::End,
+            }]
+        );
+        assert_eq!(share.diagnostics().transport, Transport::Scoped);
+        // Each machine opens its own stream from now on; nothing is retried.
+        assert!(!open(&mut share, 1, 40));
+        assert!(!open(&mut share, 2, 40));
+        share.handle_timeout(100_000);
+        assert_eq!(share.poll_output(), None);
+        assert_eq!(share.poll_timeout(), None);
     }
 }

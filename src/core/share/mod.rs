@@ -30,6 +30,7 @@ mod route;
 mod subs;
 pub mod wire;
 
+pub use leader::has_no_multiplexed_stream;
 pub use mux::{path as mux_path, MAX_SUBS};
 pub use route::MAX_TRACKS;
 use subs::min_some;
@@ -74,6 +75,19 @@ pub enum Role {
     Leader,
     /// Receives the leader's broadcast.
     Follower,
+}
+
+/// How the hub's machines get their live streams.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    /// One multiplexed stream (PROTOCOL.md §4.6) carries every scope.
+    #[default]
+    Multiplexed,
+    /// The runtime has no multiplexed stream (`GET /v1/stream` answered
+    /// 404, 405 or 501): each machine opens its own scoped stream (§4.3),
+    /// for as long as the hub lives.
+    Scoped,
 }
 
 /// What happened on a stream, in the terms of the machine's stream inputs:
@@ -183,6 +197,9 @@ impl ShareConfig {
 pub struct ShareDiagnostics {
     /// `solo`, `leader` or `follower`.
     pub role: Option<Role>,
+    /// `multiplexed` until the runtime showed it has no multiplexed stream,
+    /// then `scoped`.
+    pub transport: Transport,
     /// Scopes the group follows (as far as this context knows).
     pub group_scopes: usize,
     /// Virtual streams served in this context.
@@ -234,6 +251,7 @@ pub struct Share {
     sub_refresh_at: Option<u64>,
     out: VecDeque<Output>,
     diag: ShareDiagnostics,
+    transport: Transport,
     closed: bool,
 }
 
@@ -267,6 +285,7 @@ impl Share {
             sub_refresh_at: None,
             out: VecDeque::new(),
             diag: ShareDiagnostics::default(),
+            transport: Transport::Multiplexed,
             closed: false,
         };
         if role == Role::Follower {
@@ -291,10 +310,16 @@ impl Share {
         }
     }
 
+    /// How the machines get their live streams now.
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+
     /// Counters and shape.
     pub fn diagnostics(&self) -> ShareDiagnostics {
         let mut d = self.diag.clone();
         d.role = Some(self.acting());
+        d.transport = self.transport;
         d.local_streams = self.router.len();
         d.duplicates_dropped = self.router.duplicates();
         d.group_scopes = self.group_keys().len();
@@ -321,7 +346,9 @@ impl Share {
     }
 
     /// A machine asks for its live stream (`last_event_id` = its cursor, or
-    /// `None` for live only). False for the global target (not shared).
+    /// `None` for live only). False for the global target (not shared), and
+    /// for every target once the transport is [`Transport::Scoped`]: the
+    /// executor opens the machine's own stream.
     pub fn handle_open_stream(
         &mut self,
         machine: u64,
@@ -333,6 +360,9 @@ impl Share {
         let Some(key) = target_key(target) else {
             return false;
         };
+        if self.transport == Transport::Scoped {
+            return false;
+        }
         if self.closed {
             return true;
         }

@@ -10,7 +10,7 @@ use super::wire::EndReason;
 use super::{Delivery, Output};
 use crate::json;
 use crate::machine::{RequestId, Target};
-use crate::protocol::{Envelope, Event, Scope};
+use crate::protocol::{Envelope, ErrorBody, Event, Scope};
 
 /// The routing key of a scope: `session:ses_1`; the system scope is
 /// `system:` (its stream has no id).
@@ -122,33 +122,21 @@ pub fn greeting(t: &Track) -> Option<[String; 2]> {
 }
 
 /// The answer a machine gets for a `subscription.error` (PROTOCOL.md §4.6),
-/// shaped like the scoped stream's HTTP answer so rule 9 applies unchanged.
+/// shaped like the scoped stream's HTTP answer so rule 9 applies unchanged:
+/// its `data` is that answer's body (`{error, message, epoch?, head?}`), read
+/// with the machine's own [`ErrorBody`] reader for the status.
 fn subscription_error(data: &str) -> EndReason {
-    #[derive(Default)]
-    struct SubError {
-        error: String,
-        message: String,
-    }
-    crate::json_struct!(SubError {
-        error: def,
-        message: def
-    });
-    let e: SubError = json::from_str(data).unwrap_or_default();
-    let status = match e.error.as_str() {
+    let code = json::from_str::<ErrorBody>(data).map(|e| e.error);
+    let status = match code.as_deref().unwrap_or_default() {
         "not_found" => 404,
         "invalid_cursor" => 400,
         "cursor_ahead" => 409,
         _ => 502,
     };
-    let mut body = String::from("{\"error\":");
-    json::write_str(&mut body, &e.error);
-    body.push_str(",\"message\":");
-    json::write_str(&mut body, &e.message);
-    body.push('}');
     EndReason::Http {
         status,
         retry_after: None,
-        body,
+        body: data.to_owned(),
     }
 }
 
@@ -419,7 +407,7 @@ mod tests {
                 panic!("an HTTP answer");
             };
             assert_eq!(s, status);
-            assert_eq!(body, format!(r#"{{"error":"{code}","message":"m"}}"#));
+            assert_eq!(body, data);
         }
     }
 

@@ -54,6 +54,18 @@ window.t = {
       worker.port.postMessage(data);
     });
   },
+  // The shared worker's unhandled rejections (its probe, shared-worker.js).
+  rejections() {
+    const worker = startWorker();
+    return new Promise((resolve) => {
+      worker.port.onmessage = ({ data }) => {
+        if (!Array.isArray(data?.rejections)) return;
+        worker.port.close();
+        resolve(data.rejections);
+      };
+      worker.port.postMessage({ probe: "rejections" });
+    });
+  },
   wasmLoadedHere: () => performance.getEntriesByType("resource").some((e) => e.name.endsWith(".wasm")),
 };
 out.textContent = "ready";

@@ -3,3 +3,15 @@
 import { serveShared } from "../pkg/web/shared.js";
 
 serveShared({ baseUrl: location.origin });
+
+// Not the README's: a probe for the tests. The worker's unhandled
+// rejections, sent to a port that posts `{ probe: "rejections" }` (the
+// host refuses that unversioned message on the same port: the tab waits
+// for the answer that has `rejections`).
+const rejections = [];
+addEventListener("unhandledrejection", (event) => rejections.push(String(event.reason)));
+addEventListener("connect", ({ ports: [port] }) => {
+  port.addEventListener("message", ({ data }) => {
+    if (data?.probe === "rejections") port.postMessage({ rejections });
+  });
+});
