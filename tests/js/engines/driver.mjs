@@ -65,9 +65,10 @@ export async function launch(engine) {
 
 /**
  * What every browser offers beside its tabs: the errors its tabs' hooks
- * recorded, the open tabs' count. `tabs` is the set of open Tab objects.
+ * recorded, the open tabs' count; `open` opens a tab of the engine.
  */
-function browserOf({ name, open, tabCount, close, tabs }) {
+function browserOf({ name, open, tabCount, close }) {
+  const tabs = new Set();
   const closedErrors = [];
   const reported = new Set();
   return {
@@ -117,22 +118,24 @@ function withForms(tab) {
   return tab;
 }
 
+/** A tab over a Playwright or puppeteer page (the same three calls). */
+const pageTab = (page) =>
+  withForms({
+    evaluate: (fn, arg) => page.evaluate(fn, arg),
+    reload: () => page.reload(),
+    close: () => page.close(),
+  });
+
 async function launchPlaywright() {
   const { launchChromium } = await import("../support.mjs");
   const browser = await launchChromium();
   const context = await browser.newContext();
-  const tabs = new Set();
   return browserOf({
     name: "chromium",
-    tabs,
     async open(url) {
       const page = await context.newPage();
       await page.goto(url);
-      return withForms({
-        evaluate: (fn, arg) => page.evaluate(fn, arg),
-        reload: () => page.reload(),
-        close: () => page.close(),
-      });
+      return pageTab(page);
     },
     tabCount: async () => context.pages().length,
     close: () => browser.close(),
@@ -149,19 +152,13 @@ async function launchPuppeteer() {
   });
   // The blank page Firefox starts with is not one of the test's tabs.
   const blank = new Set(await browser.pages());
-  const tabs = new Set();
   return browserOf({
     name: "firefox",
-    tabs,
     async open(url) {
       const page = await browser.newPage();
       page.setDefaultTimeout(COMMAND_TIMEOUT_MS);
       await page.goto(url);
-      return withForms({
-        evaluate: (fn, arg) => page.evaluate(fn, arg),
-        reload: () => page.reload(),
-        close: () => page.close(),
-      });
+      return pageTab(page);
     },
     tabCount: async () => (await browser.pages()).filter((page) => !blank.has(page)).length,
     close: () => browser.close(),
@@ -219,7 +216,6 @@ async function launchSelenium({ driver, display, capabilities }) {
   };
   // The session's first window is the first tab.
   let spare = await session.getWindowHandle();
-  const tabs = new Set();
   const stop = () => {
     service.proc.kill();
     xvfb?.stop();
@@ -227,7 +223,6 @@ async function launchSelenium({ driver, display, capabilities }) {
   const name = capabilities.browserName === "cog" ? "wpe" : "webkitgtk";
   return browserOf({
     name,
-    tabs,
     open: (url) =>
       serial(async () => {
         let handle = spare;
