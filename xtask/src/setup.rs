@@ -1,6 +1,6 @@
 //! Installs what the test and build layers need, skipping what is present.
 //!
-//! Fresh machines and CI start without the wasm toolchain, Chromium or the npm
+//! Fresh machines and CI start without the wasm toolchain, the browsers or the npm
 //! tools; everything comes from the package registries this machine reaches.
 //! Every task calls what it needs first, so any of them works on a fresh
 //! clone. The Rust toolchain itself is pinned in `rust-toolchain.toml`;
@@ -14,6 +14,19 @@ pub const CHROMIUM: &str = "/usr/bin/chromium";
 /// ChromeDriver for wasm-bindgen-test.
 pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
+/// The engine layer's browsers and drivers (Debian's packages), each with
+/// the file that shows it is installed: Firefox ESR (driven over WebDriver
+/// BiDi), WebKitGTK's driver with its MiniBrowser under Xvfb (about Safari
+/// 26), and WPE WebKit's driver with Cog (about Safari 16, no X).
+pub const ENGINE_PACKAGES: [(&str, &str); 6] = [
+    ("firefox-esr", "/usr/bin/firefox-esr"),
+    ("webkit2gtk-driver", "/usr/bin/WebKitWebDriver"),
+    ("xvfb", "/usr/bin/Xvfb"),
+    ("xauth", "/usr/bin/xauth"),
+    ("wpewebkit-driver", "/usr/bin/WPEWebDriver"),
+    ("cog", "/usr/bin/cog"),
+];
+
 /// Everything `test` and `demo` use, in dependency order.
 pub fn ensure_all() -> Result {
     ensure_package_tools()?;
@@ -23,7 +36,11 @@ pub fn ensure_all() -> Result {
         "setup: redis-server (the cluster's live tail)",
         crate::redis::ensure,
     )?;
-    ensure_browser()
+    ensure_browser()?;
+    cmd::step(
+        "setup: firefox, webkitgtk, wpe (engine layer)",
+        ensure_engines,
+    )
 }
 
 /// What `xtask pkg` needs: the wasm32 target, rust-src, wasm-bindgen-cli and
@@ -143,6 +160,23 @@ fn ensure_chromium() -> Result {
     )
 }
 
+/// The engine layer's packages that are missing, installed in one `apt-get`.
+fn ensure_engines() -> Result {
+    let missing: Vec<&str> = ENGINE_PACKAGES
+        .iter()
+        .filter(|(_, file)| !Path::new(file).exists())
+        .map(|(package, _)| *package)
+        .collect();
+    if missing.is_empty() {
+        println!("present");
+        return Ok(());
+    }
+    run("apt-get", &["update"])?;
+    let mut args = vec!["install", "-y", "--no-install-recommends"];
+    args.extend(&missing);
+    run("apt-get", &args)
+}
+
 /// A fresh `TMPDIR` for a browser run, `target/browser-tmp`. Chromium
 /// leaves a ~20 MB `org.chromium.Chromium.scoped_dir.*` profile in `TMPDIR`
 /// for most pages the wasm-bindgen test runner opens (17 per run, ~340 MB);
@@ -154,7 +188,8 @@ pub fn browser_tmp() -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The npm tooling folder (TypeScript, Vite, Playwright core, binaryen,
+/// The npm tooling folder (TypeScript, Vite, Playwright core, puppeteer-core
+/// and selenium-webdriver for the engine layer, binaryen,
 /// publint and attw, and React, Vue and Svelte for the binding apps).
 pub fn js_dir() -> PathBuf {
     root().join("tests/js")

@@ -16,7 +16,9 @@
 //!    the same page on two nodes of a throwaway Postgres and Redis (the
 //!    live tail) behind a round-robin proxy (`tests/js/cluster.test.mjs`: faults, a node
 //!    SIGKILLed mid-turn, Postgres restarted); then the binding apps and both README quickstarts run against a server
-//!    of their own (`tests/js/bindings.test.mjs`).
+//!    of their own (`tests/js/bindings.test.mjs`);
+//! 6. the engines: the demo in every mode on Firefox ESR, WebKitGTK and WPE
+//!    WebKit (`tests/js/engines/`), two lanes in parallel.
 
 use crate::cmd::{self, path_with, root, run_in, Result};
 use crate::server::Server;
@@ -26,7 +28,7 @@ use std::path::Path;
 
 /// Runs every layer; `--skip-setup` trusts the machine as it is,
 /// `--only a,b` runs just the named layers (fmt, clippy, native, chromium,
-/// package, e2e) and `--test NAME` only that test target in Chromium (e.g.
+/// package, e2e, engines) and `--test NAME` only that test target in Chromium (e.g.
 /// `browser_js_api`), while developing.
 pub fn run(args: &[String]) -> Result {
     use cmd::run;
@@ -138,6 +140,13 @@ pub fn run(args: &[String]) -> Result {
     }
     if wanted("e2e") {
         cmd::step("end to end: demo page in Chromium (Playwright)", e2e)?;
+    }
+    if wanted("engines") {
+        // The e2e layer, when it ran, built the demo site already.
+        let built = wanted("e2e");
+        cmd::step("engines: the demo on Firefox, WebKitGTK and WPE", || {
+            engines(built)
+        })?;
     }
     println!("\nall test layers passed");
     Ok(())
@@ -503,4 +512,119 @@ fn report_artifacts(dir: &Path) {
             println!("artifact: {}", entry.path().display());
         }
     }
+}
+
+/// The engine layer (`tests/js/engines/engines.test.mjs`): the demo in every
+/// mode on each engine, against a server of its own (the schedule's faults
+/// and the stream counts are server-wide), in two lanes for the two cores:
+/// Firefox beside WebKitGTK then WPE (one window: no schedule). Each
+/// engine's output is kept in `target/engines/ENGINE.log`, printed after.
+/// `built`: the e2e layer built the demo site (`target/demo`) in this run.
+fn engines(built: bool) -> Result {
+    use std::process::Command;
+    use std::time::Instant;
+    let demo_site = if built {
+        root().join("target/demo")
+    } else {
+        demo::build_site()?
+    };
+    let site = engine_site(&demo_site)?;
+    let site = site.to_str().expect("utf-8 path");
+    let logs = root().join("target/engines");
+    fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
+    let tmp = setup::browser_tmp()?;
+    let run_engine = |engine: &str, schedule: bool| -> Result {
+        let server = test_server(&["--static", site])?;
+        let log =
+            fs::File::create(logs.join(format!("{engine}.log"))).map_err(|e| e.to_string())?;
+        let mut node = Command::new("node");
+        node.args(["--test", "--test-reporter=spec", "engines/engines.test.mjs"])
+            .current_dir(setup::js_dir())
+            .env("ENGINE", engine)
+            .env("E2E_URL", &server.url)
+            .env("E2E_CHROMIUM", setup::CHROMIUM)
+            .env("TMPDIR", &tmp)
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log);
+        if schedule {
+            node.env("SCHEDULE", "1");
+        }
+        let status = node
+            .status()
+            .map_err(|e| format!("cannot start node: {e}"))?;
+        status
+            .success()
+            .then_some(())
+            .ok_or_else(|| format!("{engine}: {status}"))
+    };
+    let lanes: [&[(&str, bool)]; 2] =
+        [&[("firefox", true)], &[("webkitgtk", true), ("wpe", false)]];
+    let outcomes: Vec<(&str, Result, f32)> = std::thread::scope(|scope| {
+        let running: Vec<_> = lanes
+            .iter()
+            .map(|lane| {
+                scope.spawn(|| {
+                    lane.iter()
+                        .map(|&(engine, schedule)| {
+                            let started = Instant::now();
+                            let outcome = run_engine(engine, schedule);
+                            (engine, outcome, started.elapsed().as_secs_f32())
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .flat_map(|lane| lane.join().expect("an engine lane panicked"))
+            .collect()
+    });
+    let mut failed = Vec::new();
+    for (engine, outcome, secs) in &outcomes {
+        let log = fs::read_to_string(logs.join(format!("{engine}.log"))).unwrap_or_default();
+        println!("---- {engine} ----\n{log}");
+        println!(
+            "engine {engine}: {secs:.1} s, {}",
+            if outcome.is_ok() { "passed" } else { "FAILED" }
+        );
+        if let Err(e) = outcome {
+            failed.push(e.clone());
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the engine layer failed: {}", failed.join("; ")))
+    }
+}
+
+/// The demo `site` copied to `target/engine-site` with the engine layer's
+/// error hooks (`tests/js/engines/site/`; the WebKit drivers give no
+/// console logs): `error-hook.js` runs before the page's module script, and
+/// each worker script imports `worker-hook.js` before the demo's.
+fn engine_site(site: &Path) -> Result<std::path::PathBuf> {
+    let out = root().join("target/engine-site");
+    let _ = fs::remove_dir_all(&out);
+    demo::copy_dir(site, &out)?;
+    demo::copy_dir(&setup::js_dir().join("engines/site"), &out)?;
+    let page = out.join("index.html");
+    let html = fs::read_to_string(&page).map_err(|e| e.to_string())?;
+    let script = "<script type=\"module\" src=\"app.js\"></script>";
+    if !html.contains(script) {
+        return Err(format!("www/index.html no longer loads `{script}`"));
+    }
+    let hooked = html.replacen(
+        script,
+        &format!("<script src=\"error-hook.js\"></script>{script}"),
+        1,
+    );
+    fs::write(&page, hooked).map_err(|e| e.to_string())?;
+    for worker in ["replay.shared", "replay.worker"] {
+        let demo_script = format!("{worker}.demo.js");
+        fs::rename(out.join(format!("{worker}.js")), out.join(&demo_script))
+            .map_err(|e| format!("{worker}.js: {e}"))?;
+        let wrapper = format!("import \"./worker-hook.js\";\nimport \"./{demo_script}\";\n");
+        fs::write(out.join(format!("{worker}.js")), wrapper).map_err(|e| e.to_string())?;
+    }
+    Ok(out)
 }
