@@ -85,6 +85,22 @@ pub struct Config {
     pub no_multiplex: bool,
 }
 
+impl Config {
+    /// Refuses a token that would protect nothing: an empty one
+    /// (`--token ""`, `REPLAY_TOKEN=`) or one of whitespace only, which
+    /// no `Authorization` header can carry (its value is trimmed).
+    pub fn check_token(&self) -> Result<(), String> {
+        match &self.token {
+            Some(t) if t.trim().is_empty() => Err(
+                "refusing an empty or blank token: give a real one (--token, --token-file, \
+                 REPLAY_TOKEN) or none"
+                    .into(),
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {

@@ -119,6 +119,7 @@ impl Running {
 /// address every endpoint (and `--faults`' admin API) would be open to the
 /// network.
 fn check_exposure(config: &Config, addr: SocketAddr) -> Result<(), ServerError> {
+    config.check_token().map_err(ServerError::Insecure)?;
     if addr.ip().is_loopback() || config.token.is_some() {
         return Ok(());
     }

@@ -207,12 +207,20 @@ impl HostAllowList {
     }
 }
 
-/// `host:port` → `host`; `[v6]:port` → `[v6]`.
+/// `host:port` → `host`; `[v6]:port` → `[v6]`. Anything else after a
+/// bracketed address (`[::1]evil.example`) keeps the whole value, which no
+/// allowed name equals.
 fn strip_port(authority: &str) -> &str {
     if authority.starts_with('[') {
-        return authority
-            .find(']')
-            .map_or(authority, |end| &authority[..=end]);
+        let Some(end) = authority.find(']') else {
+            return authority;
+        };
+        let (host, after) = authority.split_at(end + 1);
+        return match after.strip_prefix(':') {
+            None if after.is_empty() => host,
+            Some(port) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => host,
+            _ => authority,
+        };
     }
     match authority.rsplit_once(':') {
         Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
@@ -249,6 +257,10 @@ mod tests {
             "localhost.evil",
             "127.0.0.2",
             "[::2]:1",
+            "[::1]evil.example",
+            "[::1]:9evil",
+            "[::1]:",
+            "[::1",
             "",
             "*",
         ] {

@@ -3,7 +3,10 @@
 //! token, the token from the environment or a file, stream caps, streams
 //! whose peer reads nothing, the user's message durable before `202`, the
 //! skip policy, validated admin event types and a bounded transcript.
+//! Issue 34: no secret in diagnostics, blank tokens refused, strict
+//! bracketed `Host` values, a `limit` past u64 clamped.
 
+mod cluster_support;
 mod common;
 
 use std::net::SocketAddr;
@@ -168,6 +171,11 @@ async fn host_header_must_be_loopback_or_a_configured_origin() {
         "evil.example:8787",
         "127.0.0.1.evil.example",
         "app.example.evil:1",
+        "[::1]evil.example",
+        "[::1]evil.example:9",
+        "[::1]:9evil",
+        "[::1]:",
+        "[::1",
     ] {
         assert_eq!(with_host(&s, bad).await, StatusCode::FORBIDDEN, "{bad}");
     }
@@ -192,6 +200,123 @@ async fn non_loopback_bind_needs_a_token() {
     cfg.token = Some("secret".into());
     let running = replay_server::start(cfg).await.expect("with a token");
     running.shutdown().await;
+}
+
+/// The diagnostics endpoints, every one of them.
+const DIAGNOSTICS: [&str; 4] = [
+    "/v1/diagnostics",
+    "/v1/diagnostics/recovery",
+    "/v1/diagnostics/processes",
+    "/v1/diagnostics/comms",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnostics_never_show_a_secret() {
+    const TOKEN: &str = "tok-3f9a-secret";
+    const PASSWORD: &str = "pw-71c2-secret";
+    let mut dbs = vec![":memory:".to_owned()];
+    // The test Postgres trusts every login, so a password in the URL is
+    // accepted and ignored: what matters is whether it is served.
+    if let Some(url) = cluster_support::fresh_db("diag_secret").await {
+        dbs.push(url.replacen("://replay@", &format!("://replay:{PASSWORD}@"), 1));
+    }
+    for db in dbs {
+        let s = server_with(|c| {
+            c.db = db.clone();
+            c.token = Some(TOKEN.into());
+        })
+        .await;
+        for path in DIAGNOSTICS {
+            let r = s
+                .http
+                .get(s.url(path))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{path}");
+            let text = r.text().await.unwrap();
+            for secret in [TOKEN, PASSWORD] {
+                assert!(!text.contains(secret), "{path} shows {secret}: {text}");
+            }
+            if path == "/v1/diagnostics" && db.starts_with("postgres") {
+                let v: Value = serde_json::from_str(&text).unwrap();
+                let shown = v["config"]["db"].as_str().unwrap();
+                assert!(
+                    shown.starts_with("postgres://replay:***@127.0.0.1:"),
+                    "{shown}"
+                );
+            }
+        }
+        s.running.unwrap().shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_past_u64_is_clamped_like_any_large_limit() {
+    let s = server().await;
+    for n in 1..=3 {
+        s.append("team", "t1", n).await;
+    }
+    for limit in ["5001", "99999999999999999999", "18446744073709551616"] {
+        let (st, v) = s
+            .get(&format!("/v1/teams/t1/events?after_seq=0&limit={limit}"))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{limit}: {v}");
+        assert_eq!(v["events"].as_array().unwrap().len(), 3, "{limit}");
+    }
+}
+
+/// Runs the binary with `args` and `env`, which must refuse to start:
+/// returns what it printed on stderr (fails if it is still running after 10 s).
+fn binary_refuses(args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_replay-server"))
+        .args(["--db", ":memory:"])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn replay-server");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > 10 * SEC {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} {env:?}: the server started");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success(), "{args:?} {env:?}");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    stderr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_or_blank_token_is_refused_at_start() {
+    for listen in ["0.0.0.0:0", "127.0.0.1:0"] {
+        for (args, env) in [
+            (vec!["--token", ""], vec![]),
+            (vec!["--token", " "], vec![]),
+            (vec!["--token", "\t \n"], vec![]),
+            (vec![], vec![("REPLAY_TOKEN", "")]),
+            (vec![], vec![("REPLAY_TOKEN", "  ")]),
+        ] {
+            let args: Vec<&str> = ["--listen", listen].into_iter().chain(args).collect();
+            let err = binary_refuses(&args, &env);
+            assert!(err.contains("token"), "{args:?} {env:?}: {err}");
+        }
+    }
+    for blank in ["", " ", "\t"] {
+        let mut cfg = test_config();
+        cfg.token = Some(blank.into());
+        let err = replay_server::start(cfg).await.err().expect("refused");
+        assert!(err.to_string().contains("token"), "{err}");
+    }
 }
 
 /// A child server, killed on drop (also when a test panics).

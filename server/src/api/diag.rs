@@ -38,7 +38,7 @@ pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>,
         "connections": app.conns.open(),
         "store": {"synchronous": synchronous},
         "config": {
-            "db": app.cfg.db,
+            "db": redact_db(&app.cfg.db),
             "synchronous": app.cfg.synchronous.as_str(),
             "heartbeat_ms": app.cfg.heartbeat_ms,
             "delta_ms": app.cfg.delta_ms,
@@ -62,6 +62,38 @@ pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>,
             "max_queued_turns_total": app.cfg.max_queued_turns_total,
         },
     })))
+}
+
+/// The database as diagnostics show it: a URL's password (the userinfo
+/// after its first `:`, and any `password=` parameter) becomes `***`, so
+/// that whoever may read diagnostics does not get the database too.
+/// Everything up to the last `@` is taken as userinfo: a password with an
+/// unescaped `@` or `/` is hidden with what follows it, never shown.
+pub fn redact_db(db: &str) -> String {
+    let Some((scheme, rest)) = db.split_once("://") else {
+        return db.to_owned();
+    };
+    let rest = match rest.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{user}:***@{host}"),
+            None => format!("{userinfo}@{host}"),
+        },
+        None => rest.to_owned(),
+    };
+    let rest = match rest.split_once('?') {
+        Some((path, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => p.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", params.join("&"))
+        }
+        None => rest,
+    };
+    format!("{scheme}://{rest}")
 }
 
 /// The name of a lag policy as the command line spells it.
@@ -98,4 +130,27 @@ pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {
         "lag_policy": lag_policy_name(app.log.hub.policy()),
         "subscriber_buffer": app.cfg.subscriber_buffer,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_db;
+
+    #[test]
+    fn a_database_url_is_shown_without_its_password() {
+        for (db, shown) in [
+            ("./replay.sqlite", "./replay.sqlite"),
+            (":memory:", ":memory:"),
+            ("postgres://u@h/db", "postgres://u@h/db"),
+            ("postgres://u:pw@h:5432/db", "postgres://u:***@h:5432/db"),
+            ("postgresql://u:p@w:d@h/db", "postgresql://u:***@h/db"),
+            ("postgres://u:a/b@h/db", "postgres://u:***@h/db"),
+            (
+                "postgres://h/db?user=u&Password=pw&sslmode=require",
+                "postgres://h/db?user=u&Password=***&sslmode=require",
+            ),
+        ] {
+            assert_eq!(redact_db(db), shown, "{db}");
+        }
+    }
 }

@@ -28,18 +28,19 @@ impl Params {
             .map(|(_, v)| v.as_str())
     }
 
-    /// A page size: default 500, at most 5000, at least 1.
+    /// A page size: default 500, at most 5000, at least 1. Digits too large
+    /// for a u64 are a large limit, clamped like any other (as cursors past
+    /// u64 are simply above the head).
     pub fn limit(&self) -> Result<usize, ApiError> {
         match self.get("limit") {
             None => Ok(500),
-            Some(v) => v
-                .parse::<u64>()
-                .ok()
-                .filter(|_| v.bytes().all(|b| b.is_ascii_digit()))
-                .map(|n| n.clamp(1, 5000) as usize)
-                .ok_or_else(|| {
-                    ApiError::bad_request("invalid_limit", format!("limit {v:?} is not an integer"))
-                }),
+            Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => {
+                Ok(v.parse::<u64>().unwrap_or(u64::MAX).clamp(1, 5000) as usize)
+            }
+            Some(v) => Err(ApiError::bad_request(
+                "invalid_limit",
+                format!("limit {v:?} is not an integer"),
+            )),
         }
     }
 }
@@ -85,6 +86,10 @@ mod tests {
         assert_eq!(Params::parse(None).limit().unwrap(), 500);
         assert_eq!(Params::parse(Some("limit=0")).limit().unwrap(), 1);
         assert_eq!(Params::parse(Some("limit=9000")).limit().unwrap(), 5000);
-        assert!(Params::parse(Some("limit=x")).limit().is_err());
+        let huge = Params::parse(Some("limit=99999999999999999999"));
+        assert_eq!(huge.limit().unwrap(), 5000);
+        for bad in ["limit=x", "limit=", "limit=-1", "limit=+5", "limit=1.5"] {
+            assert!(Params::parse(Some(bad)).limit().is_err(), "{bad}");
+        }
     }
 }
