@@ -104,8 +104,32 @@ pub enum FaultSpec {
         #[serde(default = "any")]
         route: Route,
     },
+    /// A lying server for one session's requests (`api/hostile.rs`), for
+    /// the client's hardening tests; the latest one given for a session wins.
+    Hostile {
+        /// The session whose requests it answers.
+        session: String,
+        /// How it lies.
+        shape: Hostile,
+    },
     /// Remove every active fault.
     Clear,
+}
+
+/// How a `hostile` fault lies to a session's client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hostile {
+    /// Streams run as usual, then, 300 ms after their `hello` (once the
+    /// client's restore agreed), send a `hello` with a new epoch and end.
+    EpochFlipAfterRestore,
+    /// Replay pages of 500 new events each, `has_more: true`, under a head
+    /// that stays 3.
+    EndlessHistory,
+    /// Streams send `retry: 0` and their `hello`, then end.
+    HelloThenClose,
+    /// Streams answer a gzip bomb: one `data:` line of 1 GiB decompressed.
+    GzipBombStream,
 }
 
 fn one() -> u64 {
@@ -239,6 +263,17 @@ impl Faults {
         }
     }
 
+    /// The hostile shape in force for `session`'s requests, if any.
+    pub fn hostile(&self, session: &str) -> Option<Hostile> {
+        if !self.enabled {
+            return None;
+        }
+        self.lock().iter().rev().find_map(|a| match &a.spec {
+            FaultSpec::Hostile { session: s, shape } if s == session => Some(*shape),
+            _ => None,
+        })
+    }
+
     /// How long a stream must hold its writes now (`None`: not stalled).
     pub fn stall(&self) -> Option<Option<Instant>> {
         if !self.enabled {
@@ -369,6 +404,16 @@ mod tests {
         .unwrap();
         assert!(
             matches!(f, FaultSpec::FailRequests { status: 400, count: 1, ref error, .. } if error.as_deref() == Some("invalid_cursor"))
+        );
+        let f: FaultSpec =
+            serde_json::from_str(r#"{"kind":"hostile","session":"s1","shape":"endless_history"}"#)
+                .unwrap();
+        assert_eq!(
+            f,
+            FaultSpec::Hostile {
+                session: "s1".into(),
+                shape: Hostile::EndlessHistory
+            }
         );
         let f: FaultSpec = serde_json::from_str(r#"{"kind":"stall"}"#).unwrap();
         assert_eq!(f, FaultSpec::Stall { ms: None });

@@ -663,3 +663,90 @@ async fn sigterm_exits_promptly_with_a_stuck_reader() {
     }
     eprintln!("exited {:?} after SIGTERM", start.elapsed());
 }
+
+/// The frames of a stream until it ends (or 5 s pass).
+async fn frames_until_end(s: &Server, path: &str) -> (Vec<Frame>, bool) {
+    let mut sse = s.stream(path, None).await;
+    assert_eq!(sse.status, StatusCode::OK);
+    let mut frames = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < 5 * SEC {
+        match sse.next(5 * SEC).await {
+            Some(f) => frames.push(f),
+            None => break,
+        }
+    }
+    (frames, sse.ended)
+}
+
+fn hello_epoch(f: &Frame) -> Option<String> {
+    match f.env().map(|e| &e.event) {
+        Some(Event::Hello(h)) => Some(h.epoch.clone()),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_faults_lie_to_one_session_as_documented() {
+    let s = server().await;
+    let (victim, bystander) = (s.create_session().await, s.create_session().await);
+    let hostile = |shape: &str| json!({"kind": "hostile", "session": victim, "shape": shape});
+    let stream = format!("/v1/sessions/{victim}/events");
+
+    s.fault(hostile("hello_then_close")).await;
+    let (frames, ended) = frames_until_end(&s, &stream).await;
+    assert!(ended, "{frames:?}");
+    assert!(matches!(frames[0], Frame::Retry(0)), "{frames:?}");
+    assert!(hello_epoch(&frames[1]).is_some(), "{frames:?}");
+    assert_eq!(frames.len(), 2, "{frames:?}");
+    // Other sessions are served as usual.
+    let mut other = s
+        .stream(&format!("/v1/sessions/{bystander}/events"), None)
+        .await;
+    assert!(matches!(
+        other.next(3 * SEC).await,
+        Some(Frame::Retry(1000))
+    ));
+
+    s.fault(hostile("epoch_flip_after_restore")).await;
+    let (frames, ended) = frames_until_end(&s, &stream).await;
+    let epochs: Vec<String> = frames.iter().filter_map(hello_epoch).collect();
+    assert!(ended, "{frames:?}");
+    assert_eq!(epochs.len(), 2, "{frames:?}");
+    assert_ne!(epochs[0], epochs[1]);
+
+    s.fault(hostile("endless_history")).await;
+    let (st, v) = s
+        .get(&format!("/v1/sessions/{victim}/replay?after_cursor=1000"))
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(
+        (v["head"].as_u64(), v["has_more"].as_bool()),
+        (Some(3), Some(true))
+    );
+    let history = v["history"].as_array().unwrap();
+    assert_eq!(history.len(), 500);
+    assert_eq!(history[0]["seq"], 1001);
+
+    s.fault(hostile("gzip_bomb_stream")).await;
+    let mut bomb = s
+        .http
+        .get(s.url(&stream))
+        .header("accept", "text/event-stream")
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    // reqwest decompresses (and drops `Content-Encoding`): what it reads
+    // is what a browser's `fetch` hands the client.
+    assert_eq!(bomb.status(), StatusCode::OK);
+    let (mut read, mut first) = (0, Vec::new());
+    while read < 8 << 20 {
+        let chunk = bomb.chunk().await.unwrap().expect("the bomb goes on");
+        read += chunk.len();
+        if first.len() < 16 {
+            first.extend_from_slice(&chunk);
+        }
+    }
+    assert!(first.starts_with(b"data: xxxxxxxxxx"), "{first:?}");
+}

@@ -141,6 +141,7 @@ pub(super) async fn faults_layer(
             .retry_after(f.retry_after)
             .into_response();
         }
+        return super::hostile::serve(&app, req, next).await;
     }
     next.run(req).await
 }

@@ -6,6 +6,7 @@ mod budget;
 mod diag;
 mod error;
 mod guard;
+mod hostile;
 mod multiplex;
 mod params;
 mod read;
