@@ -72,7 +72,6 @@ async function open(id) {
   const generation = ++opening;
   sessionId = id;
   history.replaceState(null, "", "#" + id);
-  $("session-id").textContent = id;
   remember(id);
   renderedItems = [];
   lastView = null;
@@ -112,6 +111,11 @@ function itemNode(item) {
     card.append(el("span", "tool-name", item.name), el("span", "badge", item.status));
     if (item.output) card.append(el("pre", "tool-output", item.output));
     li.append(card);
+  } else if (item.kind === "question") {
+    const box = el("div", "prompt answered");
+    box.append(el("p", "", item.prompt));
+    box.append(el("span", "badge", item.outcome === "answered" ? `answered: ${item.answer}` : `declined (${item.reason})`));
+    li.append(box);
   } else if (item.kind === "turn_end" && item.outcome !== "completed") {
     li.append(el("p", "turn-end", `turn ${item.outcome}${item.reason ? ": " + item.reason : ""}`));
   }
@@ -137,9 +141,15 @@ function renderTranscript(view) {
   if (appended) list.scrollTop = list.scrollHeight;
   $("interrupted").replaceChildren(
     ...view.interrupted.map((turn) =>
-      el("li", "item interrupted", `turn ${turn.turn_id} was interrupted (${turn.reason}); its partial answer was not kept`),
+      el("li", "item interrupted", interruptedWords(turn.reason)),
     ),
   );
+}
+
+// Why a shown answer stopped, for a person (the reason codes of rule 7).
+function interruptedWords(reason) {
+  if (reason === "worker_restart") return "An answer was interrupted when the runtime restarted; its partial text was not kept.";
+  return "An answer could no longer be followed live; its end will show once it is saved.";
 }
 
 function renderLive(live) {
@@ -206,7 +216,7 @@ function renderDiagnostics() {
     cursor: d.cursor,
     "boot id": d.bootId ?? "-",
     storage: d.storage,
-    host: d.host ? `${d.host.role}${d.host.attached ? ` (${d.host.attached} tabs)` : ""}` : "page",
+    host: d.host ? `${d.host.role}${d.host.attached ? ` (${d.host.attached} ${d.host.attached === 1 ? "tab" : "tabs"})` : ""}` : "page",
     ...d.counters,
   };
   $("diagnostics").replaceChildren(

@@ -37,6 +37,24 @@ pub fn shorten_imports(out: &Path) -> Result {
     js = replace_key(&js, &format!("\"{GLUE_MODULE}\""), "a")?;
     fs::write(&wasm_path, wasm).map_err(|e| format!("{}: {e}", wasm_path.display()))?;
     fs::write(&js_path, js).map_err(|e| format!("{}: {e}", js_path.display()))?;
+    // The declarations of the module's exports (`InitOutput`, and the
+    // `.wasm`'s own declaration file) name the renamed adapters too: a
+    // declaration of an export the wasm lacks misleads a reader of the types.
+    for dts in ["replay_client.d.ts", "replay_client_bg.wasm.d.ts"] {
+        let path = out.join(dts);
+        let Ok(mut text) = fs::read_to_string(&path) else {
+            continue;
+        };
+        for (old, new) in &exports {
+            text = text.replace(old.as_str(), new);
+        }
+        if text.contains(CLOSURE_ADAPTER) {
+            return Err(format!(
+                "{dts} still declares a `{CLOSURE_ADAPTER}…` export the wasm no longer has"
+            ));
+        }
+        fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     Ok(())
 }
 

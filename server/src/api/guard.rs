@@ -62,9 +62,10 @@ pub(super) async fn auth_layer(State(app): State<Arc<App>>, req: Request, next: 
 
 /// Writes must say `Content-Type: application/json`: a cross-origin page
 /// can send a "simple" POST (`mode: "no-cors"`, text/plain) without a CORS
-/// preflight, but not a JSON one.
+/// preflight, but not a JSON one. The one exception is a bodyless cancel
+/// from a client that is not a page (PROTOCOL.md §4.4's `curl -X POST`).
 pub(super) async fn json_writes_layer(req: Request, next: Next) -> Response {
-    if req.method() == Method::POST && !is_json(&req) {
+    if req.method() == Method::POST && !is_json(&req) && !is_bodyless_cancel(&req) {
         return ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
@@ -73,6 +74,21 @@ pub(super) async fn json_writes_layer(req: Request, next: Next) -> Response {
         .into_response();
     }
     next.run(req).await
+}
+
+/// A cancel with no body at all, from no page: a browser sends `Origin`
+/// with every POST (same-origin ones too), so a page on another origin
+/// cannot stop a turn with a no-cors request; curl and servers send none.
+fn is_bodyless_cancel(req: &Request) -> bool {
+    let headers = req.headers();
+    let no_body = headers.get(header::TRANSFER_ENCODING).is_none()
+        && headers
+            .get(header::CONTENT_LENGTH)
+            .is_none_or(|len| len.as_bytes() == b"0");
+    req.uri().path().ends_with("/cancel")
+        && no_body
+        && headers.get(header::CONTENT_TYPE).is_none()
+        && headers.get(header::ORIGIN).is_none()
 }
 
 fn is_json(req: &Request) -> bool {

@@ -252,6 +252,8 @@ fn endless_page(app: &Arc<App>, session: &str, req: &Request) -> Response {
     let epoch = app
         .log
         .log_info(Scope::Session, session)
+        .ok()
+        .flatten()
         .map_or_else(|| app.log.global_info().epoch, |i| i.epoch);
     let history: Vec<Envelope> = (after.saturating_add(1)..)
         .take(ENDLESS_PAGE_EVENTS as usize)
