@@ -42,15 +42,7 @@ fn bin_dir() -> Option<PathBuf> {
 
 /// Installs Debian's `postgresql` unless its binaries are present.
 pub fn ensure() -> Result {
-    if bin_dir().is_some() {
-        println!("present");
-        return Ok(());
-    }
-    run("apt-get", &["update"])?;
-    run(
-        "apt-get",
-        &["install", "-y", "--no-install-recommends", "postgresql"],
-    )
+    crate::setup::apt_install(bin_dir().is_some(), &["postgresql"])
 }
 
 /// A running throwaway cluster.

@@ -5,7 +5,7 @@
 //! reaches xtask (unlike Postgres, which pg_ctl starts in a session of its
 //! own, see `postgres.rs`).
 
-use crate::cmd::{output, run, Result};
+use crate::cmd::{output, Result};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -18,14 +18,9 @@ const START_WAIT: Duration = Duration::from_secs(10);
 
 /// Installs Debian's `redis-server` unless it is on PATH.
 pub fn ensure() -> Result {
-    if output("redis-server", &["--version"]).is_some() {
-        println!("present");
-        return Ok(());
-    }
-    run("apt-get", &["update"])?;
-    run(
-        "apt-get",
-        &["install", "-y", "--no-install-recommends", "redis-server"],
+    crate::setup::apt_install(
+        output("redis-server", &["--version"]).is_some(),
+        &["redis-server"],
     )
 }
 

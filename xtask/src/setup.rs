@@ -143,20 +143,9 @@ fn ensure_wasm_pack() -> Result {
 }
 
 fn ensure_chromium() -> Result {
-    if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
-        println!("present");
-        return Ok(());
-    }
-    run("apt-get", &["update"])?;
-    run(
-        "apt-get",
-        &[
-            "install",
-            "-y",
-            "--no-install-recommends",
-            "chromium",
-            "chromium-driver",
-        ],
+    apt_install(
+        Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists(),
+        &["chromium", "chromium-driver"],
     )
 }
 
@@ -167,13 +156,21 @@ fn ensure_engines() -> Result {
         .filter(|(_, file)| !Path::new(file).exists())
         .map(|(package, _)| *package)
         .collect();
-    if missing.is_empty() {
+    apt_install(missing.is_empty(), &missing)
+}
+
+/// Installs Debian's `packages` (without their recommends) unless
+/// `present`, which the caller has probed (a binary on PATH, a file): prints
+/// `present`, or what it installs, under the step's heading.
+pub fn apt_install(present: bool, packages: &[&str]) -> Result {
+    if present {
         println!("present");
         return Ok(());
     }
+    println!("missing, installing with apt-get: {}", packages.join(" "));
     run("apt-get", &["update"])?;
     let mut args = vec!["install", "-y", "--no-install-recommends"];
-    args.extend(&missing);
+    args.extend(packages);
     run("apt-get", &args)
 }
 

@@ -230,14 +230,9 @@ fn gzip_bomb() -> Response {
     let blocks = std::iter::repeat_n(block, BOMB_BYTES / BOMB_BLOCK);
     let body =
         futures_util::stream::iter(std::iter::once(head).chain(blocks).map(Ok::<_, Infallible>));
-    let mut resp = Body::from_stream(body).into_response();
-    let headers = resp.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    let mut resp = super::stream::event_stream(Body::from_stream(body));
+    resp.headers_mut()
+        .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     resp
 }
 

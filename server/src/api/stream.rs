@@ -216,14 +216,22 @@ pub(super) fn sse_response(
         inner: ReceiverStream::new(rx),
         open,
     };
-    let mut resp = Body::from_stream(body).into_response();
+    let mut resp = event_stream(Body::from_stream(body));
+    resp.headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
+
+/// `body` as a `text/event-stream` response, not to be cached; the
+/// headers every stream has (the callers add their own).
+pub(crate) fn event_stream(body: Body) -> Response {
+    let mut resp = body.into_response();
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
 }
 

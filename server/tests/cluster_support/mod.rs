@@ -107,6 +107,31 @@ pub async fn durable_until(
     out
 }
 
+/// After a node was killed at `killed`: the durable envelopes read from
+/// `sse` until `done(&read)` holds, which must be within `within` of the
+/// kill (else a panic: "`what` … after the kill"), then those that come in
+/// `late` more (the leases after, in which nothing should end twice).
+pub async fn ended_after_kill(
+    sse: &mut crate::common::Sse,
+    killed: Instant,
+    done: impl Fn(&[Envelope]) -> bool,
+    within: Duration,
+    what: &str,
+    late: Duration,
+) -> Vec<Envelope> {
+    let mut seen = durable_until(sse, Duration::from_secs(20), done).await;
+    let took = killed.elapsed();
+    assert!(took < within, "{what} {took:?} after the kill");
+    let late = sse.collect_for(late).await;
+    seen.extend(
+        late.iter()
+            .filter_map(|f| f.env())
+            .filter(|e| e.is_durable())
+            .cloned(),
+    );
+    seen
+}
+
 /// Asserts that `events` have the seqs 1, 2, … with no gap or repeat.
 pub fn assert_dense(events: &[Envelope]) {
     for (i, e) in events.iter().enumerate() {

@@ -97,15 +97,7 @@ async fn hold_turn(
             .await?
         }
     };
-    if held == 0
-        && tx
-            .query_opt("SELECT 1 FROM turns WHERE turn_id = $1", &[&turn_id])
-            .await?
-            .is_some()
-    {
-        return Err(StoreError::NotHeld(turn_id.to_owned()));
-    }
-    Ok(())
+    fenced(tx, held, "SELECT 1 FROM turns WHERE turn_id = $1", turn_id).await
 }
 
 /// Ends a process as `state`, fenced like a turn (see [`hold_turn`]): only
@@ -126,16 +118,23 @@ async fn end_process(
             &[&process_id, &owner, &state, &code],
         )
         .await?;
-    if ended == 0
-        && tx
-            .query_opt(
-                "SELECT 1 FROM processes WHERE process_id = $1",
-                &[&process_id],
-            )
-            .await?
-            .is_some()
-    {
-        return Err(StoreError::NotHeld(process_id.to_owned()));
+    fenced(
+        tx,
+        ended,
+        "SELECT 1 FROM processes WHERE process_id = $1",
+        process_id,
+    )
+    .await
+}
+
+/// The fence's verdict on a fenced statement that touched `rows` rows: none
+/// touched while the row exists (`exists_sql`, with `id` as `$1`, finds
+/// it) means another node holds it ([`StoreError::NotHeld`]); none touched
+/// and no such row means the store does not know it (an admin append), not
+/// fenced.
+async fn fenced(tx: &mut WriteTx, rows: u64, exists_sql: &str, id: &str) -> StoreResult<()> {
+    if rows == 0 && tx.query_opt(exists_sql, &[&id]).await?.is_some() {
+        return Err(StoreError::NotHeld(id.to_owned()));
     }
     Ok(())
 }
