@@ -20,7 +20,8 @@ use tokio::net::{TcpSocket, TcpStream};
 const SEC: Duration = Duration::from_secs(1);
 
 const DIAG: &[u8] = b"GET /v1/diagnostics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-const EVENTS: &[u8] = b"GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+const EVENTS: &[u8] =
+    b"GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n";
 
 /// The binary, killed on drop.
 struct Bin {
@@ -202,6 +203,7 @@ async fn at_the_total_cap_with_nothing_idle_a_new_connection_gets_503() {
         sock.write_all(EVENTS).await.unwrap();
         let head = read_stream_head(&mut sock).await;
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(head.contains("text/event-stream"), "{head}");
         streams.push(sock);
     }
     let (answer, took) = ask("127.0.0.3", s.addr, SEC).await;
