@@ -49,11 +49,12 @@ pub const CONNECTIONS_RETRY_AFTER_S: u64 = 1;
 const MAX_HEAD_BYTES: usize = 64 << 10;
 
 /// The connection slots: at most `max` connections are open, at most
-/// `per_address` of them from one peer address. A connection over its
-/// address's share is answered `503 too_many_connections`; one that finds
-/// every slot taken closes the connection idle the longest (one between
-/// requests, or still sending its first head) and takes its slot, or is
-/// answered `503` when every connection is serving a request.
+/// `per_address` of them from one peer address. A new connection that
+/// finds its address's share taken closes that address's connection idle
+/// the longest (one between requests, or still sending its first head)
+/// and takes its slot; one that finds every slot taken does the same with
+/// the connection idle the longest of any address. With no such idle
+/// connection it is answered `503 too_many_connections`.
 #[derive(Debug)]
 pub struct Connections {
     table: Arc<Mutex<Table>>,
@@ -112,8 +113,8 @@ impl Refusal {
     fn response(self) -> Vec<u8> {
         let message = match self {
             Refusal::Address(n) => format!(
-                "this address holds its {n} connections (--max-connections-per-address); \
-                 reuse or close one"
+                "this address holds its {n} connections, each serving a request \
+                 (--max-connections-per-address)"
             ),
             Refusal::Full(n) => {
                 format!("all {n} connections are serving requests (--max-connections)")
@@ -196,20 +197,24 @@ impl Connections {
         lock(&self.table)
     }
 
-    /// A slot for a connection from `peer`, or why there is none. At the
-    /// cap, the connection idle the longest is told to close and its slot
-    /// given to this one.
+    /// A slot for a connection from `peer`, or why there is none. When
+    /// `peer` holds its share, its own connection idle the longest is told
+    /// to close and its slot given to this one; at the total cap, the
+    /// connection idle the longest of any address. None idle: refused.
     fn admit(&self, peer: IpAddr) -> Result<Slot, Refusal> {
         let mut t = self.lock();
-        if t.of_address.get(&peer).copied().unwrap_or(0) >= self.per_address {
-            t.refused += 1;
-            return Err(Refusal::Address(self.per_address));
-        }
-        if t.open.len() >= self.max {
+        let room = if t.of_address.get(&peer).copied().unwrap_or(0) >= self.per_address {
+            Some((Some(peer), Refusal::Address(self.per_address)))
+        } else if t.open.len() >= self.max {
+            Some((None, Refusal::Full(self.max)))
+        } else {
+            None
+        };
+        if let Some((of, refusal)) = room {
             let idlest = t
                 .open
                 .iter()
-                .filter(|(_, c)| c.in_flight == 0)
+                .filter(|(_, c)| c.in_flight == 0 && of.is_none_or(|ip| c.peer == ip))
                 .min_by_key(|(id, c)| (c.idle_since, **id))
                 .map(|(id, _)| *id);
             match idlest.and_then(|id| t.remove(id)) {
@@ -219,7 +224,7 @@ impl Connections {
                 }
                 None => {
                     t.refused += 1;
-                    return Err(Refusal::Full(self.max));
+                    return Err(refusal);
                 }
             }
         }
