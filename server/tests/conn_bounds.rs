@@ -111,7 +111,10 @@ async fn a_connection_over_the_cap_takes_the_slot_of_a_partial_head() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     // Two held, plus the one answering.
     assert!(answer.contains(r#""connections":3"#), "{answer}");
-    assert!(answer.contains(r#""connections_closed_idle":1"#), "{answer}");
+    assert!(
+        answer.contains(r#""connections_closed_idle":1"#),
+        "{answer}"
+    );
     assert!(answer.contains(r#""max_connections":3"#), "{answer}");
     assert!(
         read_to_close(&mut held[0], SEC).await.is_some(),

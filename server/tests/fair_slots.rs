@@ -162,7 +162,10 @@ async fn an_address_past_its_cap_is_refused_at_once_and_others_are_served() {
     let answer = answer.expect("127.0.0.3 is answered within 1 s");
     eprintln!("127.0.0.3 answered in {took:?}");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.contains(r#""max_connections_per_address":4"#), "{answer}");
+    assert!(
+        answer.contains(r#""max_connections_per_address":4"#),
+        "{answer}"
+    );
     drop(held);
 }
 
