@@ -230,3 +230,47 @@ async fn at_the_total_cap_with_nothing_idle_a_new_connection_gets_503() {
     let (answer, _) = ask("127.0.0.3", s.addr, SEC).await;
     assert!(answer.unwrap().starts_with("HTTP/1.1 200"));
 }
+
+/// A log's stream cap leaves room for a new address: at the cap, a stream
+/// from an address with fewer streams on the log than the one with the
+/// most ends that address's oldest stream and takes its place.
+#[tokio::test]
+async fn a_full_log_makes_room_for_an_address_with_fewer_streams() {
+    let s = common::server_with(|c| c.max_streams_per_scope = 4).await;
+    let sid = s.create_session().await;
+    let addr: SocketAddr = s.base.strip_prefix("http://").unwrap().parse().unwrap();
+    let req = format!(
+        "GET /v1/sessions/{sid}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         Accept: text/event-stream\r\n\r\n"
+    );
+    let open = |from: &'static str| {
+        let req = req.clone();
+        async move {
+            let mut sock = connect_from(from, addr).await;
+            sock.write_all(req.as_bytes()).await.unwrap();
+            let head = read_stream_head(&mut sock).await;
+            (sock, head)
+        }
+    };
+    let mut hog = Vec::new();
+    for _ in 0..4 {
+        let (sock, head) = open("127.0.0.2").await;
+        assert!(head.contains("text/event-stream"), "{head}");
+        hog.push(sock);
+    }
+    let (_victim, head) = open("127.0.0.3").await;
+    assert!(
+        head.starts_with("HTTP/1.1 200") && head.contains("text/event-stream"),
+        "127.0.0.3 is refused while 127.0.0.2 holds the log's 4 streams: {head}"
+    );
+    // 127.0.0.2's oldest stream ended for it.
+    let ended = tokio::time::timeout(2 * SEC, async {
+        let mut buf = [0u8; 4096];
+        while matches!(hog[0].read(&mut buf).await, Ok(n) if n > 0) {}
+    })
+    .await;
+    assert!(ended.is_ok(), "127.0.0.2's oldest stream is still open");
+    // 127.0.0.2 holds 3 and 127.0.0.3 one: 127.0.0.2 gets no more.
+    let (_, head) = open("127.0.0.2").await;
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+}
