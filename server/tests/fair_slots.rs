@@ -263,13 +263,25 @@ async fn a_full_log_makes_room_for_an_address_with_fewer_streams() {
         head.starts_with("HTTP/1.1 200") && head.contains("text/event-stream"),
         "127.0.0.3 is refused while 127.0.0.2 holds the log's 4 streams: {head}"
     );
-    // 127.0.0.2's oldest stream ended for it.
+    // 127.0.0.2's oldest stream ended for it (its chunked body's last
+    // chunk; the connection may stay open).
+    let mut got = Vec::new();
     let ended = tokio::time::timeout(2 * SEC, async {
         let mut buf = [0u8; 4096];
-        while matches!(hog[0].read(&mut buf).await, Ok(n) if n > 0) {}
+        // A data chunk ends `\n\n\r\n` (an SSE event), never so.
+        while !got.ends_with(b"0\r\n\r\n") {
+            match hog[0].read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
     })
     .await;
-    assert!(ended.is_ok(), "127.0.0.2's oldest stream is still open");
+    assert!(
+        ended.is_ok(),
+        "127.0.0.2's oldest stream is still open: {}",
+        String::from_utf8_lossy(&got)
+    );
     // 127.0.0.2 holds 3 and 127.0.0.3 one: 127.0.0.2 gets no more.
     let (_, head) = open("127.0.0.2").await;
     assert!(head.starts_with("HTTP/1.1 503"), "{head}");

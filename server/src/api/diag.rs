@@ -124,6 +124,7 @@ pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {
         "streams": app.log.hub.open_streams(),
         "streams_open": get(&app.streams_open),
         "refused": get(&s.refused),
+        "evicted_for_fairness": get(&s.evicted_for_fairness),
         "subscriptions_total": get(&s.subscriptions_total),
         "lagged": get(&s.lagged_disconnects),
         "skipped_durable": get(&s.skipped_durable),
