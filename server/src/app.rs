@@ -62,7 +62,7 @@ impl App {
         }
         let boot_id = random_id("b");
         let report = recovery::recover(&log, &boot_id)?;
-        let cfg_conns = cfg.max_connections;
+        let cfg_conns = (cfg.max_connections, cfg.max_connections_per_address);
         let app = Arc::new(App {
             faults: Faults::new(cfg.faults),
             responses: ResponseBudget::new(cfg.max_response_bytes),
@@ -73,7 +73,7 @@ impl App {
             started_at: now_rfc3339(),
             last_recovery: Mutex::new(report),
             streams_open: Arc::default(),
-            conns: Connections::new(cfg_conns),
+            conns: Connections::new(cfg_conns.0, cfg_conns.1),
         });
         if app.log.pg_pool().is_some() {
             let renewed = Arc::new(Mutex::new(None));

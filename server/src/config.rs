@@ -62,9 +62,13 @@ pub struct Config {
     /// Subscriptions one peer address may hold (a multiplexed stream with N
     /// subs holds N); more are refused with `503`.
     pub max_streams_per_client: usize,
-    /// Open connections (more wait in the kernel's accept queue); lowered to
-    /// fit the process's file descriptor limit.
+    /// Open connections; lowered to fit the process's file descriptor limit.
+    /// At the cap a new connection closes the one idle the longest, or is
+    /// answered `503 too_many_connections` when none is idle.
     pub max_connections: usize,
+    /// Open connections one peer address may hold (more: `503
+    /// too_many_connections`); `None`: a quarter of `max_connections`.
+    pub max_connections_per_address: Option<usize>,
     /// A connection has this long to send a request's head, and an idle
     /// keep-alive connection this long to start the next one.
     pub header_timeout_ms: u64,
@@ -129,6 +133,7 @@ impl Default for Config {
             subscriber_buffer_bytes: 1 << 20,
             max_streams_per_client: 512,
             max_connections: 1024,
+            max_connections_per_address: None,
             header_timeout_ms: 10_000,
             max_queued_turns: 16,
             max_queued_turns_total: 256,

@@ -87,6 +87,9 @@ pub struct CommsStats {
     pub lagged_disconnects: AtomicU64,
     /// Subscriptions refused by the stream caps.
     pub refused: AtomicU64,
+    /// Subscriptions ended to make room on a full list for an address
+    /// with fewer streams there ([`Hub::subscribe`]).
+    pub evicted_for_fairness: AtomicU64,
     /// Durable frames skipped for a full buffer (skip policy).
     pub skipped_durable: AtomicU64,
     /// Transient frames not delivered for a full buffer.
@@ -104,11 +107,56 @@ struct Sub {
     queued: Arc<AtomicUsize>,
 }
 
-/// Open subscriptions, counted until each [`Subscription`] is dropped.
+/// Open subscriptions, counted until each [`Subscription`] is dropped (or
+/// ended for fairness).
 #[derive(Default)]
 struct Open {
     per_list: HashMap<Key, usize>,
     per_client: HashMap<IpAddr, usize>,
+    /// Each list's subscriptions, oldest first: id and client.
+    streams: HashMap<Key, Vec<(u64, Option<IpAddr>)>>,
+}
+
+impl Open {
+    /// Stops counting subscription `id` of `key`; false when it was not
+    /// counted (any more).
+    fn forget(&mut self, key: &Key, id: u64) -> bool {
+        let Some(list) = self.streams.get_mut(key) else {
+            return false;
+        };
+        let Some(at) = list.iter().position(|(i, _)| *i == id) else {
+            return false;
+        };
+        let (_, client) = list.remove(at);
+        if list.is_empty() {
+            self.streams.remove(key);
+        }
+        release(&mut self.per_list, key);
+        if let Some(client) = &client {
+            release(&mut self.per_client, client);
+        }
+        true
+    }
+
+    /// On a full list, the subscription to end for `client`: the oldest of
+    /// the address holding the most streams on it, when `client` holds at
+    /// least two fewer (so that after the swap it holds no more than that
+    /// address: two addresses never take turns ending each other).
+    fn fair_victim(&self, key: &Key, client: IpAddr) -> Option<u64> {
+        let list = self.streams.get(key)?;
+        let mut counts: HashMap<IpAddr, usize> = HashMap::new();
+        for ip in list.iter().filter_map(|(_, c)| *c) {
+            *counts.entry(ip).or_default() += 1;
+        }
+        let most = counts.values().copied().max()?;
+        let mine = counts.get(&client).copied().unwrap_or(0);
+        if mine + 2 > most {
+            return None;
+        }
+        list.iter()
+            .find(|(_, c)| c.is_some_and(|ip| counts.get(&ip) == Some(&most)))
+            .map(|(id, _)| *id)
+    }
 }
 
 /// Subtracts one from a count in a map, removing it at zero.
@@ -144,7 +192,6 @@ pub struct Subscription {
     queued: Arc<AtomicUsize>,
     id: u64,
     key: Key,
-    client: Option<IpAddr>,
     hub: Arc<Hub>,
 }
 
@@ -173,24 +220,12 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        {
-            let mut open = self.hub.open.lock().expect("hub lock");
-            release(&mut open.per_list, &self.key);
-            if let Some(client) = &self.client {
-                release(&mut open.per_client, client);
-            }
-        }
-        let mut subs = self.hub.subs.lock().expect("hub lock");
-        if let Some(list) = subs.get_mut(&self.key) {
-            let before = list.len();
-            list.retain(|s| s.id != self.id);
-            if list.len() < before {
-                self.hub.stats.subscribers.fetch_sub(1, Ordering::Relaxed);
-            }
-            if list.is_empty() {
-                subs.remove(&self.key);
-            }
-        }
+        self.hub
+            .open
+            .lock()
+            .expect("hub lock")
+            .forget(&self.key, self.id);
+        self.hub.leave(&self.key, self.id);
     }
 }
 
@@ -225,13 +260,34 @@ impl Hub {
         self.open.lock().expect("hub lock").per_list.values().sum()
     }
 
+    /// Takes subscriber `id` off list `key` (its stream ends after what is
+    /// buffered).
+    fn leave(&self, key: &Key, id: u64) {
+        let mut subs = self.subs.lock().expect("hub lock");
+        if let Some(list) = subs.get_mut(key) {
+            let before = list.len();
+            list.retain(|s| s.id != id);
+            if list.len() < before {
+                self.stats.subscribers.fetch_sub(1, Ordering::Relaxed);
+            }
+            if list.is_empty() {
+                subs.remove(key);
+            }
+        }
+    }
+
     /// Subscribes `client` (its peer address; `None`: not counted per
-    /// client) to a list, unless a stream cap is reached.
+    /// client) to a list, unless a stream cap is reached. A full list still
+    /// takes a client holding at least two streams fewer on it than the
+    /// address holding the most: that address's oldest stream there is
+    /// ended (after what is buffered; its client reconnects) to make room.
     pub fn subscribe(
         self: &Arc<Self>,
         key: Key,
         client: Option<IpAddr>,
     ) -> Result<Subscription, StreamsFull> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut evicted = None;
         {
             let mut open = self.open.lock().expect("hub lock");
             let total: usize = open.per_list.values().sum();
@@ -240,7 +296,16 @@ impl Hub {
             let full = if total >= self.limits.total {
                 Some(StreamsFull::Process(self.limits.total))
             } else if on_list >= self.limits.per_list {
-                Some(StreamsFull::List(self.limits.per_list))
+                let victim = client
+                    .filter(|_| of_client < self.limits.per_client)
+                    .and_then(|c| open.fair_victim(&key, c));
+                match victim {
+                    Some(victim) if open.forget(&key, victim) => {
+                        evicted = Some(victim);
+                        None
+                    }
+                    _ => Some(StreamsFull::List(self.limits.per_list)),
+                }
             } else if of_client >= self.limits.per_client {
                 Some(StreamsFull::Client(self.limits.per_client))
             } else {
@@ -254,10 +319,19 @@ impl Hub {
             if let Some(c) = client {
                 *open.per_client.entry(c).or_default() += 1;
             }
+            open.streams
+                .entry(key.clone())
+                .or_default()
+                .push((id, client));
+        }
+        if let Some(victim) = evicted {
+            self.leave(&key, victim);
+            self.stats
+                .evicted_for_fairness
+                .fetch_add(1, Ordering::Relaxed);
         }
         let (tx, rx) = mpsc::channel(self.buffer);
         let queued = Arc::new(AtomicUsize::new(0));
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.subs
             .lock()
             .expect("hub lock")
@@ -277,7 +351,6 @@ impl Hub {
             queued,
             id,
             key,
-            client,
             hub: Arc::clone(self),
         })
     }
@@ -482,6 +555,35 @@ mod tests {
         drop(a1);
         assert_eq!(hub.open_streams(), 2);
         assert!(hub.subscribe(a(), None).is_ok());
+    }
+
+    #[test]
+    fn a_full_list_makes_room_for_a_client_with_two_fewer() {
+        let limits = StreamLimits {
+            total: usize::MAX,
+            per_list: 2,
+            per_client: usize::MAX,
+        };
+        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits);
+        let a = || Key::Scope(Scope::Session, "a".into());
+        let ip = |n: u8| Some(IpAddr::from([127, 0, 0, n]));
+        let mut old = hub.subscribe(a(), ip(2)).unwrap();
+        let _new = hub.subscribe(a(), ip(2)).unwrap();
+        let _other = hub.subscribe(a(), ip(3)).unwrap();
+        // 127.0.0.2's oldest was ended for 127.0.0.3 and no longer counts.
+        assert!(matches!(
+            old.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+        assert_eq!(hub.open_streams(), 2);
+        assert_eq!(hub.stats.evicted_for_fairness.load(Ordering::Relaxed), 1);
+        drop(old);
+        assert_eq!(hub.open_streams(), 2);
+        // One each: nobody gives way, to either or to a third address, nor
+        // to a stream counted for no client.
+        for client in [ip(2), ip(3), ip(4), None] {
+            assert_eq!(hub.subscribe(a(), client).err(), Some(StreamsFull::List(2)));
+        }
     }
 
     fn team_message(seq: u64, text_len: usize) -> Arc<Frame> {

@@ -118,9 +118,14 @@ struct Args {
     /// Subscriptions one peer address may hold, each sub of a multiplexed stream counting (more: 503).
     #[arg(long, env = "REPLAY_MAX_STREAMS_PER_CLIENT", value_name = "N", default_value_t = Config::default().max_streams_per_client)]
     max_streams_per_client: usize,
-    /// Open connections (more wait to be accepted); lowered to fit the file descriptor limit.
+    /// Open connections, lowered to fit the file descriptor limit; at the cap
+    /// the connection idle the longest is closed for a new one (none idle: 503).
     #[arg(long, env = "REPLAY_MAX_CONNECTIONS", value_name = "N", default_value_t = Config::default().max_connections)]
     max_connections: usize,
+    /// Open connections one peer address may hold (more: 503 with
+    /// Retry-After); default: a quarter of --max-connections.
+    #[arg(long, env = "REPLAY_MAX_CONNECTIONS_PER_ADDRESS", value_name = "N")]
+    max_connections_per_address: Option<usize>,
     /// Time a connection has to send a request head, and an idle connection to start the next.
     #[arg(long, env = "REPLAY_HEADER_TIMEOUT_MS", value_name = "N", default_value_t = Config::default().header_timeout_ms)]
     header_timeout_ms: u64,
@@ -212,6 +217,7 @@ impl Args {
             subscriber_buffer_bytes: self.subscriber_buffer_bytes,
             max_streams_per_client: self.max_streams_per_client,
             max_connections: self.max_connections,
+            max_connections_per_address: self.max_connections_per_address,
             header_timeout_ms: self.header_timeout_ms,
             max_queued_turns: self.max_queued_turns,
             max_queued_turns_total: self.max_queued_turns_total,
@@ -286,7 +292,8 @@ mod tests {
              --allow-host h.example --static www --faults --heartbeat-ms 50 --delta-ms 1 \
              --ask-persist-ms 2 --bg-ms 3 --seed 9 --lag-policy skip --subscriber-buffer 8 \
              --max-streams 10 --max-streams-per-scope 4 --write-timeout-ms 700 \
-             --transcript-max-events 99 --synchronous normal --no-multiplex",
+             --transcript-max-events 99 --synchronous normal --no-multiplex \
+             --max-connections 40 --max-connections-per-address 5",
         )
         .unwrap();
         assert_eq!(cfg.listen, "127.0.0.1:0");
@@ -303,6 +310,10 @@ mod tests {
         assert_eq!(cfg.subscriber_buffer, 8);
         assert_eq!((cfg.max_streams, cfg.max_streams_per_scope), (10, 4));
         assert_eq!((cfg.write_timeout_ms, cfg.transcript_max_events), (700, 99));
+        assert_eq!(
+            (cfg.max_connections, cfg.max_connections_per_address),
+            (40, Some(5))
+        );
     }
 
     #[test]
@@ -315,6 +326,11 @@ mod tests {
         assert_eq!(cfg.lag_policy, lib.lag_policy);
         assert_eq!(cfg.max_streams, lib.max_streams);
         assert_eq!(cfg.write_timeout_ms, lib.write_timeout_ms);
+        assert_eq!(cfg.max_connections, lib.max_connections);
+        assert_eq!(
+            cfg.max_connections_per_address,
+            lib.max_connections_per_address
+        );
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Connections are bounded before any request is read (issue 26, item 1):
 //! a peer has `--header-timeout-ms` to send a request head (and an idle
 //! keep-alive connection as long to start the next one), and at most
-//! `--max-connections` are open at once; the next waits to be accepted.
-//! Raw sockets on loopback against the real server.
+//! `--max-connections` are open at once; the next takes the slot of the
+//! one idle the longest (issue 34: it used to wait to be accepted; the
+//! rest of the rule is in `fair_slots.rs`). Raw sockets on loopback
+//! against the real server.
 
 mod common;
 
@@ -85,8 +87,12 @@ async fn a_request_head_over_64_kib_is_refused() {
 }
 
 #[tokio::test]
-async fn connections_over_the_cap_wait_for_a_free_slot() {
-    let s = server_with(|c| c.max_connections = 3).await;
+async fn a_connection_over_the_cap_takes_the_slot_of_a_partial_head() {
+    let s = server_with(|c| {
+        c.max_connections = 3;
+        c.max_connections_per_address = Some(3);
+    })
+    .await;
     let mut held = Vec::new();
     for _ in 0..3 {
         let mut sock = connect(&s).await;
@@ -94,24 +100,26 @@ async fn connections_over_the_cap_wait_for_a_free_slot() {
         held.push(sock);
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut waiting = connect(&s).await;
-    waiting
+    let mut fourth = connect(&s).await;
+    fourth
         .write_all(b"GET /v1/diagnostics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .await
         .unwrap();
-    assert_eq!(
-        read_to_close(&mut waiting, Duration::from_millis(500)).await,
-        None,
-        "a fourth connection was served while three held every slot"
-    );
-    drop(held.pop());
-    let answer = read_to_close(&mut waiting, 3 * SEC)
+    let answer = read_to_close(&mut fourth, SEC)
         .await
-        .expect("served once a slot is free");
+        .expect("served at once: a partial head is not a request in flight");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     // Two held, plus the one answering.
     assert!(answer.contains(r#""connections":3"#), "{answer}");
+    assert!(
+        answer.contains(r#""connections_closed_idle":1"#),
+        "{answer}"
+    );
     assert!(answer.contains(r#""max_connections":3"#), "{answer}");
+    assert!(
+        read_to_close(&mut held[0], SEC).await.is_some(),
+        "the oldest partial head was closed"
+    );
 }
 
 #[tokio::test]
@@ -148,6 +156,8 @@ async fn idle_sockets_past_the_fd_limit_do_not_lock_everyone_out() {
             "ulimit -n 256 && exec '{bin}' --listen 127.0.0.1:0 --db :memory:"
         ))
         .env("REPLAY_HEADER_TIMEOUT_MS", "500")
+        // All 300 from 127.0.0.1: every slot, not a quarter of them.
+        .env("REPLAY_MAX_CONNECTIONS_PER_ADDRESS", "1000")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -65,6 +65,8 @@ fn start() -> ServerProc {
         // Shorter than the default so the run is short; an older binary
         // ignores it.
         .env("REPLAY_HEADER_TIMEOUT_MS", "2000")
+        // The 1 000 partial heads of item 1 come from one address.
+        .env("REPLAY_MAX_CONNECTIONS_PER_ADDRESS", "1024")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
