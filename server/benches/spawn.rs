@@ -45,6 +45,9 @@ pub fn start(db: &str, per_scope: u32) -> ServerProc {
             "1100",
             "--max-connections",
             "1100",
+            // Every bench client is on loopback: one address.
+            "--max-connections-per-address",
+            "1100",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
