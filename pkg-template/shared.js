@@ -11,7 +11,9 @@
 // - this worker: it holds `replay-host:<instance>` for its lifetime; tabs
 //   request that name, so the grant means this worker is gone, and they
 //   start a new one, which restores from storage.
-import * as replay from "./index.js";
+// The glue itself, not the package entry (`index.js`): the host calls
+// `init` itself and needs nothing the entry adds.
+import * as replay from "./replay_client.js";
 import { CALLS, changedParts, message, read, targetKey, wireError } from "./messages.js";
 
 // The `web` build loads its wasm with `init()`; the `bundler` build has none.

@@ -4,7 +4,9 @@
 // main thread only on the parts of the view that changed, once per
 // notification; the stream's bytes, the parsing and the fold stay here.
 // Messages: `messages.d.ts` (one schema for this and the shared host).
-import * as replay from "./index.js";
+// The glue itself, not the package entry (`index.js`): the host calls
+// `init` itself and needs nothing the entry adds.
+import * as replay from "./replay_client.js";
 import { CALLS, changedParts, message, read, wireError } from "./messages.js";
 
 // The `web` build loads its wasm with `init()`; the `bundler` build has none.

@@ -231,7 +231,7 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, stre
       return false;
     }
     if (!r.body) return true;
-    return await pumpBody(r.body, chunk, stream ? paceOf(http) : UNPACED, held);
+    return await pumpBody(r.body, chunk, stream ? paceOf(http) : UNPACED, held, ctl);
   } catch (e) {
     // Aborted by the wasm (it dropped the request): the expected end, not
     // a failure, so no rejection is left to report.
@@ -240,16 +240,21 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, stre
   }
 }
 
-// Aborts request `ctl` (the wasm dropped it). Called from inside a body's
-// write callback (the wasm reading a chunk drops that request), the abort
-// would reject the pipe from within its own write, which WebKit (WPE 2.38,
-// Safari 16's engine) reports as an unhandled `AbortError: Fetch is
-// aborted`: then it waits for the callback to return. The late chunks of a
-// request the machine dropped are ignored by id.
+// Aborts request `ctl` (the wasm dropped it). A request whose body is
+// being piped is stopped by ending its pipe (which cancels the body, and so
+// the fetch), not by aborting its fetch: WebKit (WPE 2.38, Safari 16's
+// engine; WKWebView too) then rejects a promise of its own that no code can
+// handle, reported as an unhandled `AbortError: Fetch is aborted`. Called
+// from inside a body's write callback (the wasm reading a chunk drops that
+// request), the stop waits for the callback to return: ending a pipe from
+// within its own write is what WebKit reports the same way. The late chunks
+// of a request the machine dropped are ignored by id.
 let writing = 0;
+const pipeStops = new WeakMap();
 export function abortRequest(ctl) {
-  if (writing > 0) queueMicrotask(() => ctl.abort());
-  else ctl.abort();
+  const stop = pipeStops.get(ctl) ?? (() => ctl.abort());
+  if (writing > 0) queueMicrotask(stop);
+  else stop();
 }
 
 // Starts request `id` of a client on the microtask queue (no user code,
@@ -296,10 +301,15 @@ function text(e) {
 // hold and when to release are the machine's. Resolves true at the end of
 // the body (what waits is delivered first), false when stopped; rejects as
 // the body does (abort, network error), dropping what waits.
-async function pumpBody(body, onChunk, pace, onHeld) {
+async function pumpBody(body, onChunk, pace, onHeld, ctl) {
   let held = null;
   let stopped = false;
   const stop = new AbortController();
+  const halt = () => {
+    stopped = true;
+    stop.abort();
+  };
+  pipeStops.set(ctl, halt);
   const deliver = (chunks) => {
     if (!stopped && !onChunk(chunks)) {
       stopped = true;
@@ -337,6 +347,7 @@ async function pumpBody(body, onChunk, pace, onHeld) {
     return !stopped;
   } finally {
     stopped = true;
+    pipeStops.delete(ctl);
     if (pace.release === release) pace.release = null;
   }
 }
