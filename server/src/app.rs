@@ -7,7 +7,7 @@ use replay_core::protocol::{
     BackgroundWait, Event, LiveTurn, LiveTurnSnapshot, Scope, Task, TaskState, TasksSnapshot,
 };
 
-use crate::budget::ResponseBudget;
+use crate::budget::{ResponseBudget, StreamBudget};
 use crate::config::Config;
 use crate::faults::Faults;
 use crate::hub::{Hub, StreamLimits};
@@ -38,6 +38,8 @@ pub struct App {
     pub conns: Connections,
     /// Bytes of large JSON answers in flight (`--max-response-bytes`).
     pub responses: ResponseBudget,
+    /// Bytes of stream backlogs buffered (`--max-stream-buffer-bytes`).
+    pub streams: StreamBudget,
 }
 
 impl App {
@@ -66,6 +68,7 @@ impl App {
         let app = Arc::new(App {
             faults: Faults::new(cfg.faults),
             responses: ResponseBudget::new(cfg.max_response_bytes),
+            streams: StreamBudget::new(cfg.max_stream_buffer_bytes),
             cfg,
             log,
             worker: RwLock::new(Worker::new(boot_id)),

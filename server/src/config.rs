@@ -59,6 +59,14 @@ pub struct Config {
     pub max_response_bytes: usize,
     /// Bytes of frames buffered per subscriber; more: the lag policy.
     pub subscriber_buffer_bytes: usize,
+    /// Bytes of stream backlog pages being read, encoded or waiting for
+    /// their connection, in the whole process; a stream whose next page
+    /// finds no room within the write timeout is ended.
+    pub max_stream_buffer_bytes: usize,
+    /// `SO_SNDBUF` of every accepted connection (the kernel's send buffer,
+    /// which it otherwise grows to `tcp_wmem`'s maximum); 0: the kernel's
+    /// own sizing.
+    pub socket_send_buffer_bytes: usize,
     /// Subscriptions one peer address may hold (a multiplexed stream with N
     /// subs holds N); more are refused with `503`.
     pub max_streams_per_client: usize,
@@ -131,6 +139,8 @@ impl Default for Config {
             page_max_bytes: 1 << 20,
             max_response_bytes: 64 << 20,
             subscriber_buffer_bytes: 1 << 20,
+            max_stream_buffer_bytes: 64 << 20,
+            socket_send_buffer_bytes: 256 << 10,
             max_streams_per_client: 512,
             max_connections: 1024,
             max_connections_per_address: None,

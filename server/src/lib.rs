@@ -151,6 +151,7 @@ pub async fn start(config: Config) -> Result<Running, ServerError> {
     let settings = net::ConnSettings {
         write_timeout: Duration::from_millis(config.write_timeout_ms.max(1)),
         header_timeout: Duration::from_millis(config.header_timeout_ms.max(1)),
+        send_buffer: config.socket_send_buffer_bytes,
     };
     let app = app::App::boot(config)?;
     cluster::start(&app);

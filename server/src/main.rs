@@ -115,6 +115,13 @@ struct Args {
     /// Bytes of frames buffered per subscriber (more: the lag policy).
     #[arg(long, env = "REPLAY_SUBSCRIBER_BUFFER_BYTES", value_name = "N", default_value_t = Config::default().subscriber_buffer_bytes)]
     subscriber_buffer_bytes: usize,
+    /// Bytes of stream backlogs being read or waiting for their connection, in the process
+    /// (a stream finding no room within the write timeout ends).
+    #[arg(long, env = "REPLAY_MAX_STREAM_BUFFER_BYTES", value_name = "N", default_value_t = Config::default().max_stream_buffer_bytes)]
+    max_stream_buffer_bytes: usize,
+    /// SO_SNDBUF of every connection (the kernel's send buffer); 0: the kernel's own sizing.
+    #[arg(long, env = "REPLAY_SOCKET_SEND_BUFFER_BYTES", value_name = "N", default_value_t = Config::default().socket_send_buffer_bytes)]
+    socket_send_buffer_bytes: usize,
     /// Subscriptions one peer address may hold, each sub of a multiplexed stream counting (more: 503).
     #[arg(long, env = "REPLAY_MAX_STREAMS_PER_CLIENT", value_name = "N", default_value_t = Config::default().max_streams_per_client)]
     max_streams_per_client: usize,
@@ -215,6 +222,8 @@ impl Args {
             page_max_bytes: self.page_max_bytes,
             max_response_bytes: self.max_response_bytes,
             subscriber_buffer_bytes: self.subscriber_buffer_bytes,
+            max_stream_buffer_bytes: self.max_stream_buffer_bytes,
+            socket_send_buffer_bytes: self.socket_send_buffer_bytes,
             max_streams_per_client: self.max_streams_per_client,
             max_connections: self.max_connections,
             max_connections_per_address: self.max_connections_per_address,
@@ -293,7 +302,8 @@ mod tests {
              --ask-persist-ms 2 --bg-ms 3 --seed 9 --lag-policy skip --subscriber-buffer 8 \
              --max-streams 10 --max-streams-per-scope 4 --write-timeout-ms 700 \
              --transcript-max-events 99 --synchronous normal --no-multiplex \
-             --max-connections 40 --max-connections-per-address 5",
+             --max-connections 40 --max-connections-per-address 5 \
+             --max-stream-buffer-bytes 4096 --socket-send-buffer-bytes 0",
         )
         .unwrap();
         assert_eq!(cfg.listen, "127.0.0.1:0");
@@ -313,6 +323,10 @@ mod tests {
         assert_eq!(
             (cfg.max_connections, cfg.max_connections_per_address),
             (40, Some(5))
+        );
+        assert_eq!(
+            (cfg.max_stream_buffer_bytes, cfg.socket_send_buffer_bytes),
+            (4096, 0)
         );
     }
 

@@ -340,6 +340,9 @@ pub struct ConnSettings {
     /// Time to send a whole request head; an idle keep-alive connection
     /// has the same time to start its next request.
     pub header_timeout: Duration,
+    /// `SO_SNDBUF` in bytes (0: the kernel's autotuning, up to `tcp_wmem`'s
+    /// maximum, megabytes a peer that reads nothing would hold).
+    pub send_buffer: usize,
 }
 
 /// Accepts connections and serves each that gets a slot with hyper's
@@ -446,6 +449,15 @@ async fn connection(
     // `hello` would trail its headers.
     if let Err(e) = tcp.set_nodelay(true) {
         tracing::debug!(error = %e, "TCP_NODELAY");
+    }
+    // A small send buffer keeps what a slow peer holds in the kernel small,
+    // and makes the write timeout start soon after it stops reading.
+    if settings.send_buffer > 0 {
+        if let Err(e) =
+            rustix::net::sockopt::set_socket_send_buffer_size(&tcp, settings.send_buffer)
+        {
+            tracing::debug!(error = %e, "SO_SNDBUF");
+        }
     }
     let mut io = TimeoutStream::new(tcp);
     io.set_write_timeout(Some(settings.write_timeout));

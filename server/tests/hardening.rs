@@ -410,6 +410,8 @@ fn help_lists_every_flag_and_its_environment_variable() {
         "max-streams-per-scope",
         "write-timeout-ms",
         "transcript-max-events",
+        "max-stream-buffer-bytes",
+        "socket-send-buffer-bytes",
     ] {
         assert!(
             help.contains(&format!("--{flag}")),

@@ -56,6 +56,8 @@ pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>,
             "transcript_max_bytes": app.cfg.transcript_max_bytes,
             "page_max_bytes": app.cfg.page_max_bytes,
             "max_response_bytes": app.cfg.max_response_bytes,
+            "max_stream_buffer_bytes": app.cfg.max_stream_buffer_bytes,
+            "socket_send_buffer_bytes": app.cfg.socket_send_buffer_bytes,
             "subscriber_buffer_bytes": app.cfg.subscriber_buffer_bytes,
             "max_streams_per_client": app.cfg.max_streams_per_client,
             "max_connections": app.conns.max(),
@@ -133,6 +135,10 @@ pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {
         "bytes_sent": get(&s.bytes_sent),
         "lag_policy": lag_policy_name(app.log.hub.policy()),
         "subscriber_buffer": app.cfg.subscriber_buffer,
+        "stream_buffer_bytes": app.streams.held_bytes(),
+        "stream_buffer_peak_bytes": app.streams.peak_bytes(),
+        "stream_buffer_max_bytes": app.streams.max_bytes(),
+        "stream_buffer_starved": app.streams.starved(),
     }))
 }
 

@@ -8,18 +8,15 @@
 mod subs;
 
 use std::future::poll_fn;
-use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::Poll;
 
-use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use replay_core::json::RawJson;
 use replay_core::protocol::{ErrorBody, Event};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::stream::{checked_head, sse_response, End, Feed, Writer};
@@ -60,7 +57,7 @@ pub(super) async fn multiplexed(
             Ok((sub, live))
         })
         .collect::<Result<_, ApiError>>()?;
-    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
+    let (tx, rx) = super::stream::channel();
     let writer = Writer::new(Arc::clone(&app), tx, false);
     let open = app.streams_open.clone();
     tokio::spawn(async move {

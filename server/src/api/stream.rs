@@ -1,7 +1,14 @@
 //! Live streams (PROTOCOL.md §4.3): subscribe, then read the backlog, then
 //! `hello`, backlog, snapshots and live frames, deduplicated at the handoff.
 //! Without `Accept: text/event-stream` the same paths answer a JSON page.
+//!
+//! A backlog is read page by page, each page only once room for it is
+//! reserved in the process-wide stream budget (`--max-stream-buffer-bytes`)
+//! and only once the previous page has been taken by the connection; the
+//! room is given back chunk by chunk as the connection takes them. A peer
+//! that reads nothing thereby holds about one page, not its whole backlog.
 
+use std::fmt::Write as _;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -14,13 +21,13 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 use replay_core::protocol::{Envelope, Event, Heartbeat, Hello, LiveTurnSnapshot, Scope};
-use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use super::error::ApiError;
 use super::params::{check_ahead, parse_cursor, Params};
 use super::read::{global_page, scope_page};
 use crate::app::App;
+use crate::budget::UNIT;
 use crate::faults::StreamFaults;
 use crate::hub::{Key, Subscription};
 use crate::log::transient;
@@ -29,8 +36,19 @@ use crate::store::{Budget, LogInfo, Page, Reads, Snapshot, StoreResult};
 
 /// `retry:` sent first on every stream, in milliseconds.
 const RETRY_MS: u64 = 1000;
-/// Backlog page size while streaming.
-const BACKLOG_PAGE: usize = 1000;
+/// Backlog page size while streaming, in events.
+const BACKLOG_PAGE: usize = 500;
+/// Most bytes of event data in one backlog page (less when
+/// `--page-max-bytes` is less).
+const BACKLOG_PAGE_BYTES: usize = 128 << 10;
+/// Reserved per event of a page being read, besides its data: the decoded
+/// envelope's fields and the frame's `id:` and `event:` lines.
+const EVENT_OVERHEAD: usize = 256;
+/// Bytes of a backlog page handed to the connection at once: the
+/// connection takes the next one when it has written most of the last.
+const CHUNK: usize = 64 << 10;
+/// Frames or backlog chunks between a writer and its response body.
+const QUEUE: usize = 8;
 /// A backlog up to this long (by the head at subscription) is read inline:
 /// less than a millisecond, cheaper than a hop to a blocking thread.
 const INLINE_BACKLOG: u64 = 64;
@@ -174,7 +192,7 @@ fn spawn_stream(
     epoch: String,
     head: u64,
 ) -> Response {
-    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
+    let (tx, rx) = channel();
     let open = app.streams_open.clone();
     let mut writer = Writer::new(app, tx, true);
     tokio::spawn(async move {
@@ -183,10 +201,22 @@ fn spawn_stream(
     sse_response(rx, open)
 }
 
+/// What a writer hands its response body: bytes, with the room in the
+/// stream budget they hold (backlog chunks) until the connection takes them.
+pub(super) type Out = (Bytes, Option<OwnedSemaphorePermit>);
+
+/// A writer's channel to its response body.
+pub(super) fn channel() -> (mpsc::Sender<Out>, mpsc::Receiver<Out>) {
+    mpsc::channel(QUEUE)
+}
+
 /// Counts an open SSE body (`streams_open` of the comms diagnostics) until
 /// the server drops it, i.e. until the connection is gone.
 struct Counted {
-    inner: ReceiverStream<io::Result<Bytes>>,
+    inner: mpsc::Receiver<Out>,
+    /// The room of the chunk taken last: given back when the connection
+    /// asks for the next one, i.e. when it has written most of it.
+    held: Option<OwnedSemaphorePermit>,
     open: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -196,7 +226,13 @@ impl tokio_stream::Stream for Counted {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
-        std::pin::Pin::new(&mut self.inner).poll_next(cx)
+        self.held = None;
+        self.inner.poll_recv(cx).map(|got| {
+            got.map(|(bytes, held)| {
+                self.held = held;
+                Ok(bytes)
+            })
+        })
     }
 }
 
@@ -208,12 +244,13 @@ impl Drop for Counted {
 
 /// The response around a writer's channel, with the headers of §4.3.5.
 pub(super) fn sse_response(
-    rx: mpsc::Receiver<io::Result<Bytes>>,
+    rx: mpsc::Receiver<Out>,
     open: Arc<std::sync::atomic::AtomicU64>,
 ) -> Response {
     open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let body = Counted {
-        inner: ReceiverStream::new(rx),
+        inner: rx,
+        held: None,
         open,
     };
     let mut resp = event_stream(Body::from_stream(body));
@@ -277,7 +314,7 @@ impl Feed {
 /// global stream) or several (the multiplexed stream).
 pub(super) struct Writer {
     app: Arc<App>,
-    tx: mpsc::Sender<io::Result<Bytes>>,
+    tx: mpsc::Sender<Out>,
     close: watch::Receiver<u64>,
     faults: StreamFaults,
     /// Whether durable frames carry an `id:` line (not on the multiplexed stream).
@@ -286,7 +323,7 @@ pub(super) struct Writer {
 
 impl Writer {
     /// A writer into `tx`, picking up the stream faults in force now.
-    pub(super) fn new(app: Arc<App>, tx: mpsc::Sender<io::Result<Bytes>>, ids: bool) -> Writer {
+    pub(super) fn new(app: Arc<App>, tx: mpsc::Sender<Out>, ids: bool) -> Writer {
         let mut close = app.faults.close_signal();
         close.mark_unchanged();
         let mut faults = StreamFaults::default();
@@ -353,15 +390,23 @@ impl Writer {
         // The backlog is read as soon after subscribing as it can be, and
         // `hello` never waits for a long read: a long backlog's first page is
         // read while `hello` goes out, a short one right after it, inline.
+        // Every page is read only once the stream budget has room for it
+        // (a long backlog's first one while `hello` goes out if there is
+        // room now, else after it).
         let start = feed.last;
         let inline = head.saturating_sub(start) <= INLINE_BACKLOG;
-        let first = (!inline).then(|| {
-            tokio::spawn(backlog_page(
-                Arc::clone(&self.app),
-                feed.scope.clone(),
-                start,
-            ))
-        });
+        let first = if inline {
+            None
+        } else {
+            self.try_reserve().map(|held| {
+                let task = tokio::spawn(backlog_page(
+                    Arc::clone(&self.app),
+                    feed.scope.clone(),
+                    start,
+                ));
+                (task, held)
+            })
+        };
         let boot_id = self.app.log.served_boot_id(&self.app.worker().boot_id);
         let hello = Event::Hello(Hello {
             epoch,
@@ -371,33 +416,47 @@ impl Writer {
         self.write_transient(feed, hello, head).await?;
 
         // Backlog, then snapshots, then live; `feed.last` dedups the handoff.
-        let now = match first {
-            Some(_) => None,
-            None => {
-                let budget = backlog_budget(&self.app);
-                self.app.log.try_read_now(|s| match &feed.scope {
-                    Some((scope, id)) => s.page_within(*scope, id, start, budget),
-                    None => s.global_page_within(start, budget),
-                })
-            }
+        let mut next = match first {
+            Some((task, held)) => Some((task.await.map_err(|_| End::Closed)?, held)),
+            None => None,
         };
-        let mut page = match (now, first) {
-            (Some(page), _) => page,
-            (None, Some(task)) => task.await.map_err(|_| End::Closed)?,
-            (None, None) => backlog_page(Arc::clone(&self.app), feed.scope.clone(), start).await,
-        };
-        // One page in memory at a time, bounded in bytes: a slow reader
-        // holds at most that much of its backlog.
+        let mut first_page = true;
+        // One page in memory at a time, bounded in bytes and reserved in
+        // the stream budget; the next is read once the connection has
+        // taken it: a slow reader holds about one page of its backlog.
         loop {
+            let (page, held) = match next.take() {
+                Some(got) => got,
+                None => {
+                    if !first_page {
+                        self.drained().await?;
+                    }
+                    let held = self.reserve().await?;
+                    let after = feed.last;
+                    let now = if first_page && inline {
+                        let budget = backlog_budget(&self.app);
+                        self.app.log.try_read_now(|s| match &feed.scope {
+                            Some((scope, id)) => s.page_within(*scope, id, after, budget),
+                            None => s.global_page_within(after, budget),
+                        })
+                    } else {
+                        None
+                    };
+                    let page = match now {
+                        Some(page) => page,
+                        None => {
+                            backlog_page(Arc::clone(&self.app), feed.scope.clone(), after).await
+                        }
+                    };
+                    (page, held)
+                }
+            };
+            first_page = false;
             let Page { events, more } = page.map_err(|_| End::Closed)?;
-            for env in &events {
-                self.write_durable(feed, env, &env.to_json()).await?;
-                feed.last = feed.cursor_of(env);
-            }
+            self.write_page(feed, events, held).await?;
             if !more {
                 break;
             }
-            page = backlog_page(Arc::clone(&self.app), feed.scope.clone(), feed.last).await;
         }
         if let Some((Scope::Session, id)) = feed.scope.clone() {
             let live_turn = match self.app.worker().live_turn(&id) {
@@ -494,10 +553,115 @@ impl Writer {
         self.write(frame_text(None, env, &env.to_json())).await
     }
 
+    /// Room for one backlog page, if the stream budget has it now.
+    fn try_reserve(&self) -> Option<OwnedSemaphorePermit> {
+        let budget = &self.app.streams;
+        let units = page_units(&self.app);
+        let held = Arc::clone(&budget.permits)
+            .try_acquire_many_owned(units)
+            .ok()?;
+        budget.note_peak();
+        Some(held)
+    }
+
+    /// Room for one backlog page, waiting for it: other streams give theirs
+    /// back as their connections take their pages (or end). No room within
+    /// the write timeout ends the stream (the client resumes from its cursor).
+    async fn reserve(&mut self) -> Result<OwnedSemaphorePermit, End> {
+        if let Some(held) = self.try_reserve() {
+            return Ok(held);
+        }
+        let units = page_units(&self.app);
+        let permits = Arc::clone(&self.app.streams.permits);
+        let timeout = self.write_timeout();
+        let held = tokio::select! {
+            p = permits.acquire_many_owned(units) => p.map_err(|_| End::Closed)?,
+            _ = self.close.changed() => return Err(End::Closed),
+            _ = self.tx.closed() => return Err(End::Closed),
+            _ = tokio::time::sleep(timeout) => {
+                self.app.streams.starved.fetch_add(1, Ordering::Relaxed);
+                return Err(End::Closed);
+            }
+        };
+        self.app.streams.note_peak();
+        Ok(held)
+    }
+
+    /// Waits until the response body has taken everything sent to it. A
+    /// peer that reads nothing stops it: then the connection's write
+    /// timeout ends the connection, and with it this wait.
+    async fn drained(&mut self) -> Result<(), End> {
+        let all = self.tx.max_capacity();
+        tokio::select! {
+            r = self.tx.reserve_many(all) => r.map(drop).map_err(|_| End::Closed),
+            _ = self.close.changed() => Err(End::Closed),
+        }
+    }
+
+    /// Sends a backlog page, encoded at once, in chunks that hold their part
+    /// of `held` (shrunk to what the encoded page needs) until the
+    /// connection takes them.
+    async fn write_page(
+        &mut self,
+        feed: &mut Feed,
+        events: Vec<Envelope>,
+        mut held: OwnedSemaphorePermit,
+    ) -> Result<(), End> {
+        let Some(last) = events.last().map(|env| feed.cursor_of(env)) else {
+            return Ok(());
+        };
+        let frames = events.len() as u64;
+        let mut text = String::new();
+        for env in &events {
+            let id = self.ids.then(|| feed.cursor_of(env));
+            push_frame(&mut text, id, env, &env.to_json());
+        }
+        drop(events);
+        let need = text.len().div_ceil(UNIT).max(1);
+        match held.num_permits().checked_sub(need) {
+            Some(spare) => drop(held.split(spare)),
+            // An event larger than a page: more room if there is some, else
+            // it goes out with what the page has.
+            None => {
+                let more = u32::try_from(need - held.num_permits()).unwrap_or(u32::MAX);
+                if let Ok(extra) =
+                    Arc::clone(&self.app.streams.permits).try_acquire_many_owned(more)
+                {
+                    held.merge(extra);
+                    self.app.streams.note_peak();
+                }
+            }
+        }
+        let mut bytes = Bytes::from(text);
+        let mut frames = Some(frames);
+        let mut held = Some(held);
+        while !bytes.is_empty() {
+            let part = bytes.split_to(bytes.len().min(CHUNK));
+            let room = if bytes.is_empty() {
+                held.take()
+            } else {
+                held.as_mut().and_then(|h| h.split(part.len() / UNIT))
+            };
+            self.write_bytes(part, room, frames.take().unwrap_or(0))
+                .await?;
+        }
+        feed.last = last;
+        Ok(())
+    }
+
     async fn write(&mut self, text: String) -> Result<(), End> {
+        self.write_bytes(Bytes::from(text), None, 1).await
+    }
+
+    /// Sends `frames` frames (or part of them) as `bytes`, holding `held`.
+    async fn write_bytes(
+        &mut self,
+        mut bytes: Bytes,
+        held: Option<OwnedSemaphorePermit>,
+        frames: u64,
+    ) -> Result<(), End> {
         self.wait_stall().await?;
         self.app.faults.refresh_stream(&mut self.faults, false);
-        let mut bytes = Bytes::from(text);
         let mut cut = false;
         if let Some(rem) = self.faults.cut_remaining.as_mut() {
             if bytes.len() as u64 >= *rem {
@@ -508,12 +672,12 @@ impl Writer {
             }
         }
         let stats = &self.app.log.hub.stats;
-        stats.frames_sent.fetch_add(1, Ordering::Relaxed);
+        stats.frames_sent.fetch_add(frames, Ordering::Relaxed);
         stats
             .bytes_sent
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         if !bytes.is_empty() {
-            self.send(bytes).await?;
+            self.send(bytes, held).await?;
         }
         if cut {
             // Give the partial bytes a moment to reach the socket, then end.
@@ -526,13 +690,17 @@ impl Writer {
     /// Hands bytes to the response body. A peer that reads nothing stops the
     /// body, and this waits: raced against the close signal (a close,
     /// restart or shutdown ends the stream at once) and the write timeout.
-    async fn send(&mut self, bytes: Bytes) -> Result<(), End> {
-        let timeout = Duration::from_millis(self.app.cfg.write_timeout_ms.max(1));
+    async fn send(&mut self, bytes: Bytes, held: Option<OwnedSemaphorePermit>) -> Result<(), End> {
+        let timeout = self.write_timeout();
         tokio::select! {
-            sent = self.tx.send(Ok(bytes)) => sent.map_err(|_| End::Closed),
+            sent = self.tx.send((bytes, held)) => sent.map_err(|_| End::Closed),
             _ = self.close.changed() => Err(End::Closed),
             _ = tokio::time::sleep(timeout) => Err(End::Closed),
         }
+    }
+
+    fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.app.cfg.write_timeout_ms.max(1))
     }
 
     async fn wait_stall(&mut self) -> Result<(), End> {
@@ -552,12 +720,22 @@ impl Writer {
     }
 }
 
-/// A backlog page's budget: [`BACKLOG_PAGE`] events, `--page-max-bytes`.
+/// A backlog page's budget: [`BACKLOG_PAGE`] events, [`BACKLOG_PAGE_BYTES`]
+/// or `--page-max-bytes` if less.
 fn backlog_budget(app: &App) -> Budget {
     Budget {
         events: BACKLOG_PAGE,
-        bytes: app.cfg.page_max_bytes,
+        bytes: app.cfg.page_max_bytes.clamp(1, BACKLOG_PAGE_BYTES),
     }
+}
+
+/// The room reserved in the stream budget for reading one backlog page:
+/// the decoded page and its encoding exist at once (at most the whole budget).
+fn page_units(app: &App) -> u32 {
+    let page = backlog_budget(app);
+    let bytes = 2 * page.bytes + page.events * EVENT_OVERHEAD;
+    let units = bytes.div_ceil(UNIT).clamp(1, app.streams.units);
+    u32::try_from(units).unwrap_or(u32::MAX)
 }
 
 /// A backlog page after `after`, in a new snapshot: begun after subscribing,
@@ -584,9 +762,16 @@ async fn backlog_page(
 
 /// One SSE frame: `id:` only for durable events.
 fn frame_text(id: Option<u64>, env: &Envelope, json: &str) -> String {
+    let mut text = String::new();
+    push_frame(&mut text, id, env, json);
+    text
+}
+
+/// Appends one SSE frame to `text`.
+fn push_frame(text: &mut String, id: Option<u64>, env: &Envelope, json: &str) {
     let ty = env.event.type_name();
-    match id {
-        Some(id) => format!("id: {id}\nevent: {ty}\ndata: {json}\n\n"),
-        None => format!("event: {ty}\ndata: {json}\n\n"),
-    }
+    let _ = match id {
+        Some(id) => write!(text, "id: {id}\nevent: {ty}\ndata: {json}\n\n"),
+        None => write!(text, "event: {ty}\ndata: {json}\n\n"),
+    };
 }
