@@ -94,24 +94,28 @@ async fn a_thousand_concurrent_messages_over_three_nodes_fold_to_one_transcript(
         .stream(&format!("/v1/stream?sub=session:{sid}:0"), None)
         .await;
     const N: usize = 1000;
-    let sent: Vec<String> = futures_util::stream::iter(0..N)
+    let sending = futures_util::stream::iter(0..N)
         .map(|i| {
             let server = &nodes[i % nodes.len()].server;
             let sid = sid.clone();
             async move { server.send(&sid, &format!("m{i}"), "hi").await }
         })
         .buffer_unordered(48)
-        .collect()
-        .await;
+        .collect::<Vec<String>>();
+    // Both followers read while the messages go in, as a client does: a
+    // stream whose reader stops for longer than the write timeout is ended
+    // (issue 34, item 2), and the sending takes longer than that.
+    let long = Duration::from_secs(240);
+    let (sent, seen, muxed) = tokio::join!(
+        sending,
+        durable_until(&mut scoped, long, |e| completed(e) == N),
+        durable_until(&mut mux, long, |e| completed(e) == N),
+    );
     assert_eq!(
         sent.iter().collect::<HashSet<_>>().len(),
         N,
         "one turn per message"
     );
-
-    let long = Duration::from_secs(240);
-    let seen = durable_until(&mut scoped, long, |e| completed(e) == N).await;
-    let muxed = durable_until(&mut mux, long, |e| completed(e) == N).await;
     assert_dense(&seen);
     assert_eq!(seen, muxed);
     let users: HashSet<&str> = seen
