@@ -26,6 +26,7 @@ export class SharedClient {
   #view = null;
   #diagnostics = null;
   #listeners = [];
+  #frame = null;
   #pending = new Map();
   #nextId = 0;
   #closed = false;
@@ -150,6 +151,22 @@ export class SharedClient {
     if (Object.keys(msg.view).length === 0) return;
     // A new object when anything changed; the parts not posted keep theirs.
     this.#view = Object.freeze({ ...this.#view, ...msg.view });
+    this.#notifySoon();
+  }
+
+  // Subscribers are called once per animation frame of this tab, however
+  // often the host posts (it paces by a timer: a SharedWorker has no
+  // frames), and not while the tab is hidden (no frames run then); they read
+  // the latest view. `notify: "sync"` calls them on every post.
+  #notifySoon() {
+    if (this.#options.notify === "sync" || typeof requestAnimationFrame !== "function") return this.#notify();
+    this.#frame ??= requestAnimationFrame(() => {
+      this.#frame = null;
+      this.#notify();
+    });
+  }
+
+  #notify() {
     for (const listener of [...this.#listeners]) {
       try {
         listener();
@@ -261,6 +278,7 @@ export class SharedClient {
     for (const { reject } of this.#pending.values()) reject(closedError());
     this.#pending.clear();
     this.#listeners = [];
+    if (this.#frame !== null) cancelAnimationFrame(this.#frame);
   }
 }
 

@@ -268,6 +268,37 @@ test("a reload mid-answer in shared mode leaves no unhandled rejection in the wo
   assert.deepEqual(pageErrors, []);
 });
 
+// The host posts on a 16 ms timer (a SharedWorker runs no frames); the
+// page half calls the tab's subscribers once per animation frame of the
+// tab whatever it is posted (issue 33, item 3).
+test("a tab's subscribers are called at most once per animation frame while a long answer streams", async () => {
+  await noStreams();
+  const sessionId = await newSession("shared per frame");
+  const [tab] = await openTabs(1, () => ({ sessionId }));
+  await allLive([tab]);
+  await tab.evaluate(() => {
+    const s = (window.perFrame = { calls: 0, most: 0, total: 0 });
+    window.t.client.subscribe(() => {
+      s.calls++;
+      s.total++;
+    });
+    const frame = () => {
+      s.most = Math.max(s.most, s.calls);
+      s.calls = 0;
+      requestAnimationFrame(frame);
+    };
+    requestAnimationFrame(frame);
+  });
+  await tab.evaluate(() => window.t.client.send("/long 4000 counted per frame"));
+  await converged([tab], () => sessionId);
+  const { most, total } = await tab.evaluate(() => window.perFrame);
+  assert.ok(total >= 20, `the answer reached the subscriber in steps: ${total} calls`);
+  assert.ok(most <= 1, `subscriber calls in one animation frame: at most ${most}, of ${total}`);
+  await closeAll([tab]);
+  await noStreams();
+  assert.deepEqual(pageErrors, []);
+});
+
 // Headless Chromium does not freeze a visible page (CDP
 // `Page.setWebLifecycleState` fires nothing there): the tab is sent the
 // `freeze` and `resume` events the browser would fire, and keeps running,
