@@ -75,3 +75,18 @@ pub fn path_with(extra: &[PathBuf]) -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// Installs Debian's `packages` (without their recommends) unless
+/// `present`, which the caller has probed (a binary on PATH, a file): prints
+/// `present`, or what it installs, under the step's heading.
+pub fn apt_install(present: bool, packages: &[&str]) -> Result {
+    if present {
+        println!("present");
+        return Ok(());
+    }
+    println!("missing, installing with apt-get: {}", packages.join(" "));
+    run("apt-get", &["update"])?;
+    let mut args = vec!["install", "-y", "--no-install-recommends"];
+    args.extend(packages);
+    run("apt-get", &args)
+}

@@ -42,7 +42,7 @@ fn bin_dir() -> Option<PathBuf> {
 
 /// Installs Debian's `postgresql` unless its binaries are present.
 pub fn ensure() -> Result {
-    crate::setup::apt_install(bin_dir().is_some(), &["postgresql"])
+    crate::cmd::apt_install(bin_dir().is_some(), &["postgresql"])
 }
 
 /// A running throwaway cluster.

@@ -18,7 +18,7 @@ const START_WAIT: Duration = Duration::from_secs(10);
 
 /// Installs Debian's `redis-server` unless it is on PATH.
 pub fn ensure() -> Result {
-    crate::setup::apt_install(
+    crate::cmd::apt_install(
         output("redis-server", &["--version"]).is_some(),
         &["redis-server"],
     )

@@ -143,7 +143,7 @@ fn ensure_wasm_pack() -> Result {
 }
 
 fn ensure_chromium() -> Result {
-    apt_install(
+    cmd::apt_install(
         Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists(),
         &["chromium", "chromium-driver"],
     )
@@ -156,22 +156,7 @@ fn ensure_engines() -> Result {
         .filter(|(_, file)| !Path::new(file).exists())
         .map(|(package, _)| *package)
         .collect();
-    apt_install(missing.is_empty(), &missing)
-}
-
-/// Installs Debian's `packages` (without their recommends) unless
-/// `present`, which the caller has probed (a binary on PATH, a file): prints
-/// `present`, or what it installs, under the step's heading.
-pub fn apt_install(present: bool, packages: &[&str]) -> Result {
-    if present {
-        println!("present");
-        return Ok(());
-    }
-    println!("missing, installing with apt-get: {}", packages.join(" "));
-    run("apt-get", &["update"])?;
-    let mut args = vec!["install", "-y", "--no-install-recommends"];
-    args.extend(packages);
-    run("apt-get", &args)
+    cmd::apt_install(missing.is_empty(), &missing)
 }
 
 /// A fresh `TMPDIR` for a browser run, `target/browser-tmp`. Chromium
