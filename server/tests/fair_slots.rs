@@ -121,6 +121,21 @@ async fn ask(from: &str, to: SocketAddr, within: Duration) -> (Option<String>, D
     (answer, t0.elapsed())
 }
 
+/// `n` SSE streams from `from`, each answered `200 text/event-stream`:
+/// connections serving a request.
+async fn open_streams(from: &str, to: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut streams = Vec::new();
+    for _ in 0..n {
+        let mut sock = connect_from(from, to).await;
+        sock.write_all(EVENTS).await.unwrap();
+        let head = read_stream_head(&mut sock).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(head.contains("text/event-stream"), "{head}");
+        streams.push(sock);
+    }
+    streams
+}
+
 /// A `503 too_many_connections` as the issue wants it: `Retry-After: 1`,
 /// the error JSON, `Connection: close`.
 fn assert_refused(answer: &str) {
@@ -146,14 +161,7 @@ async fn an_address_past_its_cap_is_refused_at_once_and_others_are_served() {
     ]);
     // Four streams: connections serving a request (an idle one of its
     // own would make room).
-    let mut held = Vec::new();
-    for _ in 0..4 {
-        let mut sock = connect_from("127.0.0.2", s.addr).await;
-        sock.write_all(EVENTS).await.unwrap();
-        let head = read_stream_head(&mut sock).await;
-        assert!(head.contains("text/event-stream"), "{head}");
-        held.push(sock);
-    }
+    let held = open_streams("127.0.0.2", s.addr, 4).await;
     let (answer, took) = ask("127.0.0.2", s.addr, SEC).await;
     let answer = answer.expect("the fifth connection of 127.0.0.2 is answered within 1 s");
     eprintln!("127.0.0.2's fifth connection answered in {took:?}");
@@ -202,15 +210,7 @@ async fn at_the_total_cap_with_nothing_idle_a_new_connection_gets_503() {
         ("REPLAY_MAX_CONNECTIONS", "8"),
         ("REPLAY_MAX_CONNECTIONS_PER_ADDRESS", "8"),
     ]);
-    let mut streams = Vec::new();
-    for _ in 0..8 {
-        let mut sock = connect_from("127.0.0.2", s.addr).await;
-        sock.write_all(EVENTS).await.unwrap();
-        let head = read_stream_head(&mut sock).await;
-        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-        assert!(head.contains("text/event-stream"), "{head}");
-        streams.push(sock);
-    }
+    let mut streams = open_streams("127.0.0.2", s.addr, 8).await;
     let (answer, took) = ask("127.0.0.3", s.addr, SEC).await;
     let answer = answer.expect("a new connection is answered within 1 s at the total cap");
     eprintln!("127.0.0.3 answered in {took:?} with 8 streams open");
