@@ -17,25 +17,12 @@ use common::*;
 use replay_core::protocol::{Event, Role, REASON_WORKER_RESTART};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Opens a stream with a tiny receive buffer and then never reads from it:
 /// the server's writes back up after a few KB.
 async fn stuck_stream(base: &str, path: &str) -> tokio::net::TcpStream {
     let addr: SocketAddr = base.strip_prefix("http://").unwrap().parse().unwrap();
-    let sock = tokio::net::TcpSocket::new_v4().unwrap();
-    sock.set_recv_buffer_size(4096).unwrap();
-    let mut s = sock.connect(addr).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut head = [0u8; 256];
-    let n = tokio::time::timeout(3 * SEC, s.read(&mut head))
-        .await
-        .expect("stream answers")
-        .unwrap();
-    let head = String::from_utf8_lossy(&head[..n]);
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    s
+    common::unread_stream(addr, path, 4096).await
 }
 
 /// Appends `n` events of ~60 KB to a team log: far more than a stuck

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use replay_core::protocol::{Event, Scope, TeamMessage};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 /// Slow readers.
@@ -28,23 +28,10 @@ const WRITE_TIMEOUT_MS: u64 = 1500;
 /// The stream budget of the test server: far less than the readers' backlogs.
 const BUDGET: usize = 4 << 20;
 
-/// Opens a stream on a new connection (a 64 KiB receive buffer: what the
-/// peer's kernel takes does not depend on the host's defaults), reads its
-/// response head and then nothing.
+/// Opens a stream on a new connection with a 64 KiB receive buffer, reads
+/// its response head and then nothing.
 async fn open(addr: SocketAddr, path: &str) -> TcpStream {
-    let sock = tokio::net::TcpSocket::new_v4().unwrap();
-    sock.set_recv_buffer_size(64 << 10).unwrap();
-    let mut s = sock.connect(addr).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut head = [0u8; 128];
-    let n = tokio::time::timeout(5 * SEC, s.read(&mut head))
-        .await
-        .expect("stream answers")
-        .unwrap();
-    let head = String::from_utf8_lossy(&head[..n]);
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    s
+    common::unread_stream(addr, path, 64 << 10).await
 }
 
 /// Reads `s` until `needle` has come; the time it took.

@@ -354,3 +354,30 @@ pub fn listening_base(child: &mut std::process::Child) -> String {
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_owned()
 }
+
+/// Opens an SSE stream at `addr` on a connection of its own whose receive
+/// buffer is `recv_buffer` bytes (what the peer's kernel takes then does
+/// not depend on the host's defaults), reads the start of its `200`
+/// response head (128 bytes at most: what follows, the first events
+/// included, is left unread) and returns the socket, never read again by
+/// this: a reader that stopped.
+pub async fn unread_stream(
+    addr: std::net::SocketAddr,
+    path: &str,
+    recv_buffer: u32,
+) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(recv_buffer).unwrap();
+    let mut s = sock.connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut head = [0u8; 128];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut head))
+        .await
+        .expect("stream answers")
+        .unwrap();
+    let head = String::from_utf8_lossy(&head[..n]);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    s
+}
