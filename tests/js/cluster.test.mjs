@@ -210,11 +210,16 @@ const startSampling = (turnId) =>
     }, 50);
   }, turnId);
 
-const stopSampling = () =>
-  page.evaluate(() => {
+// The sampler ticks every 50 ms: it is stopped once it has seen the answer
+// committed, which the caller has just seen in the view (stopped at once,
+// its last tick could come before: no committed sample, nothing to measure).
+const stopSampling = async () => {
+  await until("a sample of the committed answer", () => page.evaluate(() => window.__samples.some((s) => s.committed)));
+  return page.evaluate(() => {
     clearInterval(window.__sampler);
     return window.__samples;
   });
+};
 
 /**
  * Of the samples from the first shown character to the commit: the time
@@ -223,6 +228,7 @@ const stopSampling = () =>
 function frozenWhileLive(samples) {
   const start = samples.findIndex((s) => s.shown > 0);
   const end = samples.findIndex((s) => s.committed);
+  assert.ok(start >= 0 && end >= start, `samples from the first character to the commit: ${start}..${end} of ${samples.length}`);
   let frozen = 0;
   let waiting = 0;
   for (let i = Math.max(start, 1); i <= end; i++) {
