@@ -20,7 +20,7 @@ use serde::Serialize;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::ApiError;
-use crate::budget::{ResponseBudget, UNIT};
+use crate::budget::{self, ResponseBudget};
 
 /// How long a request waits for room before `503 busy`.
 const WAIT: Duration = Duration::from_secs(2);
@@ -36,8 +36,8 @@ pub(super) struct Reserved(OwnedSemaphorePermit);
 impl ResponseBudget {
     /// Reserves `bytes` (at most the whole budget), waiting a little for room.
     pub(super) async fn reserve(&self, bytes: usize) -> Result<Reserved, ApiError> {
-        let units = u32::try_from(bytes.div_ceil(UNIT).clamp(1, self.units)).unwrap_or(u32::MAX);
-        let permits = Arc::clone(&self.permits);
+        let units = self.0.units_for(bytes);
+        let permits = Arc::clone(&self.0.permits);
         match tokio::time::timeout(WAIT, permits.acquire_many_owned(units)).await {
             Ok(Ok(p)) => Ok(Reserved(p)),
             _ => Err(ApiError::new(
@@ -58,10 +58,8 @@ impl Reserved {
         let bytes = serde_json::to_vec(value).map_err(|e| {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "encode", e.to_string())
         })?;
-        let need = bytes.len().div_ceil(UNIT).max(1);
-        if let Some(spare) = self.0.num_permits().checked_sub(need) {
-            drop(self.0.split(spare));
-        }
+        // More than reserved is taken as it is: the answer already exists.
+        budget::fit(&mut self.0, bytes.len());
         let len = bytes.len();
         let body = Chunks {
             bytes: Bytes::from(bytes),

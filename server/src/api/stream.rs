@@ -27,7 +27,7 @@ use super::error::ApiError;
 use super::params::{check_ahead, parse_cursor, Params};
 use super::read::{global_page, scope_page};
 use crate::app::App;
-use crate::budget::UNIT;
+use crate::budget::{self, UNIT};
 use crate::faults::StreamFaults;
 use crate::hub::{Key, Subscription};
 use crate::log::transient;
@@ -557,7 +557,7 @@ impl Writer {
     fn try_reserve(&self) -> Option<OwnedSemaphorePermit> {
         let budget = &self.app.streams;
         let units = page_units(&self.app);
-        let held = Arc::clone(&budget.permits)
+        let held = Arc::clone(&budget.room.permits)
             .try_acquire_many_owned(units)
             .ok()?;
         budget.note_peak();
@@ -572,7 +572,7 @@ impl Writer {
             return Ok(held);
         }
         let units = page_units(&self.app);
-        let permits = Arc::clone(&self.app.streams.permits);
+        let permits = Arc::clone(&self.app.streams.room.permits);
         let timeout = self.write_timeout();
         let held = tokio::select! {
             p = permits.acquire_many_owned(units) => p.map_err(|_| End::Closed)?,
@@ -617,19 +617,16 @@ impl Writer {
             push_frame(&mut text, id, env, &env.to_json());
         }
         drop(events);
-        let need = text.len().div_ceil(UNIT).max(1);
-        match held.num_permits().checked_sub(need) {
-            Some(spare) => drop(held.split(spare)),
-            // An event larger than a page: more room if there is some, else
-            // it goes out with what the page has.
-            None => {
-                let more = u32::try_from(need - held.num_permits()).unwrap_or(u32::MAX);
-                if let Ok(extra) =
-                    Arc::clone(&self.app.streams.permits).try_acquire_many_owned(more)
-                {
-                    held.merge(extra);
-                    self.app.streams.note_peak();
-                }
+        let missing = budget::fit(&mut held, text.len());
+        // An event larger than a page: more room if there is some, else it
+        // goes out with what the page has.
+        if missing > 0 {
+            let more = u32::try_from(missing).unwrap_or(u32::MAX);
+            if let Ok(extra) =
+                Arc::clone(&self.app.streams.room.permits).try_acquire_many_owned(more)
+            {
+                held.merge(extra);
+                self.app.streams.note_peak();
             }
         }
         let mut bytes = Bytes::from(text);
@@ -734,8 +731,7 @@ fn backlog_budget(app: &App) -> Budget {
 fn page_units(app: &App) -> u32 {
     let page = backlog_budget(app);
     let bytes = 2 * page.bytes + page.events * EVENT_OVERHEAD;
-    let units = bytes.div_ceil(UNIT).clamp(1, app.streams.units);
-    u32::try_from(units).unwrap_or(u32::MAX)
+    app.streams.room.units_for(bytes)
 }
 
 /// A backlog page after `after`, in a new snapshot: begun after subscribing,
