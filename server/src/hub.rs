@@ -111,13 +111,18 @@ struct Sub {
 /// ended for fairness).
 #[derive(Default)]
 struct Open {
-    per_list: HashMap<Key, usize>,
     per_client: HashMap<IpAddr, usize>,
-    /// Each list's subscriptions, oldest first: id and client.
+    /// Each list's subscriptions, oldest first: id and client (its length
+    /// is the list's count).
     streams: HashMap<Key, Vec<(u64, Option<IpAddr>)>>,
 }
 
 impl Open {
+    /// Subscriptions open on every list.
+    fn total(&self) -> usize {
+        self.streams.values().map(Vec::len).sum()
+    }
+
     /// Stops counting subscription `id` of `key`; false when it was not
     /// counted (any more).
     fn forget(&mut self, key: &Key, id: u64) -> bool {
@@ -131,7 +136,6 @@ impl Open {
         if list.is_empty() {
             self.streams.remove(key);
         }
-        release(&mut self.per_list, key);
         if let Some(client) = &client {
             release(&mut self.per_client, client);
         }
@@ -257,7 +261,7 @@ impl Hub {
 
     /// Subscriptions alive now (streams open), in every list.
     pub fn open_streams(&self) -> usize {
-        self.open.lock().expect("hub lock").per_list.values().sum()
+        self.open.lock().expect("hub lock").total()
     }
 
     /// Takes subscriber `id` off list `key` (its stream ends after what is
@@ -290,8 +294,8 @@ impl Hub {
         let mut evicted = None;
         {
             let mut open = self.open.lock().expect("hub lock");
-            let total: usize = open.per_list.values().sum();
-            let on_list = open.per_list.get(&key).copied().unwrap_or(0);
+            let total = open.total();
+            let on_list = open.streams.get(&key).map_or(0, Vec::len);
             let of_client = client.map_or(0, |c| open.per_client.get(&c).copied().unwrap_or(0));
             let full = if total >= self.limits.total {
                 Some(StreamsFull::Process(self.limits.total))
@@ -315,7 +319,6 @@ impl Hub {
                 self.stats.refused.fetch_add(1, Ordering::Relaxed);
                 return Err(full);
             }
-            *open.per_list.entry(key.clone()).or_default() += 1;
             if let Some(c) = client {
                 *open.per_client.entry(c).or_default() += 1;
             }
