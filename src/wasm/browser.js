@@ -313,7 +313,7 @@ async function pumpBody(body, onChunk, pace, onHeld, ctl) {
   const deliver = (chunks) => {
     if (!stopped && !onChunk(chunks)) {
       stopped = true;
-      abortRequest(stop);
+      abortRequest(ctl);
     }
   };
   const release = () => {
