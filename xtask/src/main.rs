@@ -24,6 +24,7 @@ mod quickstarts;
 mod redis;
 mod server;
 mod setup;
+mod size_table;
 #[cfg(test)]
 mod sources;
 mod test;
@@ -39,7 +40,7 @@ fn main() -> ExitCode {
     let result = match task {
         "test" => test::run(rest),
         "setup" => setup::ensure_all(),
-        "pkg" => pkg::run_task(),
+        "pkg" => pkg::run_task().and_then(|pkg| size_table::rewrite(&pkg)),
         "bench" => bench::run_task(rest),
         "demo" => demo::run_task(rest),
         "help" | "--help" | "-h" => {

@@ -346,7 +346,7 @@ const CONTEXT_BUDGET: u64 = 100 * 1024;
 /// (each is fetched and gzipped on its own): the page half of the shared
 /// host, everything the SharedWorker loads, the on-page client. Fails when
 /// one is over its budget.
-pub fn context_sizes(pkg: &Path) -> Result<Vec<(String, u64, u64)>> {
+pub fn context_sizes(pkg: &Path) -> Result<Vec<ContextSize>> {
     let web = pkg.join("web");
     let snippet = error_snippet(&web)?;
     let snippet = snippet.trim_start_matches("./");
@@ -390,9 +390,26 @@ pub fn context_sizes(pkg: &Path) -> Result<Vec<(String, u64, u64)>> {
                 "{name}: {gz} bytes gzipped, over its budget of {budget}"
             ));
         }
-        rows.push((name.to_owned(), raw, gz));
+        rows.push(ContextSize {
+            name: name.to_owned(),
+            raw,
+            gz,
+            budget,
+        });
     }
     Ok(rows)
+}
+
+/// What one context loads, summed over its files, and its gzipped budget.
+pub struct ContextSize {
+    /// Which context.
+    pub name: String,
+    /// Bytes as shipped.
+    pub raw: u64,
+    /// Bytes after `gzip -9`, file by file.
+    pub gz: u64,
+    /// Its budget, gzipped.
+    pub budget: u64,
 }
 
 fn js_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result {
@@ -416,15 +433,16 @@ fn gzip_len(file: &Path) -> Result<u64> {
     Ok(out.stdout.len() as u64)
 }
 
-/// `cargo xtask pkg`: set up, build, print sizes, and `npm pack` into `target/npm/`.
-pub fn run_task() -> Result {
+/// `cargo xtask pkg`: set up, build, print sizes, and `npm pack` into
+/// `target/npm/`. Returns the package's folder.
+pub fn run_task() -> Result<PathBuf> {
     setup::ensure_package_tools()?;
     let pkg = build()?;
     for (name, raw, gz) in sizes(&pkg)? {
         println!("{name}: {raw} bytes, {gz} gzipped");
     }
-    for (name, raw, gz) in context_sizes(&pkg)? {
-        println!("{name}: {raw} bytes, {gz} gzipped");
+    for c in context_sizes(&pkg)? {
+        println!("{}: {} bytes, {} gzipped", c.name, c.raw, c.gz);
     }
     let packs = root().join("target/npm");
     fs::create_dir_all(&packs).map_err(|e| format!("{}: {e}", packs.display()))?;
@@ -443,7 +461,7 @@ pub fn run_task() -> Result {
         pkg.display(),
         packs.display()
     );
-    Ok(())
+    Ok(pkg)
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@
 
 use crate::cmd::{self, path_with, root, run_in, Result};
 use crate::server::Server;
-use crate::{demo, pkg, postgres, quickstarts, redis, setup};
+use crate::{demo, pkg, postgres, quickstarts, redis, setup, size_table};
 use std::fs;
 use std::path::Path;
 
@@ -254,9 +254,10 @@ fn package() -> Result {
     for (name, raw, gz) in pkg::sizes(&pkg)? {
         println!("{name}: {raw} bytes, {gz} gzipped");
     }
-    for (name, raw, gz) in pkg::context_sizes(&pkg)? {
-        println!("{name}: {raw} bytes, {gz} gzipped");
+    for c in pkg::context_sizes(&pkg)? {
+        println!("{}: {} bytes, {} gzipped", c.name, c.raw, c.gz);
     }
+    size_table::check(&pkg)?;
     let packs = root().join("target/npm");
     let _ = fs::remove_dir_all(&packs);
     fs::create_dir_all(&packs).map_err(|e| e.to_string())?;
