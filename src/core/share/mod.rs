@@ -11,7 +11,7 @@
 //! rules 1–12 apply unchanged.
 //!
 //! The hub holds one multiplexed stream for the scopes of its machines
-//! (`leader.rs`: which scopes it carries, switching sets, reconnecting).
+//! (`connection.rs`: which scopes it carries, switching sets, reconnecting).
 //! It remembers per scope the last `hello` and the highest head, and greets
 //! a machine that subscribes to a scope already flowing with a synthesised
 //! `hello` + `heartbeat` at that head: a live-only machine (restoring)
@@ -23,12 +23,12 @@
 //! [`poll_output`](Share::poll_output), one timer at
 //! [`poll_timeout`](Share::poll_timeout).
 
-mod leader;
+mod connection;
 mod mux;
 mod route;
 mod subs;
 
-pub use leader::has_no_multiplexed_stream;
+pub use connection::has_no_multiplexed_stream;
 pub use mux::{path as mux_path, MAX_SUBS};
 pub use route::MAX_TRACKS;
 use subs::{min_some, Subs};
