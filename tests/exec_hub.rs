@@ -195,7 +195,7 @@ impl World {
             server.add_session(s, *n);
         }
         let c = clock.clone();
-        let hub = Hub::new(ShareConfig::new(7, "http://rt", false), move |_| FakeMux {
+        let hub = Hub::new(ShareConfig::new(7), move |_| FakeMux {
             clock: c,
             ..FakeMux::default()
         });

@@ -77,10 +77,9 @@ impl<M: MuxIo + 'static> Hub<M> {
     pub fn new(config: ShareConfig, make_io: impl FnOnce(&Weak<Self>) -> M) -> Rc<Self> {
         Rc::new_cyclic(|weak| {
             let io = make_io(weak);
-            let share = Share::new(config, io.now());
             Hub {
                 state: RefCell::new(State {
-                    share,
+                    share: Share::new(config),
                     connections: Vec::new(),
                     clients: Vec::new(),
                     next_client: 0,
@@ -235,8 +234,6 @@ impl<M: MuxIo + 'static> Hub<M> {
                     };
                     drop(gone);
                 }
-                // A hub of one context shares with nobody else.
-                Some(Output::Broadcast(_)) => {}
                 Some(Output::Deliver {
                     machine,
                     stream,
@@ -279,8 +276,7 @@ impl<M: MuxIo + 'static> Hub<M> {
             if state.closed {
                 return;
             }
-            let now = self.io.now();
-            state.share.close(now);
+            state.share.close();
             state.closed = true;
             std::mem::take(&mut state.connections)
         };

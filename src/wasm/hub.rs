@@ -95,8 +95,8 @@ pub fn hub_for(o: &Options, get_token: &JsValue) -> Rc<BrowserHub> {
     if let Some(hub) = found {
         return hub;
     }
-    let context = (js_sys::Math::random() * 9_007_199_254_740_991.0) as u64;
-    let config = ShareConfig::new(context, o.base_url.clone(), false);
+    let seed = (js_sys::Math::random() * 9_007_199_254_740_991.0) as u64;
+    let config = ShareConfig::new(seed);
     let hub = Hub::new(config, |weak| {
         let timer = Timer::new(call_back(weak, |h| {
             h.io().timer.borrow_mut().fired();

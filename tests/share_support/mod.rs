@@ -1,11 +1,10 @@
-//! A browser made of data for the share tests: contexts (tabs) each with a
-//! `Share` hub and real machines, one in-memory broadcast channel, and a
-//! fake runtime that serves the multiplexed stream (PROTOCOL.md §4.6) and
-//! the JSON pages from per-scope logs.
+//! A browser made of data for the share tests: contexts each with a `Share`
+//! hub and real machines, and a fake runtime that serves the multiplexed
+//! stream (PROTOCOL.md §4.6) and the JSON pages from per-scope logs.
 
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use replay_client::core::machine::{Action, Config, FetchKind, Machine, RequestId, Target};
 use replay_client::core::protocol::*;
@@ -239,23 +238,20 @@ impl Server {
     }
 }
 
-/// One tab: a hub and its machines.
+/// One context: a hub and its machines.
 pub struct Ctx {
     pub share: Share,
     pub machines: Vec<(u64, Machine)>,
-    pub inbox: VecDeque<Vec<u8>>,
-    pub alive: bool,
-    /// Every delivery kind a machine got, per machine key (for assertions).
+    /// Virtual streams ended (clean, failed or an HTTP answer).
     pub ends: u64,
 }
 
-/// Several tabs, one channel, one server, one clock.
+/// Contexts, one server, one clock.
 pub struct World {
     pub server: Server,
     pub ctxs: Vec<Ctx>,
     pub now: u64,
     next_machine: u64,
-    pub broadcasts: u64,
 }
 
 pub fn machine_config(sid: &str, seed: u64) -> Config {
@@ -277,26 +273,21 @@ impl World {
             ctxs: vec![],
             now: 1_000,
             next_machine: 0,
-            broadcasts: 0,
         }
     }
 
-    /// A tab; `shared: false` is `share: "off"`.
-    pub fn add_ctx(&mut self, shared: bool) -> usize {
+    /// A context with its hub.
+    pub fn add_ctx(&mut self) -> usize {
         let i = self.ctxs.len();
-        let cfg = ShareConfig::new(100 + i as u64, "http://rt|user", shared);
-        let share = Share::new(cfg, self.now);
         self.ctxs.push(Ctx {
-            share,
+            share: Share::new(ShareConfig::new(100 + i as u64)),
             machines: vec![],
-            inbox: VecDeque::new(),
-            alive: true,
             ends: 0,
         });
         i
     }
 
-    /// A machine following `sid` in tab `ctx`, optionally from a stored value.
+    /// A machine following `sid` in context `ctx`, optionally from a stored value.
     pub fn follow(&mut self, ctx: usize, sid: &str, stored: Option<&[u8]>) -> u64 {
         self.next_machine += 1;
         let key = self.next_machine;
@@ -331,13 +322,6 @@ impl World {
         self.ctxs[ctx].machines.retain(|(k, _)| *k != key);
     }
 
-    /// The tab crashes: nothing more comes out of it or reaches it, and its
-    /// connections drop.
-    pub fn crash(&mut self, ctx: usize) {
-        self.ctxs[ctx].alive = false;
-        self.server.conns.retain(|c| c.ctx != ctx);
-    }
-
     /// Runs every pending step until nothing moves (no clock advance).
     pub fn settle(&mut self) {
         for _ in 0..10_000 {
@@ -352,9 +336,6 @@ impl World {
         let mut moved = false;
         let now = self.now;
         for ci in 0..self.ctxs.len() {
-            if !self.ctxs[ci].alive {
-                continue;
-            }
             // Machines' actions: streams go to the hub, fetches are answered.
             let mut answers = vec![];
             {
@@ -394,14 +375,6 @@ impl World {
                         self.server.open(ci, id, &path_and_query)
                     }
                     Output::AbortMux { id } => self.server.close(ci, id),
-                    Output::Broadcast(bytes) => {
-                        self.broadcasts += 1;
-                        for (j, other) in self.ctxs.iter_mut().enumerate() {
-                            if j != ci && other.alive {
-                                other.inbox.push_back(bytes.clone());
-                            }
-                        }
-                    }
                     Output::Deliver {
                         machine,
                         stream,
@@ -451,16 +424,11 @@ impl World {
                     }
                 }
             }
-            // The channel.
-            while let Some(msg) = self.ctxs[ci].inbox.pop_front() {
-                moved = true;
-                self.ctxs[ci].share.handle_channel_message(&msg, now);
-            }
         }
         // The server's bytes.
         for i in 0..self.server.conns.len() {
             let c = &mut self.server.conns[i];
-            if c.paused || !self.ctxs[c.ctx].alive {
+            if c.paused {
                 continue;
             }
             let (ci, id) = (c.ctx, c.id);
@@ -488,7 +456,7 @@ impl World {
     /// The next timer of anyone.
     pub fn next_timer(&self) -> Option<u64> {
         let mut t: Option<u64> = None;
-        for c in self.ctxs.iter().filter(|c| c.alive) {
+        for c in &self.ctxs {
             let times = c
                 .machines
                 .iter()
@@ -533,7 +501,7 @@ impl World {
                 next_beat += 10_000;
             }
             let now = self.now;
-            for c in self.ctxs.iter_mut().filter(|c| c.alive) {
+            for c in &mut self.ctxs {
                 for (_, m) in c.machines.iter_mut() {
                     if m.poll_timeout().is_some_and(|x| x <= now) {
                         m.handle_timeout(now);
@@ -574,7 +542,7 @@ impl World {
 
     /// Every live machine shows exactly the server's log.
     pub fn assert_converged(&self) {
-        for (ci, c) in self.ctxs.iter().enumerate().filter(|(_, c)| c.alive) {
+        for (ci, c) in self.ctxs.iter().enumerate() {
             for (key, m) in &c.machines {
                 let Target::Scoped { scope_id, .. } = &m.config().target else {
                     unreachable!()
@@ -602,7 +570,7 @@ impl World {
         }
     }
 
-    /// Connections the server holds, per tab.
+    /// Connections the server holds, per context.
     pub fn conns_of(&self, ctx: usize) -> usize {
         self.server.conns.iter().filter(|c| c.ctx == ctx).count()
     }

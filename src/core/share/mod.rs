@@ -10,12 +10,10 @@
 //! that scope only, so the machine's parser, dedupe, gap repair, watchdog and
 //! rules 1–12 apply unchanged.
 //!
-//! Roles: [`Role::Solo`] opens its own multiplexed stream for its own
-//! scopes; [`Role::Leader`] opens it for the union of the group's scopes and
-//! broadcasts their events on the channel; [`Role::Follower`] announces its
-//! scopes on the channel and routes what the leader broadcasts. The hub
-//! remembers per scope the last `hello` and the highest head, and greets a
-//! machine that subscribes to a scope already flowing with a synthesised
+//! The hub holds one multiplexed stream for the scopes of its machines
+//! (`connection.rs`: which scopes it carries, switching sets, reconnecting).
+//! It remembers per scope the last `hello` and the highest head, and greets
+//! a machine that subscribes to a scope already flowing with a synthesised
 //! `hello` + `heartbeat` at that head: a live-only machine (restoring)
 //! treats it as the restore marker, one with an older cursor repairs its gap
 //! by its own fetch at once. Durable events at or below what was passed on
@@ -25,16 +23,15 @@
 //! [`poll_output`](Share::poll_output), one timer at
 //! [`poll_timeout`](Share::poll_timeout).
 
+mod connection;
 mod mux;
 mod route;
 mod subs;
-pub mod wire;
 
-pub use leader::has_no_multiplexed_stream;
+pub use connection::has_no_multiplexed_stream;
 pub use mux::{path as mux_path, MAX_SUBS};
 pub use route::MAX_TRACKS;
-use subs::min_some;
-pub use subs::Subs;
+use subs::{min_some, Subs};
 
 use std::collections::VecDeque;
 
@@ -43,39 +40,18 @@ use crate::machine::{
     parse_retry_after, Action, Backoff, BackoffConfig, CoreError, RequestId, SplitMix64, Target,
 };
 use crate::protocol::Envelope;
-use crate::sse::{SseEvent, SseItem};
+use crate::sse::SseItem;
 use mux::Mux;
 use route::{target_key, Router};
-use wire::Body;
 
 /// A set change waits this long, so a burst of subscriptions (a page
-/// opening five scopes, followers re-announcing) makes one new connection.
+/// opening five scopes) makes one new connection.
 pub const SET_DEBOUNCE_MS: u64 = 25;
 /// A scope nobody follows any more stays on the connection this long: a
 /// machine that drops and reopens its stream does not cost a reconnect.
 pub const LINGER_MS: u64 = 2_000;
-/// A follower re-announces its scopes this often.
-pub const SUB_REFRESH_MS: u64 = 10_000;
-/// A follower not heard of for this long is forgotten (it crashed).
-pub const SUB_EXPIRY_MS: u64 = 35_000;
-/// Channel messages above this size are neither sent nor read.
-pub const MAX_MESSAGE_BYTES: usize = 2 << 20;
-/// Virtual streams one context may hold.
+/// Virtual streams one hub may serve.
 pub const MAX_LOCAL_STREAMS: usize = 256;
-/// Other contexts of a group the leader keeps subscriptions of.
-pub const MAX_CONTEXTS: usize = 64;
-
-/// Who holds the connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// No sharing: this context's own multiplexed stream (`share: "off"`).
-    Solo,
-    /// Holds the group's stream and broadcasts it.
-    Leader,
-    /// Receives the leader's broadcast.
-    Follower,
-}
 
 /// How the hub's machines get their live streams.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -140,8 +116,6 @@ pub enum Output {
         /// The connection.
         id: RequestId,
     },
-    /// Post these bytes on the group's channel.
-    Broadcast(Vec<u8>),
     /// Feed this to the machine's stream `stream` (see [`Delivery`]).
     Deliver {
         /// The executor's key of the machine.
@@ -156,13 +130,6 @@ pub enum Output {
 /// The hub's settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShareConfig {
-    /// This context's id (random, distinct per context).
-    pub context: u64,
-    /// The group: base URL + share key.
-    pub group: String,
-    /// Share with other contexts (`share: "auto"`); off = [`Role::Solo`].
-    /// Without the crate's `group` feature a hub is solo whatever this says.
-    pub shared: bool,
     /// Reconnect pacing of the multiplexed stream.
     pub backoff: BackoffConfig,
     /// The connection is declared stalled after this long without an event
@@ -176,16 +143,13 @@ pub struct ShareConfig {
 }
 
 impl ShareConfig {
-    /// Defaults for a context of a group.
-    pub fn new(context: u64, group: impl Into<String>, shared: bool) -> Self {
+    /// Defaults, with the jitter seeded by `seed`.
+    pub fn new(seed: u64) -> Self {
         ShareConfig {
-            context,
-            group: group.into(),
-            shared,
             backoff: BackoffConfig::default(),
             stall_ms: 37_500,
             max_event_size: 1 << 20,
-            seed: context,
+            seed,
         }
     }
 }
@@ -195,44 +159,25 @@ impl ShareConfig {
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ShareDiagnostics {
-    /// `solo`, `leader` or `follower`.
-    pub role: Option<Role>,
     /// `multiplexed` until the runtime showed it has no multiplexed stream,
     /// then `scoped`.
     pub transport: Transport,
-    /// Scopes the group follows (as far as this context knows).
-    pub group_scopes: usize,
-    /// Virtual streams served in this context.
+    /// Scopes the machines follow.
+    pub scopes: usize,
+    /// Virtual streams served.
     pub local_streams: usize,
-    /// Leaders seen taking over (this context included).
-    pub leader_changes: u64,
     /// Multiplexed connections opened.
     pub connections_opened: u64,
-    /// Events posted on the channel.
-    pub frames_broadcast: u64,
-    /// Events received from the channel.
-    pub frames_received: u64,
-    /// Channel messages ignored (malformed, foreign, too large, stale).
-    pub messages_ignored: u64,
     /// Durable events dropped as already passed on.
     pub duplicates_dropped: u64,
 }
 
-/// Another context's subscriptions.
-#[derive(Debug)]
-struct Remote {
-    context: u64,
-    subs: Subs,
-    seen_at: u64,
-}
-
-/// The hub of one context. See the module docs.
+/// The hub. See the module docs.
 #[derive(Debug)]
 pub struct Share {
     cfg: ShareConfig,
-    role: Role,
     router: Router,
-    /// The connection in use (leader and solo).
+    /// The connection in use.
     mux: Option<Mux>,
     /// The connection being replaced, until the new one said every hello.
     old: Option<Mux>,
@@ -245,32 +190,18 @@ pub struct Share {
     /// Scopes nobody here follows any more, each with since when (in the
     /// cursor's place): they stay wanted for [`LINGER_MS`].
     idle: Subs,
-    /// The other contexts of the group (at most [`MAX_CONTEXTS`]).
-    remotes: Vec<Remote>,
-    leader: Option<u64>,
-    sub_refresh_at: Option<u64>,
     out: VecDeque<Output>,
     diag: ShareDiagnostics,
     transport: Transport,
     closed: bool,
 }
 
-mod group;
-mod leader;
-
 impl Share {
-    /// A hub; shared ones start as followers until
-    /// [`handle_became_leader`](Self::handle_became_leader).
-    pub fn new(cfg: ShareConfig, now: u64) -> Self {
-        let role = if cfg.shared && cfg!(feature = "group") {
-            Role::Follower
-        } else {
-            Role::Solo
-        };
-        let mut s = Share {
+    /// A hub serving no stream yet.
+    pub fn new(cfg: ShareConfig) -> Self {
+        Share {
             rng: SplitMix64::new(cfg.seed),
             cfg,
-            role,
             router: Router::default(),
             mux: None,
             old: None,
@@ -280,33 +211,10 @@ impl Share {
             sse_retry: None,
             set_check_at: None,
             idle: Subs::default(),
-            remotes: Vec::new(),
-            leader: None,
-            sub_refresh_at: None,
             out: VecDeque::new(),
             diag: ShareDiagnostics::default(),
             transport: Transport::Multiplexed,
             closed: false,
-        };
-        if role == Role::Follower {
-            // Tells a leader we exist (it answers `leader`).
-            s.announce(now);
-        }
-        s
-    }
-
-    /// The current role.
-    pub fn role(&self) -> Role {
-        self.acting()
-    }
-
-    /// The role the code acts on: without the `group` feature always
-    /// [`Role::Solo`], so the leader's and follower's paths compile away.
-    fn acting(&self) -> Role {
-        if cfg!(feature = "group") {
-            self.role
-        } else {
-            Role::Solo
         }
     }
 
@@ -318,11 +226,10 @@ impl Share {
     /// Counters and shape.
     pub fn diagnostics(&self) -> ShareDiagnostics {
         let mut d = self.diag.clone();
-        d.role = Some(self.acting());
         d.transport = self.transport;
         d.local_streams = self.router.len();
         d.duplicates_dropped = self.router.duplicates();
-        d.group_scopes = self.group_keys().len();
+        d.scopes = self.router.subscriptions().len();
         d
     }
 
@@ -378,7 +285,7 @@ impl Share {
         self.idle.remove(&key);
         self.router
             .subscribe(machine, id, key, after, &mut self.out);
-        self.subscriptions_changed(now);
+        self.set_changed(now);
         true
     }
 
@@ -390,7 +297,7 @@ impl Share {
         if !self.router.follows(&key) {
             self.idle_since(&key, now);
         }
-        self.subscriptions_changed(now);
+        self.set_changed(now);
         true
     }
 
@@ -434,7 +341,7 @@ impl Share {
             }
         }
         if changed {
-            self.subscriptions_changed(now);
+            self.set_changed(now);
         }
     }
 
@@ -451,17 +358,11 @@ impl Share {
             return None;
         }
         let mut at = min_some(self.set_check_at, self.mux_retry_at);
-        at = min_some(at, self.sub_refresh_at);
         if let Some(m) = &self.mux {
             at = min_some(at, Some(m.last_byte_at.saturating_add(self.cfg.stall_ms)));
         }
         for (_, since) in self.idle.iter() {
             at = min_some(at, since.map(|t| t.saturating_add(LINGER_MS)));
-        }
-        if self.acting() == Role::Leader {
-            for r in &self.remotes {
-                at = min_some(at, Some(r.seen_at.saturating_add(SUB_EXPIRY_MS)));
-            }
         }
         at
     }
@@ -476,74 +377,22 @@ impl Share {
         if self.idle.drop_where(&lingered) {
             self.set_changed(now);
         }
-        if self.sub_refresh_at.is_some_and(|t| now >= t) {
-            self.announce(now);
-        }
-        if self.acting() == Role::Leader {
-            self.expire_remotes(now);
-        }
         self.mux_timers(now);
     }
 
-    /// Stops: aborts the connections, tells the group, serves nothing more.
-    pub fn close(&mut self, now: u64) {
+    /// Stops: aborts the connections, serves nothing more.
+    pub fn close(&mut self) {
         if self.closed {
             return;
         }
-        if self.acting() == Role::Leader {
-            self.resign(now);
-        }
-        if self.acting() != Role::Solo {
-            self.broadcast(&Body::Bye);
-        }
         self.abort_muxes();
         self.closed = true;
-    }
-
-    /// Local subscriptions changed: a follower tells the leader, a leader or
-    /// solo hub checks its set.
-    fn subscriptions_changed(&mut self, now: u64) {
-        match self.acting() {
-            Role::Follower => self.announce(now),
-            Role::Leader | Role::Solo => self.set_changed(now),
-        }
-    }
-
-    /// Posts a message (counted when an event; dropped when too large).
-    fn broadcast(&mut self, body: &Body<'_>) {
-        if self.acting() == Role::Solo {
-            return;
-        }
-        let bytes = wire::encode(&self.cfg.group, self.cfg.context, body);
-        if bytes.len() > MAX_MESSAGE_BYTES {
-            // The followers' machines find the hole and repair it.
-            self.diag.messages_ignored += 1;
-            return;
-        }
-        if matches!(body, Body::Event(_)) {
-            self.diag.frames_broadcast += 1;
-        }
-        self.out.push_back(Output::Broadcast(bytes));
-    }
-
-    /// Every scope this context knows the group follows.
-    fn group_keys(&self) -> Subs {
-        let mut m = self.router.subscriptions();
-        for r in &self.remotes {
-            m.add_all(&r.subs);
-        }
-        m
     }
 
     /// `key` is followed by nobody here since `now` (see [`LINGER_MS`]).
     fn idle_since(&mut self, key: &str, now: u64) {
         self.idle.remove(key);
         self.idle.add(key, Some(now));
-    }
-
-    /// Whether another context follows `key`.
-    fn remote_follows(&self, key: &str) -> bool {
-        self.remotes.iter().any(|r| r.subs.has(key))
     }
 
     fn alloc_id(&mut self) -> RequestId {
@@ -554,17 +403,6 @@ impl Share {
     /// Parses an envelope of the shared stream (payloads kept opaque).
     fn read_envelope(text: &str) -> Option<Envelope> {
         json::from_str_opaque::<Envelope>(text).ok()
-    }
-
-    /// Feeds one SSE event of a connection through the router; returns
-    /// whether it was passed on (to broadcast).
-    fn route_event(&mut self, ev: &SseEvent, env: &Envelope, start: Option<Option<u64>>) -> bool {
-        let kept = self.router.event(&ev.data, env, start, &mut self.out);
-        let key = route::key_of(env.scope, &env.scope_id);
-        if kept && self.acting() == Role::Leader && self.remote_follows(&key) {
-            self.broadcast(&Body::Event(ev.data.as_str().into()));
-        }
-        kept
     }
 
     fn parse_items(mux: &mut Mux, bytes: &[u8]) -> Vec<SseItem> {

@@ -1,4 +1,4 @@
-//! Serving the machines of one context: per scope, what the shared stream
+//! Serving the hub's machines: per scope, what the shared stream
 //! has shown (epoch, boot, head, the last durable seq passed on), and the
 //! machines' virtual streams, fed with re-serialised SSE events of their
 //! scope only.
@@ -6,11 +6,48 @@
 use std::collections::VecDeque;
 
 use super::subs::Subs;
-use super::wire::EndReason;
 use super::{Delivery, Output};
 use crate::json;
-use crate::machine::{RequestId, Target};
+use crate::machine::{CoreError, RequestId, Target};
 use crate::protocol::{Envelope, ErrorBody, Event, Scope};
+
+/// Why the connection stopped carrying some scopes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    /// A clean end of the body.
+    Clean,
+    /// A transport failure (message).
+    Failed(String),
+    /// An HTTP error answer that the machines must see as such.
+    Http {
+        /// The status.
+        status: u16,
+        /// The `Retry-After` header.
+        retry_after: Option<String>,
+        /// The body.
+        body: String,
+    },
+}
+
+impl EndReason {
+    /// What each machine's virtual stream gets for it (a fresh value per
+    /// stream: building is what a `Clone` of [`Delivery`] would do anyway).
+    pub fn delivery(&self) -> Delivery {
+        match self {
+            EndReason::Clean => Delivery::End,
+            EndReason::Failed(msg) => Delivery::Failed(CoreError::Network(msg.clone())),
+            EndReason::Http {
+                status,
+                retry_after,
+                body,
+            } => Delivery::HttpError {
+                status: *status,
+                retry_after: retry_after.clone(),
+                body: body.clone().into_bytes(),
+            },
+        }
+    }
+}
 
 /// The routing key of a scope: `session:ses_1`; the system scope is
 /// `system:` (its stream has no id).
@@ -34,11 +71,11 @@ pub fn split_key(key: &str) -> (&str, &str) {
     key.split_once(':').unwrap_or((key, ""))
 }
 
-/// Scopes tracked at most (a context that saw many come and go forgets
+/// Scopes tracked at most (a hub that saw many come and go forgets
 /// the idle ones).
 pub const MAX_TRACKS: usize = 1_024;
 
-/// What this context knows of one scope's shared stream.
+/// What the hub knows of one scope's shared stream.
 #[derive(Clone, Debug, Default)]
 pub struct Track {
     key: String,
@@ -62,10 +99,10 @@ struct Local {
     greeted: bool,
 }
 
-/// The per-scope state and the virtual streams of one context.
+/// The per-scope state and the virtual streams of one hub.
 #[derive(Debug, Default)]
 pub struct Router {
-    /// Searched linearly: a handful per context, [`MAX_TRACKS`] at most.
+    /// Searched linearly: a handful per hub, [`MAX_TRACKS`] at most.
     tracks: Vec<Track>,
     locals: Vec<Local>,
     duplicates: u64,
@@ -154,14 +191,6 @@ impl Router {
     /// hello came on the current source).
     pub fn greeting(&self, key: &str) -> Option<[String; 2]> {
         self.track(key).filter(|t| t.flowing).and_then(greeting)
-    }
-
-    /// Nothing flows until the next source's hellos (a new subscriber is
-    /// greeted by the real one); virtual streams stay open.
-    pub fn pause(&mut self) {
-        for t in &mut self.tracks {
-            t.flowing = false;
-        }
     }
 
     /// Durable events dropped as already passed on.
@@ -259,15 +288,14 @@ impl Router {
     /// One event of the shared stream (`text` is its envelope as received).
     /// `start`: for a `hello` of a new source, where its durable events
     /// start (the `after` it was opened with, `None` = at the hello's head).
-    /// False for a durable event at or below the position (a duplicate,
-    /// dropped).
+    /// A durable event at or below the position is a duplicate, dropped.
     pub fn event(
         &mut self,
         text: &str,
         env: &Envelope,
         start: Option<Option<u64>>,
         out: &mut VecDeque<Output>,
-    ) -> bool {
+    ) {
         let key = key_of(env.scope, &env.scope_id);
         let t = self.track_mut(&key);
         let is_hello = matches!(env.event, Event::Hello(_));
@@ -302,14 +330,14 @@ impl Router {
                 t.flowing = false;
                 let why = subscription_error(data.as_str());
                 self.end_streams(std::slice::from_ref(&key), &why, out);
-                return true;
+                return;
             }
             _ => {}
         }
         if let Some(seq) = env.seq.filter(|_| !is_hello) {
             if t.position.is_some_and(|p| seq <= p) {
                 self.duplicates += 1;
-                return false;
+                return;
             }
             t.position = Some(seq);
             t.head = t.head.max(seq);
@@ -321,7 +349,6 @@ impl Router {
                 push_bytes(out, l, &bytes);
             }
         }
-        true
     }
 
     /// The shared stream stopped carrying `keys`: their virtual streams
@@ -361,7 +388,7 @@ impl Router {
 /// input routes (a chunk of the connection) reach each machine as one
 /// input, as a chunk of its own stream would (a frame's chunks, delivered
 /// together in it, then call its subscribers once). The order is kept per
-/// stream; other streams and the channel do not depend on it.
+/// stream; other streams do not depend on it.
 fn push_bytes(out: &mut VecDeque<Output>, l: &Local, bytes: &[u8]) {
     let last = out.iter_mut().rev().find_map(|o| match o {
         Output::Deliver {

@@ -1,8 +1,7 @@
 //! [`Subs`]: the hub's one map, scope key → the smallest cursor asked.
 //!
-//! Every set the hub keeps is small (at most 64 scopes per connection and
-//! per context, 64 contexts), so one sorted `Vec` with a binary search
-//! serves them all. `BTreeMap`s cost their node code once per key/value
+//! Every set the hub keeps is small (at most 64 scopes per connection), so
+//! one sorted `Vec` with a binary search serves them all. `BTreeMap`s cost their node code once per key/value
 //! type (about 5 KB of raw wasm each) and sorting afterwards costs a sort
 //! per element type; here the order is kept on insert (docs/size.md).
 
@@ -24,18 +23,6 @@ impl Subs {
         }
     }
 
-    /// Adds every entry of `other`.
-    pub fn add_all(&mut self, other: &Subs) {
-        for (k, a) in other.iter() {
-            self.add(k, a);
-        }
-    }
-
-    /// Whether `key` is in.
-    pub fn has(&self, key: &str) -> bool {
-        self.find(key).is_ok()
-    }
-
     /// Drops the entries whose value `gone` selects; true if any was.
     pub fn drop_where(&mut self, gone: &dyn Fn(Option<u64>) -> bool) -> bool {
         let n = self.0.len();
@@ -47,13 +34,6 @@ impl Subs {
     pub fn remove(&mut self, key: &str) {
         if let Ok(i) = self.find(key) {
             self.0.remove(i);
-        }
-    }
-
-    /// Sets the cursor of `key` if present.
-    pub fn set(&mut self, key: &str, after: Option<u64>) {
-        if let Ok(i) = self.find(key) {
-            self.0[i].1 = after;
         }
     }
 
@@ -113,7 +93,8 @@ mod tests {
         );
         s.remove("session:b");
         s.remove("nope");
-        assert!(s.has("team:t") && !s.has("session:b"));
+        let got: Vec<_> = s.iter().collect();
+        assert_eq!(got, [("session:a", Some(7)), ("team:t", None)]);
         assert_eq!(s.len(), 2);
     }
 }

@@ -1,11 +1,10 @@
-//! The holder's side (leader or solo): which scopes the connection carries,
-//! opening it, switching sets (§4.6: new connection first, the old one
-//! closed once the new one said every hello), reconnecting.
+//! The hub's connection: which scopes it carries, opening it, switching sets
+//! (§4.6: new connection first, the old one closed once the new one said
+//! every hello), reconnecting.
 
 use super::mux::{Mux, MAX_SUBS};
-use super::route::key_of;
-use super::wire::{Body, EndReason};
-use super::{Output, Role, Share, Subs, Transport, SET_DEBOUNCE_MS};
+use super::route::{key_of, EndReason};
+use super::{Output, Share, Subs, Transport, SET_DEBOUNCE_MS};
 use crate::machine::{CoreError, RequestId};
 use crate::protocol::Event;
 use crate::sse::{SseEvent, SseItem};
@@ -202,14 +201,11 @@ impl Share {
         if hello {
             self.backoff.reset();
         }
-        self.route_event(ev, &env, start);
+        self.router.event(&ev.data, &env, start, &mut self.out);
         if refused {
-            // Its machines got the answer and decide; a stale announcement
-            // must not put it straight back.
+            // Its machines got the answer and decide; lingering must not
+            // put it straight back.
             self.idle.remove(&key);
-            for r in &mut self.remotes {
-                r.subs.remove(&key);
-            }
         }
         if (hello || refused) && conn == Conn::Current {
             self.maybe_finish_switch(now);
@@ -241,8 +237,7 @@ impl Share {
 
     /// A connection is over. The old one of a switch goes quietly (the new
     /// one resumes from what was passed on); the current one ends every
-    /// scope it carried, here and on the followers, and is reopened after
-    /// backoff.
+    /// scope it carried and is reopened after backoff.
     fn mux_lost(&mut self, id: RequestId, why: EndReason, hint: u64, now: u64) {
         match self.which(id) {
             Some(Conn::Old) => {
@@ -255,7 +250,6 @@ impl Share {
         }
         let keys = self.drop_muxes(Some(id));
         self.router.end(&keys, &why, &mut self.out);
-        self.broadcast(&Body::End(keys, why));
         let delay = self
             .backoff
             .next_delay(&self.cfg.backoff, &mut self.rng, hint);
@@ -279,7 +273,7 @@ impl Share {
         keys
     }
 
-    /// Aborts every connection (lost leadership, close).
+    /// Aborts every connection (no scope wanted, close).
     pub(super) fn abort_muxes(&mut self) {
         self.drop_muxes(None);
         self.mux_retry_at = None;
@@ -288,19 +282,17 @@ impl Share {
 
     /// The set may have changed: checked after a short debounce.
     pub(super) fn set_changed(&mut self, now: u64) {
-        if matches!(self.acting(), Role::Leader | Role::Solo) {
-            let at = now.saturating_add(SET_DEBOUNCE_MS);
-            self.set_check_at = Some(self.set_check_at.map_or(at, |t| t.min(at)));
-        }
+        let at = now.saturating_add(SET_DEBOUNCE_MS);
+        self.set_check_at = Some(self.set_check_at.map_or(at, |t| t.min(at)));
     }
 
     /// The scopes the connection should carry and where each starts:
-    /// where this context's stream left it when known (nothing passed on
+    /// where the hub's stream left it when known (nothing passed on
     /// twice), else the smallest cursor asked (a machine further ahead
     /// drops duplicates; one with a smaller cursor, or a live-only one,
     /// gets a hello and repairs by itself).
     fn wanted(&self) -> Subs {
-        let mut want = self.group_keys();
+        let mut want = self.router.subscriptions();
         for (k, _) in self.idle.iter() {
             want.add(k, None);
         }
@@ -315,9 +307,6 @@ impl Share {
     }
 
     pub(super) fn mux_timers(&mut self, now: u64) {
-        if !matches!(self.acting(), Role::Leader | Role::Solo) {
-            return;
-        }
         if let Some(m) = &self.mux {
             if now >= m.last_byte_at.saturating_add(self.cfg.stall_ms) {
                 let id = m.id;
@@ -410,7 +399,7 @@ mod tests {
 
     #[test]
     fn a_404_ends_every_virtual_stream_and_hands_later_opens_back() {
-        let mut share = Share::new(super::super::ShareConfig::new(1, "g", false), 0);
+        let mut share = Share::new(super::super::ShareConfig::new(1));
         assert!(open(&mut share, 1, 0));
         share.handle_timeout(SET_DEBOUNCE_MS);
         let mut mux = None;

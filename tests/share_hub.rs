@@ -1,33 +1,28 @@
-//! One connection per browser (issue 12): a leader hub and follower hubs on
-//! one in-memory channel, real machines, a fake multiplexed server.
+//! One connection per browser (issue 12): a hub serving real machines over
+//! one connection of a fake multiplexed server.
 
 mod share_support;
 
 use replay_client::core::machine::{Lifecycle, RequestId, State, Target};
-use replay_client::core::share::{Delivery, Output, Role, Share, ShareConfig};
+use replay_client::core::share::{Delivery, Output, Share, ShareConfig};
 use serde_json::json;
 use share_support::{control, frame, message, World, BOOT, EPOCH};
 
-/// Three tabs, three sessions, each tab following two of them.
-fn three_tabs() -> (World, Vec<(usize, u64)>) {
+/// One hub, three sessions, two machines on each.
+fn one_hub() -> (World, Vec<u64>) {
     let mut w = World::new(&[("a", 5), ("b", 3), ("c", 0)]);
-    let t0 = w.add_ctx(true);
-    let t1 = w.add_ctx(true);
-    let t2 = w.add_ctx(true);
-    w.ctxs[t0].share.handle_became_leader(w.now);
-    let mut ms = vec![];
-    for (t, sids) in [(t0, ["a", "b"]), (t1, ["b", "c"]), (t2, ["a", "c"])] {
-        for sid in sids {
-            ms.push((t, w.follow(t, sid, None)));
-        }
-    }
+    let t = w.add_ctx();
+    let ms = ["a", "b", "b", "c", "a", "c"]
+        .into_iter()
+        .map(|sid| w.follow(t, sid, None))
+        .collect();
     w.advance(100);
     (w, ms)
 }
 
 #[test]
-fn leader_and_two_followers_converge_on_one_connection() {
-    let (mut w, _) = three_tabs();
+fn every_machine_converges_over_one_connection() {
+    let (mut w, _) = one_hub();
     w.assert_converged();
     for i in 0..12 {
         w.server.append(["a", "b", "c"][i % 3]);
@@ -37,24 +32,10 @@ fn leader_and_two_followers_converge_on_one_connection() {
     }
     w.advance(50);
     w.assert_converged();
-    assert_eq!(
-        w.server.conns.len(),
-        1,
-        "one connection for the whole browser"
-    );
-    assert_eq!(w.conns_of(0), 1);
+    assert_eq!(w.server.conns.len(), 1, "one connection for every scope");
     assert_eq!(w.carried().len(), 3);
-    let d0 = w.ctxs[0].share.diagnostics();
-    assert_eq!(d0.role, Some(Role::Leader));
-    assert_eq!(d0.group_scopes, 3);
-    assert!(d0.frames_broadcast > 0);
-    for t in [1, 2] {
-        let d = w.ctxs[t].share.diagnostics();
-        assert_eq!(d.role, Some(Role::Follower));
-        assert!(d.frames_received > 0);
-        assert_eq!(d.leader_changes, 1);
-        assert_eq!(d.local_streams, 2);
-    }
+    let d = w.ctxs[0].share.diagnostics();
+    assert_eq!((d.scopes, d.local_streams, d.connections_opened), (3, 6, 1));
     // Nothing was repaired or seen twice in steady state.
     for c in &w.ctxs {
         for (_, m) in &c.machines {
@@ -65,11 +46,10 @@ fn leader_and_two_followers_converge_on_one_connection() {
 }
 
 #[test]
-fn a_late_follower_goes_live_and_repairs_its_own_gap() {
-    let (mut w, ms) = three_tabs();
-    // A machine of tab 2 loses its stream (offline) while the log grows.
-    let (t, m) = ms[4];
-    assert_eq!(t, 2);
+fn a_late_machine_goes_live_and_repairs_its_own_gap() {
+    let (mut w, ms) = one_hub();
+    // A machine of `a` loses its stream (offline) while the log grows.
+    let (t, m) = (0, ms[4]);
     let now = w.now;
     w.machine_mut(t, m)
         .handle_lifecycle(Lifecycle::Offline, now);
@@ -87,10 +67,10 @@ fn a_late_follower_goes_live_and_repairs_its_own_gap() {
     assert_eq!(w.machine(t, m).status().state, State::Live);
     assert_eq!(w.machine(t, m).cursor(), 9);
     assert_eq!(w.machine(t, m).counters().gaps_repaired, 1);
-    // A brand-new machine (restoring: live-only stream + replay) in tab 1.
-    let late = w.follow(1, "a", None);
+    // A brand-new machine (restoring: live-only stream + replay).
+    let late = w.follow(t, "a", None);
     w.settle();
-    assert_eq!(w.machine(1, late).status().state, State::Live);
+    assert_eq!(w.machine(t, late).status().state, State::Live);
     w.server.append("a");
     w.advance(10);
     w.assert_converged();
@@ -100,16 +80,14 @@ fn a_late_follower_goes_live_and_repairs_its_own_gap() {
 #[test]
 fn a_set_change_loses_and_duplicates_nothing() {
     let mut w = World::new(&[("a", 5), ("b", 2)]);
-    let t0 = w.add_ctx(true);
-    let t1 = w.add_ctx(true);
-    w.ctxs[t0].share.handle_became_leader(w.now);
+    let t0 = w.add_ctx();
     w.follow(t0, "a", None);
-    w.follow(t1, "a", None);
+    w.follow(t0, "a", None);
     w.advance(100);
     w.assert_converged();
     let first = w.server.conns[0].id;
-    // Tab 1 adds a scope: a new connection; the old one keeps flowing.
-    w.follow(t1, "b", None);
+    // A machine of another scope: a new connection; the old one keeps flowing.
+    w.follow(t0, "b", None);
     w.advance(30);
     assert_eq!(w.server.conns.len(), 1, "switched already");
     // Again, with the new connection slow: events meanwhile reach both.
@@ -166,75 +144,13 @@ fn a_set_change_loses_and_duplicates_nothing() {
 }
 
 #[test]
-fn leader_loss_mid_stream_hands_over_to_a_follower() {
-    let (mut w, _) = three_tabs();
-    w.server.append("a");
-    w.server.append("b");
-    w.settle();
-    // The leader crashes with events in flight.
-    w.server.append("a");
-    w.crash(0);
-    w.server.append("c");
-    let reconnects: Vec<u64> = w.ctxs[1..]
-        .iter()
-        .flat_map(|c| c.machines.iter().map(|(_, m)| m.counters().reconnects))
-        .collect();
-    // Tab 1 gets the lock.
-    let now = w.now;
-    w.ctxs[1].share.handle_became_leader(now);
-    // It opens the group's connection once the debounce for re-announced
-    // subscriptions passed: 25 ms after getting the lock.
-    assert_eq!(w.ctxs[1].share.poll_timeout(), Some(now + 25));
-    w.advance(25);
-    assert_eq!(w.conns_of(1), 1);
-    w.advance(75);
-    w.server.append("a");
-    w.server.append("b");
-    w.server.append("c");
-    w.advance(10);
-    w.assert_converged();
-    assert_eq!(w.server.conns.len(), 1);
-    assert_eq!(w.conns_of(1), 1);
-    // Tab 0 followed `a` with tab 2; `b` only with tab 1: all carried.
-    assert_eq!(w.carried().len(), 3);
-    // No machine noticed: no reconnect, no End.
-    let after: Vec<u64> = w.ctxs[1..]
-        .iter()
-        .flat_map(|c| c.machines.iter().map(|(_, m)| m.counters().reconnects))
-        .collect();
-    assert_eq!(reconnects, after);
-    assert_eq!(w.ctxs[1].ends + w.ctxs[2].ends, 0);
-    assert_eq!(w.ctxs[2].share.diagnostics().leader_changes, 2);
-    assert_eq!(w.ctxs[1].share.diagnostics().role, Some(Role::Leader));
-}
-
-#[test]
-fn a_leader_that_gives_up_the_lock_is_followed_by_the_next() {
-    let (mut w, _) = three_tabs();
-    let now = w.now;
-    // Frozen: the hub gives the lock up; its machines keep their streams.
-    w.ctxs[0].share.handle_lost_leadership(now);
-    w.settle();
-    assert_eq!(w.server.conns.len(), 0);
-    w.server.append("b");
-    w.ctxs[2].share.handle_became_leader(now);
-    w.advance(100);
-    w.server.append("a");
-    w.server.append("b");
-    w.advance(10);
-    w.assert_converged();
-    assert_eq!(w.conns_of(2), 1);
-    assert_eq!(w.ctxs[0].share.role(), Role::Follower);
-}
-
-#[test]
 fn a_subscription_error_leaves_the_other_scopes_flowing() {
-    let (mut w, _) = three_tabs();
-    let bad = w.follow(1, "nope", None);
+    let (mut w, _) = one_hub();
+    let bad = w.follow(0, "nope", None);
     w.advance(100);
     // The machine got the scoped stream's answer (404 → failed, rule 9).
-    assert_eq!(w.machine(1, bad).status().state, State::Failed);
-    let error = w.machine(1, bad).status().last_error.unwrap();
+    assert_eq!(w.machine(0, bad).status().state, State::Failed);
+    let error = w.machine(0, bad).status().last_error.unwrap();
     assert_eq!(
         (error.code.as_str(), error.status),
         ("not_found", Some(404))
@@ -255,35 +171,10 @@ fn a_subscription_error_leaves_the_other_scopes_flowing() {
 }
 
 #[test]
-fn malformed_channel_messages_are_ignored() {
-    let (mut w, _) = three_tabs();
-    let junk: [&[u8]; 6] = [
-        b"",
-        b"{",
-        br#"{"v":9,"g":"http://rt|user","from":1,"t":"leader"}"#,
-        br#"{"v":1,"g":"other group","from":1,"t":"leader"}"#,
-        br#"{"v":1,"g":"http://rt|user","from":1,"t":"ev","d":{"nonsense":true}}"#,
-        br#"{"v":1,"g":"http://rt|user","from":555,"t":"end","keys":["session:a"],"why":"clean"}"#,
-    ];
-    for t in 0..3 {
-        for j in junk {
-            let now = w.now;
-            w.ctxs[t].share.handle_channel_message(j, now);
-        }
-        assert_eq!(w.ctxs[t].share.diagnostics().messages_ignored, 6);
-    }
-    w.server.append("a");
-    w.server.append("c");
-    w.advance(10);
-    w.assert_converged();
-    assert_eq!(w.ctxs[1].ends + w.ctxs[2].ends, 0);
-}
-
-#[test]
-fn solo_holds_one_connection_for_its_own_scopes() {
+fn each_hub_holds_one_connection_for_its_own_scopes() {
     let mut w = World::new(&[("a", 3), ("b", 3)]);
-    let t0 = w.add_ctx(false);
-    let t1 = w.add_ctx(false);
+    let t0 = w.add_ctx();
+    let t1 = w.add_ctx();
     w.follow(t0, "a", None);
     w.follow(t0, "b", None);
     w.follow(t1, "a", None);
@@ -293,22 +184,18 @@ fn solo_holds_one_connection_for_its_own_scopes() {
     w.assert_converged();
     assert_eq!(w.conns_of(t0), 1);
     assert_eq!(w.conns_of(t1), 1);
-    assert_eq!(w.broadcasts, 0, "solo never uses the channel");
-    assert_eq!(w.ctxs[t0].share.diagnostics().role, Some(Role::Solo));
 }
 
 #[test]
 fn a_dropped_connection_ends_every_stream_and_all_recover() {
-    let (mut w, _) = three_tabs();
+    let (mut w, _) = one_hub();
     // The server cuts the connection.
     let id = w.server.conns[0].id;
     w.server.close(0, id);
     let now = w.now;
     w.ctxs[0].share.handle_mux_end(id, now);
     w.settle();
-    assert_eq!(w.ctxs[0].ends, 2);
-    assert_eq!(w.ctxs[1].ends, 2);
-    assert_eq!(w.ctxs[2].ends, 2);
+    assert_eq!(w.ctxs[0].ends, 6);
     w.server.append("a");
     w.advance(5_000);
     w.server.append("b");
@@ -320,7 +207,7 @@ fn a_dropped_connection_ends_every_stream_and_all_recover() {
 
 #[test]
 fn a_stalled_connection_is_replaced() {
-    let (mut w, _) = three_tabs();
+    let (mut w, _) = one_hub();
     // The connection goes silent (no heartbeats): paused, never resumed.
     w.server.conns[0].paused = true;
     w.server.append("a");
@@ -332,7 +219,7 @@ fn a_stalled_connection_is_replaced() {
 
 #[test]
 fn a_refused_connection_reaches_every_machine_as_its_answer() {
-    let (mut w, ms) = three_tabs();
+    let (mut w, ms) = one_hub();
     let id = w.server.conns[0].id;
     w.server.close(0, id);
     let now = w.now;
@@ -341,10 +228,10 @@ fn a_refused_connection_reaches_every_machine_as_its_answer() {
         .share
         .handle_mux_http_error(id, 503, Some("3"), body, now);
     w.settle();
-    // Every machine, here and on the followers, retries no sooner than the hint.
-    for (t, m) in ms {
-        let s = w.machine(t, m).status();
-        assert_eq!(s.state, State::Backoff, "tab {t}");
+    // Every machine retries no sooner than the hint.
+    for m in ms {
+        let s = w.machine(0, m).status();
+        assert_eq!(s.state, State::Backoff, "machine {m}");
         assert_eq!(s.last_error.unwrap().status, Some(503));
         assert!(s.next_retry_at.unwrap() >= now + 3_000);
     }
@@ -359,7 +246,7 @@ fn a_refused_connection_reaches_every_machine_as_its_answer() {
 #[test]
 fn a_gone_machine_gives_its_streams_back_and_its_scope_leaves_at_once() {
     let mut w = World::new(&[("a", 2), ("b", 2)]);
-    let t0 = w.add_ctx(false);
+    let t0 = w.add_ctx();
     w.follow(t0, "a", None);
     let gone = w.follow(t0, "b", None);
     w.advance(100);
@@ -381,7 +268,7 @@ fn a_gone_machine_gives_its_streams_back_and_its_scope_leaves_at_once() {
 
 #[test]
 fn one_chunk_of_the_connection_is_one_input_per_machine() {
-    let mut hub = Share::new(ShareConfig::new(1, "g", false), 0);
+    let mut hub = Share::new(ShareConfig::new(1));
     for (machine, sid) in [(1, "a"), (2, "b")] {
         let id = RequestId(10 + machine);
         assert!(hub.handle_open_stream(machine, &Target::session(sid), id, None, 0));
@@ -434,7 +321,7 @@ fn one_chunk_of_the_connection_is_one_input_per_machine() {
 
 #[test]
 fn comments_do_not_keep_a_silent_connection() {
-    let (mut w, _) = three_tabs();
+    let (mut w, _) = one_hub();
     // The connection sends nothing but `: keepalive` every 5 s (PROTOCOL.md
     // §4.3: comments do not prove a stream alive).
     let id = w.server.conns[0].id;
