@@ -596,6 +596,14 @@ async fn bad_input_is_a_json_error_and_writes_nothing() {
         assert_eq!(v["error"], code, "{method} {path}: {v}");
         assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()));
     }
+    // A client given `…/v1` as its base URL asks for `/v1/v1/…`: the 404
+    // says so (issue 35).
+    let (st, _, v) = raw(Method::GET, format!("/v1/v1/sessions/{sid}/replay"), vec![]).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let message = v["message"].as_str().unwrap_or_default();
+    assert!(message.contains("/v1 twice") && message.contains("baseUrl"), "{v}");
+    let (_, _, v) = raw(Method::GET, "/v1/nothing/here".into(), vec![]).await;
+    assert_eq!(v["message"], "no such endpoint", "no hint where it does not apply");
     assert_eq!(global_head().await, before, "nothing written");
     // Admin routes do not exist without --faults.
     let plain = server_with(|c| c.faults = false).await;

@@ -72,8 +72,17 @@ pub fn router(app: Arc<App>, hosts: HostAllowList) -> Router {
             .route("/admin/events", post(admin::append_event));
     }
     let v1 = v1
-        .fallback(|| async {
-            ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
+        .fallback(|uri: axum::http::Uri| async move {
+            // Nested: the path without its `/v1`. A client whose base URL
+            // ends in `/v1` asks for `/v1/v1/…` (issue 35).
+            let twice = uri.path() == "/v1" || uri.path().starts_with("/v1/");
+            let message = if twice {
+                "no such endpoint: the path has /v1 twice; give the client the server's \
+                 root as its baseUrl (e.g. http://127.0.0.1:8787), it adds /v1 itself"
+            } else {
+                "no such endpoint"
+            };
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
         })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
