@@ -39,6 +39,15 @@ fn invalid_options_throw_a_replay_error() {
         (json!("nope"), "options must be an object"),
         (json!({}), "baseUrl must be a non-empty string"),
         (json!({"baseUrl": ""}), "baseUrl must be a non-empty string"),
+        // Without a scheme or as a path it would be resolved against the page.
+        (
+            json!({"baseUrl": "127.0.0.1:8787", "sessionId": "s"}),
+            r#"baseUrl must be an absolute http:// or https:// URL, e.g. "http://127.0.0.1:8787" (got "127.0.0.1:8787")"#,
+        ),
+        (
+            json!({"baseUrl": "/api", "sessionId": "s"}),
+            r#"baseUrl must be an absolute http:// or https:// URL, e.g. "http://127.0.0.1:8787" (got "/api")"#,
+        ),
         (json!({"baseUrl": url, "scope": "planet"}), "unknown scope"),
         (
             json!({"baseUrl": url}),

@@ -41,6 +41,11 @@ export function connectOptions(o) {
   if (!isObject(o)) bad("options must be an object");
   const baseUrl = text(o.baseUrl);
   if (!baseUrl) bad("baseUrl must be a non-empty string");
+  // Resolved against the page, "127.0.0.1:8787" or "/api" would name a path
+  // of the page's own server and fail later as a puzzling 404.
+  if (!/^https?:\/\/[^/?#]/i.test(baseUrl)) {
+    bad(`baseUrl must be an absolute http:// or https:// URL, e.g. "http://127.0.0.1:8787" (got ${JSON.stringify(baseUrl)})`);
+  }
   const scope = text(o.scope) ?? "session";
   if (!SCOPES.includes(scope)) bad("unknown scope");
   let scopeId = text(o.scopeId);
