@@ -44,6 +44,10 @@ pub fn build() -> Result<PathBuf> {
             })?;
         }
         write_index(&out, target)?;
+        // The web entry carries the init guard: shipped minified like the glue.
+        if target == "web" {
+            minify_files(&[out.join("index.js")])?;
+        }
         add_worker_entries(&out)?;
     }
     add_binding_entries(&pkg.join("web"))?;
@@ -219,17 +223,53 @@ fn write(out: &Path, name: &str, text: &str) -> Result {
     fs::write(out.join(name), text).map_err(|e| format!("write {name}: {e}"))
 }
 
+/// The web entry's `init`/`initSync`: the glue's, noting that the wasm is
+/// loaded, so that `ReplayClient.connect` before it throws a `ReplayError`
+/// that says what to do instead of the glue's `TypeError` (a newcomer's
+/// first mistake, issue 35). The bundler target instantiates the wasm on
+/// import. The hosts (`shared.js`, `worker.js`) import the glue itself and
+/// await its `init` before any client exists.
+const INIT_GUARD: &str = r#"import glueInit, { initSync as glueInitSync, ReplayClient } from "./replay_client.js";
+let loaded = false;
+/** Loads the wasm (once); await it before `ReplayClient.connect`. */
+export default async function init(options) {
+  const out = await glueInit(options);
+  loaded = true;
+  return out;
+}
+/** Loads the wasm from bytes or a `WebAssembly.Module`, synchronously. */
+export function initSync(options) {
+  const out = glueInitSync(options);
+  loaded = true;
+  return out;
+}
+const connect = ReplayClient.connect;
+ReplayClient.connect = function (options) {
+  if (!loaded) {
+    throw new ReplayError(
+      "not_initialized",
+      "the client's wasm is not loaded yet: call `await init()` (the package's default export) once before ReplayClient.connect",
+    );
+  }
+  return connect.call(this, options);
+};
+"#;
+
 fn write_index(out: &Path, target: &str) -> Result {
     let snippet = error_snippet(out)?;
-    let default_export = if target == "web" {
-        "export { default, initSync } from \"./replay_client.js\";\n"
+    let (default_export, guard) = if target == "web" {
+        (
+            "export { default, initSync } from \"./replay_client.js\";\n",
+            INIT_GUARD,
+        )
     } else {
-        ""
+        ("", "")
     };
     let js = format!(
         "// Entry point: the wasm-bindgen glue plus the ReplayError class.\n\
-         export * from \"./replay_client.js\";\n{default_export}\
-         export {{ ReplayError }} from \"{snippet}\";\n"
+         import {{ ReplayError }} from \"{snippet}\";\n\
+         export * from \"./replay_client.js\";\n\
+         export {{ ReplayError }};\n{guard}"
     );
     let dts = format!(
         "export * from \"./replay_client.js\";\n{default_export}\

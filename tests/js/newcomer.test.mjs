@@ -1,0 +1,65 @@
+// A newcomer's first mistakes, as the packaged client meets them in
+// Chromium (issue 35): each gives a ReplayError whose code is stable and
+// whose message names the fix. `cargo xtask test` serves the package on the
+// demo site (E2E_URL).
+import { test, after, before } from "node:test";
+import assert from "node:assert/strict";
+import { api, launchChromium, openPage } from "./support.mjs";
+
+const site = process.env.E2E_URL;
+
+let browser;
+const errors = [];
+
+before(async () => {
+  assert.ok(site, "E2E_URL is set by cargo xtask test");
+  browser = await launchChromium();
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+/** What `ReplayClient.connect(options)` throws in a fresh page, after `init()` when `init`. */
+async function connectError(options, { init }) {
+  const page = await openPage(browser, `${site}/pkg/package.json`, errors);
+  try {
+    return await page.evaluate(
+      async ({ options, init }) => {
+        const pkg = await import("/pkg/web/index.js");
+        if (init) await pkg.default();
+        try {
+          pkg.ReplayClient.connect(options).close();
+          return null;
+        } catch (err) {
+          return { replay: err instanceof pkg.ReplayError, code: err.code, message: err.message };
+        }
+      },
+      { options, init },
+    );
+  } finally {
+    await page.close();
+  }
+}
+
+test("connecting before `await init()` says to call it", async () => {
+  const { session_id: sessionId } = await api(site, "POST", "/v1/sessions", { title: "newcomer" });
+  const err = await connectError({ baseUrl: site, sessionId, storage: "memory" }, { init: false });
+  assert.ok(err, "connect before init must throw");
+  assert.equal(err.replay, true, `a ReplayError: ${JSON.stringify(err)}`);
+  assert.equal(err.code, "not_initialized");
+  assert.match(err.message, /await init\(\)/);
+  // And after init the same call connects.
+  assert.equal(await connectError({ baseUrl: site, sessionId, storage: "memory" }, { init: true }), null);
+});
+
+test("a baseUrl without a scheme is refused at connect, naming the value", async () => {
+  for (const baseUrl of ["127.0.0.1:8787", "localhost:8787/"]) {
+    const err = await connectError({ baseUrl, sessionId: "ses_x", storage: "memory" }, { init: true });
+    assert.ok(err, `${baseUrl} must be refused`);
+    assert.equal(err.code, "invalid_options");
+    assert.ok(err.message.includes(JSON.stringify(baseUrl)), err.message);
+    assert.match(err.message, /absolute http:\/\/ or https:\/\/ URL/);
+  }
+  assert.deepEqual(errors, []);
+});
