@@ -601,9 +601,15 @@ async fn bad_input_is_a_json_error_and_writes_nothing() {
     let (st, _, v) = raw(Method::GET, format!("/v1/v1/sessions/{sid}/replay"), vec![]).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
     let message = v["message"].as_str().unwrap_or_default();
-    assert!(message.contains("/v1 twice") && message.contains("baseUrl"), "{v}");
+    assert!(
+        message.contains("/v1 twice") && message.contains("baseUrl"),
+        "{v}"
+    );
     let (_, _, v) = raw(Method::GET, "/v1/nothing/here".into(), vec![]).await;
-    assert_eq!(v["message"], "no such endpoint", "no hint where it does not apply");
+    assert_eq!(
+        v["message"], "no such endpoint",
+        "no hint where it does not apply"
+    );
     assert_eq!(global_head().await, before, "nothing written");
     // Admin routes do not exist without --faults.
     let plain = server_with(|c| c.faults = false).await;
