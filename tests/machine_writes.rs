@@ -129,7 +129,10 @@ fn a_401_refreshes_credentials_once_then_fails() {
     assert_eq!(out[0].id, w);
     assert_eq!(
         out[0].result,
-        Err(CoreError::Unauthorized { status: 403 }),
+        Err(CoreError::Unauthorized {
+            status: 403,
+            message: String::new()
+        }),
         "a second 401/403 is final"
     );
 }

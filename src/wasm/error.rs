@@ -22,9 +22,10 @@ pub enum WasmError {
     /// No answer within the connect timeout.
     #[error("no answer after {0} ms")]
     Timeout(u32),
-    /// 401 or 403 after refreshing the credentials once.
-    #[error("unauthorized (HTTP {0})")]
-    Unauthorized(u16),
+    /// 401 or 403 after refreshing the credentials once: the status and the
+    /// core's text of it (with the server's reason).
+    #[error("{1}")]
+    Unauthorized(u16, String),
     /// Any other non-2xx answer.
     #[error("HTTP {status}: {message}")]
     Http {
@@ -53,7 +54,7 @@ impl WasmError {
             WasmError::Closed => "closed",
             WasmError::Network(_) => "network",
             WasmError::Timeout(_) => "timeout",
-            WasmError::Unauthorized(_) | WasmError::Credentials(_) => "unauthorized",
+            WasmError::Unauthorized(..) | WasmError::Credentials(_) => "unauthorized",
             WasmError::Http { .. } => "http_status",
             WasmError::BadJson(_) => "bad_json",
         }
@@ -62,7 +63,7 @@ impl WasmError {
     /// The HTTP status behind the error, if any.
     pub fn status(&self) -> Option<u16> {
         match self {
-            WasmError::Unauthorized(s) | WasmError::Http { status: s, .. } => Some(*s),
+            WasmError::Unauthorized(s, _) | WasmError::Http { status: s, .. } => Some(*s),
             _ => None,
         }
     }
@@ -99,7 +100,9 @@ impl From<CoreError> for WasmError {
                 WasmError::Timeout(after_ms.min(u32::MAX.into()) as u32)
             }
             CoreError::Credentials(why) => WasmError::Credentials(why),
-            CoreError::Unauthorized { status } => WasmError::Unauthorized(status),
+            CoreError::Unauthorized { status, .. } => {
+                WasmError::Unauthorized(status, e.to_string())
+            }
             CoreError::HttpStatus {
                 status,
                 code,

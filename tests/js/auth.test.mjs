@@ -73,3 +73,22 @@ test("a getToken that caches a stale token is asked to refresh once, and the cli
   await page.evaluate(() => window.__auth.client.close());
   assert.deepEqual(errors, []);
 });
+
+test("a token the server keeps refusing fails with the server's reason (issue 35)", async () => {
+  const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: "auth-wrong" });
+  await page.evaluate(async ({ base, sessionId }) => {
+    const { default: init, ReplayClient } = await import("/pkg/web/index.js");
+    await init();
+    const client = ReplayClient.connect({ baseUrl: base, sessionId, getToken: () => "wrong", storage: "memory" });
+    window.__wrong = client;
+  }, { base, sessionId });
+  const lastError = () => page.evaluate(() => window.__wrong.view().status.lastError);
+  await until("an unauthorized error", async () => (await lastError())?.code === "unauthorized", {
+    timeoutMs: 15_000,
+    describe: async () => ` (${JSON.stringify(await lastError())})`,
+  });
+  const error = await lastError();
+  assert.equal(error.status, 401);
+  assert.match(error.message, /missing or wrong bearer token/, JSON.stringify(error));
+  await page.evaluate(() => window.__wrong.close());
+});

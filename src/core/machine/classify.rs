@@ -70,7 +70,7 @@ pub(crate) fn classify(
     };
     match (status, code.as_str()) {
         (401 | 403, _) => HttpClass::RefreshCredentials {
-            error: CoreError::Unauthorized { status },
+            error: CoreError::Unauthorized { status, message },
         },
         (400, "invalid_cursor") => HttpClass::CursorRejected {
             error: CoreError::InvalidCursor(message),
@@ -215,11 +215,31 @@ mod tests {
     }
 
     #[test]
+    fn a_401_keeps_the_servers_reason() {
+        let b = br#"{"error":"unauthorized","message":"missing or wrong bearer token"}"#;
+        let HttpClass::RefreshCredentials { error } = classify(401, None, b, 0) else {
+            panic!("a 401 refreshes the credentials");
+        };
+        assert_eq!(
+            error.to_string(),
+            "unauthorized (HTTP 401): missing or wrong bearer token"
+        );
+        let HttpClass::RefreshCredentials { error } = classify(403, None, b"", 0) else {
+            panic!("a 403 refreshes the credentials");
+        };
+        assert_eq!(
+            error.to_string(),
+            "unauthorized (HTTP 403)",
+            "no reason given"
+        );
+    }
+
+    #[test]
     fn credentials_and_other_4xx_keep_the_bodys_code() {
         assert!(matches!(
             classify(401, None, b"", 0),
             HttpClass::RefreshCredentials {
-                error: CoreError::Unauthorized { status: 401 }
+                error: CoreError::Unauthorized { status: 401, .. }
             }
         ));
         assert_eq!(

@@ -25,10 +25,12 @@ pub enum CoreError {
     #[error("cursor ahead of the server: {0}")]
     CursorAhead(String),
     /// 401 or 403.
-    #[error("unauthorized (HTTP {status})")]
+    #[error("unauthorized (HTTP {status}){}", reason_suffix(.message))]
     Unauthorized {
         /// The HTTP status.
         status: u16,
+        /// The body's `message` (the server's reason), empty without one.
+        message: String,
     },
     /// Any other HTTP error status; its [`code`](CoreError::code) is the
     /// body's, `http_status` without one.
@@ -147,7 +149,7 @@ impl CoreError {
     /// The HTTP status behind the error, when there is one.
     pub fn status(&self) -> Option<u16> {
         match self {
-            CoreError::Unauthorized { status } | CoreError::HttpStatus { status, .. } => {
+            CoreError::Unauthorized { status, .. } | CoreError::HttpStatus { status, .. } => {
                 Some(*status)
             }
             CoreError::InvalidCursor(_) => Some(400),
@@ -181,5 +183,14 @@ pub struct ErrorInfo {
 impl From<&CoreError> for ErrorInfo {
     fn from(e: &CoreError) -> Self {
         e.info()
+    }
+}
+
+/// `": reason"`, or nothing when the server gave no reason.
+fn reason_suffix(reason: &str) -> String {
+    if reason.is_empty() {
+        String::new()
+    } else {
+        ": ".to_owned() + reason
     }
 }
