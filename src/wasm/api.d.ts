@@ -77,15 +77,21 @@ export type StatusState =
  * status beside it in `status`; `"http_status"` when the body named none.
  */
 export type ReplayErrorCode =
+  // The client's own (`tests/error_codes.rs` keeps this list equal to what it emits).
   | "bad_json" | "event_too_large" | "invalid_cursor" | "cursor_ahead"
   | "unauthorized" | "http_status" | "wrong_content_type" | "epoch_changed" | "history_mismatch"
   | "page_not_advancing" | "page_over_limit" | "body_too_large"
-  | "stalled" | "network" | "corrupt_storage" | "storage_unavailable"
+  | "stalled" | "network" | "corrupt_storage" | "storage_fallback"
   | "closed" | "invalid_options" | "timeout"
   /** `ReplayClient.connect` was called before the wasm was loaded (`await init()` first). */
   | "not_initialized"
   /** A page and the worker hosting its client speak different versions of their messages. */
   | "schema_mismatch"
+  // The reference server's, kept from an error answer's body (`status` beside them).
+  | "not_found" | "invalid_json" | "invalid_body" | "invalid_message_id" | "invalid_limit"
+  | "payload_too_large" | "too_many_turns" | "question_closed" | "answer_not_delivered"
+  | "too_many_streams" | "too_many_connections" | "store_unavailable" | "method_not_allowed"
+  | "unsupported_media_type" | "host_not_allowed"
   | (string & {});
 
 /** Why the last connection attempt failed. */
@@ -156,7 +162,8 @@ export interface TasksState {
 export interface LiveTool {
   call_id: string;
   name: string;
-  state: string;
+  /** The runtime's word for it: the reference server says `"running"`, then `"ok"` or `"error"`. */
+  state: "running" | "ok" | "error" | (string & {});
   progress: string;
 }
 
@@ -181,7 +188,7 @@ export interface LiveOverlay {
 export interface InterruptedTurn {
   turn_id: string;
   partial_text: string;
-  reason: string;
+  reason: "worker_restart" | "boot_changed";
 }
 
 /** The canonical, comparable transcript (PROTOCOL.md §7). */

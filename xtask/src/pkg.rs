@@ -344,10 +344,17 @@ fn add_binding_entries(web: &Path) -> Result {
 /// wasm-bindgen types `[Symbol.dispose]()`, which only exists in TypeScript's
 /// `esnext` lib; consumers on ES2022 would fail to compile. The line is kept
 /// for `using` users and ignored elsewhere (as emscripten's typings do).
+/// And it declares the glue's `free()`, which releases the Rust value: any
+/// call after it fails with "null pointer passed to rust" (issue 35). Not
+/// declared, it is not part of the API: `close()` ends a client, and the
+/// value is released when it is collected (or by `using`).
 fn soften_dispose_typing(dts: &Path) -> Result {
     let text = fs::read_to_string(dts).map_err(|e| format!("{}: {e}", dts.display()))?;
     let mut out = String::with_capacity(text.len());
     for line in text.lines() {
+        if line.trim() == "free(): void;" {
+            continue;
+        }
         if line.trim_start().starts_with("[Symbol.dispose]") {
             let indent = &line[..line.len() - line.trim_start().len()];
             out.push_str(indent);

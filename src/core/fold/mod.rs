@@ -12,7 +12,7 @@ mod session;
 
 pub use log::{LogEntry, LogView};
 pub use overlay::{InterruptedTurn, Overlay};
-pub use session::SessionView;
+pub use session::{SessionView, REASON_BOOT_CHANGED};
 
 use serde::{Deserialize, Serialize};
 

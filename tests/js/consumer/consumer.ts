@@ -61,6 +61,15 @@ try {
   }
 }
 
+// The unions a switch can be exhaustive over (issue 35).
+for (const turn of client.view().interrupted) {
+  const why: "worker_restart" | "boot_changed" = turn.reason;
+  console.log(why);
+}
+// `free()` is not part of the API: `close()` ends a client.
+// @ts-expect-error: not declared
+client.free;
+
 unsubscribe();
 client.close();
 
