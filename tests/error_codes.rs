@@ -62,11 +62,17 @@ fn replay_error_code_lists_every_code_the_client_emits_and_only_real_ones() {
         ("pkg-template/messages.js", "schema_mismatch"),
         ("xtask/src/pkg.rs", "not_initialized"),
     ] {
-        assert!(read(file).contains(&format!("\"{code}\"")), "{file} says {code}");
+        assert!(
+            read(file).contains(&format!("\"{code}\"")),
+            "{file} says {code}"
+        );
         emitted.insert(code.to_owned());
     }
     let missing: Vec<_> = emitted.difference(&listed).collect();
-    assert!(missing.is_empty(), "emitted, not in ReplayErrorCode: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "emitted, not in ReplayErrorCode: {missing:?}"
+    );
     // What is listed and not the client's is a code the server answers with.
     let mut server = BTreeSet::new();
     for dir in ["server/src", "server/src/api"] {
@@ -87,7 +93,9 @@ fn replay_error_code_lists_every_code_the_client_emits_and_only_real_ones() {
 #[test]
 fn an_interrupted_turns_reason_is_one_of_the_folds() {
     let dts = read("src/wasm/api.d.ts");
-    let interface = &dts[dts.find("export interface InterruptedTurn").expect("declared")..];
+    let interface = &dts[dts
+        .find("export interface InterruptedTurn")
+        .expect("declared")..];
     let listed = union(interface, "reason:");
     let reasons: BTreeSet<String> = [REASON_WORKER_RESTART, REASON_BOOT_CHANGED]
         .map(str::to_owned)
