@@ -63,3 +63,34 @@ test("a baseUrl without a scheme is refused at connect, naming the value", async
   }
   assert.deepEqual(errors, []);
 });
+
+test("a second client of one target warns once in the console, a closed one does not count", async () => {
+  const { session_id: sessionId } = await api(site, "POST", "/v1/sessions", { title: "newcomer-twice" });
+  const page = await openPage(browser, `${site}/pkg/package.json`, errors);
+  const warnings = [];
+  page.on("console", (m) => m.type() === "warning" && warnings.push(m.text()));
+  try {
+    await page.evaluate(async ({ site, sessionId }) => {
+      const pkg = await import("/pkg/web/index.js");
+      await pkg.default();
+      const options = { baseUrl: site, sessionId, storage: "memory" };
+      // Connected, closed, connected again (React's StrictMode): no warning.
+      pkg.ReplayClient.connect(options).close();
+      const first = pkg.ReplayClient.connect(options);
+      // Two at once, then a third: one warning.
+      const second = pkg.ReplayClient.connect(options);
+      const third = pkg.ReplayClient.connect(options);
+      // Another target: its own count.
+      const other = pkg.ReplayClient.connect({ ...options, sessionId: `${sessionId}-other` });
+      for (const c of [first, second, third, other]) c.close();
+    }, { site, sessionId });
+    // Console events arrive asynchronously.
+    await new Promise((r) => setTimeout(r, 200));
+    const ours = warnings.filter((w) => w.includes("replay-client: a second client"));
+    assert.equal(ours.length, 1, JSON.stringify(warnings));
+    assert.ok(ours[0].includes(sessionId) && ours[0].includes("close() the first"), ours[0]);
+  } finally {
+    await page.close();
+  }
+  assert.deepEqual(errors, []);
+});

@@ -226,10 +226,12 @@ fn write(out: &Path, name: &str, text: &str) -> Result {
 /// The web entry's `init`/`initSync`: the glue's, noting that the wasm is
 /// loaded, so that `ReplayClient.connect` before it throws a `ReplayError`
 /// that says what to do instead of the glue's `TypeError` (a newcomer's
-/// first mistake, issue 35). The bundler target instantiates the wasm on
+/// first mistake, issue 35), and that warns once of a second client of one
+/// target. The bundler target instantiates the wasm on
 /// import. The hosts (`shared.js`, `worker.js`) import the glue itself and
 /// await its `init` before any client exists.
 const INIT_GUARD: &str = r#"import glueInit, { initSync as glueInitSync, ReplayClient } from "./replay_client.js";
+import { targetKey } from "./messages.js";
 let loaded = false;
 /** Loads the wasm (once); await it before `ReplayClient.connect`. */
 export default async function init(options) {
@@ -243,6 +245,14 @@ export function initSync(options) {
   loaded = true;
   return out;
 }
+// Clients open per target (`targetKey`, the JS halves' one target rule): a
+// second one opens a second stream and writes the same stored value, almost
+// always a component that connects on every render. Warned once per target
+// in the console, not refused (two views of one session may be meant).
+const open = new Map();
+const warned = new Set();
+const release = (key) => open.set(key, (open.get(key) ?? 1) - 1);
+const collected = new FinalizationRegistry(release);
 const connect = ReplayClient.connect;
 ReplayClient.connect = function (options) {
   if (!loaded) {
@@ -251,7 +261,26 @@ ReplayClient.connect = function (options) {
       "the client's wasm is not loaded yet: call `await init()` (the package's default export) once before ReplayClient.connect",
     );
   }
-  return connect.call(this, options);
+  const client = connect.call(this, options);
+  const key = targetKey(options);
+  open.set(key, (open.get(key) ?? 0) + 1);
+  if (open.get(key) > 1 && !warned.has(key)) {
+    warned.add(key);
+    console.warn(`replay-client: a second client connected to ${key} while the first is open: two streams, one stored state. Connect once and share the client, or close() the first.`);
+  }
+  const token = {};
+  collected.register(client, key, token);
+  const close = client.close;
+  let closed = false;
+  client.close = function () {
+    if (!closed) {
+      closed = true;
+      collected.unregister(token);
+      release(key);
+    }
+    return close.call(this);
+  };
+  return client;
 };
 "#;
 
@@ -399,7 +428,13 @@ pub fn context_sizes(pkg: &Path) -> Result<Vec<ContextSize>> {
     let snippet = snippet.trim_start_matches("./");
     // The hosts (`shared.js`, `worker.js`) import the glue, not the entry.
     let glue = ["replay_client.js", snippet, "replay_client_bg.wasm"];
-    let client = [&["index.js"][..], &glue[..]].concat();
+    // The entry imports the JS halves' target rule (`messages.js`) for its
+    // second-client warning.
+    let client = [
+        &["index.js", "messages.js", "replay_error.js"][..],
+        &glue[..],
+    ]
+    .concat();
     let contexts: [(&str, Vec<&str>, u64); 3] = [
         (
             "page half of the shared host (shared-client.js, no wasm)",
