@@ -249,7 +249,7 @@ impl World {
                 } else {
                     let body = br#"{"error":"not_found","message":"no such endpoint"}"#;
                     if self.hub.response(id, head(404, "application/json")) {
-                        self.hub.response(id, Response::Body(body));
+                        self.hub.response(id, Response::Body(body.to_vec()));
                         self.hub.response(id, Response::End);
                     }
                 }
@@ -276,7 +276,7 @@ impl World {
                 if let Some((_, exec)) = client {
                     let exec = exec.clone();
                     if exec.response(id, head(status, "application/json")) {
-                        exec.response(id, Response::Body(&body));
+                        exec.response(id, Response::Body(body));
                         exec.response(id, Response::End);
                     }
                 }
@@ -299,12 +299,12 @@ impl World {
         let conn = self.server.conn_mut(ctx, id).unwrap();
         let fresh = !std::mem::replace(&mut conn.opened, true);
         let bytes = std::mem::take(&mut conn.out);
-        let deliver = |respond: &dyn Fn(Response<'_>) -> bool| {
+        let deliver = |respond: &dyn Fn(Response) -> bool| {
             if fresh {
                 respond(head(200, "text/event-stream"));
             }
             if !bytes.is_empty() {
-                respond(Response::Body(&bytes));
+                respond(Response::Body(bytes.clone()));
             }
         };
         if ctx == 0 {
@@ -370,10 +370,10 @@ impl World {
     }
 }
 
-fn head(status: u16, content_type: &str) -> Response<'_> {
+fn head(status: u16, content_type: &str) -> Response {
     Response::Head {
         status,
-        content_type: Some(content_type),
+        content_type: Some(content_type.into()),
         retry_after: None,
     }
 }

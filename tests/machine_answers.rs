@@ -13,10 +13,10 @@ use machine_support::events::*;
 use machine_support::rig::*;
 use replay_client::core::machine::{Action, Config, CoreError, Response, State};
 
-fn head(status: u16, content_type: &str) -> Response<'_> {
+fn head(status: u16, content_type: &str) -> Response {
     Response::Head {
         status,
-        content_type: Some(content_type),
+        content_type: Some(content_type.into()),
         retry_after: None,
     }
 }
@@ -32,7 +32,7 @@ fn answer(
 ) {
     r.c.handle_response(id, head(status, "application/json"), r.now);
     for part in body.chunks(chunk) {
-        r.c.handle_response(id, Response::Body(part), r.now);
+        r.c.handle_response(id, Response::Body(part.to_vec()), r.now);
     }
     r.c.handle_response(id, Response::End, r.now);
     r.pump();
@@ -52,7 +52,7 @@ fn a_page_reported_in_chunks_is_read_whole_and_restores() {
     r.c.handle_response(stream, head(200, "text/event-stream"), r.now);
     r.c.handle_response(
         stream,
-        Response::Body(frames(&[hello(EPOCH, 5, BOOT)]).as_bytes()),
+        Response::Body(frames(&[hello(EPOCH, 5, BOOT)]).into_bytes()),
         r.now,
     );
     r.pump();
@@ -100,7 +100,7 @@ fn a_stream_that_sent_a_byte_is_left_to_the_stall_watchdog() {
     let timeout = r.c.config().connect_timeout_ms;
     let stream = r.stream_id();
     r.c.handle_response(stream, head(200, "text/event-stream"), r.now);
-    r.c.handle_response(stream, Response::Body(b": hi\n\n"), r.now);
+    r.c.handle_response(stream, Response::Body(b": hi\n\n".to_vec()), r.now);
     r.pump();
     r.now += timeout;
     r.c.handle_timeout(r.now);
@@ -142,8 +142,8 @@ fn a_body_past_its_bound_is_aborted_as_body_too_large() {
     let mut r = Rig::with(cfg, None);
     let page = r.fetch.clone().expect("the first page").0;
     r.c.handle_response(page, head(200, "application/json"), r.now);
-    r.c.handle_response(page, Response::Body(&[b' '; 600]), r.now);
-    r.c.handle_response(page, Response::Body(&[b' '; 600]), r.now);
+    r.c.handle_response(page, Response::Body(vec![b' '; 600]), r.now);
+    r.c.handle_response(page, Response::Body(vec![b' '; 600]), r.now);
     r.pump();
     assert!(aborted(&r, page), "{:?}", r.log);
     let error = r.c.status().last_error.expect("an error");

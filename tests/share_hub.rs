@@ -3,8 +3,9 @@
 
 mod share_support;
 
-use replay_client::core::machine::{Lifecycle, RequestId, State, Target};
-use replay_client::core::share::{Delivery, Output, Share, ShareConfig};
+use replay_client::core::machine::{Lifecycle, RequestId, Response, State, Target};
+use replay_client::core::protocol::{Envelope, Event};
+use replay_client::core::share::{Output, Share, ShareConfig};
 use serde_json::json;
 use share_support::{control, frame, message, World, BOOT, EPOCH};
 
@@ -296,27 +297,33 @@ fn one_chunk_of_the_connection_is_one_input_per_machine() {
     ];
     let chunk: Vec<u8> = events.iter().flat_map(frame).collect();
     hub.handle_mux_bytes(id, &chunk, 101);
-    let mut got: Vec<(u64, Vec<u8>)> = vec![];
+    let mut got: Vec<(u64, Vec<Envelope>)> = vec![];
     while let Some(out) = hub.poll_output() {
         if let Output::Deliver {
             machine,
-            what: Delivery::Bytes(b),
+            what: Response::Events(events),
             ..
         } = out
         {
-            got.push((machine, b));
+            got.push((machine, events.into_iter().map(|e| e.envelope).collect()));
         }
     }
-    let of = |sid: &str, i: &[usize]| -> Vec<u8> {
+    let of = |sid: &str, i: &[usize]| -> Vec<Envelope> {
         let mut b = vec![];
         for &i in i {
             let env = &events[i];
             assert_eq!(env.scope_id, sid);
-            b.extend(frame(env));
+            b.push(env.clone());
         }
         b
     };
     assert_eq!(got, vec![(1, of("a", &[0, 2, 4])), (2, of("b", &[1, 3]))]);
+    // Read once, by the hub, as the session's machine reads it: typed.
+    let committed = &got[0].1[1].event;
+    assert!(
+        matches!(committed, Event::MessageCommitted(_)),
+        "{committed:?}"
+    );
 }
 
 #[test]

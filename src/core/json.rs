@@ -110,19 +110,40 @@ pub fn from_slice<T: FromJson>(b: &[u8]) -> Result<T, JsonError> {
 /// with its `data` as text. For logs, which show payloads but never look
 /// inside them.
 pub fn from_str_opaque<T: FromJson>(s: &str) -> Result<T, JsonError> {
+    from_str_with(s, Payloads::Opaque)
+}
+
+/// [`from_str`], decoding the event payloads that `payloads` says.
+pub fn from_str_with<T: FromJson>(s: &str, payloads: Payloads) -> Result<T, JsonError> {
     let mut r = Reader::new(s);
-    r.opaque = true;
+    r.payloads = payloads;
     read_all(r)
 }
 
-/// Reads a whole text over `value` ([`FromJson::read_into`]), payloads kept
-/// as text if `opaque` ([`from_str_opaque`]). On an error `value` is left
+/// Reads a whole text over `value` ([`FromJson::read_into`]), decoding the
+/// event payloads that `payloads` says. On an error `value` is left
 /// half-read.
-pub fn read_over<T: FromJson>(s: &str, value: &mut T, opaque: bool) -> Result<(), JsonError> {
+pub fn read_over<T: FromJson>(s: &str, value: &mut T, payloads: Payloads) -> Result<(), JsonError> {
     let mut r = Reader::new(s);
-    r.opaque = opaque;
+    r.payloads = payloads;
     value.read_into(&mut r)?;
     r.end()
+}
+
+/// Which event payloads a reader decodes into types (`hello` and
+/// `heartbeat` always are: every machine looks inside them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Payloads {
+    /// Every known type: what a session's client reads.
+    #[default]
+    Typed,
+    /// None: kept as text ([`from_str_opaque`]), what a log's client
+    /// reads (it shows payloads but never looks inside them).
+    Opaque,
+    /// A session's typed, every other scope's as text: what each scope's
+    /// client reads. The share hub reads a multiplexed stream so, and hands
+    /// each machine its events read once.
+    AsTheirClients,
 }
 
 /// Checks that bytes are UTF-8 (what every reading starts with).
@@ -145,7 +166,7 @@ pub struct Reader<'a> {
     s: &'a str,
     pos: usize,
     depth: u32,
-    opaque: bool,
+    payloads: Payloads,
     /// [`Reader::tag`] consumed an object's `{` and first member: the next
     /// object read continues that object.
     resume: bool,
@@ -158,14 +179,14 @@ impl<'a> Reader<'a> {
             s,
             pos: 0,
             depth: 0,
-            opaque: false,
+            payloads: Payloads::Typed,
             resume: false,
         }
     }
 
-    /// Whether event payloads are kept as text ([`from_str_opaque`]).
-    pub fn opaque_events(&self) -> bool {
-        self.opaque
+    /// Which event payloads are decoded into types.
+    pub fn payloads(&self) -> Payloads {
+        self.payloads
     }
 
     /// Byte offset of the next unread character.

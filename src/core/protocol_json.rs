@@ -15,8 +15,8 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use super::json::{self, FromJson, JsonError, RawJson, Reader};
-use super::protocol::{Envelope, Event};
+use super::json::{self, FromJson, JsonError, Payloads, RawJson, Reader};
+use super::protocol::{Envelope, Event, Scope};
 
 impl Serialize for Envelope {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -88,10 +88,19 @@ impl<'de> Deserialize<'de> for Envelope {
     }
 }
 
-/// Whether to keep this event's payload as text: the reader says so, and the
-/// machine needs to look inside `hello` and `heartbeat` whatever the target.
-fn opaque(r: &Reader<'_>, type_name: &str) -> bool {
-    r.opaque_events() && !matches!(type_name, "hello" | "heartbeat")
+/// Whether to keep this event's payload as text: the reader says so
+/// ([`Payloads`]), but the machine needs to look inside `hello` and
+/// `heartbeat` whatever the target. `None`: not known before the envelope's
+/// `scope` is.
+fn opaque(r: &Reader<'_>, scope: Option<Scope>, type_name: &str) -> Option<bool> {
+    if matches!(type_name, "hello" | "heartbeat") {
+        return Some(false);
+    }
+    match r.payloads() {
+        Payloads::Typed => Some(false),
+        Payloads::Opaque => Some(true),
+        Payloads::AsTheirClients => scope.map(|s| s != Scope::Session),
+    }
 }
 
 impl Envelope {
@@ -171,7 +180,7 @@ impl FromJson for Envelope {
                 // `type` comes later, keep the text and decode at the end.
                 "data" if r.null() => {}
                 "data" => match &ty {
-                    Some(t) if !opaque(r, t) => {
+                    Some(t) if opaque(r, scope, t) == Some(false) => {
                         self.event.read_client_value_into(t, r)?;
                         event = true;
                     }
@@ -188,7 +197,7 @@ impl FromJson for Envelope {
         // Every durable event is critical, whatever the wire says.
         self.critical = critical.unwrap_or(true) || self.seq.is_some();
         if !event {
-            self.event = if opaque(r, &ty) {
+            self.event = if opaque(r, scope, &ty) == Some(true) {
                 Event::Unknown {
                     type_name: ty.into_owned(),
                     data: match data {

@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
 use crate::core::machine::{Action, RequestId, Response, Target};
-use crate::core::share::{Delivery, Output, Share, ShareConfig, ShareDiagnostics, Transport};
+use crate::core::share::{Output, Share, ShareConfig, ShareDiagnostics, Transport};
 
 use super::{Executor, Io};
 
@@ -37,7 +37,7 @@ pub trait MuxIo {
 }
 
 /// Where a client's deliveries go: its executor, held weakly.
-type Sink = Box<dyn Fn(RequestId, Delivery)>;
+type Sink = Box<dyn Fn(RequestId, Response)>;
 
 struct State<R> {
     share: Share,
@@ -101,7 +101,7 @@ impl<M: MuxIo + 'static> Hub<M> {
         let weak = client.clone();
         let sink: Sink = Box::new(move |id, what| {
             if let Some(exec) = weak.upgrade() {
-                deliver(&exec, id, what);
+                exec.response(id, what);
             }
         });
         let mut state = self.state.borrow_mut();
@@ -166,22 +166,8 @@ impl<M: MuxIo + 'static> Hub<M> {
 
     /// One fact of the connection `id`'s answer; returns whether more of it
     /// is wanted.
-    pub fn response(self: &Rc<Self>, id: RequestId, response: Response<'_>) -> bool {
-        let last = matches!(response, Response::End | Response::Failed(_));
-        let what = match response {
-            Response::Head {
-                status,
-                content_type,
-                retry_after,
-            } => Delivery::Opened {
-                status,
-                content_type: content_type.map(str::to_owned),
-                retry_after: retry_after.map(str::to_owned),
-            },
-            Response::Body(bytes) => Delivery::Bytes(bytes.to_vec()),
-            Response::End => Delivery::End,
-            Response::Failed(error) => Delivery::Failed(error),
-        };
+    pub fn response(self: &Rc<Self>, id: RequestId, what: Response) -> bool {
+        let last = matches!(what, Response::End | Response::Failed(_));
         let request = {
             let mut state = self.state.borrow_mut();
             let Some(i) = state.connections.iter().position(|c| c.0 == id) else {
@@ -245,7 +231,7 @@ impl<M: MuxIo + 'static> Hub<M> {
         self.io.arm_timer(state.share.poll_timeout());
     }
 
-    fn deliver_to(&self, client: u64, stream: RequestId, what: Delivery) {
+    fn deliver_to(&self, client: u64, stream: RequestId, what: Response) {
         // The sink is called unborrowed: taken out and put back.
         let sink = {
             let mut state = self.state.borrow_mut();
@@ -282,50 +268,5 @@ impl<M: MuxIo + 'static> Hub<M> {
         };
         self.io.arm_timer(None);
         drop(connections);
-    }
-}
-
-/// A delivery of the hub to a client's virtual stream `id`, as the facts of
-/// an answer.
-fn deliver<I: Io>(exec: &Rc<Executor<I>>, id: RequestId, what: Delivery) {
-    match what {
-        Delivery::Opened {
-            status,
-            content_type,
-            retry_after,
-        } => {
-            exec.response(
-                id,
-                Response::Head {
-                    status,
-                    content_type: content_type.as_deref(),
-                    retry_after: retry_after.as_deref(),
-                },
-            );
-        }
-        Delivery::Bytes(bytes) => {
-            exec.response(id, Response::Body(&bytes));
-        }
-        Delivery::End => {
-            exec.response(id, Response::End);
-        }
-        Delivery::Failed(error) => {
-            exec.response(id, Response::Failed(error));
-        }
-        Delivery::HttpError {
-            status,
-            retry_after,
-            body,
-        } => {
-            let head = Response::Head {
-                status,
-                content_type: Some("application/json"),
-                retry_after: retry_after.as_deref(),
-            };
-            if exec.response(id, head) {
-                exec.response(id, Response::Body(&body));
-                exec.response(id, Response::End);
-            }
-        }
     }
 }

@@ -105,7 +105,7 @@ impl<I: Io> Executor<I> {
     /// One fact of the answer to request `id`. Returns whether more of it
     /// is wanted (false: stop reading it). After `End` or `Failed` the
     /// request is forgotten.
-    pub fn response(self: &Rc<Self>, id: RequestId, response: Response<'_>) -> bool {
+    pub fn response(self: &Rc<Self>, id: RequestId, response: Response) -> bool {
         let last = matches!(response, Response::End | Response::Failed(_));
         if last {
             if let Some(request) = self.take_request(id) {

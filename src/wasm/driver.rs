@@ -60,7 +60,7 @@ fn callbacks(weak: &Weak<Driver>) -> Callbacks {
 }
 
 impl Reported for Driver {
-    fn respond(self: Rc<Self>, id: RequestId, response: Response<'_>) -> bool {
+    fn respond(self: Rc<Self>, id: RequestId, response: Response) -> bool {
         self.response(id, response)
     }
 

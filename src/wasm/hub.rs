@@ -60,7 +60,7 @@ impl MuxIo for BrowserMux {
 pub type BrowserHub = Hub<BrowserMux>;
 
 impl Reported for BrowserHub {
-    fn respond(self: Rc<Self>, id: RequestId, response: Response<'_>) -> bool {
+    fn respond(self: Rc<Self>, id: RequestId, response: Response) -> bool {
         self.response(id, response)
     }
 

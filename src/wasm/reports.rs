@@ -16,7 +16,7 @@ use crate::core::machine::{CoreError, RequestId, Response};
 /// What the reports deliver to.
 pub trait Reported {
     /// One fact of request `id`'s answer; whether more is wanted.
-    fn respond(self: Rc<Self>, id: RequestId, response: Response<'_>) -> bool;
+    fn respond(self: Rc<Self>, id: RequestId, response: Response) -> bool;
     /// Request `id` stopped with nothing to report.
     fn stopped(self: Rc<Self>, id: RequestId);
     /// A first chunk of the stream is held.
@@ -34,8 +34,8 @@ pub fn reports(weak: Weak<dyn Reported>) -> Reports {
     let opened = move |id: f64, status: u16, ct: Option<String>, retry_after: Option<String>| {
         let head = Response::Head {
             status,
-            content_type: ct.as_deref(),
-            retry_after: retry_after.as_deref(),
+            content_type: ct,
+            retry_after,
         };
         w.upgrade()
             .is_some_and(|d| d.respond(RequestId(id as u64), head))
@@ -46,7 +46,7 @@ pub fn reports(weak: Weak<dyn Reported>) -> Reports {
     let chunk = move |id: f64, chunks: Array| {
         let bytes = js::concat(&chunks);
         w.upgrade()
-            .is_some_and(|d| d.respond(RequestId(id as u64), Response::Body(&bytes)))
+            .is_some_and(|d| d.respond(RequestId(id as u64), Response::Body(bytes)))
     };
     let w = weak.clone();
     // `ended`: the body's end (false: stopped, nothing to report).

@@ -295,7 +295,7 @@ impl Sim {
         self.io.clock.set(self.now);
     }
 
-    fn respond(&mut self, id: RequestId, response: Response<'_>) {
+    fn respond(&mut self, id: RequestId, response: Response) {
         self.clock();
         self.exec.response(id, response);
     }
@@ -303,7 +303,7 @@ impl Sim {
     fn opened(&mut self, id: RequestId, status: u16, content_type: &str) {
         let head = Response::Head {
             status,
-            content_type: Some(content_type),
+            content_type: Some(content_type.into()),
             retry_after: None,
         };
         self.respond(id, head);
@@ -313,11 +313,11 @@ impl Sim {
     fn answer(&mut self, id: RequestId, status: u16, retry_after: Option<&str>, body: &[u8]) {
         let head = Response::Head {
             status,
-            content_type: Some("application/json"),
-            retry_after,
+            content_type: Some("application/json".into()),
+            retry_after: retry_after.map(str::to_owned),
         };
         self.respond(id, head);
-        self.respond(id, Response::Body(body));
+        self.respond(id, Response::Body(body.to_vec()));
         self.respond(id, Response::End);
     }
 
@@ -421,7 +421,7 @@ impl Sim {
         s.sent = end;
         let complete = s.complete_upto(end);
         let (before_epoch, before) = (self.epoch(), self.cursor());
-        self.respond(RequestId(id), Response::Body(&chunk));
+        self.respond(RequestId(id), Response::Body(chunk));
         // The cursor moves only on complete durable frames of this stream or
         // on pages; never on a partial frame.
         let after = self.cursor();

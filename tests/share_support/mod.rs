@@ -6,9 +6,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use replay_client::core::machine::{Action, Config, FetchKind, Machine, RequestId, Target};
+use replay_client::core::machine::{
+    Action, Config, FetchKind, Machine, RequestId, Response, Target,
+};
 use replay_client::core::protocol::*;
-use replay_client::core::share::{Delivery, Output, Share, ShareConfig};
+use replay_client::core::share::{Output, Share, ShareConfig};
 use serde_json::json;
 
 pub const EPOCH: &str = "ep1";
@@ -385,42 +387,10 @@ impl World {
                         else {
                             continue;
                         };
-                        match what {
-                            Delivery::Opened {
-                                status,
-                                content_type,
-                                retry_after,
-                            } => m.handle_stream_opened(
-                                stream,
-                                status,
-                                content_type.as_deref(),
-                                retry_after.as_deref(),
-                                now,
-                            ),
-                            Delivery::Bytes(b) => m.handle_stream_bytes(stream, &b, now),
-                            Delivery::End => {
-                                ctx.ends += 1;
-                                m.handle_stream_end(stream, now)
-                            }
-                            Delivery::Failed(e) => {
-                                ctx.ends += 1;
-                                m.handle_request_failed(stream, e, now)
-                            }
-                            Delivery::HttpError {
-                                status,
-                                retry_after,
-                                body,
-                            } => {
-                                ctx.ends += 1;
-                                m.handle_http_error(
-                                    stream,
-                                    status,
-                                    retry_after.as_deref(),
-                                    &body,
-                                    now,
-                                )
-                            }
+                        if matches!(what, Response::End | Response::Failed(_)) {
+                            ctx.ends += 1;
                         }
+                        m.handle_response(stream, what, now);
                     }
                 }
             }

@@ -48,6 +48,12 @@ const FIGURES: &[Figure] = &[
         target: None,
     },
     Figure {
+        name: "shared_pipeline_events_per_s",
+        unit: "events/s",
+        what: "the shared host's path: a multiplexed stream through the share hub (parse, read once, route) to a session's machine and fold",
+        target: None,
+    },
+    Figure {
         name: "server_appends_per_s",
         unit: "appends/s",
         what: "server: durable appends (committed)",
@@ -522,7 +528,7 @@ pub fn run_task(args: &[String]) -> Result {
     }
     let mut values = BTreeMap::new();
     let mut sources = Vec::new();
-    let native: [(&str, &[&str]); 5] = [
+    let native: [(&str, &[&str]); 6] = [
         (
             "bench: SSE parser",
             &["bench", "-q", "-p", "replay-client", "--bench", "sse_parse"],
@@ -530,6 +536,17 @@ pub fn run_task(args: &[String]) -> Result {
         (
             "bench: pipeline",
             &["bench", "-q", "-p", "replay-client", "--bench", "pipeline"],
+        ),
+        (
+            "bench: shared pipeline",
+            &[
+                "bench",
+                "-q",
+                "-p",
+                "replay-client",
+                "--bench",
+                "shared_pipeline",
+            ],
         ),
         (
             "bench: server",

@@ -9,27 +9,41 @@
 //! and a body read whole is bounded by [`Config::max_body_bytes`](super::Config::max_body_bytes).
 
 use super::{Action, CoreError, FetchKind, Machine, RequestId};
+use crate::protocol::Envelope;
 
-/// One fact of one answer, as the IO layer saw it.
+/// One fact of one answer: as the IO layer saw it, or as the share hub
+/// serves a virtual stream (PROTOCOL.md §4.6).
 #[derive(Clone, Debug, PartialEq)]
-pub enum Response<'a> {
+pub enum Response {
     /// The status line and the headers the machine reads.
     Head {
         /// The HTTP status.
         status: u16,
         /// `Content-Type`.
-        content_type: Option<&'a str>,
+        content_type: Option<String>,
         /// `Retry-After`, raw (report the wall clock first when it is set:
         /// [`Machine::handle_wall_clock`]).
-        retry_after: Option<&'a str>,
+        retry_after: Option<String>,
     },
     /// The next bytes of the body, any chunking.
-    Body(&'a [u8]),
+    Body(Vec<u8>),
+    /// Events of a stream, already read: what the share hub hands the
+    /// machines of the scopes it routes them to (one reading per event).
+    Events(Vec<StreamEvent>),
     /// The body ended cleanly.
     End,
     /// No (more) answer: the transport failed (`Network`) or the
     /// credentials could not be had (`Credentials`).
     Failed(CoreError),
+}
+
+/// One event of a stream, read once.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamEvent {
+    /// The event.
+    pub envelope: Envelope,
+    /// Bytes of its `data` as sent (what holding it counts).
+    pub size: usize,
 }
 
 /// The answers in progress.
@@ -83,7 +97,7 @@ impl Answers {
 impl Machine {
     /// One fact of the answer to request `id` (see [`Response`]): the one
     /// input for every request's answer.
-    pub fn handle_response(&mut self, id: RequestId, response: Response<'_>, now: u64) {
+    pub fn handle_response(&mut self, id: RequestId, response: Response, now: u64) {
         if self.closed {
             return;
         }
@@ -96,13 +110,19 @@ impl Machine {
                 let stream_ok = self.is_stream(id) && (200..300).contains(&status);
                 if stream_ok {
                     // Still waiting: for its first body byte.
-                    self.handle_stream_opened(id, status, content_type, retry_after, now);
+                    self.handle_stream_opened(
+                        id,
+                        status,
+                        content_type.as_deref(),
+                        retry_after.as_deref(),
+                        now,
+                    );
                 } else if self.is_live_request(id) {
                     self.answers.answered(id);
                     self.answers.bodies.push(Body {
                         id,
                         status,
-                        retry_after: retry_after.map(str::to_owned),
+                        retry_after,
                         bytes: Vec::new(),
                     });
                 }
@@ -118,12 +138,17 @@ impl Machine {
                         };
                         return self.handle_request_failed(id, error, now);
                     }
-                    body.bytes.extend_from_slice(bytes);
+                    if body.bytes.is_empty() {
+                        // A body in one chunk is kept as it came.
+                        body.bytes = bytes;
+                    } else {
+                        body.bytes.extend_from_slice(&bytes);
+                    }
                 } else if self.is_stream(id) {
-                    self.answers.answered(id);
-                    self.handle_stream_bytes(id, bytes, now);
+                    self.handle_stream_bytes(id, &bytes, now);
                 }
             }
+            Response::Events(events) => self.handle_stream_events(id, events, now),
             Response::End => match self.answers.take_body(id) {
                 Some(body) => self.answered_whole(body, now),
                 None => self.handle_stream_end(id, now),

@@ -2,6 +2,7 @@
 //! backoff, acting on HTTP error classes (rule 9, [`classify`]), the stall
 //! watchdog, lifecycle.
 
+use super::answers::StreamEvent;
 use super::classify::{classify, HttpClass};
 use super::error::CoreError;
 use super::types::{Action, FetchKind, Lifecycle, Notice, RequestId};
@@ -380,6 +381,21 @@ impl Machine {
             parser.reset();
         }
         self.parser = parser;
+    }
+
+    pub(super) fn on_stream_events(&mut self, id: RequestId, events: Vec<StreamEvent>, now: u64) {
+        for e in events {
+            // As in `on_stream_bytes`: an event may have replaced the
+            // connection, and every event proves the stream alive.
+            if !self.is_stream(id) || self.halted() {
+                return;
+            }
+            self.counters.bytes += e.size as u64;
+            if let Some(s) = self.stream.as_mut() {
+                s.last_byte_at = now;
+            }
+            self.on_envelope(e.envelope, e.size, now);
+        }
     }
 
     pub(super) fn on_stream_end(&mut self, id: RequestId, err: Option<CoreError>, now: u64) {

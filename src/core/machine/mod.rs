@@ -32,7 +32,7 @@ mod sync;
 mod types;
 mod writes;
 
-pub use answers::Response;
+pub use answers::{Response, StreamEvent};
 pub use backoff::{parse_retry_after, Backoff, SplitMix64, MAX_RETRY_HINT_MS};
 pub use error::{CoreError, ErrorInfo};
 pub use feed::{ClientNotice, NOTICE_CAPACITY};
@@ -381,6 +381,16 @@ impl Machine {
         if !self.closed {
             self.answers.answered(id);
             self.on_stream_bytes(id, bytes, now);
+            self.after_input(now);
+        }
+    }
+
+    /// Events of the stream read by the share hub (its virtual streams,
+    /// PROTOCOL.md §4.6), in order: each as if its bytes had come.
+    pub fn handle_stream_events(&mut self, id: RequestId, events: Vec<StreamEvent>, now: u64) {
+        if !self.closed {
+            self.answers.answered(id);
+            self.on_stream_events(id, events, now);
             self.after_input(now);
         }
     }

@@ -6,7 +6,7 @@ use super::persist::{LastApplied, Position};
 use super::types::{FetchKind, Notice, Target};
 use super::{Frame, Machine, Mode};
 use crate::fold::{View, ViewChange};
-use crate::json::{self, JsonError};
+use crate::json::{self, JsonError, Payloads};
 use crate::protocol::{Envelope, Event, EventPage, Hello, ReplayPage};
 use crate::sse::SseEventRef;
 
@@ -148,10 +148,14 @@ impl Machine {
         self.restart_from_zero(notice, now);
     }
 
-    /// Whether payloads are read as text: logs show them and never look
-    /// inside (and the wasm then needs no payload encoder).
-    fn opaque_payloads(&self) -> bool {
-        !self.cfg.target.is_session()
+    /// Which payloads are read into types: logs show them as text and never
+    /// look inside (and the wasm then needs no payload encoder).
+    fn payloads(&self) -> Payloads {
+        if self.cfg.target.is_session() {
+            Payloads::Typed
+        } else {
+            Payloads::Opaque
+        }
     }
 
     /// Compares a server epoch with ours; adopts it when we have none.
@@ -186,7 +190,7 @@ impl Machine {
         // validated UTF-8.
         // Read over the last envelope: its buffers are reused.
         let mut env = self.spare.take().unwrap_or_else(Envelope::blank);
-        match json::read_over(ev.data, &mut env, self.opaque_payloads()) {
+        match json::read_over(ev.data, &mut env, self.payloads()) {
             Ok(()) => {}
             Err(e) => {
                 // Nothing of a bad frame is applied; if it was durable (had an
@@ -199,6 +203,12 @@ impl Machine {
                 return;
             }
         }
+        self.on_envelope(env, ev.data.len(), now);
+    }
+
+    /// One event of the stream, read (by the parser's caller, or by the
+    /// share hub that routed it here); `size`: its `data` as sent.
+    pub(super) fn on_envelope(&mut self, env: Envelope, size: usize, now: u64) {
         self.counters.events += 1;
         match (&env.event, env.seq) {
             (Event::Heartbeat(hb), _) => self.saw_head(hb.head),
@@ -210,7 +220,7 @@ impl Machine {
                 self.on_hello(h, now);
                 self.spare = Some(env);
             }
-            _ => self.route(Frame::Event(env), ev.data.len(), now),
+            _ => self.route(Frame::Event(env), size, now),
         }
     }
 
@@ -397,7 +407,8 @@ impl Machine {
         match kind {
             FetchKind::Replay => {
                 let mut page = self.spare_replay.take().unwrap_or_default();
-                match json::utf8(body).and_then(|t| json::read_over(t, &mut page, false)) {
+                match json::utf8(body).and_then(|t| json::read_over(t, &mut page, Payloads::Typed))
+                {
                     Ok(()) if over(page.history.len(), limit) => {
                         self.page_over_limit(page.history.len(), limit, now)
                     }
@@ -410,8 +421,8 @@ impl Machine {
             }
             FetchKind::Events => {
                 let mut page = self.spare_events.take().unwrap_or_default();
-                let opaque = self.opaque_payloads();
-                match json::utf8(body).and_then(|t| json::read_over(t, &mut page, opaque)) {
+                let payloads = self.payloads();
+                match json::utf8(body).and_then(|t| json::read_over(t, &mut page, payloads)) {
                     Ok(()) if over(page.events.len(), limit) => {
                         self.page_over_limit(page.events.len(), limit, now)
                     }

@@ -41,7 +41,7 @@ fn a_delta_read_over_another_leaves_nothing_of_it() {
     let second =
         r#"{"scope":"session","after_seq":17,"type":"turn.delta","data":{"offset":6,"text":"d"}}"#;
     let mut env = Envelope::from_json(first.as_bytes()).unwrap();
-    json::read_over(second, &mut env, false).unwrap();
+    json::read_over(second, &mut env, json::Payloads::Typed).unwrap();
     assert_eq!(env, Envelope::from_json(second.as_bytes()).unwrap());
     let Event::TurnDelta(d) = &env.event else {
         panic!("a delta")
@@ -51,6 +51,37 @@ fn a_delta_read_over_another_leaves_nothing_of_it() {
         ("", "", "d")
     );
     assert_eq!((env.scope_id.as_str(), env.ts.as_str()), ("", ""));
+}
+
+#[test]
+fn the_hub_reads_each_scope_as_its_client_would() {
+    let read = |text: &str| json::from_str_with::<Envelope>(text, json::Payloads::AsTheirClients);
+    let data = r#""data":{"message_id":"m","turn_id":"t","role":"user","text":"hi"}"#;
+    // A session's payload typed: its machine gets it read, once.
+    let typed = format!(
+        r#"{{"scope":"session","scope_id":"s","seq":1,"type":"message.committed",{data}}}"#
+    );
+    assert!(
+        matches!(read(&typed).unwrap().event, Event::MessageCommitted(ref m) if m.text == "hi")
+    );
+    // The scope after the payload: decided at the envelope's end.
+    let late = format!(
+        r#"{{"seq":1,"type":"message.committed",{data},"scope_id":"s","scope":"session"}}"#
+    );
+    assert!(matches!(
+        read(&late).unwrap().event,
+        Event::MessageCommitted(_)
+    ));
+    // Any other scope's kept as text, as a log's client reads it.
+    let process =
+        r#"{"scope":"process","scope_id":"p","seq":1,"type":"process.output","data":{"x":1}}"#;
+    let env = read(process).unwrap();
+    assert!(
+        matches!(env.event, Event::Unknown { ref type_name, .. } if type_name == "process.output")
+    );
+    assert_eq!(env, json::from_str_opaque::<Envelope>(process).unwrap());
+    let hello = r#"{"scope":"team","scope_id":"x","type":"hello","data":{"epoch":"e","head":3}}"#;
+    assert!(matches!(read(hello).unwrap().event, Event::Hello(ref h) if h.head == 3));
 }
 
 #[test]
@@ -150,7 +181,8 @@ mod round_trip {
     {
         let mut over: T = json::from_str(&json::to_string(a).expect("written")).expect("read");
         let text = json::to_string(b).expect("the client writes it");
-        json::read_over(&text, &mut over, false).expect("the client reads it over another");
+        json::read_over(&text, &mut over, json::Payloads::Typed)
+            .expect("the client reads it over another");
         prop_assert_eq!(&over, b, "{}", text);
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! every hello), reconnecting.
 
 use super::mux::{Mux, MAX_SUBS};
-use super::route::{key_of, EndReason};
+use super::route::{self, key_of, EndReason};
 use super::{Output, Share, Subs, Transport, SET_DEBOUNCE_MS};
 use crate::machine::{CoreError, RequestId};
 use crate::protocol::Event;
@@ -162,7 +162,7 @@ impl Share {
     /// scope now (the old one until the new one said that scope's hello).
     fn mux_event(&mut self, conn: Conn, ev: &SseEvent, now: u64) {
         // Bad JSON: skipped; the machines find a durable hole and repair it.
-        let Some(env) = Self::read_envelope(&ev.data) else {
+        let Some(env) = route::read(&ev.data) else {
             return;
         };
         let key = key_of(env.scope, &env.scope_id);
@@ -201,7 +201,7 @@ impl Share {
         if hello {
             self.backoff.reset();
         }
-        self.router.event(&ev.data, &env, start, &mut self.out);
+        self.router.event(env, &ev.data, start, &mut self.out);
         if refused {
             // Its machines got the answer and decide; lingering must not
             // put it straight back.
@@ -417,7 +417,7 @@ mod tests {
             [Output::Deliver {
                 machine: 1,
                 stream: RequestId(1),
-                what: super::super::Delivery::End,
+                what: crate::machine::Response::End,
             }]
         );
         assert_eq!(share.diagnostics().transport, Transport::Scoped);

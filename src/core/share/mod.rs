@@ -3,11 +3,11 @@
 //! Every followed scope keeps its own [`machine::Machine`](crate::machine::Machine).
 //! A machine's `OpenStream`/`Abort` for a scoped target go to the [`Share`]
 //! hub instead of the network; the hub answers with a virtual stream under
-//! the same [`RequestId`]: [`Output::Deliver`] of [`Delivery`] values that
-//! the executor feeds to that machine (`Opened` → `handle_stream_opened`,
-//! `Bytes` → `handle_stream_bytes`, `End` → `handle_stream_end`, `Failed` →
-//! `handle_request_failed`, `HttpError` → `handle_http_error`). Each `Bytes` holds whole SSE events of
-//! that scope only, so the machine's parser, dedupe, gap repair, watchdog and
+//! the same [`RequestId`]: [`Output::Deliver`] of the [`Response`] facts
+//! that the executor feeds to that machine as it would a real answer's
+//! (`Machine::handle_response`). Its events come as `Response::Events`, each
+//! read once here (a session's payload typed, as the machine reads it) and
+//! of that scope only, so the machine's dedupe, gap repair, watchdog and
 //! rules 1–12 apply unchanged.
 //!
 //! The hub holds one multiplexed stream for the scopes of its machines
@@ -35,11 +35,10 @@ use subs::{min_some, Subs};
 
 use std::collections::VecDeque;
 
-use crate::json;
 use crate::machine::{
-    parse_retry_after, Action, Backoff, BackoffConfig, CoreError, RequestId, SplitMix64, Target,
+    parse_retry_after, Action, Backoff, BackoffConfig, CoreError, RequestId, Response, SplitMix64,
+    Target,
 };
-use crate::protocol::Envelope;
 use crate::sse::SseItem;
 use mux::Mux;
 use route::{target_key, Router};
@@ -66,40 +65,6 @@ pub enum Transport {
     Scoped,
 }
 
-/// What happened on a stream, in the terms of the machine's stream inputs:
-/// what a machine's virtual stream receives from the hub, and what the
-/// executor reports of a real one (a machine's own, or the hub's
-/// connection: [`Share::handle_mux`]).
-#[derive(Debug, PartialEq)]
-pub enum Delivery {
-    /// `handle_stream_opened(id, status, content_type, retry_after, now)`
-    /// (a virtual stream: 200, `text/event-stream`).
-    Opened {
-        /// The status (2xx).
-        status: u16,
-        /// `Content-Type`.
-        content_type: Option<String>,
-        /// `Retry-After`.
-        retry_after: Option<String>,
-    },
-    /// `handle_stream_bytes(id, bytes, now)`: body bytes (from the hub,
-    /// whole SSE events).
-    Bytes(Vec<u8>),
-    /// `handle_stream_end(id, now)`.
-    End,
-    /// `handle_request_failed(id, error, now)`.
-    Failed(CoreError),
-    /// `handle_http_error(id, status, retry_after, body, now)`.
-    HttpError {
-        /// The status.
-        status: u16,
-        /// `Retry-After`.
-        retry_after: Option<String>,
-        /// The body.
-        body: Vec<u8>,
-    },
-}
-
 /// What the executor must do next.
 #[derive(Debug, PartialEq)]
 pub enum Output {
@@ -116,14 +81,15 @@ pub enum Output {
         /// The connection.
         id: RequestId,
     },
-    /// Feed this to the machine's stream `stream` (see [`Delivery`]).
+    /// Feed this to the machine's stream `stream`
+    /// ([`Machine::handle_response`](crate::machine::Machine::handle_response)).
     Deliver {
         /// The executor's key of the machine.
         machine: u64,
         /// The machine's stream request.
         stream: RequestId,
         /// What happened.
-        what: Delivery,
+        what: Response,
     },
 }
 
@@ -277,7 +243,7 @@ impl Share {
             self.out.push_back(Output::Deliver {
                 machine,
                 stream: id,
-                what: Delivery::Failed(CoreError::Network("too many shared streams".into())),
+                what: Response::Failed(CoreError::Network("too many shared streams".into())),
             });
             return true;
         }
@@ -301,11 +267,11 @@ impl Share {
         true
     }
 
-    /// What happened on connection `id`, as a [`Delivery`] (the
-    /// `handle_mux_*` input it names).
-    pub fn handle_mux(&mut self, id: RequestId, what: Delivery, now: u64) {
+    /// One fact of connection `id`'s answer (the `handle_mux_*` input it
+    /// names; a connection's answer has no `Events`).
+    pub fn handle_mux(&mut self, id: RequestId, what: Response, now: u64) {
         match what {
-            Delivery::Opened {
+            Response::Head {
                 status,
                 content_type,
                 retry_after,
@@ -316,14 +282,10 @@ impl Share {
                 retry_after.as_deref(),
                 now,
             ),
-            Delivery::Bytes(b) => self.handle_mux_bytes(id, &b, now),
-            Delivery::End => self.handle_mux_end(id, now),
-            Delivery::Failed(e) => self.handle_mux_failed(id, e, now),
-            Delivery::HttpError {
-                status,
-                retry_after,
-                body,
-            } => self.handle_mux_http_error(id, status, retry_after.as_deref(), &body, now),
+            Response::Body(b) => self.handle_mux_bytes(id, &b, now),
+            Response::Events(_) => {}
+            Response::End => self.handle_mux_end(id, now),
+            Response::Failed(e) => self.handle_mux_failed(id, e, now),
         }
     }
 
@@ -398,11 +360,6 @@ impl Share {
     fn alloc_id(&mut self) -> RequestId {
         self.next_id += 1;
         RequestId(self.next_id)
-    }
-
-    /// Parses an envelope of the shared stream (payloads kept opaque).
-    fn read_envelope(text: &str) -> Option<Envelope> {
-        json::from_str_opaque::<Envelope>(text).ok()
     }
 
     fn parse_items(mux: &mut Mux, bytes: &[u8]) -> Vec<SseItem> {

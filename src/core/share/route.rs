@@ -1,15 +1,15 @@
 //! Serving the hub's machines: per scope, what the shared stream
 //! has shown (epoch, boot, head, the last durable seq passed on), and the
-//! machines' virtual streams, fed with re-serialised SSE events of their
-//! scope only.
+//! machines' virtual streams, fed with the events of their scope only, as
+//! the hub read them.
 
 use std::collections::VecDeque;
 
 use super::subs::Subs;
-use super::{Delivery, Output};
+use super::Output;
 use crate::json;
-use crate::machine::{CoreError, RequestId, Target};
-use crate::protocol::{Envelope, ErrorBody, Event, Scope};
+use crate::machine::{CoreError, RequestId, Response, StreamEvent, Target};
+use crate::protocol::{Envelope, ErrorBody, Event, Heartbeat, Hello, Scope};
 
 /// Why the connection stopped carrying some scopes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,22 +30,28 @@ pub enum EndReason {
 }
 
 impl EndReason {
-    /// What each machine's virtual stream gets for it (a fresh value per
-    /// stream: building is what a `Clone` of [`Delivery`] would do anyway).
-    pub fn delivery(&self) -> Delivery {
-        match self {
-            EndReason::Clean => Delivery::End,
-            EndReason::Failed(msg) => Delivery::Failed(CoreError::Network(msg.clone())),
+    /// Ends `l`'s virtual stream with the facts of the answer a scoped
+    /// stream would have ended with (built anew per stream).
+    fn end(&self, l: &Local, out: &mut VecDeque<Output>) {
+        let last = match self {
+            EndReason::Clean => Response::End,
+            EndReason::Failed(msg) => Response::Failed(CoreError::Network(msg.clone())),
             EndReason::Http {
                 status,
                 retry_after,
                 body,
-            } => Delivery::HttpError {
-                status: *status,
-                retry_after: retry_after.clone(),
-                body: body.clone().into_bytes(),
-            },
-        }
+            } => {
+                let head = Response::Head {
+                    status: *status,
+                    content_type: Some("application/json".into()),
+                    retry_after: retry_after.clone(),
+                };
+                out.push_back(deliver(l, head));
+                out.push_back(deliver(l, Response::Body(body.clone().into_bytes())));
+                Response::End
+            }
+        };
+        out.push_back(deliver(l, last));
     }
 }
 
@@ -76,9 +82,10 @@ pub fn split_key(key: &str) -> (&str, &str) {
 pub const MAX_TRACKS: usize = 1_024;
 
 /// What the hub knows of one scope's shared stream.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Track {
     key: String,
+    scope: Scope,
     epoch: Option<String>,
     boot: String,
     head: u64,
@@ -108,54 +115,57 @@ pub struct Router {
     duplicates: u64,
 }
 
-/// The SSE text of one event (`event:` + `data:` lines).
-pub fn sse(type_name: &str, data: &str) -> Vec<u8> {
-    let mut s = String::with_capacity(data.len() + type_name.len() + 16);
-    s.push_str("event: ");
-    s.push_str(type_name);
-    s.push('\n');
-    for line in data.split('\n') {
-        s.push_str("data: ");
-        s.push_str(line);
-        s.push('\n');
-    }
-    s.push('\n');
-    s.into_bytes()
-}
-
-fn envelope(key: &str, type_name: &str, data: &str) -> String {
-    let (scope, id) = split_key(key);
-    let mut s = String::from("{\"scope\":");
-    json::write_str(&mut s, scope);
-    s.push_str(",\"scope_id\":");
-    json::write_str(&mut s, id);
-    s.push_str(",\"type\":");
-    json::write_str(&mut s, type_name);
-    s.push_str(",\"critical\":true,\"data\":");
-    s.push_str(data);
-    s.push('}');
-    s
-}
-
-/// A `hello` and a `heartbeat` (as envelope texts) for a subscriber that
-/// joins a scope already flowing: the hello carries the highest head seen,
-/// so a live-only machine marks everything up to it as not coming, and the
-/// heartbeat makes a machine with an older cursor repair its gap at once.
-pub fn greeting(t: &Track) -> Option<[String; 2]> {
-    let epoch = t.epoch.as_deref()?;
+/// A `hello` and a `heartbeat` for a subscriber that joins a scope already
+/// flowing: the hello carries the highest head seen, so a live-only machine
+/// marks everything up to it as not coming, and the heartbeat makes a
+/// machine with an older cursor repair its gap at once.
+pub fn greeting(t: &Track) -> Option<[Envelope; 2]> {
+    let epoch = t.epoch.clone()?;
     let head = t.head.max(t.position.unwrap_or(0));
-    let mut hello = String::from("{\"epoch\":");
-    json::write_str(&mut hello, epoch);
-    hello.push_str(",\"head\":");
-    hello.push_str(&head.to_string());
-    hello.push_str(",\"boot_id\":");
-    json::write_str(&mut hello, &t.boot);
-    hello.push('}');
-    let beat = format!("{{\"head\":{head}}}");
+    let hello = Hello {
+        epoch,
+        head,
+        boot_id: t.boot.clone(),
+    };
     Some([
-        envelope(&t.key, "hello", &hello),
-        envelope(&t.key, "heartbeat", &beat),
+        t.envelope(Event::Hello(hello)),
+        t.envelope(Event::Heartbeat(Heartbeat { head })),
     ])
+}
+
+impl Track {
+    fn new(key: &str, scope: Scope) -> Self {
+        Track {
+            key: key.to_owned(),
+            scope,
+            epoch: None,
+            boot: String::new(),
+            head: 0,
+            position: None,
+            flowing: false,
+        }
+    }
+
+    /// A transient of this scope.
+    fn envelope(&self, event: Event) -> Envelope {
+        Envelope {
+            id: None,
+            scope: self.scope,
+            scope_id: split_key(&self.key).1.to_owned(),
+            seq: None,
+            after_seq: None,
+            critical: true,
+            ts: String::new(),
+            event,
+        }
+    }
+}
+
+/// Reads an envelope of the shared stream as its scope's machine would (a
+/// session's payload typed, any other scope's kept as text): the machine
+/// gets it read.
+pub fn read(text: &str) -> Option<Envelope> {
+    json::from_str_with::<Envelope>(text, json::Payloads::AsTheirClients).ok()
 }
 
 /// The answer a machine gets for a `subscription.error` (PROTOCOL.md §4.6),
@@ -189,7 +199,7 @@ impl Router {
 
     /// The greeting for a newcomer to `key`, if that scope is flowing (its
     /// hello came on the current source).
-    pub fn greeting(&self, key: &str) -> Option<[String; 2]> {
+    pub fn greeting(&self, key: &str) -> Option<[Envelope; 2]> {
         self.track(key).filter(|t| t.flowing).and_then(greeting)
     }
 
@@ -228,7 +238,7 @@ impl Router {
         after: Option<u64>,
         out: &mut VecDeque<Output>,
     ) {
-        let opened = Delivery::Opened {
+        let opened = Response::Head {
             status: 200,
             content_type: Some("text/event-stream".into()),
             retry_after: None,
@@ -246,10 +256,10 @@ impl Router {
             after,
             greeted: greeting.is_some(),
         };
-        if let Some([hello, beat]) = greeting {
-            let mut bytes = sse("hello", &hello);
-            bytes.extend_from_slice(&sse("heartbeat", &beat));
-            out.push_back(deliver(&local, Delivery::Bytes(bytes)));
+        if let Some(greeting) = greeting {
+            // Not sent by anyone: nothing to count as held.
+            let events = greeting.map(|envelope| StreamEvent { envelope, size: 0 });
+            out.push_back(deliver(&local, Response::Events(events.into())));
         }
         self.locals.push(local);
     }
@@ -266,7 +276,7 @@ impl Router {
     /// The track of `key`, made if new. At [`MAX_TRACKS`], scopes that
     /// neither flow nor have a virtual stream are forgotten first (what the
     /// next connection for them starts from is then the machines' cursors).
-    fn track_mut(&mut self, key: &str) -> &mut Track {
+    fn track_mut(&mut self, key: &str, scope: Scope) -> &mut Track {
         let i = match self.tracks.iter().position(|t| t.key == key) {
             Some(i) => i,
             None => {
@@ -275,29 +285,27 @@ impl Router {
                     self.tracks
                         .retain(|t| t.flowing || locals.iter().any(|l| l.key == t.key));
                 }
-                self.tracks.push(Track {
-                    key: key.to_owned(),
-                    ..Track::default()
-                });
+                self.tracks.push(Track::new(key, scope));
                 self.tracks.len() - 1
             }
         };
         &mut self.tracks[i]
     }
 
-    /// One event of the shared stream (`text` is its envelope as received).
+    /// One event of the shared stream: `env`, read from `text` (its `data`
+    /// as received) by [`read`].
     /// `start`: for a `hello` of a new source, where its durable events
     /// start (the `after` it was opened with, `None` = at the hello's head).
     /// A durable event at or below the position is a duplicate, dropped.
     pub fn event(
         &mut self,
+        env: Envelope,
         text: &str,
-        env: &Envelope,
         start: Option<Option<u64>>,
         out: &mut VecDeque<Output>,
     ) {
         let key = key_of(env.scope, &env.scope_id);
-        let t = self.track_mut(&key);
+        let t = self.track_mut(&key, env.scope);
         let is_hello = matches!(env.event, Event::Hello(_));
         // A hello goes to the machines waiting for one, and to those already
         // following only if the log or the worker changed (a new
@@ -342,11 +350,26 @@ impl Router {
             t.position = Some(seq);
             t.head = t.head.max(seq);
         }
-        let bytes = sse(env.event.type_name(), text);
+        let wants = |l: &Local| l.key == key && (l.greeted != is_hello || to_all);
+        let mut left = self.locals.iter().filter(|l| wants(l)).count();
+        let mut env = Some(env);
         for l in &mut self.locals {
-            if l.key == key && (l.greeted != is_hello || to_all) {
+            if wants(l) {
                 l.greeted = true;
-                push_bytes(out, l, &bytes);
+                left -= 1;
+                // Moved to the last one; read again for the others (rare:
+                // the host's rule is one machine per scope, and a copy of
+                // every payload type would weigh more in the wasm than the
+                // reader every machine links anyway).
+                let envelope = match env.take_if(|_| left == 0) {
+                    Some(envelope) => envelope,
+                    None => match read(text) {
+                        Some(envelope) => envelope,
+                        None => continue,
+                    },
+                };
+                let size = text.len();
+                push_event(out, l, StreamEvent { envelope, size });
             }
         }
     }
@@ -363,12 +386,12 @@ impl Router {
     }
 
     /// Ends the virtual streams of `keys`, each with its own answer (built
-    /// from `why`, so `Delivery` needs no `Clone`).
+    /// from `why`).
     fn end_streams(&mut self, keys: &[String], why: &EndReason, out: &mut VecDeque<Output>) {
         self.locals.retain(|l| {
             let hit = keys.contains(&l.key);
             if hit {
-                out.push_back(deliver(l, why.delivery()));
+                why.end(l, out);
             }
             !hit
         });
@@ -383,13 +406,13 @@ impl Router {
     }
 }
 
-/// Queues `bytes` for `l`'s stream, appended to the bytes queued last for
+/// Queues `event` for `l`'s stream, appended to the events queued last for
 /// that stream when nothing else for it came after them: the events one
 /// input routes (a chunk of the connection) reach each machine as one
 /// input, as a chunk of its own stream would (a frame's chunks, delivered
 /// together in it, then call its subscribers once). The order is kept per
 /// stream; other streams do not depend on it.
-fn push_bytes(out: &mut VecDeque<Output>, l: &Local, bytes: &[u8]) {
+fn push_event(out: &mut VecDeque<Output>, l: &Local, event: StreamEvent) {
     let last = out.iter_mut().rev().find_map(|o| match o {
         Output::Deliver {
             machine,
@@ -399,12 +422,12 @@ fn push_bytes(out: &mut VecDeque<Output>, l: &Local, bytes: &[u8]) {
         _ => None,
     });
     match last {
-        Some(Delivery::Bytes(queued)) => queued.extend_from_slice(bytes),
-        _ => out.push_back(deliver(l, Delivery::Bytes(bytes.to_vec()))),
+        Some(Response::Events(queued)) => queued.push(event),
+        _ => out.push_back(deliver(l, Response::Events(vec![event]))),
     }
 }
 
-fn deliver(l: &Local, what: Delivery) -> Output {
+fn deliver(l: &Local, what: Response) -> Output {
     Output::Deliver {
         machine: l.machine,
         stream: l.id,
@@ -440,21 +463,23 @@ mod tests {
 
     #[test]
     fn a_greeting_carries_the_highest_head_seen() {
-        let t = Track {
-            key: "session:s".into(),
-            epoch: Some("e".into()),
-            boot: "b".into(),
-            head: 7,
-            position: Some(9),
-            flowing: true,
-        };
-        let [hello, beat] = greeting(&t).unwrap();
-        assert_eq!(
-            hello,
-            r#"{"scope":"session","scope_id":"s","type":"hello","critical":true,"data":{"epoch":"e","head":9,"boot_id":"b"}}"#
+        let mut t = Track::new("session:s", Scope::Session);
+        assert!(
+            greeting(&t).is_none(),
+            "no hello seen: nothing to greet with"
         );
-        assert!(beat.contains(r#""data":{"head":9}"#));
-        assert_eq!(greeting(&Track::default()), None);
-        assert_eq!(sse("hello", "a\nb"), b"event: hello\ndata: a\ndata: b\n\n");
+        t.epoch = Some("e".into());
+        t.boot = "b".into();
+        t.head = 7;
+        t.position = Some(9);
+        let [hello, beat] = greeting(&t).unwrap();
+        let text = |env: &Envelope| crate::json::to_string(env).unwrap();
+        assert_eq!(
+            text(&hello),
+            r#"{"scope":"session","scope_id":"s","type":"hello","critical":true,"ts":"","data":{"epoch":"e","head":9,"boot_id":"b"}}"#
+        );
+        assert!(text(&beat).contains(r#""data":{"head":9}"#));
+        assert_eq!(beat.scope, Scope::Session);
+        assert_eq!(beat.scope_id, "s");
     }
 }
