@@ -4,7 +4,8 @@
 //! wasm-opt (npm binaryen; Debian's is too old for reference types), esbuild
 //! on the JS, short import names for `web` (`names.rs`), then the files of
 //! `pkg-template/` merged in, with an `index.js` per target that also
-//! exports the `ReplayError` class from the wasm-bindgen snippet, and the
+//! exports the `ReplayError` class from the wasm-bindgen snippet and warns
+//! of a second client of one target (`web`'s also guards `init()`), and the
 //! two halves of a client run in a worker (`worker.js`, `worker-client.js`).
 
 use crate::cmd::{self, root, run, Result};
@@ -226,12 +227,11 @@ fn write(out: &Path, name: &str, text: &str) -> Result {
 /// The web entry's `init`/`initSync`: the glue's, noting that the wasm is
 /// loaded, so that `ReplayClient.connect` before it throws a `ReplayError`
 /// that says what to do instead of the glue's `TypeError` (a newcomer's
-/// first mistake, issue 35), and that warns once of a second client of one
-/// target. The bundler target instantiates the wasm on
-/// import. The hosts (`shared.js`, `worker.js`) import the glue itself and
-/// await its `init` before any client exists.
+/// first mistake, issue 35; the check is `NOT_INITIALIZED`). The bundler
+/// target instantiates the wasm on import: it has neither. The hosts
+/// (`shared.js`, `worker.js`) import the glue itself and await its `init`
+/// before any client exists.
 const INIT_GUARD: &str = r#"import glueInit, { initSync as glueInitSync, ReplayClient } from "./replay_client.js";
-import { targetKey } from "./messages.js";
 let loaded = false;
 /** Loads the wasm (once); await it before `ReplayClient.connect`. */
 export default async function init(options) {
@@ -245,6 +245,26 @@ export function initSync(options) {
   loaded = true;
   return out;
 }
+"#;
+
+/// The web entry's first step of `connect`, at `BEFORE_CONNECT` in
+/// `SECOND_CLIENT_WARNING`.
+const NOT_INITIALIZED: &str = r#"  if (!loaded) {
+    throw new ReplayError(
+      "not_initialized",
+      "the client's wasm is not loaded yet: call `await init()` (the package's default export) once before ReplayClient.connect",
+    );
+  }
+"#;
+
+/// Where an entry's own check goes in `SECOND_CLIENT_WARNING`.
+const BEFORE_CONNECT: &str = "  /* before connect */\n";
+
+/// Both entries' `ReplayClient.connect`: warns once of a second client of
+/// one target (issue 35), one text for the `web` and `bundler` targets.
+/// `ReplayClient` is imported before it (`INIT_GUARD` imports it with the
+/// loaders: one import of the glue, the web entry's bytes unchanged).
+const SECOND_CLIENT_WARNING: &str = r#"import { targetKey } from "./messages.js";
 // Clients open per target (`targetKey`, the JS halves' one target rule): a
 // second one opens a second stream and writes the same stored value, almost
 // always a component that connects on every render. Warned once per target
@@ -255,12 +275,7 @@ const release = (key) => open.set(key, (open.get(key) ?? 1) - 1);
 const collected = new FinalizationRegistry(release);
 const connect = ReplayClient.connect;
 ReplayClient.connect = function (options) {
-  if (!loaded) {
-    throw new ReplayError(
-      "not_initialized",
-      "the client's wasm is not loaded yet: call `await init()` (the package's default export) once before ReplayClient.connect",
-    );
-  }
+  /* before connect */
   const client = connect.call(this, options);
   const key = targetKey(options);
   open.set(key, (open.get(key) ?? 0) + 1);
@@ -284,16 +299,27 @@ ReplayClient.connect = function (options) {
 };
 "#;
 
+/// The entry's code after its exports: for `web` the init guard and the
+/// warning with the not-initialized check, for `bundler` the warning alone.
+fn entry_code(target: &str) -> String {
+    debug_assert_eq!(SECOND_CLIENT_WARNING.matches(BEFORE_CONNECT).count(), 1);
+    if target == "web" {
+        let connect = SECOND_CLIENT_WARNING.replacen(BEFORE_CONNECT, NOT_INITIALIZED, 1);
+        format!("{INIT_GUARD}{connect}")
+    } else {
+        let connect = SECOND_CLIENT_WARNING.replacen(BEFORE_CONNECT, "", 1);
+        format!("import {{ ReplayClient }} from \"./replay_client.js\";\n{connect}")
+    }
+}
+
 fn write_index(out: &Path, target: &str) -> Result {
     let snippet = error_snippet(out)?;
-    let (default_export, guard) = if target == "web" {
-        (
-            "export { default, initSync } from \"./replay_client.js\";\n",
-            INIT_GUARD,
-        )
+    let default_export = if target == "web" {
+        "export { default, initSync } from \"./replay_client.js\";\n"
     } else {
-        ("", "")
+        ""
     };
+    let guard = entry_code(target);
     let js = format!(
         "// Entry point: the wasm-bindgen glue plus the ReplayError class.\n\
          import {{ ReplayError }} from \"{snippet}\";\n\
@@ -670,7 +696,19 @@ pub fn run_task() -> Result<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use super::{document_declarations, drop_duplicate_import_keys, INIT_SYNC_DOC};
+    use super::{document_declarations, drop_duplicate_import_keys, entry_code, INIT_SYNC_DOC};
+
+    #[test]
+    fn both_entries_warn_of_a_second_client_and_only_web_checks_init() {
+        let (web, bundler) = (entry_code("web"), entry_code("bundler"));
+        for code in [&web, &bundler] {
+            assert!(code.contains("replay-client: a second client connected to"));
+            assert!(!code.contains("/* before connect */"));
+        }
+        assert!(web.contains("\"not_initialized\""));
+        assert!(web.contains("export default async function init("));
+        assert!(!bundler.contains("loaded") && !bundler.contains("init("));
+    }
 
     #[test]
     fn the_glue_types_get_jsdoc_and_ours_replaces_wasm_bindgens() {
