@@ -18,9 +18,13 @@ export interface ReplayClientLike {
  * them): a binding connects again only when one of them changes.
  */
 export interface ReplayTarget {
+  /** The runtime's base URL, as in `ConnectOptions`. */
   baseUrl: string;
+  /** The session followed, as in `ConnectOptions`. */
   sessionId?: string;
+  /** The scope followed, as in `ConnectOptions` (default `"session"`). */
   scope?: string;
+  /** The scope's id, as in `ConnectOptions`. */
   scopeId?: string;
 }
 

@@ -20,8 +20,11 @@ export type PageConnectOptions = Omit<ConnectOptions, "getToken" | "storage" | "
 
 /** A `ReplayError` as it crosses: its code, message and HTTP status. */
 export interface WireError {
+  /** The error's `code`. */
   code: ReplayErrorCode;
+  /** The error's `message`. */
   message: string;
+  /** The error's HTTP `status`, when it had one. */
   status?: number;
 }
 

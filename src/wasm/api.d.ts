@@ -7,21 +7,24 @@ export type StorageKind = "local" | "session" | "indexeddb" | "memory";
  * stored under the same key (the built-in storages skip those: see the README).
  */
 export interface StorageAdapter {
+  /** The value stored under `key`; `null` or `undefined` when there is none. */
   get(key: string): string | null | undefined | Promise<string | null | undefined>;
+  /** Stores `value` under `key`, replacing what was there. */
   set(key: string, value: string): void | Promise<void>;
+  /** Removes what is stored under `key` (the stored value was unreadable). */
   remove(key: string): void | Promise<void>;
 }
 
 /** The logbooks a client can follow (PROTOCOL.md §1); `global` is the all-scopes list. */
 export type ScopeName = "session" | "team" | "process" | "worktree" | "system" | "global";
 
-/** Options of {@link ReplayClient.connect}. */
 /** What `getToken` is asked for. */
 export interface TokenRequest {
   /** The server refused the last token (401/403): return a fresh one, not a cached one. */
   refresh: boolean;
 }
 
+/** Options of {@link ReplayClient.connect}. */
 export interface ConnectOptions {
   /** Runtime base URL, e.g. `http://127.0.0.1:8787`. */
   baseUrl: string;
@@ -96,8 +99,11 @@ export type ReplayErrorCode =
 
 /** Why the last connection attempt failed. */
 export interface ErrorInfo {
+  /** Stable, machine-readable reason (as `ReplayError.code`). */
   code: ReplayErrorCode;
+  /** What happened, with the server's own words where it gave some. */
   message: string;
+  /** The HTTP status, when an answer had one. */
   status?: number;
 }
 
@@ -107,18 +113,24 @@ export interface ErrorInfo {
  * set after the page loaded, and unlike it never stepping back.
  */
 export interface Status {
+  /** Where the connection is now. */
   state: StatusState;
+  /** When `state` was entered. */
   since: number;
+  /** In `backoff`: when the next attempt starts; otherwise `null`. */
   nextRetryAt: number | null;
+  /** The last error seen; `null` again once live. */
   lastError: ErrorInfo | null;
 }
 
 /** Something the application should know, e.g. a cursor reset or a storage fallback. */
 export interface Notice {
+  /** What happened: an error code, or one of the notices' own codes. */
   code:
     | ReplayErrorCode
     | "restore_failed" | "storage_fallback" | "cursor_reset" | "restored"
     | "gap_repaired" | "turn_interrupted";
+  /** The same in words. */
   message: string;
   /** Milliseconds on the client's monotonic clock (see `Status`). */
   at: number;
@@ -134,47 +146,71 @@ export type TranscriptItem =
 
 /** An unanswered question; `persisted: false` exists only in the live turn. */
 export interface PendingPrompt {
+  /** The question's id: what `answer()` takes. */
   question_id: string;
+  /** What is asked. */
   prompt: string;
+  /** The answer choices offered (may be empty). */
   options: string[];
+  /** `false` while the question exists only in the live turn, not yet in the log. */
   persisted: boolean;
 }
 
 /** A background task (PROTOCOL.md §3). */
 export interface Task {
+  /** The task's id. */
   task_id: string;
+  /** What the task does, for display. */
   title: string;
+  /** Where the task is; `succeeded`, `failed` and `cancelled` are final. */
   state: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+  /** The runtime process running it (a `process` scope id), once it has one. */
   process_id?: string;
+  /** When it started (the server's timestamp). */
   started_at?: string;
+  /** When it ended (the server's timestamp). */
   ended_at?: string;
+  /** Why it ended so, e.g. `"worker_restart"` for a task a restart failed. */
   detail?: string;
 }
 
 /** Task state as of the newest snapshot. */
 export interface TasksState {
+  /** The snapshot's version: a snapshot replaces one of a lower version only. */
   version: number;
+  /** Every task of the session. */
   tasks: Task[];
+  /** Idle between turns but waiting on these background tasks since `since`; else `null`. */
   background_wait: { task_ids: string[]; since: string } | null;
 }
 
 /** A tool call inside the live turn. */
 export interface LiveTool {
+  /** The tool call's id (its `tool` item's `call_id` once committed). */
   call_id: string;
+  /** The tool's name, e.g. `"shell"`. */
   name: string;
   /** The runtime's word for it: the reference server says `"running"`, then `"ok"` or `"error"`. */
   state: "running" | "ok" | "error" | (string & {});
+  /** The latest progress the runtime reported (droppable: it may skip some). */
   progress: string;
 }
 
 /** The running turn shown over the committed history. */
 export interface LiveOverlay {
+  /** The running turn. */
   turn_id: string;
+  /** The assistant message being written. */
   message_id: string;
+  /** The text written so far and not yet committed: at most its last 16 384 Unicode scalar values. */
   text: string;
+  /** Where `text` starts in the message, in Unicode scalar values (> 0 when its head was cut). */
   text_offset: number;
+  /** What the turn is doing. */
   state: "sampling" | "tool_running" | "waiting_for_answer";
+  /** The turn's tool calls. */
   tools: LiveTool[];
+  /** The question the turn waits on, which may not be in the log yet; else `null`. */
   pending_question: { question_id: string; prompt: string; options: string[] } | null;
   /** A hole was seen in the text; it is refreshed by the next snapshot. */
   stale: boolean;
@@ -186,63 +222,99 @@ export interface LiveOverlay {
  * process (a restart, or another node of a cluster), and the entry goes once the turn ends on its own.
  */
 export interface InterruptedTurn {
+  /** The turn. */
   turn_id: string;
+  /** The text it had shown live when it was cut. */
   partial_text: string;
+  /** Why it was set aside (see above). */
   reason: "worker_restart" | "boot_changed";
 }
 
 /** The canonical, comparable transcript (PROTOCOL.md §7). */
 export interface Transcript {
+  /** The log's epoch. */
   epoch: string;
+  /** The `seq` of the last durable event it includes. */
   cursor: number;
+  /** The committed items, in durable order. */
   items: TranscriptItem[];
+  /** The unanswered questions. */
   pending_prompts: PendingPrompt[];
+  /** The newest task snapshot. */
   tasks: TasksState;
 }
 
 /** Counters since the client started. */
 export interface Counters {
+  /** Streams reopened after the first. */
   reconnects: number;
+  /** Gap repairs completed. */
   gaps_repaired: number;
+  /** Durable events received again and dropped. */
   duplicates_dropped: number;
+  /** Droppable (`critical: false`) events dropped under load. */
   droppable_dropped: number;
+  /** Stream bytes received. */
   bytes: number;
+  /** Events decoded (stream frames and backlog entries). */
   events: number;
+  /** Restores started, the first one included. */
   restores: number;
 }
 
 /** For the other scopes: the most recent durable events. */
 export interface EventLogEntry {
+  /** The event's `seq` in its scope (on the `global` list: its row id). */
   seq: number;
+  /** The event's type, e.g. `"process.exited"`. */
   type: string;
+  /** When the server wrote it (its timestamp). */
   ts: string;
+  /** The event's type-specific data. */
   data: unknown;
 }
 
 /** An immutable snapshot: the same object until something changed. */
 export interface View {
+  /** The scope followed. */
   readonly scope: ScopeName;
+  /** The scope's id (the session id for a session; empty for `global`). */
   readonly scopeId: string;
+  /** The log's epoch; `null` until one is known. */
   readonly epoch: string | null;
+  /** The `seq` of the last durable event applied (0: none). */
   readonly cursor: number;
+  /** Sessions: the committed messages, tool cards and turn ends, in durable order. */
   readonly items: readonly TranscriptItem[];
+  /** The running turn over the committed items; `null` when none runs. */
   readonly live: LiveOverlay | null;
+  /** Turns cut by a runtime restart, with the text they had shown. */
   readonly interrupted: readonly InterruptedTurn[];
+  /** The unanswered questions. */
   readonly pendingPrompts: readonly PendingPrompt[];
+  /** Background tasks as of the newest snapshot. */
   readonly tasks: TasksState;
   /** Non-session scopes: recent durable events. */
   readonly events: readonly EventLogEntry[];
+  /** The connection status (as `status()`). */
   readonly status: Status;
+  /** What the application should know, newest last (the last 50). */
   readonly notices: readonly Notice[];
 }
 
 /** What `diagnostics()` returns. */
 export interface Diagnostics {
+  /** The connection status. */
   status: Status;
+  /** Counters since the client started. */
   counters: Counters;
+  /** The log's epoch; `null` until one is known. */
   epoch: string | null;
+  /** The `seq` of the last durable event applied. */
   cursor: number;
+  /** Sessions: the boot id of the live tail served (PROTOCOL §1); `null` until known. */
   bootId: string | null;
+  /** The storage in use: `custom` for an adapter, `memory-fallback` once the chosen one failed. */
   storage: StorageKind | "custom" | "memory-fallback";
   /**
    * How the live stream comes: `"multiplexed"` through the one multiplexed

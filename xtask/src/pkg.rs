@@ -4,7 +4,8 @@
 //! wasm-opt (npm binaryen; Debian's is too old for reference types), esbuild
 //! on the JS, short import names for `web` (`names.rs`), then the files of
 //! `pkg-template/` merged in, with an `index.js` per target that also
-//! exports the `ReplayError` class from the wasm-bindgen snippet, and the
+//! exports the `ReplayError` class from the wasm-bindgen snippet and warns
+//! of a second client of one target (`web`'s also guards `init()`), and the
 //! two halves of a client run in a worker (`worker.js`, `worker-client.js`).
 
 use crate::cmd::{self, root, run, Result};
@@ -226,12 +227,11 @@ fn write(out: &Path, name: &str, text: &str) -> Result {
 /// The web entry's `init`/`initSync`: the glue's, noting that the wasm is
 /// loaded, so that `ReplayClient.connect` before it throws a `ReplayError`
 /// that says what to do instead of the glue's `TypeError` (a newcomer's
-/// first mistake, issue 35), and that warns once of a second client of one
-/// target. The bundler target instantiates the wasm on
-/// import. The hosts (`shared.js`, `worker.js`) import the glue itself and
-/// await its `init` before any client exists.
+/// first mistake, issue 35; the check is `NOT_INITIALIZED`). The bundler
+/// target instantiates the wasm on import: it has neither. The hosts
+/// (`shared.js`, `worker.js`) import the glue itself and await its `init`
+/// before any client exists.
 const INIT_GUARD: &str = r#"import glueInit, { initSync as glueInitSync, ReplayClient } from "./replay_client.js";
-import { targetKey } from "./messages.js";
 let loaded = false;
 /** Loads the wasm (once); await it before `ReplayClient.connect`. */
 export default async function init(options) {
@@ -245,6 +245,26 @@ export function initSync(options) {
   loaded = true;
   return out;
 }
+"#;
+
+/// The web entry's first step of `connect`, at `BEFORE_CONNECT` in
+/// `SECOND_CLIENT_WARNING`.
+const NOT_INITIALIZED: &str = r#"  if (!loaded) {
+    throw new ReplayError(
+      "not_initialized",
+      "the client's wasm is not loaded yet: call `await init()` (the package's default export) once before ReplayClient.connect",
+    );
+  }
+"#;
+
+/// Where an entry's own check goes in `SECOND_CLIENT_WARNING`.
+const BEFORE_CONNECT: &str = "  /* before connect */\n";
+
+/// Both entries' `ReplayClient.connect`: warns once of a second client of
+/// one target (issue 35), one text for the `web` and `bundler` targets.
+/// `ReplayClient` is imported before it (`INIT_GUARD` imports it with the
+/// loaders: one import of the glue, the web entry's bytes unchanged).
+const SECOND_CLIENT_WARNING: &str = r#"import { targetKey } from "./messages.js";
 // Clients open per target (`targetKey`, the JS halves' one target rule): a
 // second one opens a second stream and writes the same stored value, almost
 // always a component that connects on every render. Warned once per target
@@ -255,12 +275,7 @@ const release = (key) => open.set(key, (open.get(key) ?? 1) - 1);
 const collected = new FinalizationRegistry(release);
 const connect = ReplayClient.connect;
 ReplayClient.connect = function (options) {
-  if (!loaded) {
-    throw new ReplayError(
-      "not_initialized",
-      "the client's wasm is not loaded yet: call `await init()` (the package's default export) once before ReplayClient.connect",
-    );
-  }
+  /* before connect */
   const client = connect.call(this, options);
   const key = targetKey(options);
   open.set(key, (open.get(key) ?? 0) + 1);
@@ -284,16 +299,27 @@ ReplayClient.connect = function (options) {
 };
 "#;
 
+/// The entry's code after its exports: for `web` the init guard and the
+/// warning with the not-initialized check, for `bundler` the warning alone.
+fn entry_code(target: &str) -> String {
+    debug_assert_eq!(SECOND_CLIENT_WARNING.matches(BEFORE_CONNECT).count(), 1);
+    if target == "web" {
+        let connect = SECOND_CLIENT_WARNING.replacen(BEFORE_CONNECT, NOT_INITIALIZED, 1);
+        format!("{INIT_GUARD}{connect}")
+    } else {
+        let connect = SECOND_CLIENT_WARNING.replacen(BEFORE_CONNECT, "", 1);
+        format!("import {{ ReplayClient }} from \"./replay_client.js\";\n{connect}")
+    }
+}
+
 fn write_index(out: &Path, target: &str) -> Result {
     let snippet = error_snippet(out)?;
-    let (default_export, guard) = if target == "web" {
-        (
-            "export { default, initSync } from \"./replay_client.js\";\n",
-            INIT_GUARD,
-        )
+    let default_export = if target == "web" {
+        "export { default, initSync } from \"./replay_client.js\";\n"
     } else {
-        ("", "")
+        ""
     };
+    let guard = entry_code(target);
     let js = format!(
         "// Entry point: the wasm-bindgen glue plus the ReplayError class.\n\
          import {{ ReplayError }} from \"{snippet}\";\n\
@@ -306,6 +332,7 @@ fn write_index(out: &Path, target: &str) -> Result {
     );
     write(out, "index.js", &js)?;
     soften_dispose_typing(&out.join("replay_client.d.ts"))?;
+    document_glue_types(out)?;
     write(out, "index.d.ts", &dts)?;
     // The class alone, beside its types: what `worker-client.js` imports
     // (it loads no glue), the same class as the entry's.
@@ -386,6 +413,10 @@ fn soften_dispose_typing(dts: &Path) -> Result {
         }
         if line.trim_start().starts_with("[Symbol.dispose]") {
             let indent = &line[..line.len() - line.trim_start().len()];
+            // The JSDoc above the `@ts-ignore`, which covers the next line only.
+            out.push_str(indent);
+            out.push_str(DISPOSE_DOC);
+            out.push('\n');
             out.push_str(indent);
             out.push_str("// @ts-ignore: Symbol.dispose needs lib esnext; older libs skip it\n");
         }
@@ -393,6 +424,123 @@ fn soften_dispose_typing(dts: &Path) -> Result {
         out.push('\n');
     }
     fs::write(dts, out).map_err(|e| format!("{}: {e}", dts.display()))
+}
+
+/// `[Symbol.dispose]`'s JSDoc: wasm-bindgen writes none.
+const DISPOSE_DOC: &str = "/** `using client = ReplayClient.connect(…)`: closes the client and releases its Rust value at the block's end; a call after it throws. */";
+
+/// The JSDoc of the web glue's loaders, instead of wasm-bindgen's (which
+/// says nothing of `connect`, and names parameters the package does not).
+const INIT_DOC: &str = "/**
+ * Loads the wasm, once (later calls resolve to the same): await it before
+ * `ReplayClient.connect`, which throws a `ReplayError` with code
+ * `not_initialized` until then. Without an argument it fetches
+ * `replay_client_bg.wasm` beside this module (`new URL(…, import.meta.url)`,
+ * which bundlers follow); `{ module_or_path }` gives another URL, a
+ * `Response`, the bytes or a compiled `WebAssembly.Module` (passing it bare
+ * is deprecated). Resolves to the module's raw exports.
+ */";
+const INIT_SYNC_DOC: &str = "/**
+ * Loads the wasm synchronously from `{ module }`, its bytes or a compiled
+ * `WebAssembly.Module` (passing it bare is deprecated), e.g. in a worker
+ * that was handed the module; then `ReplayClient.connect` may be called.
+ * Returns the module's raw exports.
+ */";
+const INIT_INPUT_DOC: &str = "/** What `init()` loads the wasm from: a URL or request, a `Response`, the bytes or a compiled module. */";
+const SYNC_INIT_INPUT_DOC: &str =
+    "/** What `initSync()` loads the wasm from: the bytes or a compiled module. */";
+const INIT_OUTPUT_DOC: &str = "/** The wasm module's exports, as `init()` resolves them: wasm-bindgen's ABI, which the glue calls (the API is `ReplayClient`). */";
+const GLUE_ONLY_DOC: &str =
+    "/** Part of wasm-bindgen's ABI, called by the glue only (not an API). */";
+
+/// JSDoc for what wasm-bindgen declares bare: `init()`'s input and output
+/// types in the web glue's `replay_client.d.ts`, and every wasm export in it
+/// (`InitOutput`) and in `replay_client_bg.wasm.d.ts`, so that every
+/// exported item of the package has some (`tests/js/declarations.test.mjs`).
+fn document_glue_types(out: &Path) -> Result {
+    for name in ["replay_client.d.ts", "replay_client_bg.wasm.d.ts"] {
+        let path = out.join(name);
+        let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let wasm_dts = name.ends_with(".wasm.d.ts");
+        fs::write(&path, document_declarations(&text, wasm_dts))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// `dts` with the JSDoc of `document_glue_types` added (wasm-bindgen's own on
+/// `initSync` and the default export replaced). `wasm_dts`: it is the
+/// `.wasm.d.ts`, whose `export const`s are the wasm's exports.
+fn document_declarations(dts: &str, wasm_dts: bool) -> String {
+    let mut out = String::with_capacity(dts.len() * 2);
+    // A JSDoc block read but not yet written: the line after it decides.
+    let mut pending = String::new();
+    let mut in_block = false;
+    let mut in_init_output = false;
+    for line in dts.lines() {
+        let trimmed = line.trim_start();
+        if in_block || trimmed.starts_with("/**") {
+            pending.push_str(line);
+            pending.push('\n');
+            in_block = !trimmed.trim_end().ends_with("*/");
+            continue;
+        }
+        let indent = &line[..line.len() - trimmed.len()];
+        let export = if in_init_output {
+            trimmed.strip_prefix("readonly ")
+        } else if wasm_dts {
+            trimmed.strip_prefix("export const ")
+        } else {
+            None
+        }
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(name, _)| name.trim());
+        let own = if let Some(name) = export {
+            Some(format!("{indent}{}", wasm_export_doc(name)))
+        } else if trimmed.starts_with("export function initSync(") {
+            Some(INIT_SYNC_DOC.to_owned())
+        } else if trimmed.starts_with("export default function __wbg_init") {
+            Some(INIT_DOC.to_owned())
+        } else if trimmed.starts_with("export type InitInput ") {
+            Some(INIT_INPUT_DOC.to_owned())
+        } else if trimmed.starts_with("export type SyncInitInput ") {
+            Some(SYNC_INIT_INPUT_DOC.to_owned())
+        } else if trimmed.starts_with("export interface InitOutput ") {
+            in_init_output = true;
+            Some(INIT_OUTPUT_DOC.to_owned())
+        } else {
+            if in_init_output && trimmed.starts_with('}') {
+                in_init_output = false;
+            }
+            None
+        };
+        // Ours replaces wasm-bindgen's block, if there was one.
+        match own {
+            Some(doc) => {
+                out.push_str(&doc);
+                out.push('\n');
+            }
+            None => out.push_str(&pending),
+        }
+        pending.clear();
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str(&pending);
+    out
+}
+
+/// One line of JSDoc for the wasm export `name`.
+fn wasm_export_doc(name: &str) -> String {
+    if name == "memory" {
+        return "/** The module's linear memory. */".to_owned();
+    }
+    match name.strip_prefix("replayclient_") {
+        Some(method) => format!(
+            "/** `ReplayClient.{method}` in wasm-bindgen's ABI: call the class's method instead. */"
+        ),
+        None => GLUE_ONLY_DOC.to_owned(),
+    }
 }
 
 /// Raw and gzipped sizes of the shipped wasm and JS glue of the web target.
@@ -548,7 +696,37 @@ pub fn run_task() -> Result<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use super::drop_duplicate_import_keys;
+    use super::{document_declarations, drop_duplicate_import_keys, entry_code, INIT_SYNC_DOC};
+
+    #[test]
+    fn both_entries_warn_of_a_second_client_and_only_web_checks_init() {
+        let (web, bundler) = (entry_code("web"), entry_code("bundler"));
+        for code in [&web, &bundler] {
+            assert!(code.contains("replay-client: a second client connected to"));
+            assert!(!code.contains("/* before connect */"));
+        }
+        assert!(web.contains("\"not_initialized\""));
+        assert!(web.contains("export default async function init("));
+        assert!(!bundler.contains("loaded") && !bundler.contains("init("));
+    }
+
+    #[test]
+    fn the_glue_types_get_jsdoc_and_ours_replaces_wasm_bindgens() {
+        let glue = "export interface InitOutput {\n    readonly memory: WebAssembly.Memory;\n    readonly za: (a: number) => void;\n}\n\n/**\n * wasm-bindgen's.\n */\nexport function initSync(module: SyncInitInput): InitOutput;\n";
+        let out = document_declarations(glue, false);
+        assert!(out.contains("    /** The module's linear memory. */\n    readonly memory"));
+        assert!(out.contains("    /** Part of wasm-bindgen's ABI"));
+        assert!(out.contains(&format!("{INIT_SYNC_DOC}\nexport function initSync(")));
+        assert!(!out.contains("wasm-bindgen's.\n"));
+        let wasm = "export const replayclient_view: (a: number) => any;\n";
+        assert_eq!(
+            document_declarations(wasm, true),
+            format!("/** `ReplayClient.view` in wasm-bindgen's ABI: call the class's method instead. */\n{wasm}")
+        );
+        // Outside `InitOutput` and the `.wasm.d.ts`, declarations keep their own.
+        let class = "export class A {\n    /** Kept. */\n    readonly x: number;\n}\n";
+        assert_eq!(document_declarations(class, false), class);
+    }
 
     #[test]
     fn a_module_named_twice_in_the_imports_object_is_named_once() {

@@ -6,8 +6,10 @@
 //!    `sse-dump` run on a captured stream;
 //! 3. the core suite and the browser SDK suites compiled to wasm and run by
 //!    wasm-bindgen-test in headless Chromium, against a live `replay-server`;
-//! 4. the npm package: built and optimised, packed, checked by `publint` and
-//!    `@arethetypeswrong/cli`, type-checked from a consumer with
+//! 4. the npm package: built and optimised, its declarations read with the
+//!    TypeScript API (`tests/js/declarations.test.mjs`: JSDoc on every
+//!    export, no wasm export declared that the module lacks), packed,
+//!    checked by `publint` and `@arethetypeswrong/cli`, type-checked from a consumer with
 //!    `tsc --strict` (with the README's npm quickstart and the bindings'
 //!    types), bundled by Vite; the React, Vue and Svelte apps and the npm
 //!    quickstart bundled by one more Vite build;
@@ -258,6 +260,14 @@ fn package() -> Result {
         println!("{}: {} bytes, {} gzipped", c.name, c.raw, c.gz);
     }
     size_table::check(&pkg)?;
+    // The shipped `.d.ts` of both targets, read with the TypeScript API:
+    // JSDoc on every export, no wasm export declared that the module lacks.
+    run_in(
+        &setup::js_dir(),
+        "node",
+        &["--test", "--test-reporter=spec", "declarations.test.mjs"],
+        &[],
+    )?;
     let packs = root().join("target/npm");
     let _ = fs::remove_dir_all(&packs);
     fs::create_dir_all(&packs).map_err(|e| e.to_string())?;
