@@ -20,7 +20,12 @@ export declare class SharedClient {
   /**
    * Connects through the shared host `startWorker()` starts, e.g.
    * `() => new SharedWorker(new URL("./replay.shared.ts", import.meta.url), { type: "module", name: "replay" })`;
-   * resolves once the first view arrived. Where `SharedWorker` or Web Locks
+   * resolves once the first view arrived, or at once when this origin's
+   * storage keeps a paint snapshot of the target (written when a tab of it
+   * was hidden or left, unless the host stores nothing on disk): the view
+   * is then that snapshot (`stored: true`, `restoring`) until the host's
+   * first view replaces it, and a refusal of the host shows as `failed`
+   * with its `lastError`. Where `SharedWorker` or Web Locks
    * are missing, the worker does not start or answer within
    * `connectTimeoutMs` (default 10 s), or it speaks another version of the
    * messages, the client runs on this page with `options` and then

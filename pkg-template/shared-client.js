@@ -4,7 +4,7 @@
 // cannot run here: then the same call runs the client on the page.
 // Messages: `messages.d.ts`, the schema the dedicated worker speaks too.
 import { ReplayError } from "./replay_error.js";
-import { CONNECT_TIMEOUT_MS, message, read, toError, wireError } from "./messages.js";
+import { CONNECT_TIMEOUT_MS, message, read, targetKey, toError, wireError } from "./messages.js";
 
 const closedError = () => new ReplayError("closed", "the client is closed");
 // `msg_` and 64 random bits, as the client's own: a send retried on a new
@@ -13,6 +13,13 @@ const freshMessageId = () =>
   "msg_" + Array.from(crypto.getRandomValues(new Uint8Array(8)), (b) => b.toString(16).padStart(2, "0")).join("");
 // Refusals that mean "no shared host here", not "bad options".
 const FALL_BACK = ["network", "timeout", "schema_mismatch"];
+// The paint snapshot: the last view (its newest items) and diagnostics the
+// host posted, kept in this origin's localStorage when the tab is hidden or
+// left, so that a reload paints at once, before the worker or the wasm
+// started (the host's own state is in IndexedDB, which a worker must open
+// first). Not kept when the host stores nothing on disk.
+const PAINT_ITEMS = 100;
+const paintKey = (options) => "replay-paint:" + targetKey(options);
 
 /** A client hosted by the SharedWorker, seen from this page. */
 export class SharedClient {
@@ -24,6 +31,10 @@ export class SharedClient {
   #instance = null;
   #watchingHost = null;
   #view = null;
+  // The host's view (what its posts add up to), and the stored paint shown
+  // until the host has restored as far.
+  #hostView = null;
+  #stored = null;
   #diagnostics = null;
   #listeners = [];
   #frame = null;
@@ -54,6 +65,11 @@ export class SharedClient {
     else if (!navigator.locks?.request) reason = new ReplayError("network", "Web Locks are missing here");
     else {
       const client = new SharedClient(startWorker, options, CONNECTING);
+      if (client.#paintStored()) {
+        // Painted from storage; the host takes over with its first view.
+        client.#start().catch((err) => (FALL_BACK.includes(err?.code) ? client.#reattach() : client.#failed(err)));
+        return client;
+      }
       try {
         await client.#start();
         return client;
@@ -71,20 +87,54 @@ export class SharedClient {
       // Held while this client lives: the worker detaches it when granted.
       navigator.locks.request(this.#tab, () => (granted(), new Promise((release) => (this.#releaseTab = release)))),
     );
-    await this.#attach();
     // A frozen or back/forward-cached page gets no posts; on its return it
-    // gets the whole view. `pagehide` without `persisted` needs nothing:
+    // gets the whole view. `pagehide` without `persisted` needs no pause:
     // the page's lock goes with it.
-    const pause = (event) => event.persisted !== false && this.#post(message("pause"));
+    const pause = (event) => (this.#savePaint(), event.persisted !== false && this.#post(message("pause")));
     const resume = (event) => event.persisted !== false && this.#post(message("resume"));
+    const hidden = () => document.visibilityState === "hidden" && this.#savePaint();
     const on = [
       [globalThis, "pagehide", pause],
+      [globalThis.document, "visibilitychange", hidden],
       [globalThis, "pageshow", resume],
       [globalThis.document, "freeze", pause],
       [globalThis.document, "resume", resume],
     ];
     for (const [target, name, f] of on) target?.addEventListener(name, f);
     this.#unlisten = () => on.forEach(([target, name, f]) => target?.removeEventListener(name, f));
+    await this.#attach();
+  }
+
+  #savePaint() {
+    const diagnostics = this.#diagnostics;
+    if (!diagnostics || /memory/.test(diagnostics.storage)) return;
+    const { items, ...view } = this.#view;
+    const paint = { view: { ...view, items: items.slice(-PAINT_ITEMS), notices: [] }, diagnostics };
+    try {
+      localStorage.setItem(paintKey(this.#options), JSON.stringify(paint));
+    } catch {
+      // Full or refused: the next load waits for the host, as without it.
+    }
+  }
+
+  // The stored paint snapshot as the view (`stored: true`, `restoring`
+  // until the host's first view); false when there is none.
+  #paintStored() {
+    let paint;
+    try {
+      paint = JSON.parse(localStorage.getItem(paintKey(this.#options)));
+    } catch {}
+    if (!paint?.view) return false;
+    const status = { ...paint.view.status, state: "restoring", nextRetryAt: null };
+    this.#view = this.#stored = Object.freeze({ ...paint.view, status, stored: true });
+    this.#diagnostics = { ...paint.diagnostics, status };
+    return true;
+  }
+
+  // The host refused this client after a stored paint was shown.
+  #failed(err) {
+    this.#view = Object.freeze({ ...this.#view, status: { ...this.#view.status, state: "failed", lastError: wireError(err) } });
+    this.#notifySoon();
   }
 
   // Starts a worker (or joins the running one) and attaches this client;
@@ -150,7 +200,16 @@ export class SharedClient {
     this.#diagnostics = { ...msg.diagnostics, host: msg.host };
     if (Object.keys(msg.view).length === 0) return;
     // A new object when anything changed; the parts not posted keep theirs.
-    this.#view = Object.freeze({ ...this.#view, ...msg.view });
+    const view = (this.#hostView = Object.freeze({ ...this.#hostView, ...msg.view }));
+    const stored = this.#stored;
+    // The stored paint stays, with the host's status, until the host
+    // restored as far (or is live or done): no step back on the screen.
+    if (stored && view.cursor < stored.cursor && !/live|failed|stopped/.test(view.status.state)) {
+      this.#view = Object.freeze({ ...stored, status: view.status });
+    } else {
+      this.#stored = null;
+      this.#view = view;
+    }
     this.#notifySoon();
   }
 
@@ -198,6 +257,10 @@ export class SharedClient {
     this.#watchingHost?.abort();
     this.#port?.close();
     this.#port = null;
+    return this.#reattach();
+  }
+
+  async #reattach() {
     for (let delay = 100; !this.#closed; delay = Math.min(delay * 2, 5_000)) {
       try {
         return await this.#attach();

@@ -300,6 +300,13 @@ export interface View {
   readonly status: Status;
   /** What the application should know, newest last (the last 50). */
   readonly notices: readonly Notice[];
+  /**
+   * Present only on a shared host's tab that painted a reload from storage
+   * (`SharedClient`): the last view the host posted before the page was
+   * left (its newest 100 items, no notices), `restoring` until the host's
+   * first view replaces it.
+   */
+  readonly stored?: true;
 }
 
 /** What `diagnostics()` returns. */

@@ -7,7 +7,7 @@ import { chromium } from "playwright-core";
 
 const url = process.env.BENCH_URL;
 const EVENTS = 10_000;
-// BENCH_ONLY=live,burst,restore,cold,memory,shared runs those parts (quick, repeatable
+// BENCH_ONLY=live,burst,restore,cold,memory,shared,paint runs those parts (quick, repeatable
 // figures while working on one path); unset runs everything.
 const only = process.env.BENCH_ONLY ? process.env.BENCH_ONLY.split(",") : null;
 const wants = (part) => !only || only.includes(part);
@@ -29,13 +29,13 @@ async function api(method, path, body) {
 
 // A realistic backlog: turns of user and assistant messages (~300-byte
 // envelopes), a tool card every fifth turn.
-async function seedBacklog() {
+async function seedBacklog(events = EVENTS) {
   const { session_id: id } = await api("POST", "/v1/sessions", { title: "bench" });
   const append = (type, data) => api("POST", "/v1/admin/events", { scope: "session", scope_id: id, type, data });
   const words = "replay cursor gap heartbeat snapshot résumé stream delta epoch café".split(" ");
   const text = (n, k) => Array.from({ length: n }, (_, i) => words[(i * 7 + k) % words.length]).join(" ");
   let head = 1; // session.created
-  for (let t = 1; head < EVENTS; t++) {
+  for (let t = 1; head < events; t++) {
     const turn = `turn_${t}`;
     const batch = [
       ["turn.started", { turn_id: turn, input_message_id: `u${t}` }],
@@ -48,7 +48,7 @@ async function seedBacklog() {
     batch.push(["message.committed", { message_id: `a${t}`, turn_id: turn, role: "assistant", text: text(24, t + 3) }]);
     batch.push(["turn.completed", { turn_id: turn }]);
     for (const [type, data] of batch) {
-      if (head >= EVENTS) break;
+      if (head >= events) break;
       await append(type, data);
       head++;
     }
@@ -193,6 +193,55 @@ async function openTab(context, host, id, head, origin = url) {
   }));
   if (paintError) throw new Error(`tab (${host}): ${paintError}`);
   return { tab, ms: paintedAt, marks };
+}
+
+// A reload's time to paint (issue 33, item 4): navigation start to the
+// frame that shows a session's 40 messages, for a hand-written page
+// (`host=plain`: fetch the replay pages, render) and the shared host's tab,
+// on a first visit (a fresh browser context: no HTTP cache, no SharedWorker,
+// nothing stored) and on a reload of that tab (its files from the HTTP
+// cache; the shared tab paints its stored snapshot). Median of 3 contexts
+// each, the ratio per context pair.
+async function reloadPaint() {
+  const ROUNDS = 3;
+  const { id, head } = await seedBacklog(81); // 20 turns: 40 messages
+  const MESSAGES = 40;
+  const times = { plain: { first: [], second: [] }, shared: { first: [], second: [] } };
+  const painted = async (tab) => {
+    await tab.waitForFunction(() => window.paintedAt !== undefined || window.paintError !== undefined, null, {
+      timeout: 60_000,
+    });
+    const { paintedAt, paintError } = await tab.evaluate(() => ({ paintedAt: window.paintedAt, paintError: window.paintError }));
+    if (paintError) throw new Error(paintError);
+    return paintedAt;
+  };
+  for (let i = 0; i < ROUNDS; i++) {
+    for (const host of ["plain", "shared"]) {
+      const context = await browser.newContext();
+      try {
+        const tab = await context.newPage();
+        await tab.goto(`${url}/bench/tab.html?host=${host}&session=${id}&head=${head}&messages=${MESSAGES}`);
+        times[host].first.push(await painted(tab));
+        // Left open a moment (the shared host restored and stored its state).
+        await tab.waitForTimeout(1_000);
+        await tab.reload();
+        times[host].second.push(await painted(tab));
+      } finally {
+        await context.close();
+      }
+    }
+    console.error(
+      `reload paint, round ${i + 1}: plain ${times.plain.first[i].toFixed(1)} / ${times.plain.second[i].toFixed(1)} ms, shared ${times.shared.first[i].toFixed(1)} / ${times.shared.second[i].toFixed(1)} ms (first visit / reload)`,
+    );
+  }
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const ratio = (visit) => median(times.shared[visit].map((ms, i) => ms / times.plain[visit][i]));
+  console.log(`browser_paint_plain_first_ms ${median(times.plain.first).toFixed(1)}`);
+  console.log(`browser_paint_plain_reload_ms ${median(times.plain.second).toFixed(1)}`);
+  console.log(`browser_paint_shared_first_ms ${median(times.shared.first).toFixed(1)}`);
+  console.log(`browser_paint_shared_reload_ms ${median(times.shared.second).toFixed(1)}`);
+  console.log(`browser_paint_shared_first_vs_plain ${ratio("first").toFixed(3)}`);
+  console.log(`browser_paint_shared_reload_vs_plain ${ratio("second").toFixed(3)}`);
 }
 
 // The shared host across tabs (issue 24), on the seeded backlog session
@@ -551,6 +600,7 @@ try {
   }
 
   if (wants("shared")) await sharedTabs(id, head);
+  if (wants("paint")) await reloadPaint();
 } finally {
   await browser.close();
 }

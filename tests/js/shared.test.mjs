@@ -132,6 +132,51 @@ test("a second tab on a followed session paints from the worker's memory, withou
   assert.deepEqual(pageErrors, []);
 });
 
+test("a reload paints the stored transcript before the host answers, then goes live equal to the server", async () => {
+  await noStreams();
+  const sessionId = await newSession("shared reload paint");
+  await api("POST", `/v1/sessions/${sessionId}/messages`, { message_id: "m_paint", text: "/tool before the reload" });
+  const [tab] = await openTabs(1, () => ({ sessionId }));
+  await converged([tab], () => sessionId);
+  const server = await api("GET", `/v1/sessions/${sessionId}/transcript`);
+  // Every request of the host after the reload fails: what the reload
+  // paints first cannot have come from the server.
+  await api("POST", "/v1/admin/faults", { kind: "clear" });
+  for (const route of ["replay", "events", "stream"]) {
+    await api("POST", "/v1/admin/faults", { kind: "fail_requests", route, status: 503, count: 50 });
+  }
+  try {
+    await tab.reload();
+    await tab.waitForFunction(() => document.getElementById("out").textContent === "ready");
+    await tab.evaluate((sessionId) => window.t.connect({ sessionId }), sessionId);
+    const painted = await tab.evaluate(() => {
+      const view = window.t.views[0];
+      return { stored: view.stored, state: view.status.state, items: view.items, cursor: view.cursor };
+    });
+    assert.equal(painted.stored, true, "the first view is the stored paint snapshot");
+    assert.equal(painted.state, "restoring");
+    assert.equal(painted.cursor, server.cursor);
+    assert.equal(JSON.stringify(painted.items), JSON.stringify(server.items));
+    assert.equal(await tab.evaluate(() => window.t.wasmLoadedHere()), false, "painted without the wasm");
+  } finally {
+    await api("POST", "/v1/admin/faults", { kind: "clear" });
+  }
+  await converged([tab], () => sessionId);
+  const { shrank, storedAgain } = await tab.evaluate(() => {
+    const views = window.t.views;
+    const hosts = views.findIndex((v) => !v.stored);
+    return {
+      shrank: views.some((v) => v.items.length < views[0].items.length),
+      storedAgain: views.slice(hosts).some((v) => v.stored),
+    };
+  });
+  assert.equal(shrank, false, "the host's view replaced the stored one without showing fewer items");
+  assert.equal(storedAgain, false, "once replaced, the stored paint does not come back");
+  await closeAll([tab]);
+  await noStreams();
+  assert.deepEqual(pageErrors, []);
+});
+
 test("9 tabs closed and one crashed: within 2 s the worker follows only what the remaining tab wants", async () => {
   await noStreams();
   const keep = await newSession("shared keep");

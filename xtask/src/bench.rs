@@ -462,6 +462,42 @@ const FIGURES: &[Figure] = &[
         target: None,
     },
     Figure {
+        name: "browser_paint_plain_first_ms",
+        unit: "ms",
+        what: "a hand-written page (fetch the replay pages, render): navigation start to the frame showing a session's 40 messages, first visit (fresh browser context); median of 3",
+        target: None,
+    },
+    Figure {
+        name: "browser_paint_plain_reload_ms",
+        unit: "ms",
+        what: "the same page reloaded (its files from the HTTP cache)",
+        target: None,
+    },
+    Figure {
+        name: "browser_paint_shared_first_ms",
+        unit: "ms",
+        what: "the shared host's tab, first visit: the SharedWorker starts, compiles the wasm, fetches and restores",
+        target: None,
+    },
+    Figure {
+        name: "browser_paint_shared_reload_ms",
+        unit: "ms",
+        what: "that tab reloaded: it paints the snapshot it stored when it was left, before the worker answers (issue 33, item 4)",
+        target: None,
+    },
+    Figure {
+        name: "browser_paint_shared_first_vs_plain",
+        unit: "x",
+        what: "first visit: shared host / hand-written page, time to paint, each context pair's ratio, median of 3",
+        target: Some((Goal::AtMost, 1.5)),
+    },
+    Figure {
+        name: "browser_paint_shared_reload_vs_plain",
+        unit: "x",
+        what: "reload: shared host / hand-written page, time to paint, median of 3",
+        target: Some((Goal::AtMost, 0.5)),
+    },
+    Figure {
         name: "browser_tabs10_shared_heap_mb",
         unit: "MB",
         what: "10 tabs of the 10 000-event session through the shared host: JS heap used after a full GC (CDP `Runtime.getHeapUsage` after `HeapProfiler.collectGarbage`), summed over the 10 pages and the SharedWorker",

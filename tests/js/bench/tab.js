@@ -4,10 +4,14 @@
 // (`SharedClient`; this page loads no wasm), `host=page` on this page
 // (`ReplayClient`, as `/?page` in the demo). Each loads only its own half.
 // `window.paintedAt`: navigation start to the animation frame that first
-// shows the whole session (live, at `head`).
+// shows the whole session (live, at `head`); with `messages=<n>`, the first
+// that shows its n messages, live or not (a reload's paint), and
+// `host=plain` is a hand-written page that fetches the replay pages and
+// renders them.
 const query = new URLSearchParams(location.search);
 const sessionId = query.get("session");
 const head = Number(query.get("head"));
+const messages = query.has("messages") ? Number(query.get("messages")) : null;
 const baseUrl = location.origin;
 const out = document.getElementById("out");
 // Navigation start to this module running, to the client's half imported,
@@ -34,11 +38,31 @@ async function connect() {
   return ReplayClient.connect({ baseUrl, sessionId, storage: "memory" });
 }
 
+// What a hand-written page does: every replay page, its messages rendered.
+async function plainPage() {
+  const items = [];
+  for (let cursor = 0, more = true; more; ) {
+    const res = await fetch(`${baseUrl}/v1/sessions/${sessionId}/replay?after_cursor=${cursor}&limit=2000`);
+    const page = await res.json();
+    for (const e of page.history) {
+      cursor = e.seq;
+      if (e.type === "message.committed") items.push({ kind: "message", text: e.data.text });
+    }
+    more = page.has_more;
+  }
+  return { items };
+}
+
+const shown = (view) =>
+  messages === null
+    ? view?.status.state === "live" && view.cursor >= head
+    : view?.items.filter((item) => item.kind === "message").length >= messages;
+
 function whenLive(client) {
   return new Promise((resolve) => {
     const check = () => {
       const view = client.view();
-      if (view?.status.state === "live" && view.cursor >= head) {
+      if (shown(view)) {
         off();
         resolve(view);
       }
@@ -49,9 +73,9 @@ function whenLive(client) {
 }
 
 try {
-  const client = await connect();
+  const client = query.get("host") === "plain" ? null : await connect();
   window.marks.view = performance.now();
-  const view = await whenLive(client);
+  const view = client ? await whenLive(client) : await plainPage();
   out.textContent = view.items.length;
   requestAnimationFrame(() => {
     window.paintedAt = performance.now();
