@@ -20,14 +20,19 @@ after(async () => {
   await browser?.close();
 });
 
-/** What `ReplayClient.connect(options)` throws in a fresh page, after `init()` when `init`. */
+/**
+ * What `ReplayClient.connect(options)` throws in a fresh page, after `init()`
+ * when `init`, or after the glue's own init when `init` is `"glue"` (as a
+ * host script loads the wasm, with the entry imported too).
+ */
 async function connectError(options, { init }) {
   const page = await openPage(browser, `${site}/pkg/package.json`, errors);
   try {
     return await page.evaluate(
       async ({ options, init }) => {
         const pkg = await import("/pkg/web/index.js");
-        if (init) await pkg.default();
+        if (init === "glue") await (await import("/pkg/web/replay_client.js")).default();
+        else if (init) await pkg.default();
         try {
           pkg.ReplayClient.connect(options).close();
           return null;
@@ -49,8 +54,11 @@ test("connecting before `await init()` says to call it", async () => {
   assert.equal(err.replay, true, `a ReplayError: ${JSON.stringify(err)}`);
   assert.equal(err.code, "not_initialized");
   assert.match(err.message, /await init\(\)/);
-  // And after init the same call connects.
+  // And after init the same call connects; also when the wasm was loaded
+  // through the glue, as the hosts (`shared.js`, `worker.js`) load it, in
+  // a worker script that imports the entry too.
   assert.equal(await connectError({ baseUrl: site, sessionId, storage: "memory" }, { init: true }), null);
+  assert.equal(await connectError({ baseUrl: site, sessionId, storage: "memory" }, { init: "glue" }), null);
 });
 
 test("a baseUrl without a scheme is refused at connect, naming the value", async () => {

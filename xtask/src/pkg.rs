@@ -247,9 +247,18 @@ export function initSync(options) {
 }
 "#;
 
-/// The web entry's first step of `connect`, at `BEFORE_CONNECT` in
-/// `SECOND_CLIENT_WARNING`.
-const NOT_INITIALIZED: &str = r#"  if (!loaded) {
+/// The web entry's call of the glue's `connect`, at `CONNECT_CALL` in
+/// `SECOND_CLIENT_WARNING`. `loaded` alone cannot say the wasm is missing:
+/// a host script (`shared.js`, `worker.js`) loads it through the glue, and
+/// importing this entry too (for `init`'s exports, say) installs this
+/// wrapper on the same class. So the glue is called, and its own
+/// `TypeError` of an unloaded module (it reads an export of `undefined`)
+/// becomes `not_initialized`.
+const NOT_INITIALIZED: &str = r#"  let client;
+  try {
+    client = connect.call(this, options);
+  } catch (err) {
+    if (loaded || !(err instanceof TypeError)) throw err;
     throw new ReplayError(
       "not_initialized",
       "the client's wasm is not loaded yet: call `await init()` (the package's default export) once before ReplayClient.connect",
@@ -257,8 +266,8 @@ const NOT_INITIALIZED: &str = r#"  if (!loaded) {
   }
 "#;
 
-/// Where an entry's own check goes in `SECOND_CLIENT_WARNING`.
-const BEFORE_CONNECT: &str = "  /* before connect */\n";
+/// Where an entry calls the glue's `connect` in `SECOND_CLIENT_WARNING`.
+const CONNECT_CALL: &str = "  const client = connect.call(this, options);\n";
 
 /// Both entries' `ReplayClient.connect`: warns once of a second client of
 /// one target (issue 35), one text for the `web` and `bundler` targets.
@@ -275,7 +284,6 @@ const release = (key) => open.set(key, (open.get(key) ?? 1) - 1);
 const collected = new FinalizationRegistry(release);
 const connect = ReplayClient.connect;
 ReplayClient.connect = function (options) {
-  /* before connect */
   const client = connect.call(this, options);
   const key = targetKey(options);
   open.set(key, (open.get(key) ?? 0) + 1);
@@ -302,13 +310,12 @@ ReplayClient.connect = function (options) {
 /// The entry's code after its exports: for `web` the init guard and the
 /// warning with the not-initialized check, for `bundler` the warning alone.
 fn entry_code(target: &str) -> String {
-    debug_assert_eq!(SECOND_CLIENT_WARNING.matches(BEFORE_CONNECT).count(), 1);
+    debug_assert_eq!(SECOND_CLIENT_WARNING.matches(CONNECT_CALL).count(), 1);
     if target == "web" {
-        let connect = SECOND_CLIENT_WARNING.replacen(BEFORE_CONNECT, NOT_INITIALIZED, 1);
+        let connect = SECOND_CLIENT_WARNING.replacen(CONNECT_CALL, NOT_INITIALIZED, 1);
         format!("{INIT_GUARD}{connect}")
     } else {
-        let connect = SECOND_CLIENT_WARNING.replacen(BEFORE_CONNECT, "", 1);
-        format!("import {{ ReplayClient }} from \"./replay_client.js\";\n{connect}")
+        format!("import {{ ReplayClient }} from \"./replay_client.js\";\n{SECOND_CLIENT_WARNING}")
     }
 }
 
