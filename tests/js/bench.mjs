@@ -204,8 +204,10 @@ async function openTab(context, host, id, head, origin = url) {
 // each, the ratio per context pair.
 async function reloadPaint() {
   const ROUNDS = 3;
-  const { id, head } = await seedBacklog(81); // 20 turns: 40 messages
-  const MESSAGES = 40;
+  const { id, head } = await seedBacklog(90); // 20 turns, 4 tool cards
+  const { items } = await api("GET", `/v1/sessions/${id}/transcript`);
+  const MESSAGES = items.filter((item) => item.kind === "message").length;
+  if (MESSAGES !== 40) throw new Error(`the paint session has ${MESSAGES} messages, not 40`);
   const times = { plain: { first: [], second: [] }, shared: { first: [], second: [] } };
   const painted = async (tab) => {
     await tab.waitForFunction(() => window.paintedAt !== undefined || window.paintError !== undefined, null, {
@@ -220,12 +222,17 @@ async function reloadPaint() {
       const context = await browser.newContext();
       try {
         const tab = await context.newPage();
-        await tab.goto(`${url}/bench/tab.html?host=${host}&session=${id}&head=${head}&messages=${MESSAGES}`);
+        // The shared host stores its state as an app's does (IndexedDB).
+        // tab-shared.html preloads the page half's modules, as a bundler's build would.
+        const html = host === "shared" ? "tab-shared.html" : "tab.html";
+        await tab.goto(`${url}/bench/${html}?host=${host}&session=${id}&head=${head}&messages=${MESSAGES}&storage=indexeddb`);
         times[host].first.push(await painted(tab));
         // Left open a moment (the shared host restored and stored its state).
         await tab.waitForTimeout(1_000);
         await tab.reload();
         times[host].second.push(await painted(tab));
+        const m = await tab.evaluate(() => window.marks);
+        console.error(`reload paint, ${host} reload: module ${m.module.toFixed(1)}, imported ${m.imported?.toFixed(1)}, view ${m.view.toFixed(1)} ms`);
       } finally {
         await context.close();
       }

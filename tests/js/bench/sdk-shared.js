@@ -1,11 +1,13 @@
 // The package's shared host, as an app's SharedWorker script calls it
 // (README, "One connection per browser"), with the in-memory storage every
-// bench client uses (a tab may not choose the host's storage). The bench
-// pages follow through `SharedClient`.
+// bench client uses (a tab may not choose the host's storage), or the
+// storage its URL's `storage` names (the reload paint: an app's default,
+// IndexedDB). The bench pages follow through `SharedClient`.
 import init from "../pkg/web/index.js";
 import { serveShared } from "../pkg/web/shared.js";
 
-serveShared({ baseUrl: location.origin, storage: "memory" });
+const storage = new URL(import.meta.url).searchParams.get("storage") ?? "memory";
+serveShared({ baseUrl: location.origin, storage });
 
 // This worker's wasm linear memory, read by bench.mjs over CDP for the
 // 10-tab memory figure (`init` returns the instance serveShared made).

@@ -18,8 +18,9 @@ const out = document.getElementById("out");
 // and to the client's first view.
 window.marks = { module: performance.now() };
 
-const startShared = () =>
-  new SharedWorker(new URL("./sdk-shared.js", import.meta.url), { type: "module", name: "bench" });
+// `storage=<kind>`: the host's storage (else in memory, as every bench client).
+const hostScript = `./sdk-shared.js${query.has("storage") ? `?storage=${query.get("storage")}` : ""}`;
+const startShared = () => new SharedWorker(new URL(hostScript, import.meta.url), { type: "module", name: "bench" });
 
 async function connect() {
   if (query.get("host") === "shared") {
