@@ -97,7 +97,8 @@ fn an_early_prefetch_body_is_kept_until_its_turn() {
     // The second page arrives first: nothing moves yet.
     r.answer_path(&rp(10), &page(&log, 10, 20));
     assert_eq!(r.c.cursor(), 0);
-    assert_eq!(r.c.status().state, State::Restoring);
+    // From nothing, before its first page: `connecting` (rule 2).
+    assert_eq!(r.c.status().state, State::Connecting);
     assert!(r.changes().is_empty());
     assert_eq!(r.fetch_paths(), [rp(0)]);
     // The first page brings both in, in order.
@@ -192,7 +193,8 @@ fn a_failed_prefetch_is_dropped_and_the_page_fetched_normally() {
         // No notice, no backoff, no retry, no restart: as if never asked.
         assert!(r.pump().is_empty(), "{name}: no action");
         assert!(r.notices.is_empty(), "{name}: {:?}", r.notices);
-        assert_eq!(r.c.status().state, State::Restoring, "{name}");
+        // From nothing, before its first page: `connecting` (rule 2).
+        assert_eq!(r.c.status().state, State::Connecting, "{name}");
         assert_eq!(r.c.status().next_retry_at, None, "{name}");
         assert_eq!(r.fetch_paths(), [rp(0)], "{name}: not sent again");
         r.answer(&page(&log, 0, 10));

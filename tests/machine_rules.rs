@@ -549,7 +549,8 @@ fn rule_8_epoch_change_in_hello_discards_state_and_restarts_from_zero() {
         .iter()
         .any(|n| matches!(n, Notice::EpochChanged { error } if error.code == "epoch_changed")));
     assert_eq!(r.c.cursor(), 0);
-    assert_eq!(r.c.status().state, State::Restoring);
+    // Restarted from nothing: `connecting` until the first page (rule 2).
+    assert_eq!(r.c.status().state, State::Connecting);
     assert!(r.fetch_path().contains("after_cursor=0"));
     r.open_ok();
     r.send(&[hello("e2", 1, BOOT)]);
@@ -649,7 +650,8 @@ fn rule_9_invalid_cursor_and_cursor_ahead_restore_from_zero_with_a_notice() {
         ));
         assert_eq!(r.c.cursor(), 0);
         assert!(r.fetch_path().contains("replay?after_cursor=0"));
-        assert_eq!(r.c.status().state, State::Restoring);
+        // Restarted from nothing: `connecting` until the first page (rule 2).
+        assert_eq!(r.c.status().state, State::Connecting);
     }
 }
 

@@ -396,11 +396,22 @@ fn the_revision_moves_with_what_a_snapshot_shows_and_quiet_steps_notify_nobody()
         notify: Notify::Sync,
         ..Config::session(SES)
     };
+    // A stored state (cursor 1): its restore is `restoring` from the start.
+    let stored = {
+        let mut m = Machine::new(Config::session(SES), None, 0);
+        let page = drain(&mut m).into_iter().find_map(|a| match a {
+            Action::Fetch { id, .. } => Some(id),
+            _ => None,
+        });
+        let body = r#"{"epoch":"e","boot_id":"b","cursor":1,"head":1,"has_more":false,"history":[{"id":1,"scope":"session","scope_id":"ses_1","seq":1,"type":"session.created","critical":true,"ts":"t","data":{"title":"t"}}],"live_turn":null,"tasks":null}"#;
+        m.handle_replay_page(page.expect("a page"), body.as_bytes(), 0);
+        m.persisted_value()
+    };
     let mut c = Machine::load(cfg, 0);
     drain(&mut c);
     let r0 = c.revision();
     assert!(!told(&mut c, 0), "connecting is quiet");
-    c.handle_stored(None, 1);
+    c.handle_stored(Some(&stored), 1);
     assert_eq!(c.status().state, State::Restoring);
     assert!(!told(&mut c, 1), "restoring is quiet");
     assert!(c.revision() > r0, "but the snapshot shows it");

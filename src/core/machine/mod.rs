@@ -595,7 +595,8 @@ impl Machine {
 
     /// What changed in the view since the last call. Nothing is reported
     /// while a restore is in progress; its completion is one change with
-    /// `restore_completed` (rule 2: repaint once per restore).
+    /// `restore_completed` (rule 2: repaint once per restore), none when a
+    /// restore from nothing found nothing to show.
     #[must_use]
     pub fn poll_view_change(&mut self) -> Option<ViewChange> {
         if self.restore.is_some() || self.change.is_empty() {
@@ -772,6 +773,9 @@ impl Machine {
             io::Reach::Answering => {}
         }
         match (&self.mode, &self.stream) {
+            // Nothing to bring up to date yet: a new session's empty backlog
+            // goes from connecting to live.
+            (Mode::Restore { .. }, _) if self.pos.cursor == 0 => State::Connecting,
             (Mode::Restore { .. }, _) => State::Restoring,
             (Mode::Repair { .. }, _) => State::Repairing,
             (Mode::Follow, Some(s)) if s.hello_seen => State::Live,

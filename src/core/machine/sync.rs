@@ -585,6 +585,18 @@ impl Machine {
             if self.stream.as_ref().is_some_and(|s| s.hello_seen) {
                 self.restarts_settled();
             }
+            if from_cursor == 0
+                && self.change
+                    == (ViewChange {
+                        status: self.change.status,
+                        ..ViewChange::default()
+                    })
+            {
+                // From nothing to nothing to show (a new session): no
+                // repaint, no notice (seed 001).
+                self.progress = ViewChange::default();
+                return;
+            }
             self.change.restore_completed = true;
             self.notices.push_back(Notice::Restored {
                 from_cursor,

@@ -381,9 +381,11 @@ pub enum Notice {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
-    /// Opening the stream.
+    /// Opening the stream; also a restore from nothing until its first
+    /// page (a new session's empty backlog goes from here to `Live`).
     Connecting,
-    /// Reading the backlog behind the restore barrier.
+    /// Reading the backlog behind the restore barrier, with a state to
+    /// bring up to date (a stored one, or the backlog's first page).
     Restoring,
     /// Following the live stream.
     Live,
