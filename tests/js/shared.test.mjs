@@ -98,6 +98,14 @@ test("10 tabs of one session: one stream at the server; a reply sent from one sh
   assert.deepEqual(pageErrors, []);
 });
 
+/** Every replay, events and stream request fails with 503 (50 each, counted down), until cleared. */
+async function failHostRequests() {
+  await api("POST", "/v1/admin/faults", { kind: "clear" });
+  for (const route of ["replay", "events", "stream"]) {
+    await api("POST", "/v1/admin/faults", { kind: "fail_requests", route, status: 503, count: 50 });
+  }
+}
+
 test("a second tab on a followed session paints from the worker's memory, without a request", async () => {
   await noStreams();
   const sessionId = await newSession("shared second tab");
@@ -105,9 +113,7 @@ test("a second tab on a followed session paints from the worker's memory, withou
   const [first] = await openTabs(1, () => ({ sessionId }));
   await converged([first], () => sessionId);
   // Any request the worker made for the second tab would fail, and be counted.
-  const routes = ["replay", "events", "stream"];
-  await api("POST", "/v1/admin/faults", { kind: "clear" });
-  for (const route of routes) await api("POST", "/v1/admin/faults", { kind: "fail_requests", route, status: 503, count: 50 });
+  await failHostRequests();
   try {
     const [second] = await openTabs(1, () => ({ sessionId }));
     const painted = await second.evaluate(() => {
@@ -141,10 +147,7 @@ test("a reload paints the stored transcript before the host answers, then goes l
   const server = await api("GET", `/v1/sessions/${sessionId}/transcript`);
   // Every request of the host after the reload fails: what the reload
   // paints first cannot have come from the server.
-  await api("POST", "/v1/admin/faults", { kind: "clear" });
-  for (const route of ["replay", "events", "stream"]) {
-    await api("POST", "/v1/admin/faults", { kind: "fail_requests", route, status: 503, count: 50 });
-  }
+  await failHostRequests();
   try {
     await tab.reload();
     await tab.waitForFunction(() => document.getElementById("out").textContent === "ready");
