@@ -165,15 +165,17 @@ test("a reload paints the stored transcript before the host answers, then goes l
     await api("POST", "/v1/admin/faults", { kind: "clear" });
   }
   await converged([tab], () => sessionId);
-  const { shrank, storedAgain } = await tab.evaluate(() => {
+  const { shrank, storedAgain, shown } = await tab.evaluate(() => {
     const views = window.t.views;
     const hosts = views.findIndex((v) => !v.stored);
     return {
       shrank: views.some((v) => v.items.length < views[0].items.length),
       storedAgain: views.slice(hosts).some((v) => v.stored),
+      // What each view showed, for a failure's message.
+      shown: views.map((v) => `${v.stored ? "stored " : ""}${v.status.state} cursor ${v.cursor} items ${v.items.length}`),
     };
   });
-  assert.equal(shrank, false, "the host's view replaced the stored one without showing fewer items");
+  assert.equal(shrank, false, `the host's view replaced the stored one without showing fewer items: ${shown.join("; ")}`);
   assert.equal(storedAgain, false, "once replaced, the stored paint does not come back");
   await closeAll([tab]);
   await noStreams();
