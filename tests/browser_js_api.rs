@@ -494,3 +494,65 @@ async fn a_failing_js_get_token_is_reported_as_the_last_error() {
         client.close();
     }
 }
+
+#[wasm_bindgen_test]
+async fn a_view_during_a_restore_shows_one_moment_of_the_session() {
+    // The stored state is read asynchronously (IndexedDB) and the restore's
+    // requests fail: views built meanwhile must not pair the stored cursor
+    // with the items of the view built before the state was read (seen in
+    // the shared host: cursor 7, no items, `backoff`).
+    let session = create_session().await;
+    post_message(&session, "m1", "/tool before the reload").await;
+    // The turn's end: the server's cursor stops moving.
+    let mut expected = server_transcript(&session).await;
+    loop {
+        sleep(300).await;
+        let now = server_transcript(&session).await;
+        if now["cursor"] == expected["cursor"] {
+            break;
+        }
+        expected = now;
+    }
+    let head = expected["cursor"].as_f64().unwrap();
+    let options = json!({"baseUrl": server(), "sessionId": session, "storage": "indexeddb"});
+    let first = connect(options.clone());
+    let live = |c: &ReplayClient| {
+        let v = c.view();
+        get(&v, "status.state").as_string().as_deref() == Some("live")
+            && get(&v, "cursor").as_f64() == Some(head)
+    };
+    assert!(wait_until(15_000, || live(&first)).await, "first client live");
+    first.close();
+    sleep(300).await;
+    fault(json!({"kind": "clear"})).await;
+    for route in ["replay", "events", "stream"] {
+        fault(json!({"kind": "fail_requests", "route": route, "status": 503, "count": 50})).await;
+    }
+    let second = connect(options);
+    let first_view = second.view();
+    let backoff = || get(&second.view(), "status.state").as_string().as_deref() == Some("backoff");
+    let waited = wait_until(10_000, backoff).await;
+    let during = second.view();
+    fault(json!({"kind": "clear"})).await;
+    assert!(waited, "the failing restore backs off");
+    let shown = |v: &JsValue| {
+        let items = get(v, "items").unchecked_into::<Array>().length();
+        (get(v, "cursor").as_f64().unwrap(), items)
+    };
+    let (cursor, items) = shown(&during);
+    assert!(
+        (cursor, items) == shown(&first_view) || (cursor == head && items > 0),
+        "one moment: cursor {cursor} with {items} items (first view {:?}, head {head})",
+        shown(&first_view)
+    );
+    let went_live = wait_until(20_000, || live(&second)).await;
+    let v = second.view();
+    assert!(
+        went_live,
+        "live once the server answers: {} cursor {:?}",
+        json_of(&get(&v, "status")),
+        get(&v, "cursor").as_f64()
+    );
+    assert_eq!(json_of(&get(&second.view(), "items")), expected["items"]);
+    second.close();
+}

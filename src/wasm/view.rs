@@ -240,6 +240,17 @@ pub struct ViewCache {
     tasks: Shared,
     status: Shared,
     notices: Shared,
+    /// The parts read from the machine, as of the last build outside a restore.
+    painted: Painted,
+}
+
+/// What [`ViewCache::assemble`] reads from the machine besides the status.
+#[derive(Default)]
+struct Painted {
+    cursor: f64,
+    epoch: JsValue,
+    prompts: JsValue,
+    tasks: JsValue,
 }
 
 impl Default for ViewCache {
@@ -268,6 +279,7 @@ impl Default for ViewCache {
             tasks: Shared::default(),
             status: Shared::default(),
             notices: Shared::default(),
+            painted: Painted::default(),
         }
     }
 }
@@ -424,27 +436,37 @@ impl ViewCache {
         } else {
             (self.empty.clone(), self.items.clone().into())
         };
-        let no_tasks;
-        let (prompts, tasks) = match session {
-            Some(s) => (s.pending_prompts(), s.tasks()),
-            None => {
-                no_tasks = TasksSnapshot::default();
-                (Vec::new(), &no_tasks)
-            }
-        };
+        // A restore's changes are withheld until its one repaint (rule 2),
+        // so the parts read from the machine stay as last painted too: the
+        // stored cursor beside items built before the state was read would
+        // show a moment that never was. The status and notices are current.
+        if self.revision.is_none() || !m.is_restoring() {
+            let no_tasks = TasksSnapshot::default();
+            let (prompts, tasks) = match session {
+                Some(s) => (s.pending_prompts(), s.tasks()),
+                None => (Vec::new(), &no_tasks),
+            };
+            self.painted = Painted {
+                cursor: m.cursor() as f64,
+                epoch: m.epoch().map_or(JsValue::NULL, |e| self.epoch.str(e)),
+                prompts: self.prompts.json(&prompts, true),
+                tasks: self.tasks.json(tasks, false),
+            };
+        }
         let status = m.status();
         let notices: Vec<_> = m.recent_notices().iter().collect();
+        let p = &self.painted;
         view_object(
             &self.scope.str(scope),
             &self.scope_id.str(scope_id),
-            &m.epoch().map_or(JsValue::NULL, |e| self.epoch.str(e)),
-            m.cursor() as f64,
+            &p.epoch,
+            p.cursor,
             &items,
             &events,
             &self.live,
             &self.interrupted,
-            &self.prompts.json(&prompts, true),
-            &self.tasks.json(tasks, false),
+            &p.prompts,
+            &p.tasks,
             &self.status.json(&StatusJs::of(&status), false),
             &self.notices.json(&notices, true),
         )
