@@ -8,8 +8,7 @@
 //! ([`wire_struct!`](crate::wire_struct) and friends, `json/schema.rs`).
 
 use std::borrow::Cow;
-use std::collections::{HashSet, VecDeque};
-use std::hash::{BuildHasher, Hash};
+use std::collections::VecDeque;
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
 pub(crate) mod arb;
@@ -652,12 +651,6 @@ impl FromJson for usize {
 impl<T: FromJson> FromJson for VecDeque<T> {
     fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
         Vec::read(r).map(VecDeque::from)
-    }
-}
-
-impl<T: FromJson + Eq + Hash, S: BuildHasher + Default> FromJson for HashSet<T, S> {
-    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
-        Vec::read(r).map(HashSet::from_iter)
     }
 }
 
