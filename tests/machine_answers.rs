@@ -11,7 +11,7 @@ mod machine_support;
 
 use machine_support::events::*;
 use machine_support::rig::*;
-use replay_client::core::machine::{Action, Config, CoreError, Response, State};
+use replay_client::core::machine::{Action, Config, CoreError, Notice, Response, State};
 
 fn head(status: u16, content_type: &str) -> Response {
     Response::Head {
@@ -70,8 +70,17 @@ fn an_error_body_reported_in_chunks_keeps_the_servers_code() {
     r.forget_fetch(page);
     answer(&mut r, page, 404, &error_body("not_found"), 3);
     let status = r.c.status();
-    assert_eq!(status.state, State::Failed);
-    let error = status.last_error.expect("an error");
+    // A 4xx on the backlog gives the restore up, not the client (rule 2);
+    // its error is the notice's.
+    assert_eq!(status.state, State::Connecting);
+    let error = r
+        .notices
+        .iter()
+        .find_map(|n| match n {
+            Notice::RestoreFailed { error } => Some(error.clone()),
+            _ => None,
+        })
+        .expect("a restore_failed notice");
     assert_eq!(error.status, Some(404));
     assert_eq!(error.code, "not_found", "the server's code: {error:?}");
 }

@@ -725,8 +725,16 @@ fn rule_9_a_401_sent_before_the_refresh_asks_no_second_refresh_after_a_success()
 
 #[test]
 fn rule_9_other_4xx_stop_and_5xx_429_retry_honouring_retry_after() {
+    // On the backlog a 4xx gives only the restore up (rule 2); the stream's
+    // own 404 (the session is gone) stops the client.
     let mut r = Rig::new();
     r.http_error(false, 404, None, &error_body("not_found"));
+    assert_ne!(r.c.status().state, State::Failed);
+    assert!(r
+        .notices
+        .iter()
+        .any(|n| matches!(n, Notice::RestoreFailed { error } if error.code == "not_found")));
+    r.http_error(true, 404, None, &error_body("not_found"));
     assert_eq!(r.c.status().state, State::Failed);
 
     let mut r = Rig::live_with(&simple_log(1));

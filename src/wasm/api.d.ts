@@ -121,6 +121,12 @@ export interface Status {
   nextRetryAt: number | null;
   /** The last error seen; `null` again once live. */
   lastError: ErrorInfo | null;
+  /**
+   * The backlog of a restore could not be read (a `restore_failed` notice): the view shows the
+   * live events over the history it had, and events between the two may be missing. Cleared when
+   * the backlog is folded in.
+   */
+  historyIncomplete: boolean;
 }
 
 /** Something the application should know, e.g. a cursor reset or a storage fallback. */

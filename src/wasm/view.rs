@@ -68,6 +68,8 @@ struct StatusJs<'a> {
     next_retry_at: Option<u64>,
     #[serde(rename = "lastError")]
     last_error: Option<&'a ErrorInfo>,
+    #[serde(rename = "historyIncomplete")]
+    history_incomplete: bool,
 }
 
 /// A part of the view converted once per distinct value: the same JS
@@ -156,6 +158,7 @@ impl<'a> StatusJs<'a> {
             since: s.since,
             next_retry_at: s.next_retry_at,
             last_error: s.last_error.as_ref(),
+            history_incomplete: s.history_incomplete,
         }
     }
 }
@@ -440,7 +443,7 @@ impl ViewCache {
         // so the parts read from the machine stay as last painted too: the
         // stored cursor beside items built before the state was read would
         // show a moment that never was. The status and notices are current.
-        if self.revision.is_none() || !m.is_restoring() {
+        if self.revision.is_none() || !m.withheld() {
             let no_tasks = TasksSnapshot::default();
             let (prompts, tasks) = match session {
                 Some(s) => (s.pending_prompts(), s.tasks()),

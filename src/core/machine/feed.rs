@@ -66,6 +66,7 @@ impl ClientNotice {
                 at,
             ),
             Notice::EpochChanged { error } => Self::from_error("epoch_changed", error, at),
+            Notice::RestoreFailed { error } => Self::from_error("restore_failed", error, at),
             Notice::CursorRejected { error, .. } => Self::from_error("cursor_reset", error, at),
             Notice::StorageDiscarded { error } => Self::from_error("corrupt_storage", error, at),
             Notice::StorageFallback { error } => Self::from_error("storage_fallback", error, at),
@@ -179,6 +180,7 @@ mod tests {
             since: 0,
             next_retry_at: None,
             last_error: None,
+            history_incomplete: false,
         };
         f.status(status(State::Connecting));
         f.status(status(State::Restoring));

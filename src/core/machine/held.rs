@@ -39,6 +39,11 @@ impl Held {
         self.frames.len()
     }
 
+    /// The `i`th held frame, oldest first (it keeps its size as sent).
+    pub(super) fn get_mut(&mut self, i: usize) -> Option<&mut Frame> {
+        self.frames.get_mut(i).map(|(f, _)| f)
+    }
+
     pub(super) fn clear(&mut self) {
         *self = Held::default();
     }

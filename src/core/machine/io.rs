@@ -297,6 +297,7 @@ impl Machine {
     }
 
     pub(super) fn fetch_retry(&mut self, err: CoreError, hint: Option<u64>, now: u64) {
+        self.restore_failed(&err, false);
         let delay =
             self.fetch_backoff
                 .next_delay(&self.cfg.backoff, &mut self.rng, hint.unwrap_or(0));
@@ -460,6 +461,9 @@ impl Machine {
                 Req::Stream => self.stream_retry(Some(error), after, now),
                 Req::Fetch | Req::Prefetch => self.fetch_retry(error, after, now),
             },
+            HttpClass::Fail(error) if matches!(req, Req::Fetch) && self.restore.is_some() => {
+                self.give_up_restore(&error)
+            }
             HttpClass::Fail(error) => self.fail(error),
         }
     }

@@ -60,6 +60,9 @@ enum Mode {
     Restore { verify: bool },
     /// Fetching missing events behind the barrier; live frames are held.
     Repair { from_cursor: u64, verify: bool },
+    /// A 4xx gave the restore up: live frames go to `shown` only, the
+    /// durable state stays as it was (the next start restores from it).
+    Unrestored,
 }
 
 /// A frame held by the barrier.
@@ -128,6 +131,10 @@ pub struct Machine {
     buffer: held::Held,
     /// `Some(from_cursor)` while a restore is not yet painted.
     restore: Option<u64>,
+    /// What is shown while the backlog of a restore cannot be read: a copy
+    /// of the view with the live frames on top, and the last durable key
+    /// applied to it (rule 2; `sync.rs`, `restore_failed`).
+    shown: Option<(View, u64)>,
     /// Restarts from 0 in a row (see `restarts_settled`), and their pacing.
     zero_restarts: u32,
     restart_backoff: Backoff,
@@ -301,6 +308,7 @@ impl Machine {
             mode: Mode::Follow,
             buffer: held::Held::default(),
             restore: None,
+            shown: None,
             zero_restarts: 0,
             restart_backoff: Backoff::default(),
             idle_repairs: 0,
@@ -596,10 +604,11 @@ impl Machine {
     /// What changed in the view since the last call. Nothing is reported
     /// while a restore is in progress; its completion is one change with
     /// `restore_completed` (rule 2: repaint once per restore), none when a
-    /// restore from nothing found nothing to show.
+    /// restore from nothing found nothing to show. While its backlog cannot
+    /// be read the live view is: a change with `reset`, then per input.
     #[must_use]
     pub fn poll_view_change(&mut self) -> Option<ViewChange> {
-        if self.restore.is_some() || self.change.is_empty() {
+        if self.withheld() || self.change.is_empty() {
             return None;
         }
         let mut c = std::mem::take(&mut self.change);
@@ -628,6 +637,13 @@ impl Machine {
         self.restore.is_some()
     }
 
+    /// Whether view changes wait for the restore's end (not while the live
+    /// view of a failed backlog is shown): a view built meanwhile shows what
+    /// was last painted.
+    pub fn withheld(&self) -> bool {
+        self.restore.is_some() && self.shown.is_none()
+    }
+
     /// Connection status.
     pub fn status(&self) -> Status {
         Status {
@@ -635,6 +651,7 @@ impl Machine {
             since: self.since,
             next_retry_at: self.shown_retry_at(),
             last_error: self.last_error.clone(),
+            history_incomplete: self.shown.is_some(),
         }
     }
 
@@ -644,9 +661,11 @@ impl Machine {
     }
 
     /// The folded view. Between a restore's start and its completion it may
-    /// hold a partly restored state; read it on view changes.
+    /// hold a partly restored state; read it on view changes. While the
+    /// backlog cannot be read ([`Status::history_incomplete`]) it is the
+    /// durable state with the live events on top.
     pub fn view(&self) -> &View {
-        &self.view
+        self.shown.as_ref().map_or(&self.view, |s| &s.0)
     }
 
     /// Last applied `seq` (row id on the global list).
@@ -669,7 +688,8 @@ impl Machine {
         &self.cfg
     }
 
-    /// The canonical transcript (session targets only).
+    /// The canonical transcript (session targets only), of the durable
+    /// state (not of the live view of a failed restore).
     pub fn transcript(&self) -> Option<Transcript> {
         let s = self.view.as_session()?;
         Some(s.transcript(self.pos.epoch.as_deref().unwrap_or(""), self.pos.cursor))
@@ -731,13 +751,15 @@ impl Machine {
             self.feed.notice(n, now);
         }
         self.notices_recorded += unrecorded;
-        if self.restore.is_none() && !self.change.is_empty() {
+        if !self.withheld() && !self.change.is_empty() {
             self.feed.view_changed();
         }
         // Every input (each stream chunk) passes here: compare by reference
         // and build (clone) the status only when it moved.
         let next = self.shown_retry_at();
         let err = self.last_error.as_ref();
+        // `history_incomplete` is not compared: it changes only with a
+        // notice or a repaint, which move the revision themselves.
         if !self
             .feed
             .status_unchanged(self.state, self.since, next, err)
@@ -778,10 +800,10 @@ impl Machine {
             (Mode::Restore { .. }, _) if self.pos.cursor == 0 => State::Connecting,
             (Mode::Restore { .. }, _) => State::Restoring,
             (Mode::Repair { .. }, _) => State::Repairing,
-            (Mode::Follow, Some(s)) if s.hello_seen => State::Live,
-            (Mode::Follow, Some(_)) => State::Connecting,
-            (Mode::Follow, None) if self.stream_retry_at.is_some() => State::Backoff,
-            (Mode::Follow, None) => State::Connecting,
+            (_, Some(s)) if s.hello_seen => State::Live,
+            (_, Some(_)) => State::Connecting,
+            (_, None) if self.stream_retry_at.is_some() => State::Backoff,
+            (_, None) => State::Connecting,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! (rule 4), snapshots (rule 5), epochs (rule 8), droppable events (rule 10).
 
 use super::error::CoreError;
-use super::persist::{LastApplied, Position};
+use super::persist::{self, LastApplied, Position};
 use super::types::{FetchKind, Notice, Target};
 use super::{Frame, Machine, Mode};
 use crate::fold::{View, ViewChange};
@@ -13,6 +13,28 @@ use crate::sse::SseEventRef;
 /// Whether a page of `len` events holds more than its request's `limit`.
 fn over(len: usize, limit: u32) -> bool {
     len as u64 > u64::from(limit)
+}
+
+/// Applies a live frame to the live view of a failed restore (`shown`, see
+/// `Machine::restore_failed`): a durable event after the last one shown
+/// (past a gap too; its key is the row id if `global`), a transient
+/// whatever its `after_seq`. A durable event is spent there (a copy would be
+/// new code in the wasm) and leaves a marker in its place: the gap repair
+/// after the backlog reads it again. Free of `self` for split borrows.
+fn show(shown: &mut Option<(View, u64)>, global: bool, change: &mut ViewChange, frame: &mut Frame) {
+    let Frame::Event(env) = frame else { return };
+    let Some((view, last)) = shown else { return };
+    match if global { env.id } else { env.seq } {
+        Some(k) => {
+            if k > *last {
+                *last = k;
+                view.apply_durable(env, change);
+            }
+            *frame = Frame::LiveFrom(k);
+        }
+        None if matches!(env.event, Event::Heartbeat(_)) => {}
+        None => view.apply_transient(env, change),
+    }
 }
 
 /// What applying one frame led to.
@@ -45,13 +67,57 @@ impl Machine {
                 });
             }
         }
+        // While `shown` is what a UI reads, this view's changes are not
+        // reported: the restore's end repaints it whole.
         if !ch.is_empty() {
             self.dirty |= persist;
-            if self.restore.is_some() {
-                self.progress.merge(&ch);
+            if self.shown.is_none() {
+                if self.restore.is_some() {
+                    self.progress.merge(&ch);
+                }
+                self.change.merge(&ch);
             }
-            self.change.merge(&ch);
         }
+    }
+
+    /// Rule 2, a backlog that cannot be read (`err`): non-fatal. Said once
+    /// per restore (`final_`: and when it is given up); the live frames are
+    /// shown at once on a copy of the view, the durable one still waiting
+    /// for the backlog (seed 001: the live subscription continues).
+    pub(super) fn restore_failed(&mut self, err: &CoreError, final_: bool) {
+        if self.restore.is_none() {
+            return;
+        }
+        if self.shown.is_none() {
+            // A copy through the persisted form: a `Clone` of the view would
+            // be new code in the wasm, this is code it has.
+            let copy = persist::decode(&self.persisted_value(), &self.cfg.target);
+            let (pos, view) = copy.expect("a persisted value reads back");
+            self.shown = Some((view, pos.cursor));
+            // The copy is painted whole (what is staged from the progress
+            // meanwhile is restaged at the restore's end: `drain`).
+            self.change.reset = true;
+            let global = matches!(self.cfg.target, Target::Global);
+            let mut i = 0;
+            while let Some(f) = self.buffer.get_mut(i) {
+                show(&mut self.shown, global, &mut self.change, f);
+                i += 1;
+            }
+        } else if !final_ {
+            return;
+        }
+        let error = err.info();
+        self.notices.push_back(Notice::RestoreFailed { error });
+    }
+
+    /// A 4xx on the backlog: the restore is given up, not the live follow
+    /// (a session that is gone fails the stream too, and so the client).
+    pub(super) fn give_up_restore(&mut self, err: &CoreError) {
+        self.restore_failed(err, true);
+        self.end_fetch();
+        self.buffer.clear();
+        self.mode = Mode::Unrestored;
+        self.restore = None;
     }
 
     /// Rule 2: open the live stream without a cursor and read the backlog
@@ -60,6 +126,7 @@ impl Machine {
         let verify = self.scoped() && !self.cfg.target.is_session() && self.pos.cursor > 0;
         self.mode = Mode::Restore { verify };
         self.restore = Some(self.pos.cursor);
+        self.shown = None;
         self.counters.restores += 1;
         // A consumer of the progress stages this restore from the whole view.
         self.progress = ViewChange {
@@ -243,6 +310,10 @@ impl Machine {
         self.saw_head(h.head);
         let boot = h.boot_id.clone();
         self.with_view(true, |v, ch| v.set_boot(&boot, ch));
+        if let Some((v, _)) = &mut self.shown {
+            // Rule 7 holds for the live view of a failed restore too.
+            v.set_boot(&boot, &mut self.change);
+        }
         if live_only {
             // Durable events up to head will not come on this stream.
             self.route(Frame::LiveFrom(h.head), 0, now);
@@ -252,10 +323,14 @@ impl Machine {
     /// Applies a frame (of `bytes` as sent), or holds it while a barrier is up.
     fn route(&mut self, mut frame: Frame, bytes: usize, now: u64) {
         if self.mode != Mode::Follow {
-            self.hold(frame, bytes);
-            return;
-        }
-        if let Step::Gap { requeue } = self.apply_frame(&mut frame, false) {
+            let global = matches!(self.cfg.target, Target::Global);
+            show(&mut self.shown, global, &mut self.change, &mut frame);
+            // A given-up restore holds nothing: the frame was only shown.
+            if !matches!(self.mode, Mode::Unrestored) {
+                self.hold(frame, bytes);
+                return;
+            }
+        } else if let Step::Gap { requeue } = self.apply_frame(&mut frame, false) {
             if requeue {
                 self.hold(frame, bytes);
                 self.start_repair(now);
@@ -520,7 +595,7 @@ impl Machine {
         self.saw_head(page.head);
         let verify = match &mut self.mode {
             Mode::Restore { verify } | Mode::Repair { verify, .. } => std::mem::take(verify),
-            Mode::Follow => return,
+            Mode::Follow | Mode::Unrestored => return,
         };
         let mut skip = 0;
         if verify {
@@ -585,16 +660,17 @@ impl Machine {
             if self.stream.as_ref().is_some_and(|s| s.hello_seen) {
                 self.restarts_settled();
             }
-            if from_cursor == 0
-                && self.change
-                    == (ViewChange {
-                        status: self.change.status,
-                        ..ViewChange::default()
-                    })
-            {
+            let status = std::mem::take(&mut self.change.status);
+            let unchanged = self.change.is_empty();
+            self.change.status = status;
+            if self.shown.take().is_some() {
+                // The live view is replaced: painted and staged anew.
+                self.change.reset = true;
+                self.progress.reset = true;
+            } else if from_cursor == 0 && unchanged {
                 // From nothing to nothing to show (a new session): no
                 // repaint, no notice (seed 001).
-                self.progress = ViewChange::default();
+                self.progress.reset = false;
                 return;
             }
             self.change.restore_completed = true;

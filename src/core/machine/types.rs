@@ -321,6 +321,14 @@ pub enum Notice {
         /// Cursor after it.
         to_cursor: u64,
     },
+    /// The backlog of a restore could not be read (non-fatal): the live
+    /// stream is shown meanwhile, `Status::history_incomplete` set. Said on
+    /// the first failure of a restore (retries follow with backoff) and when
+    /// a 4xx gives the restore up (no retry; the live stream goes on).
+    RestoreFailed {
+        /// Why.
+        error: ErrorInfo,
+    },
     /// Missing durable events were fetched and applied.
     GapRepaired {
         /// Cursor before the repair.
@@ -412,6 +420,10 @@ pub struct Status {
     pub next_retry_at: Option<u64>,
     /// The last error seen, cleared when live again.
     pub last_error: Option<ErrorInfo>,
+    /// The view shows live events over a history whose backlog could not
+    /// be read ([`Notice::RestoreFailed`]): events between the two may be
+    /// missing. Cleared when the backlog is folded in.
+    pub history_incomplete: bool,
 }
 
 /// Running totals since construction.
