@@ -453,6 +453,14 @@ test("the host refuses another schema version and a tab's credentials with clear
   assert.deepEqual(pageErrors, []);
 });
 
+/** Within 5 s the server holds exactly one stream. */
+async function oneStream(what) {
+  await until(what, async () => (await streams()) === 1, {
+    timeoutMs: 5_000,
+    describe: async () => `: ${await streams()} streams open`,
+  });
+}
+
 /** Ten demo tabs (the default mode: the shared host); `sessionOf(i)` says which session tab `i` shows. */
 async function tenDemoTabs(sessionOf) {
   const demos = [];
@@ -492,7 +500,9 @@ test("ten demo tabs of ten sessions (default mode) over HTTP/1.1: each shows its
     await demo.click("#composer button[type=submit]");
   }
   await demosConverged(demos, sessionOf);
-  assert.equal(await streams(), 1, "ten demo tabs of ten sessions, one stream");
+  // A stream closed a moment ago counts until the server notices (seen
+  // once on a loaded machine): the steady state is what is asserted.
+  await oneStream("ten demo tabs of ten sessions, one stream");
   assert.equal(await scopesFollowed(), 10);
   await closeAll(demos);
   await noStreams();
@@ -506,7 +516,9 @@ test("ten tabs of the demo page (default mode) over HTTP/1.1: all show the reply
   await demos[7].fill("#message", "/tool hello from the eighth demo tab");
   await demos[7].click("#composer button[type=submit]");
   await demosConverged(demos, () => sessionId);
-  assert.equal(await streams(), 1, "ten demo tabs, one stream");
+  // A stream closed a moment ago counts until the server notices (seen
+  // once on a loaded machine): the steady state is what is asserted.
+  await oneStream("ten demo tabs, one stream");
   const wasmOnPage = await demos[0].evaluate(() =>
     performance.getEntriesByType("resource").some((e) => e.name.endsWith(".wasm")),
   );
@@ -524,7 +536,9 @@ test("10 tabs of 10 sessions: every tab shows its reply over one stream at the s
   await allLive(tabs);
   for (const [i, tab] of tabs.entries()) await tab.evaluate((i) => window.t.client.send(`/tool tab ${i}`), i);
   await converged(tabs, (i) => sessions[i]);
-  assert.equal(await streams(), 1, "one multiplexed stream for ten sessions");
+  // A stream closed a moment ago counts until the server notices (seen
+  // once on a loaded machine): the steady state is what is asserted.
+  await oneStream("one multiplexed stream for ten sessions");
   assert.equal(await scopesFollowed(), 10, "carrying the ten sessions");
   await closeAll(tabs);
   await noStreams();
