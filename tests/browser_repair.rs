@@ -102,23 +102,33 @@ async fn invalid_cursor_400_restores_from_zero_with_a_notice() {
     restores_from_zero_after(&client, &session, 400, head).await;
 }
 
-/// A 400 with any other code is "another 4xx": rule 9 says stop with an
-/// error, never loop.
+/// A 400 with any other code on the backlog is "another 4xx": it gives
+/// the restore up, not the client (rule 2, rule 9): no loop, a
+/// `restore_failed` notice with the server's answer, and the live stream
+/// goes on over the history the client had, marked incomplete.
 #[wasm_bindgen_test]
-async fn other_400_stops_with_an_error() {
+async fn other_400_on_the_backlog_gives_the_restore_up_not_the_client() {
     let session = create_session().await;
     post_message(&session, "m1", "hello").await;
     fault(json!({"kind": "fail_requests", "route": "replay", "status": 400, "count": 1})).await;
     let client = Client::connect(options(&session, StorageChoice::Memory));
-    assert!(wait_until(10_000, || client.status().state == State::Failed).await);
-    let status = client.status();
-    let error = status.last_error.expect("failed with an error");
-    // The fault's body code (`injected_fault`), its status beside it.
-    assert_eq!(
-        (error.code.as_str(), error.status),
-        ("injected_fault", Some(400))
+    let incomplete = || {
+        let s = client.status();
+        s.state == State::Live && s.history_incomplete
+    };
+    assert!(
+        wait_until(10_000, incomplete).await,
+        "live, history incomplete: {:?}",
+        client.status()
     );
-    assert!(has_notice(&client, "injected_fault"));
+    let notices = client.notices();
+    let failed = notices
+        .iter()
+        .find(|n| n.code == "restore_failed")
+        .expect("a restore_failed notice");
+    // The fault's answer is in the notice.
+    assert_eq!(failed.status, Some(400), "{failed:?}");
+    assert!(failed.message.starts_with("HTTP 400"), "{failed:?}");
     client.close();
 }
 
