@@ -3,7 +3,7 @@
 
 mod share_support;
 
-use replay_client::core::machine::{Lifecycle, RequestId, Response, State, Target};
+use replay_client::core::machine::{CoreError, Lifecycle, RequestId, Response, State, Target};
 use replay_client::core::protocol::{Envelope, Event};
 use replay_client::core::share::{Output, Share, ShareConfig};
 use serde_json::json;
@@ -348,4 +348,30 @@ fn comments_do_not_keep_a_silent_connection() {
     w.server.append("b");
     w.advance(5_000);
     w.assert_converged();
+}
+
+#[test]
+fn a_failed_connection_reaches_every_machine_with_its_own_error() {
+    // A CORS refusal of the multiplexed stream is `cors` in every machine's
+    // status, as it is for a scoped stream, not a generic network error.
+    let (mut w, ms) = one_hub();
+    let id = w.server.conns[0].id;
+    w.server.close(0, id);
+    let now = w.now;
+    let origin = "http://localhost:5173".to_owned();
+    w.ctxs[0]
+        .share
+        .handle_mux_failed(id, CoreError::Cors(origin), now);
+    w.settle();
+    for m in ms {
+        let s = w.machine(0, m).status();
+        assert_eq!(s.state, State::Backoff, "machine {m}");
+        let e = s.last_error.expect("the error is the status's");
+        assert_eq!(e.code, "cors", "machine {m}");
+        assert!(
+            e.message.contains("--allow-origin http://localhost:5173"),
+            "{}",
+            e.message
+        );
+    }
 }

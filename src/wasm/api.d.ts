@@ -86,6 +86,8 @@ export type ReplayErrorCode =
   | "page_not_advancing" | "page_over_limit" | "body_too_large"
   | "stalled" | "network" | "corrupt_storage" | "storage_fallback"
   | "closed" | "invalid_options" | "timeout"
+  /** The server answered, but without CORS headers for this page's origin (`--allow-origin`). */
+  | "cors"
   /** `ReplayClient.connect` was called before the wasm was loaded (`await init()` first). */
   | "not_initialized"
   /** A page and the worker hosting its client speak different versions of their messages. */

@@ -210,7 +210,7 @@ export function idbRemove(key) {
 // head(status, contentType, retryAfter) and chunk(chunks) return false to
 // stop (the body is cancelled); held() says a first chunk waits (see
 // pumpBody). Resolves true at the body's end, false when stopped; rejects
-// [kind, message], kind one of "credentials", "options", "network". Only a
+// [kind, message], kind one of "credentials", "options", "cors", "network". Only a
 // stream's chunks may be held (`stream`).
 async function exchange(http, method, path, accept, body, lastEventId, ctl, stream, head, chunk, held) {
   const [base, pairs, getToken] = http;
@@ -230,7 +230,8 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, stre
     }
     if (lastEventId != null) headers.set("Last-Event-ID", lastEventId);
     if (body != null) headers.set("Content-Type", "application/json");
-    const r = await fetch(base + path, { method, headers, body, signal: ctl.signal });
+    const url = base + path;
+    const r = await fetch(url, { method, headers, body, signal: ctl.signal }).catch((e) => noAnswer(url, ctl, e));
     if (!head(r.status, r.headers.get("content-type"), r.headers.get("retry-after"))) {
       if (r.body) r.body.cancel().catch(() => {});
       return false;
@@ -243,6 +244,19 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, stre
     if (ctl.signal.aborted) return false;
     throw Array.isArray(e) ? e : ["network", text(e)];
   }
+}
+
+// A fetch rejected without an answer: none came (the server is down,
+// offline), or the browser hid one without CORS headers for this page's
+// origin. A `no-cors` request of the same URL tells the two apart: it
+// resolves (opaquely) whenever the server answers at all. Rejects
+// ["cors", origin] for the second.
+async function noAnswer(url, ctl, e) {
+  const probe = { method: "HEAD", mode: "no-cors", credentials: "omit", signal: ctl.signal };
+  if (!ctl.signal.aborted && e instanceof TypeError && (await fetch(url, probe).then(() => true, () => false))) {
+    throw ["cors", globalThis.location?.origin];
+  }
+  throw e;
 }
 
 // Aborts request `ctl` (the wasm dropped it). A request whose body is

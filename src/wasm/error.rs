@@ -42,6 +42,9 @@ pub enum WasmError {
     /// `getToken()` threw or rejected.
     #[error("getToken failed: {0}")]
     Credentials(String),
+    /// The server answered without CORS headers for this page's origin.
+    #[error("{}", CoreError::Cors(.0.clone()))]
+    Cors(String),
 }
 
 impl WasmError {
@@ -57,6 +60,7 @@ impl WasmError {
             WasmError::Unauthorized(..) | WasmError::Credentials(_) => "unauthorized",
             WasmError::Http { .. } => "http_status",
             WasmError::BadJson(_) => "bad_json",
+            WasmError::Cors(_) => "cors",
         }
     }
 
@@ -84,6 +88,7 @@ impl From<WasmError> for CoreError {
             },
             WasmError::Credentials(why) => CoreError::Credentials(why),
             WasmError::Network(why) => CoreError::Network(why),
+            WasmError::Cors(origin) => CoreError::Cors(origin),
             e => CoreError::Network(e.to_string()),
         }
     }
@@ -96,6 +101,7 @@ impl From<CoreError> for WasmError {
             CoreError::Closed => WasmError::Closed,
             CoreError::NotASession => WasmError::InvalidOptions(e.to_string()),
             CoreError::Network(why) => WasmError::Network(why),
+            CoreError::Cors(origin) => WasmError::Cors(origin),
             CoreError::Timeout { after_ms } => {
                 WasmError::Timeout(after_ms.min(u32::MAX.into()) as u32)
             }

@@ -161,6 +161,7 @@ impl Http {
         match kind {
             "credentials" => WasmError::Credentials(message),
             "options" => WasmError::InvalidOptions(message),
+            "cors" => WasmError::Cors(message),
             _ => WasmError::Network(message),
         }
     }

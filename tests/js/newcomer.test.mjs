@@ -102,3 +102,47 @@ test("a second client of one target warns once in the console, a closed one does
   }
   assert.deepEqual(errors, []);
 });
+
+/**
+ * The first `lastError` of a client on the page following `baseUrl` (a
+ * session that need not exist: no answer is ever read).
+ */
+async function firstError(baseUrl) {
+  const page = await openPage(browser, `${site}/pkg/package.json`, errors);
+  try {
+    return await page.evaluate(async (baseUrl) => {
+      const pkg = await import("/pkg/web/index.js");
+      await pkg.default();
+      const client = pkg.ReplayClient.connect({ baseUrl, sessionId: "ses_newcomer", storage: "memory" });
+      try {
+        const deadline = Date.now() + 10_000;
+        while (Date.now() < deadline) {
+          const error = client.view().status.lastError;
+          if (error) return { ...error, origin: location.origin };
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        return null;
+      } finally {
+        client.close();
+      }
+    }, baseUrl);
+  } finally {
+    await page.close();
+  }
+}
+
+test("a server that does not allow the page's origin says cors and names the flag; no server says network", async () => {
+  const noCors = process.env.E2E_NO_CORS_URL;
+  assert.ok(noCors, "E2E_NO_CORS_URL is set by cargo xtask test");
+  const hidden = await firstError(noCors);
+  assert.ok(hidden, "an error within 10 s");
+  assert.equal(hidden.code, "cors", JSON.stringify(hidden));
+  assert.ok(hidden.message.includes(hidden.origin), hidden.message);
+  assert.ok(hidden.message.includes(`--allow-origin ${hidden.origin}`), hidden.message);
+  // Nothing listens on port 9 of loopback: no answer at all.
+  const down = await firstError("http://127.0.0.1:9");
+  assert.ok(down, "an error within 10 s");
+  assert.equal(down.code, "network", JSON.stringify(down));
+  assert.doesNotMatch(down.message, /allow-origin/);
+  assert.deepEqual(errors, []);
+});

@@ -196,14 +196,20 @@ fn server_binary() -> std::path::PathBuf {
 
 /// A throwaway server tuned for tests: short heartbeats and fast deltas.
 fn test_server(extra: &[&str]) -> Result<Server> {
+    let mut args = vec!["--allow-origin", "*"];
+    args.extend_from_slice(extra);
+    test_server_without_cors(&args)
+}
+
+/// A test server that sends no CORS headers (no `--allow-origin`): a page
+/// on another origin gets no answer it may read.
+fn test_server_without_cors(extra: &[&str]) -> Result<Server> {
     let mut args = vec![
         "--listen",
         "127.0.0.1:0",
         "--db",
         ":memory:",
         "--faults",
-        "--allow-origin",
-        "*",
         "--heartbeat-ms",
         "500",
         "--delta-ms",
@@ -431,6 +437,8 @@ fn e2e() -> Result {
     // `scoped.test.mjs`: a runtime without the multiplexed stream (§4.6).
     let no_mux_server =
         test_server(&["--static", site.to_str().expect("utf-8"), "--no-multiplex"])?;
+    // `newcomer.test.mjs`: a runtime that forgot the page's origin.
+    let no_cors_server = test_server_without_cors(&[])?;
     let artifacts = root().join("tests/artifacts");
     fs::create_dir_all(&artifacts).map_err(|e| e.to_string())?;
     let js = setup::js_dir();
@@ -457,6 +465,7 @@ fn e2e() -> Result {
                 ("E2E_TOKEN_URL", &token_server.url),
                 ("E2E_TOKEN", token),
                 ("E2E_NO_MUX_URL", &no_mux_server.url),
+                ("E2E_NO_CORS_URL", &no_cors_server.url),
                 ("E2E_ARTIFACTS", artifacts.to_str().expect("utf-8")),
                 ("E2E_CHROMIUM", setup::CHROMIUM),
             ],

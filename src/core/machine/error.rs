@@ -101,6 +101,12 @@ pub enum CoreError {
     /// The transport failed (fetch rejected, body errored).
     #[error("network error: {0}")]
     Network(String),
+    /// The server answered, but without CORS headers for this page's
+    /// origin (the page's origin), so the browser hid the answer: the
+    /// executor's probe of the same URL without CORS got one. Retried like
+    /// a network error (the server may be restarted with the origin).
+    #[error("the server answered, but not to this page's origin {0} (no CORS headers for it): start it with --allow-origin {0}")]
+    Cors(String),
     /// The application's credentials source failed (`getToken()` threw,
     /// rejected or returned no string); code `unauthorized`.
     #[error("getToken failed: {0}")]
@@ -139,6 +145,7 @@ impl CoreError {
             CoreError::BodyTooLarge { .. } => "body_too_large",
             CoreError::CorruptStorage(_) => "corrupt_storage",
             CoreError::Network(_) => "network",
+            CoreError::Cors(_) => "cors",
             CoreError::Credentials(_) => "unauthorized",
             CoreError::Closed => "closed",
             CoreError::NotASession => "invalid_options",

@@ -92,7 +92,11 @@ impl Share {
 
     /// The connection failed at the transport level.
     pub fn handle_mux_failed(&mut self, id: RequestId, error: CoreError, now: u64) {
-        self.mux_lost(id, EndReason::Failed(error.to_string()), 0, now);
+        let why = match error {
+            CoreError::Cors(origin) => EndReason::Cors(origin),
+            e => EndReason::Failed(e.to_string()),
+        };
+        self.mux_lost(id, why, 0, now);
     }
 
     /// A non-2xx answer. 404, 405 and 501 say the runtime has no

@@ -18,6 +18,9 @@ pub enum EndReason {
     Clean,
     /// A transport failure (message).
     Failed(String),
+    /// The server's answer was hidden by the browser: no CORS headers for
+    /// the page's origin (this origin).
+    Cors(String),
     /// An HTTP error answer that the machines must see as such.
     Http {
         /// The status.
@@ -36,6 +39,7 @@ impl EndReason {
         let last = match self {
             EndReason::Clean => Response::End,
             EndReason::Failed(msg) => Response::Failed(CoreError::Network(msg.clone())),
+            EndReason::Cors(origin) => Response::Failed(CoreError::Cors(origin.clone())),
             EndReason::Http {
                 status,
                 retry_after,
