@@ -521,7 +521,10 @@ async fn a_view_during_a_restore_shows_one_moment_of_the_session() {
         get(&v, "status.state").as_string().as_deref() == Some("live")
             && get(&v, "cursor").as_f64() == Some(head)
     };
-    assert!(wait_until(15_000, || live(&first)).await, "first client live");
+    assert!(
+        wait_until(15_000, || live(&first)).await,
+        "first client live"
+    );
     first.close();
     sleep(300).await;
     fault(json!({"kind": "clear"})).await;
