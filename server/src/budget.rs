@@ -1,5 +1,5 @@
 //! The process-wide byte budgets of large JSON answers (`--max-response-bytes`)
-//! and of buffered stream backlogs (`--max-stream-buffer-bytes`), held by
+//! and of buffered stream bytes (`--max-stream-buffer-bytes`), held by
 //! the app; the API reserves from them (`api/budget.rs`, `api/stream.rs`).
 //! Kept apart from the API so that the app, which the API reads, depends on
 //! no API module.
@@ -67,38 +67,101 @@ impl ResponseBudget {
 }
 
 /// The process-wide budget of stream bytes buffered (`--max-stream-buffer-bytes`):
-/// the backlog pages of every SSE stream being read, encoded, or waiting to
-/// be handed to their connection. A stream reserves a page's room before it
-/// reads the page and gives it back as the bytes are taken by the
-/// connection, so backlog reads go at the pace the sockets accept.
+/// every byte a stream writer has made and its connection has not taken
+/// yet, in three shares, each waited for only by its own kind of bytes:
+///
+/// - `pages`: backlog pages being read, encoded, or waiting to be handed to
+///   their connection. A stream reserves a page's room before it reads the
+///   page and gives it back as the connection takes the bytes, so backlog
+///   reads go at the pace the sockets accept.
+/// - `frames`: snapshots, live frames and heartbeats.
+/// - `opening`: what a stream writes before its first `hello` is out
+///   (`retry:`, the `hello`): bytes for a fresh response, taken by the
+///   connection at once, so a new client's `hello` never waits behind the
+///   pages or frames of peers that read nothing.
+///
+/// Both the JSON pages' budget and this one count in [`UNIT`]s.
 #[derive(Debug)]
 pub struct StreamBudget {
-    pub(crate) room: ByteBudget,
-    /// The most ever held at once, in units.
+    pub(crate) pages: Share,
+    pub(crate) frames: Share,
+    pub(crate) opening: Share,
+    /// The most ever held at once in all shares, in units.
     peak: AtomicUsize,
     /// Streams ended because no room was free within the write timeout.
     pub(crate) starved: AtomicU64,
 }
 
+/// One share of the stream budget.
+#[derive(Debug)]
+pub struct Share {
+    pub(crate) room: ByteBudget,
+    /// The most ever held at once, in units.
+    peak: AtomicUsize,
+}
+
+impl Share {
+    fn new(units: usize) -> Share {
+        Share {
+            room: ByteBudget::new(units * UNIT),
+            peak: AtomicUsize::new(0),
+        }
+    }
+
+    /// The share, in bytes.
+    pub fn max_bytes(&self) -> usize {
+        self.room.units * UNIT
+    }
+
+    /// Bytes held now.
+    pub fn held_bytes(&self) -> usize {
+        self.room.held_units() * UNIT
+    }
+
+    /// The most bytes ever held at once.
+    pub fn peak_bytes(&self) -> usize {
+        self.peak.load(Ordering::Relaxed) * UNIT
+    }
+}
+
 impl StreamBudget {
-    /// A budget of `bytes`.
+    /// A budget of `bytes`: a sixteenth for `opening`, a quarter for
+    /// `frames`, the rest for `pages` (at least one unit each).
     pub fn new(bytes: usize) -> StreamBudget {
+        let units = bytes.div_ceil(UNIT).max(1);
+        let opening = (units / 16).max(1);
+        let frames = (units / 4).max(1);
         StreamBudget {
-            room: ByteBudget::new(bytes),
+            pages: Share::new(units.saturating_sub(opening + frames).max(1)),
+            frames: Share::new(frames),
+            opening: Share::new(opening),
             peak: AtomicUsize::new(0),
             starved: AtomicU64::new(0),
         }
     }
 
-    /// The budget, in bytes.
-    pub fn max_bytes(&self) -> usize {
-        self.room.units * UNIT
+    /// The shares with their names, as the diagnostics show them.
+    pub fn shares(&self) -> [(&'static str, &Share); 3] {
+        [
+            ("pages", &self.pages),
+            ("frames", &self.frames),
+            ("opening", &self.opening),
+        ]
     }
 
-    /// Bytes held now (reserved for pages being read or not yet taken by
+    /// The budget, in bytes.
+    pub fn max_bytes(&self) -> usize {
+        self.shares().iter().map(|(_, s)| s.max_bytes()).sum()
+    }
+
+    /// Bytes held now (reserved for bytes being made or not yet taken by
     /// their connection).
     pub fn held_bytes(&self) -> usize {
-        self.room.held_units() * UNIT
+        self.held_units() * UNIT
+    }
+
+    fn held_units(&self) -> usize {
+        self.shares().iter().map(|(_, s)| s.room.held_units()).sum()
     }
 
     /// The most bytes ever held at once.
@@ -111,9 +174,30 @@ impl StreamBudget {
         self.starved.load(Ordering::Relaxed)
     }
 
-    /// Records the amount held now as the peak if it is one.
-    pub(crate) fn note_peak(&self) {
-        self.peak
-            .fetch_max(self.room.held_units(), Ordering::Relaxed);
+    /// Records the amounts held now in `share` and in all as peaks if they
+    /// are.
+    pub(crate) fn note_peak(&self, share: &Share) {
+        share
+            .peak
+            .fetch_max(share.room.held_units(), Ordering::Relaxed);
+        self.peak.fetch_max(self.held_units(), Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shares_add_up_to_the_budget() {
+        for bytes in [64 << 20, 4 << 20, 1 << 20, 64 << 10] {
+            let b = StreamBudget::new(bytes);
+            assert_eq!(b.max_bytes(), bytes, "{bytes}");
+            assert_eq!(b.opening.max_bytes(), bytes / 16);
+            assert_eq!(b.frames.max_bytes(), bytes / 4);
+        }
+        // Each share is at least one unit, so a tiny budget is a bit more.
+        let tiny = StreamBudget::new(1);
+        assert_eq!(tiny.max_bytes(), 3 * UNIT);
     }
 }

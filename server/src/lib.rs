@@ -27,6 +27,7 @@ pub mod hub;
 pub mod log;
 pub mod net;
 pub mod recovery;
+pub mod refusal;
 pub mod store;
 pub mod tail;
 pub mod transcript;
@@ -156,6 +157,10 @@ pub async fn start(config: Config) -> Result<Running, ServerError> {
     let app = app::App::boot(config)?;
     cluster::start(&app);
     tracing::info!(%addr, boot_id = %app.worker().boot_id, "replay-server started");
+    let refused = Arc::new(refusal::Refusals::new(
+        hosts.clone(),
+        api::cors(&app.cfg.allow_origins),
+    ));
     let router = api::router(Arc::clone(&app), hosts);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let served = Arc::clone(&app);
@@ -163,7 +168,7 @@ pub async fn start(config: Config) -> Result<Running, ServerError> {
         let shutdown = async move {
             let _ = rx.await;
         };
-        net::serve(listener, router, &served.conns, settings, shutdown).await;
+        net::serve(listener, router, &served.conns, refused, settings, shutdown).await;
     });
     Ok(Running {
         addr,

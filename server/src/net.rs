@@ -19,34 +19,22 @@ use axum::http::Request;
 use axum::Router;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use replay_core::protocol::ErrorBody;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify, Semaphore};
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
 use tokio_io_timeout::TimeoutStream;
 
+use crate::refusal::{Refusal, Refusals};
+
 /// File descriptors kept back from the connection cap: the store's files
 /// (one writer and four readers, each with its WAL and shm), the listener,
-/// epoll, stdio and the connections being refused ([`MAX_REFUSING`]).
+/// epoll, stdio and the connections being refused
+/// ([`crate::refusal::MAX_REFUSING`]).
 const RESERVED_FDS: u64 = 64;
-
-/// Refused connections being answered at once, each for at most three
-/// times [`REFUSAL_WAIT`]; past it a refused connection gets its answer
-/// only if it fits the socket's buffer at once, and is closed.
-const MAX_REFUSING: usize = 16;
-
-/// How long a refused connection is waited for: to send its request head
-/// before the `503` (a client reads an answer to a request it has sent),
-/// to take the answer, and to close its side after it.
-const REFUSAL_WAIT: Duration = Duration::from_secs(1);
-
-/// `Retry-After` (seconds) of a `503 too_many_connections`.
-pub const CONNECTIONS_RETRY_AFTER_S: u64 = 1;
 
 /// Largest request head (and read buffer) of a connection: hyper answers
 /// `431` past it. Bodies are limited separately (64 KiB).
-const MAX_HEAD_BYTES: usize = 64 << 10;
+pub(crate) const MAX_HEAD_BYTES: usize = 64 << 10;
 
 /// The connection slots: at most `max` connections are open, at most
 /// `per_address` of them from one peer address. A new connection that
@@ -58,7 +46,6 @@ const MAX_HEAD_BYTES: usize = 64 << 10;
 #[derive(Debug)]
 pub struct Connections {
     table: Arc<Mutex<Table>>,
-    refusing: Arc<Semaphore>,
     max: usize,
     per_address: usize,
 }
@@ -98,45 +85,6 @@ impl Table {
     }
 }
 
-/// Why a connection is not served.
-#[derive(Clone, Copy, Debug)]
-enum Refusal {
-    /// Its address holds its share.
-    Address(usize),
-    /// Every slot serves a request.
-    Full(usize),
-}
-
-impl Refusal {
-    /// The whole answer: `503`, `Retry-After`, the API's error JSON,
-    /// `Connection: close`.
-    fn response(self) -> Vec<u8> {
-        let message = match self {
-            Refusal::Address(n) => format!(
-                "this address holds its {n} connections, each serving a request \
-                 (--max-connections-per-address)"
-            ),
-            Refusal::Full(n) => {
-                format!("all {n} connections are serving requests (--max-connections)")
-            }
-        };
-        let body = serde_json::to_string(&ErrorBody {
-            error: "too_many_connections".into(),
-            message,
-            epoch: None,
-            head: None,
-        })
-        .unwrap_or_default();
-        format!(
-            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
-             retry-after: {CONNECTIONS_RETRY_AFTER_S}\r\nconnection: close\r\n\
-             content-length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .into_bytes()
-    }
-}
-
 impl Connections {
     /// Slots for `wanted` connections, fewer when the process's file
     /// descriptor limit could not hold them (a peer refused by `EMFILE`
@@ -162,7 +110,6 @@ impl Connections {
         let per_address = per_address.unwrap_or(max / 4).clamp(1, max);
         Connections {
             table: Arc::default(),
-            refusing: Arc::new(Semaphore::new(MAX_REFUSING)),
             max,
             per_address,
         }
@@ -347,13 +294,14 @@ pub struct ConnSettings {
 
 /// Accepts connections and serves each that gets a slot with hyper's
 /// HTTP/1 connection (header timeout, bounded head) until `shutdown`
-/// resolves; answers the others `503` ([`Connections`]). Then stops
+/// resolves; answers the others `503` ([`Connections`], [`Refusals`]). Then stops
 /// accepting, asks every connection to finish its response and waits for
 /// them. Dropping the future drops every connection.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     conns: &Connections,
+    refused: Arc<Refusals>,
     settings: ConnSettings,
     shutdown: impl Future<Output = ()>,
 ) {
@@ -376,19 +324,7 @@ pub async fn serve(
                 }
                 Err(refusal) => {
                     tracing::debug!(%peer, ?refusal, "connection refused");
-                    let answer = refusal.response();
-                    match Arc::clone(&conns.refusing).try_acquire_owned() {
-                        Ok(permit) => {
-                            refusals.spawn(async move {
-                                let _permit = permit;
-                                refuse(tcp, &answer).await;
-                            });
-                        }
-                        // Too many at once: what fits now, then closed.
-                        Err(_) => {
-                            let _ = tcp.try_write(&answer);
-                        }
-                    }
+                    refused.refuse(tcp, refusal, &mut refusals).await;
                 }
             },
             // Out of file descriptors and the like: wait, do not spin.
@@ -402,35 +338,6 @@ pub async fn serve(
     drop(refusals);
     let _ = close_tx.send(true);
     while tasks.join_next().await.is_some() {}
-}
-
-/// Answers a refused connection: waits (a little) for its request head,
-/// sends `answer`, closes the sending side and reads what the peer still
-/// sends until it closes, so that the close is not a reset that could
-/// destroy the answer before the peer has read it.
-async fn refuse(mut tcp: TcpStream, answer: &[u8]) {
-    let mut buf = [0u8; 4096];
-    let mut seen = Vec::new();
-    let _ = tokio::time::timeout(REFUSAL_WAIT, async {
-        while seen.len() < MAX_HEAD_BYTES && !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-            match tcp.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => seen.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await;
-    let sent = tokio::time::timeout(REFUSAL_WAIT, async {
-        tcp.write_all(answer).await?;
-        tcp.shutdown().await
-    })
-    .await;
-    if matches!(sent, Ok(Ok(()))) {
-        let _ = tokio::time::timeout(REFUSAL_WAIT, async {
-            while matches!(tcp.read(&mut buf).await, Ok(n) if n > 0) {}
-        })
-        .await;
-    }
 }
 
 /// Serves one accepted connection until it ends, until its slot is taken

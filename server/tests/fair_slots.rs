@@ -114,9 +114,19 @@ async fn read_stream_head(sock: &mut TcpStream) -> String {
 /// A fresh connection from `from` asks for diagnostics; its answer (or
 /// `None` after `within`) and how long it took.
 async fn ask(from: &str, to: SocketAddr, within: Duration) -> (Option<String>, Duration) {
+    ask_with(from, to, DIAG, within).await
+}
+
+/// A fresh connection from `from` sends `request`; as [`ask`].
+async fn ask_with(
+    from: &str,
+    to: SocketAddr,
+    request: &[u8],
+    within: Duration,
+) -> (Option<String>, Duration) {
     let t0 = Instant::now();
     let mut sock = connect_from(from, to).await;
-    sock.write_all(DIAG).await.unwrap();
+    sock.write_all(request).await.unwrap();
     let answer = read_response(&mut sock, within).await;
     (answer, t0.elapsed())
 }
@@ -285,4 +295,94 @@ async fn a_full_log_makes_room_for_an_address_with_fewer_streams() {
     // 127.0.0.2 holds 3 and 127.0.0.3 one: 127.0.0.2 gets no more.
     let (_, head) = open("127.0.0.2").await;
     assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+}
+
+/// The `access-control-*` lines and the CORS `vary` line of a response
+/// head (compression adds its own), lowercased and sorted.
+fn cors_lines(answer: &str) -> Vec<String> {
+    let head = &answer[..answer.find("\r\n\r\n").unwrap_or(answer.len())];
+    let mut lines: Vec<String> = head
+        .lines()
+        .map(str::to_ascii_lowercase)
+        .filter(|l| {
+            l.starts_with("access-control-") || (l.starts_with("vary:") && l.contains("origin"))
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// A `503 too_many_connections` is readable by a page on an allowed
+/// origin: it carries the CORS headers the routes give the same request
+/// (a preflight gets the routes' own preflight answer, since a browser
+/// fails a preflight that is not `2xx`), and nothing CORS for a foreign
+/// origin or `Host`.
+#[tokio::test]
+async fn a_refused_request_from_an_allowed_origin_carries_cors_headers() {
+    const APP: &str = "http://app.example:5173";
+    let s = start(&[
+        ("REPLAY_MAX_CONNECTIONS", "4"),
+        ("REPLAY_MAX_CONNECTIONS_PER_ADDRESS", "4"),
+        ("REPLAY_ALLOW_ORIGIN", APP),
+    ]);
+    let get = |origin: &str, host: &str| {
+        format!("GET /v1/diagnostics HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\n\r\n")
+    };
+    let preflight = format!(
+        "OPTIONS /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: {APP}\r\n\
+         Access-Control-Request-Method: POST\r\n\
+         Access-Control-Request-Headers: content-type, authorization\r\n\r\n"
+    );
+    let send = |req: String| async move {
+        let (answer, _) = ask_with("127.0.0.3", s.addr, req.as_bytes(), SEC).await;
+        answer.expect("answered within 1 s")
+    };
+    // What the routes answer while there is room.
+    let served_get = send(get(APP, "127.0.0.1")).await;
+    assert!(served_get.starts_with("HTTP/1.1 200"), "{served_get}");
+    let served_preflight = send(preflight.clone()).await;
+    assert!(
+        served_preflight.starts_with("HTTP/1.1 200"),
+        "{served_preflight}"
+    );
+
+    let held = open_streams("127.0.0.2", s.addr, 4).await;
+    let refused = send(get(APP, "127.0.0.1")).await;
+    assert_refused(&refused);
+    let lower = refused.to_ascii_lowercase();
+    assert!(
+        lower.contains(&format!("\r\naccess-control-allow-origin: {APP}\r\n")),
+        "no CORS on the refusal: {refused}"
+    );
+    assert_eq!(cors_lines(&refused), cors_lines(&served_get), "{refused}");
+
+    let refused_preflight = send(preflight).await;
+    assert!(
+        refused_preflight.starts_with("HTTP/1.1 200"),
+        "{refused_preflight}"
+    );
+    assert!(
+        refused_preflight
+            .to_ascii_lowercase()
+            .contains("\r\nconnection: close\r\n"),
+        "{refused_preflight}"
+    );
+    assert_eq!(
+        cors_lines(&refused_preflight),
+        cors_lines(&served_preflight),
+        "{refused_preflight}"
+    );
+
+    for (req, what) in [
+        (get("http://evil.example", "127.0.0.1"), "a foreign origin"),
+        (get(APP, "evil.example"), "a foreign Host"),
+    ] {
+        let answer = send(req).await;
+        assert_refused(&answer);
+        assert!(
+            !answer.to_ascii_lowercase().contains("access-control-"),
+            "CORS headers for {what}: {answer}"
+        );
+    }
+    drop(held);
 }

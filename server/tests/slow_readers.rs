@@ -53,6 +53,54 @@ fn gauge(v: &Value, key: &str) -> Option<u64> {
     v[key].as_u64()
 }
 
+/// Samples the comms diagnostics every 50 ms until aborted, keeping the
+/// largest value `pick` finds (`u64::MAX` when it finds none).
+fn sample_max(
+    s: &Server,
+    pick: fn(&Value) -> Option<u64>,
+) -> (Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
+    let sampled = Arc::new(AtomicU64::new(0));
+    let (http, url, max) = (
+        s.http.clone(),
+        s.url("/v1/diagnostics/comms"),
+        Arc::clone(&sampled),
+    );
+    let task = tokio::spawn(async move {
+        loop {
+            if let Ok(r) = http.get(&url).send().await {
+                if let Ok(v) = r.json::<Value>().await {
+                    max.fetch_max(pick(&v).unwrap_or(u64::MAX), Ordering::Relaxed);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    (sampled, task)
+}
+
+/// A figure of one share of the stream budget (`pages`, `frames`, `opening`).
+fn share(v: &Value, name: &str, key: &str) -> Option<u64> {
+    v["stream_buffer_shares"][name][key].as_u64()
+}
+
+/// Polls the comms diagnostics until no stream is open; when, and the last
+/// figures.
+async fn until_no_stream(
+    s: &Server,
+    since: Instant,
+    within: Duration,
+) -> (Option<Duration>, Value) {
+    let mut last = Value::Null;
+    while since.elapsed() < within {
+        last = s.get("/v1/diagnostics/comms").await.1;
+        if last["streams_open"] == 0 {
+            return (Some(since.elapsed()), last);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (None, last)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_readers_are_bounded_in_memory_and_time() {
     let s = server_with(|c| {
@@ -79,25 +127,7 @@ async fn slow_readers_are_bounded_in_memory_and_time() {
     s.append("team", "victim", 0).await;
 
     // The gauges, sampled while the readers are stuck.
-    let sampled = Arc::new(AtomicU64::new(0));
-    let sampler = {
-        let (http, url, sampled) = (
-            s.http.clone(),
-            s.url("/v1/diagnostics/comms"),
-            Arc::clone(&sampled),
-        );
-        tokio::spawn(async move {
-            loop {
-                if let Ok(r) = http.get(&url).send().await {
-                    if let Ok(v) = r.json::<Value>().await {
-                        let held = gauge(&v, "stream_buffer_bytes").unwrap_or(u64::MAX);
-                        sampled.fetch_max(held, Ordering::Relaxed);
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-    };
+    let (sampled, sampler) = sample_max(&s, |v| gauge(v, "stream_buffer_bytes"));
 
     let started = Instant::now();
     let mut readers = Vec::with_capacity(READERS);
@@ -122,16 +152,7 @@ async fn slow_readers_are_bounded_in_memory_and_time() {
     // room in the budget (up to a write timeout: then it ends) and then got
     // stuck, within two. Plus slack for a loaded machine.
     let within = 2 * Duration::from_millis(WRITE_TIMEOUT_MS) + 2 * SEC;
-    let mut ended = None;
-    let mut last = Value::Null;
-    while opened.elapsed() < within + 2 * SEC {
-        last = s.get("/v1/diagnostics/comms").await.1;
-        if last["streams_open"] == 0 {
-            ended = Some(opened.elapsed());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (ended, last) = until_no_stream(&s, opened, within + 2 * SEC).await;
     sampler.abort();
     eprintln!("streams ended after {ended:?} (last comms {last})");
     let held = sampled.load(Ordering::Relaxed);
@@ -177,5 +198,132 @@ async fn slow_readers_are_bounded_in_memory_and_time() {
         _ => failures.push(format!("victim's hello after {hello:?}, not within 1 s")),
     }
     drop(readers);
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// A stream's `hello` and snapshots are paid for from the stream budget
+/// (the `opening` and `frames` shares), and given back once the
+/// connection has taken them.
+#[tokio::test]
+async fn hello_and_snapshots_are_paid_for_from_the_stream_budget() {
+    let s = server().await;
+    let sid = s.create_session().await;
+    let mut stream = s.stream(&format!("/v1/sessions/{sid}/events"), None).await;
+    stream
+        .until(5 * SEC, |f| is_type(f, "tasks.snapshot"))
+        .await
+        .expect("the session's snapshots");
+    let (_, v) = s.get("/v1/diagnostics/comms").await;
+    let opening = share(&v, "opening", "peak_bytes");
+    let frames = share(&v, "frames", "peak_bytes");
+    assert!(
+        opening.is_some_and(|b| b >= 1024) && frames.is_some_and(|b| b >= 1024),
+        "hello (opening {opening:?}) or snapshots (frames {frames:?}) paid nothing: {v}"
+    );
+    drop(stream);
+    let (ended, last) = until_no_stream(&s, Instant::now(), 3 * SEC).await;
+    assert!(ended.is_some(), "{last}");
+    assert_eq!(gauge(&last, "stream_buffer_bytes"), Some(0), "{last}");
+}
+
+/// Issue 34, third round: live frames are paid for too. Peers that read
+/// nothing of a busy log hold at most the budget's `frames` share (they
+/// used to hold up to 8 frames each outside any budget), each ends within
+/// the write timeout of its last progress, and meanwhile another client's
+/// `hello` (the `opening` share, which no stuck frame can take) comes
+/// within 1 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stuck_live_frames_are_bounded_by_the_budget_and_hello_still_comes() {
+    const LIVE_BUDGET: usize = 1 << 20;
+    const STUCK: usize = 4;
+    let s = server_with(|c| {
+        c.write_timeout_ms = WRITE_TIMEOUT_MS;
+        c.heartbeat_ms = 500;
+        c.max_stream_buffer_bytes = LIVE_BUDGET;
+    })
+    .await;
+    let addr: SocketAddr = s.base.strip_prefix("http://").unwrap().parse().unwrap();
+    s.append("team", "busy", 0).await;
+    let mut stuck = Vec::with_capacity(STUCK);
+    for _ in 0..STUCK {
+        stuck.push(open(addr, "/v1/teams/busy/events").await);
+    }
+    let (frames, sampler) = sample_max(&s, |v| share(v, "frames", "bytes"));
+    let (total, total_sampler) = sample_max(&s, |v| gauge(v, "stream_buffer_bytes"));
+    let app = Arc::clone(s.running.as_ref().unwrap().app());
+    let opened = Instant::now();
+    tokio::task::spawn_blocking(move || {
+        let text = "x".repeat(EVENT_TEXT);
+        for _ in 0..30 {
+            let event = Event::TeamMessage(TeamMessage {
+                from: "a".into(),
+                to: "b".into(),
+                text: text.clone(),
+            });
+            app.log.append(Scope::Team, "busy", event).unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    s.append("team", "victim", 0).await;
+    let victim_start = Instant::now();
+    let mut victim = open(addr, "/v1/teams/victim/events?after_seq=0").await;
+    let hello = until(&mut victim, "event: hello", 5 * SEC)
+        .await
+        .map(|_| victim_start.elapsed());
+    eprintln!("victim hello after {hello:?}");
+    drop(victim);
+
+    let within = 2 * Duration::from_millis(WRITE_TIMEOUT_MS) + 2 * SEC;
+    let (ended, last) = until_no_stream(&s, opened, within + 2 * SEC).await;
+    sampler.abort();
+    total_sampler.abort();
+    let (frames, total) = (
+        frames.load(Ordering::Relaxed),
+        total.load(Ordering::Relaxed),
+    );
+    eprintln!("frames share held at most {frames}, all {total}; ended after {ended:?}: {last}");
+
+    let mut failures = Vec::new();
+    match (
+        share(&last, "frames", "max_bytes"),
+        gauge(&last, "stream_buffer_max_bytes"),
+    ) {
+        (Some(frames_max), Some(max)) => {
+            if frames > frames_max || total > max {
+                failures.push(format!(
+                    "held {frames} of frames (share {frames_max}), {total} in all (budget {max})"
+                ));
+            }
+            // Four connections' worth of 50 KB frames wait for room.
+            if frames < frames_max / 2 {
+                failures.push(format!(
+                    "stuck live frames held only {frames} of {frames_max}"
+                ));
+            }
+        }
+        _ => failures.push(format!(
+            "no stream budget shares in the comms diagnostics: {last}"
+        )),
+    }
+    // Before: 0, the stuck frames were outside the budget.
+    if total < (LIVE_BUDGET / 8) as u64 {
+        failures.push(format!(
+            "stream_buffer_bytes at most {total} with live frames stuck"
+        ));
+    }
+    match ended {
+        Some(t) if t <= within => {}
+        _ => failures.push(format!(
+            "the stuck streams did not end within {within:?} ({ended:?})"
+        )),
+    }
+    match hello {
+        Some(t) if t <= SEC => {}
+        _ => failures.push(format!("victim's hello after {hello:?}, not within 1 s")),
+    }
+    drop(stuck);
     assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -139,6 +139,19 @@ pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {
         "stream_buffer_peak_bytes": app.streams.peak_bytes(),
         "stream_buffer_max_bytes": app.streams.max_bytes(),
         "stream_buffer_starved": app.streams.starved(),
+        "stream_buffer_shares": app
+            .streams
+            .shares()
+            .iter()
+            .map(|(name, share)| {
+                let figures = json!({
+                    "bytes": share.held_bytes(),
+                    "peak_bytes": share.peak_bytes(),
+                    "max_bytes": share.max_bytes(),
+                });
+                ((*name).to_owned(), figures)
+            })
+            .collect::<serde_json::Map<_, _>>(),
     }))
 }
 

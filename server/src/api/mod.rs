@@ -109,8 +109,8 @@ pub fn router(app: Arc<App>, hosts: HostAllowList) -> Router {
             tower_http::services::ServeDir::new(dir).append_index_html_on_directories(true),
         );
     }
-    if !app.cfg.allow_origins.is_empty() {
-        root = root.layer(cors(&app.cfg.allow_origins));
+    if let Some(cors) = cors(&app.cfg.allow_origins) {
+        root = root.layer(cors);
     }
     // Outermost: a foreign Host gets nothing, not even CORS headers.
     root.layer(middleware::from_fn_with_state(
@@ -120,7 +120,12 @@ pub fn router(app: Arc<App>, hosts: HostAllowList) -> Router {
     .with_state(app)
 }
 
-fn cors(origins: &[String]) -> CorsLayer {
+/// The CORS layer of `--allow-origin` (`None`: none given): every route's,
+/// and the `503 too_many_connections` of a connection with no slot's.
+pub(crate) fn cors(origins: &[String]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
     let allow = if origins.iter().any(|o| o == "*") {
         AllowOrigin::any()
     } else {
@@ -131,7 +136,7 @@ fn cors(origins: &[String]) -> CorsLayer {
                 .collect::<Vec<_>>(),
         )
     };
-    CorsLayer::new()
+    let layer = CorsLayer::new()
         .allow_origin(allow)
         .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
         .allow_headers([
@@ -142,5 +147,6 @@ fn cors(origins: &[String]) -> CorsLayer {
             header::HeaderName::from_static("last-event-id"),
         ])
         .expose_headers([header::CONTENT_TYPE, header::RETRY_AFTER])
-        .max_age(Duration::from_secs(600))
+        .max_age(Duration::from_secs(600));
+    Some(layer)
 }

@@ -2,11 +2,15 @@
 //! `hello`, backlog, snapshots and live frames, deduplicated at the handoff.
 //! Without `Accept: text/event-stream` the same paths answer a JSON page.
 //!
-//! A backlog is read page by page, each page only once room for it is
-//! reserved in the process-wide stream budget (`--max-stream-buffer-bytes`)
-//! and only once the previous page has been taken by the connection; the
-//! room is given back chunk by chunk as the connection takes them. A peer
-//! that reads nothing thereby holds about one page, not its whole backlog.
+//! Every byte a stream writes is paid for from the process-wide stream
+//! budget (`--max-stream-buffer-bytes`, `crate::budget`) until its
+//! connection takes it. A backlog is read page by page, each page only
+//! once room for it is reserved (the `pages` share) and only once the
+//! previous page has been taken by the connection; the room is given back
+//! chunk by chunk as the connection takes them. A peer that reads nothing
+//! thereby holds about one page, not its whole backlog. Every other frame
+//! reserves its own room before it is handed to the body: `retry:` and the
+//! first `hello` from the `opening` share, the rest from `frames`.
 
 use std::fmt::Write as _;
 use std::io;
@@ -27,7 +31,7 @@ use super::error::ApiError;
 use super::params::{check_ahead, parse_cursor, Params};
 use super::read::{global_page, scope_page};
 use crate::app::App;
-use crate::budget::{self, UNIT};
+use crate::budget::{self, Share, StreamBudget, UNIT};
 use crate::faults::StreamFaults;
 use crate::hub::{Key, Subscription};
 use crate::log::transient;
@@ -202,7 +206,7 @@ fn spawn_stream(
 }
 
 /// What a writer hands its response body: bytes, with the room in the
-/// stream budget they hold (backlog chunks) until the connection takes them.
+/// stream budget they hold until the connection takes them.
 pub(super) type Out = (Bytes, Option<OwnedSemaphorePermit>);
 
 /// A writer's channel to its response body.
@@ -319,6 +323,27 @@ pub(super) struct Writer {
     faults: StreamFaults,
     /// Whether durable frames carry an `id:` line (not on the multiplexed stream).
     ids: bool,
+    /// Until the first `hello` is written: frames are paid from the
+    /// `opening` share.
+    opening: bool,
+}
+
+/// The share of the stream budget a write is paid from.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Pages,
+    Frames,
+    Opening,
+}
+
+impl Kind {
+    fn of(self, budget: &StreamBudget) -> &Share {
+        match self {
+            Kind::Pages => &budget.pages,
+            Kind::Frames => &budget.frames,
+            Kind::Opening => &budget.opening,
+        }
+    }
 }
 
 impl Writer {
@@ -334,6 +359,7 @@ impl Writer {
             close,
             faults,
             ids,
+            opening: true,
         }
     }
 
@@ -414,6 +440,9 @@ impl Writer {
             boot_id,
         });
         self.write_transient(feed, hello, head).await?;
+        // What follows may wait behind other streams' bytes; a `hello`
+        // (the first of a multiplexed stream) never does.
+        self.opening = false;
 
         // Backlog, then snapshots, then live; `feed.last` dedups the handoff.
         let mut next = match first {
@@ -555,35 +584,47 @@ impl Writer {
 
     /// Room for one backlog page, if the stream budget has it now.
     fn try_reserve(&self) -> Option<OwnedSemaphorePermit> {
+        self.try_room(Kind::Pages, page_units(&self.app))
+    }
+
+    /// Room for one backlog page, waiting for it ([`Writer::room`]).
+    async fn reserve(&mut self) -> Result<OwnedSemaphorePermit, End> {
+        self.room(Kind::Pages, page_units(&self.app)).await
+    }
+
+    /// Room for `units` in `kind`'s share, if it has it now.
+    fn try_room(&self, kind: Kind, units: u32) -> Option<OwnedSemaphorePermit> {
         let budget = &self.app.streams;
-        let units = page_units(&self.app);
-        let held = Arc::clone(&budget.room.permits)
+        let share = kind.of(budget);
+        let held = Arc::clone(&share.room.permits)
             .try_acquire_many_owned(units)
             .ok()?;
-        budget.note_peak();
+        budget.note_peak(share);
         Some(held)
     }
 
-    /// Room for one backlog page, waiting for it: other streams give theirs
-    /// back as their connections take their pages (or end). No room within
-    /// the write timeout ends the stream (the client resumes from its cursor).
-    async fn reserve(&mut self) -> Result<OwnedSemaphorePermit, End> {
-        if let Some(held) = self.try_reserve() {
+    /// Room for `units` in `kind`'s share, waiting for it: other streams
+    /// give theirs back as their connections take their bytes (or end). No
+    /// room within the write timeout ends the stream (the client resumes
+    /// from its cursor).
+    async fn room(&mut self, kind: Kind, units: u32) -> Result<OwnedSemaphorePermit, End> {
+        if let Some(held) = self.try_room(kind, units) {
             return Ok(held);
         }
-        let units = page_units(&self.app);
-        let permits = Arc::clone(&self.app.streams.room.permits);
+        let app = Arc::clone(&self.app);
+        let share = kind.of(&app.streams);
+        let permits = Arc::clone(&share.room.permits);
         let timeout = self.write_timeout();
         let held = tokio::select! {
             p = permits.acquire_many_owned(units) => p.map_err(|_| End::Closed)?,
             _ = self.close.changed() => return Err(End::Closed),
             _ = self.tx.closed() => return Err(End::Closed),
             _ = tokio::time::sleep(timeout) => {
-                self.app.streams.starved.fetch_add(1, Ordering::Relaxed);
+                app.streams.starved.fetch_add(1, Ordering::Relaxed);
                 return Err(End::Closed);
             }
         };
-        self.app.streams.note_peak();
+        app.streams.note_peak(share);
         Ok(held)
     }
 
@@ -622,11 +663,10 @@ impl Writer {
         // goes out with what the page has.
         if missing > 0 {
             let more = u32::try_from(missing).unwrap_or(u32::MAX);
-            if let Ok(extra) =
-                Arc::clone(&self.app.streams.room.permits).try_acquire_many_owned(more)
-            {
+            let pages = &self.app.streams.pages;
+            if let Ok(extra) = Arc::clone(&pages.room.permits).try_acquire_many_owned(more) {
                 held.merge(extra);
-                self.app.streams.note_peak();
+                self.app.streams.note_peak(pages);
             }
         }
         let mut bytes = Bytes::from(text);
@@ -646,8 +686,16 @@ impl Writer {
         Ok(())
     }
 
+    /// Sends one frame once its share has room for it.
     async fn write(&mut self, text: String) -> Result<(), End> {
-        self.write_bytes(Bytes::from(text), None, 1).await
+        let kind = if self.opening {
+            Kind::Opening
+        } else {
+            Kind::Frames
+        };
+        let units = kind.of(&self.app.streams).room.units_for(text.len());
+        let held = self.room(kind, units).await?;
+        self.write_bytes(Bytes::from(text), Some(held), 1).await
     }
 
     /// Sends `frames` frames (or part of them) as `bytes`, holding `held`.
@@ -731,7 +779,7 @@ fn backlog_budget(app: &App) -> Budget {
 fn page_units(app: &App) -> u32 {
     let page = backlog_budget(app);
     let bytes = 2 * page.bytes + page.events * EVENT_OVERHEAD;
-    app.streams.room.units_for(bytes)
+    app.streams.pages.room.units_for(bytes)
 }
 
 /// A backlog page after `after`, in a new snapshot: begun after subscribing,
