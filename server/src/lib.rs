@@ -23,6 +23,7 @@ pub mod cluster;
 pub mod config;
 pub mod faults;
 pub mod follow;
+pub mod head;
 pub mod hub;
 pub mod log;
 pub mod net;
@@ -148,7 +149,7 @@ pub async fn start(config: Config) -> Result<Running, ServerError> {
         source,
     })?;
     check_exposure(&config, addr)?;
-    let hosts = net::HostAllowList::new(addr, &config.allow_origins, &config.allow_hosts);
+    let hosts = head::HostAllowList::new(addr, &config.allow_origins, &config.allow_hosts);
     let settings = net::ConnSettings {
         write_timeout: Duration::from_millis(config.write_timeout_ms.max(1)),
         header_timeout: Duration::from_millis(config.header_timeout_ms.max(1)),

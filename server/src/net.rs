@@ -1,8 +1,8 @@
 //! The listening socket and the connections on it: how many are open at
 //! once and how many one peer address may hold, what each gets before HTTP
 //! sees it (`TCP_NODELAY`, a write timeout), how long a peer may take to
-//! send a request head, and which addresses and `Host` names the server
-//! answers for.
+//! send a request head, and which addresses the server answers for (its
+//! `Host` names: `head.rs`).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -24,6 +24,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
 use tokio_io_timeout::TimeoutStream;
 
+use crate::head::MAX_HEAD_BYTES;
 use crate::refusal::{Refusal, Refusals};
 
 /// File descriptors kept back from the connection cap: the store's files
@@ -31,10 +32,6 @@ use crate::refusal::{Refusal, Refusals};
 /// epoll, stdio and the connections being refused
 /// ([`crate::refusal::MAX_REFUSING`]).
 const RESERVED_FDS: u64 = 64;
-
-/// Largest request head (and read buffer) of a connection: hyper answers
-/// `431` past it. Bodies are limited separately (64 KiB).
-pub(crate) const MAX_HEAD_BYTES: usize = 64 << 10;
 
 /// The connection slots: at most `max` connections are open, at most
 /// `per_address` of them from one peer address. A new connection that
@@ -392,109 +389,4 @@ async fn connection(
         _ = close.wait_for(|c| *c) => conn.as_mut().graceful_shutdown(),
     }
     let _ = conn.await;
-}
-
-/// The `Host` names the server answers for (DNS rebinding defence): the
-/// loopback names with any port, the bound address, the hosts of the
-/// configured CORS origins (`*` adds nothing) and any extra names.
-#[derive(Clone, Debug)]
-pub struct HostAllowList {
-    /// Lowercase host names without a port (`[::1]` keeps its brackets).
-    hosts: Vec<String>,
-}
-
-impl HostAllowList {
-    /// The list for a server bound to `bound`.
-    pub fn new(bound: SocketAddr, origins: &[String], extra: &[String]) -> HostAllowList {
-        let mut hosts: Vec<String> = ["127.0.0.1", "localhost", "[::1]"]
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        if !bound.ip().is_unspecified() {
-            hosts.push(match bound.ip() {
-                IpAddr::V4(ip) => ip.to_string(),
-                IpAddr::V6(ip) => format!("[{ip}]"),
-            });
-        }
-        for origin in origins.iter().filter(|o| o.as_str() != "*") {
-            let authority = origin.split_once("://").map_or(origin.as_str(), |(_, a)| a);
-            hosts.push(strip_port(authority.trim_end_matches('/')).to_ascii_lowercase());
-        }
-        hosts.extend(extra.iter().map(|h| strip_port(h).to_ascii_lowercase()));
-        hosts.sort();
-        hosts.dedup();
-        HostAllowList { hosts }
-    }
-
-    /// True when a request's `Host` value (with or without a port) is allowed.
-    pub fn allows(&self, host: &str) -> bool {
-        let name = strip_port(host).to_ascii_lowercase();
-        self.hosts.contains(&name)
-    }
-}
-
-/// `host:port` → `host`; `[v6]:port` → `[v6]`. Anything else after a
-/// bracketed address (`[::1]evil.example`) keeps the whole value, which no
-/// allowed name equals.
-fn strip_port(authority: &str) -> &str {
-    if authority.starts_with('[') {
-        let Some(end) = authority.find(']') else {
-            return authority;
-        };
-        let (host, after) = authority.split_at(end + 1);
-        return match after.strip_prefix(':') {
-            None if after.is_empty() => host,
-            Some(port) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => host,
-            _ => authority,
-        };
-    }
-    match authority.rsplit_once(':') {
-        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
-        _ => authority,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn allows_loopback_names_bound_address_and_origin_hosts() {
-        let bound: SocketAddr = "127.0.0.1:8787".parse().unwrap();
-        let list = HostAllowList::new(
-            bound,
-            &["*".into(), "https://App.example:8443/".into()],
-            &["lan.example".into()],
-        );
-        for ok in [
-            "127.0.0.1:8787",
-            "localhost",
-            "LOCALHOST:1",
-            "[::1]:9",
-            "[::1]",
-            "app.example:8443",
-            "app.example",
-            "lan.example:80",
-        ] {
-            assert!(list.allows(ok), "{ok}");
-        }
-        for bad in [
-            "evil.example",
-            "localhost.evil",
-            "127.0.0.2",
-            "[::2]:1",
-            "[::1]evil.example",
-            "[::1]:9evil",
-            "[::1]:",
-            "[::1",
-            "",
-            "*",
-        ] {
-            assert!(!list.allows(bad), "{bad}");
-        }
-        let lan = HostAllowList::new("192.168.1.5:80".parse().unwrap(), &[], &[]);
-        assert!(lan.allows("192.168.1.5:80"));
-        let any = HostAllowList::new("0.0.0.0:80".parse().unwrap(), &[], &[]);
-        assert!(!any.allows("0.0.0.0:80"));
-    }
 }

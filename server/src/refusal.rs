@@ -25,7 +25,7 @@ use tokio::task::JoinSet;
 use tower::{Layer, ServiceExt};
 use tower_http::cors::CorsLayer;
 
-use crate::net::{HostAllowList, MAX_HEAD_BYTES};
+use crate::head::{HostAllowList, MAX_HEAD_BYTES};
 
 /// Refused connections being answered at once, each for at most three
 /// times [`REFUSAL_WAIT`]; past it a refused connection gets its answer

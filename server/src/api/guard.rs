@@ -12,7 +12,7 @@ use subtle::ConstantTimeEq;
 use super::error::ApiError;
 use crate::app::App;
 use crate::faults::Route;
-use crate::net::HostAllowList;
+use crate::head::HostAllowList;
 
 /// Refuses a request whose `Host` is not allowed: a page on a rebound DNS
 /// name (`evil.example` resolving to 127.0.0.1) is same-origin with its own

@@ -25,7 +25,7 @@ use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::app::App;
-use crate::net::HostAllowList;
+use crate::head::HostAllowList;
 
 pub use error::{ApiError, MAX_BODY};
 
