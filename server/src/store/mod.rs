@@ -7,6 +7,7 @@
 //! (WAL), or on Postgres's pool.
 
 mod backend;
+pub mod model;
 pub mod pg;
 mod pool;
 mod read;
@@ -21,6 +22,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::util::{now_rfc3339, random_id};
 
 pub use backend::{Db, Reads, Snapshot};
+use model::Op;
+pub use model::{ProcessState, QuestionState, ToolState, TurnState};
 pub use pool::ReadPool;
 use read::SqlReads;
 pub use read::{Budget, Page, SqliteSnapshot, ENVELOPE_BYTES};
@@ -51,6 +54,14 @@ pub enum StoreError {
     /// nothing written.
     #[error("{0} is no longer held by this node")]
     NotHeld(String),
+    /// A state column held a value this server does not know.
+    #[error("unknown {kind} state {value:?}")]
+    UnknownState {
+        /// Whose state (`turn`, `process`, …).
+        kind: &'static str,
+        /// The value found.
+        value: String,
+    },
 }
 
 impl StoreError {
@@ -600,7 +611,9 @@ fn append_in(
         event.data_json()
     ])?;
     let id = tx.last_insert_rowid() as u64;
-    project(tx, scope, scope_id, event)?;
+    for op in model::project(scope, scope_id, event) {
+        apply(tx, op)?;
+    }
     Ok(Envelope::durable(
         id,
         scope,
@@ -611,68 +624,61 @@ fn append_in(
     ))
 }
 
-fn project(
-    tx: &rusqlite::Transaction<'_>,
-    scope: Scope,
-    scope_id: &str,
-    event: &Event,
-) -> rusqlite::Result<()> {
-    let turn_state = |turn_id: &str, state: &str| {
-        tx.prepare_cached("UPDATE turns SET state = ?2 WHERE turn_id = ?1")?
-            .execute(params![turn_id, state])
-            .map(|_| ())
+/// Runs one projection [`Op`] in SQLite's dialect. Nothing is fenced: this
+/// process is the store's one writer.
+fn apply(tx: &rusqlite::Transaction<'_>, op: Op<'_>) -> rusqlite::Result<()> {
+    let run = |sql: &str, args: &[&dyn rusqlite::ToSql]| {
+        tx.prepare_cached(sql)?.execute(args).map(|_| ())
     };
-    let question_state = |question_id: &str, state: &str| {
-        tx.prepare_cached("UPDATE questions SET state = ?2 WHERE question_id = ?1")?
-            .execute(params![question_id, state])
-            .map(|_| ())
-    };
-    match event {
-        Event::TurnStarted(t) => turn_state(&t.turn_id, "running")?,
-        Event::TurnCompleted(t) => turn_state(&t.turn_id, "completed")?,
-        Event::TurnCancelled(t) => turn_state(&t.turn_id, "cancelled")?,
-        Event::TurnFailed(t) => turn_state(&t.turn_id, "failed")?,
-        Event::ToolStarted(t) => {
-            tx.execute(
-                "INSERT OR IGNORE INTO tools (call_id, session_id, turn_id, state) VALUES (?1, ?2, ?3, 'running')",
-                params![t.call_id, scope_id, t.turn_id],
-            )?;
-        }
-        Event::ToolCompleted(t) => {
-            tx.execute(
-                "UPDATE tools SET state = 'completed' WHERE call_id = ?1",
-                [&t.call_id],
-            )?;
-        }
-        Event::QuestionAsked(q) => {
-            tx.execute(
-                "INSERT OR IGNORE INTO questions (question_id, session_id, turn_id, state) VALUES (?1, ?2, ?3, 'pending')",
-                params![q.question_id, scope_id, q.turn_id],
-            )?;
-        }
-        Event::QuestionAnswered(q) => question_state(&q.question_id, "answered")?,
-        Event::QuestionDeclined(q) => question_state(&q.question_id, "declined")?,
-        Event::ProcessStarted(p) if scope == Scope::Process => {
-            tx.execute(
-                "INSERT OR IGNORE INTO processes (process_id, command, state) VALUES (?1, ?2, 'running')",
-                params![scope_id, p.command],
-            )?;
-        }
-        Event::ProcessExited(p) if scope == Scope::Process => {
-            tx.execute(
-                "UPDATE processes SET state = 'exited', exit_code = ?2 WHERE process_id = ?1",
-                params![scope_id, p.code],
-            )?;
-        }
-        Event::ProcessFailed(_) if scope == Scope::Process => {
-            tx.execute(
-                "UPDATE processes SET state = 'failed' WHERE process_id = ?1",
-                [scope_id],
-            )?;
-        }
-        _ => {}
+    match op {
+        Op::Turn { to: None, .. } => Ok(()),
+        Op::Turn {
+            turn_id,
+            to: Some(to),
+        } => run(
+            "UPDATE turns SET state = ?2 WHERE turn_id = ?1",
+            params![turn_id, to.as_str()],
+        ),
+        Op::ToolStarted {
+            session_id,
+            turn_id,
+            call_id,
+        } => run(
+            "INSERT OR IGNORE INTO tools (call_id, session_id, turn_id, state) VALUES (?1, ?2, ?3, ?4)",
+            params![call_id, session_id, turn_id, ToolState::Running.as_str()],
+        ),
+        Op::ToolCompleted { call_id } => run(
+            "UPDATE tools SET state = ?2 WHERE call_id = ?1",
+            params![call_id, ToolState::Completed.as_str()],
+        ),
+        Op::QuestionAsked {
+            session_id,
+            turn_id,
+            question_id,
+        } => run(
+            "INSERT OR IGNORE INTO questions (question_id, session_id, turn_id, state) VALUES (?1, ?2, ?3, ?4)",
+            params![question_id, session_id, turn_id, QuestionState::Pending.as_str()],
+        ),
+        Op::QuestionClosed { question_id, to } => run(
+            "UPDATE questions SET state = ?2 WHERE question_id = ?1",
+            params![question_id, to.as_str()],
+        ),
+        Op::ProcessStarted {
+            process_id,
+            command,
+        } => run(
+            "INSERT OR IGNORE INTO processes (process_id, command, state) VALUES (?1, ?2, ?3)",
+            params![process_id, command, ProcessState::Running.as_str()],
+        ),
+        Op::ProcessEnded {
+            process_id,
+            to,
+            exit_code,
+        } => run(
+            "UPDATE processes SET state = ?2, exit_code = COALESCE(?3, exit_code) WHERE process_id = ?1",
+            params![process_id, to.as_str(), exit_code],
+        ),
     }
-    Ok(())
 }
 
 #[cfg(test)]
