@@ -7,8 +7,8 @@ use replay_core::protocol::{BackgroundWait, Envelope, Event, Scope, Task, TasksS
 
 use super::pg::{self, read as pgr, PgDb, PgSnapshot};
 use super::{
-    Budget, LogInfo, OpenQuestion, OpenTool, OpenTurn, Page, ProcessRow, SqlReads, SqliteDb,
-    SqliteSnapshot, StoreResult,
+    Budget, LogInfo, OpenQuestion, OpenTool, OpenTurn, Page, ProcessLog, ProcessRow, QuestionState,
+    SqlReads, SqliteDb, SqliteSnapshot, StoreResult, TurnState,
 };
 
 /// The writer of this process.
@@ -116,7 +116,7 @@ impl Db {
     }
 
     /// State of a turn.
-    pub fn turn_state(&self, turn_id: &str) -> StoreResult<Option<String>> {
+    pub fn turn_state(&self, turn_id: &str) -> StoreResult<Option<TurnState>> {
         match self {
             Db::Sqlite(d) => d.turn_state(turn_id),
             Db::Pg(d) => d.turn_state(turn_id),
@@ -141,7 +141,10 @@ impl Db {
     }
 
     /// State of a persisted question, with its session.
-    pub fn question_state(&self, question_id: &str) -> StoreResult<Option<(String, String)>> {
+    pub fn question_state(
+        &self,
+        question_id: &str,
+    ) -> StoreResult<Option<(String, QuestionState)>> {
         match self {
             Db::Sqlite(d) => d.question_state(question_id),
             Db::Pg(d) => d.question_state(question_id),
@@ -282,7 +285,7 @@ pub trait Reads {
     /// Every runtime-managed process.
     fn processes(&self) -> StoreResult<Vec<ProcessRow>>;
     /// A process's whole log and its state.
-    fn process_log(&self, process_id: &str) -> StoreResult<Option<(String, String)>>;
+    fn process_log(&self, process_id: &str) -> StoreResult<Option<ProcessLog>>;
     /// Number of sessions and of durable events.
     fn counts(&self) -> StoreResult<(u64, u64)>;
     /// Number of boots recorded (on Postgres: of every node).
@@ -345,7 +348,7 @@ macro_rules! reads {
                 let $f = pgr::processes;
                 $pg
             }
-            fn process_log(&self, process_id: &str) -> StoreResult<Option<(String, String)>> {
+            fn process_log(&self, process_id: &str) -> StoreResult<Option<ProcessLog>> {
                 let $s = self;
                 if let Some(r) = $sql {
                     return r.process_log(process_id);

@@ -11,11 +11,12 @@ pub mod model;
 pub mod pg;
 mod pool;
 mod read;
+mod rows;
 
 use std::collections::HashMap;
 
 use replay_core::protocol::{
-    BackgroundWait, Envelope, Event, MessageCommitted, Role, Scope, Task, TaskState, TasksSnapshot,
+    BackgroundWait, Envelope, Event, MessageCommitted, Role, Scope, Task, TasksSnapshot,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -26,7 +27,8 @@ use model::Op;
 pub use model::{ProcessState, QuestionState, ToolState, TurnState};
 pub use pool::ReadPool;
 use read::SqlReads;
-pub use read::{Budget, Page, SqliteSnapshot, ENVELOPE_BYTES};
+pub use read::SqliteSnapshot;
+pub use rows::{Budget, Page, ProcessLog, ProcessRow, ENVELOPE_BYTES};
 
 /// Errors of the store layer.
 #[derive(Debug, thiserror::Error)]
@@ -167,21 +169,6 @@ pub struct LogInfo {
     pub epoch: String,
     /// Durable head (0 = empty).
     pub head: u64,
-}
-
-/// A row of the processes projection.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct ProcessRow {
-    /// The process.
-    pub process_id: String,
-    /// Its command line.
-    pub command: String,
-    /// `running`, `exited` or `failed`.
-    pub state: String,
-    /// Exit code once exited.
-    pub exit_code: Option<i64>,
-    /// Bytes of output logged.
-    pub log_bytes: u64,
 }
 
 /// A nonterminal turn found at recovery.
@@ -401,8 +388,8 @@ impl SqliteDb {
         self.ensure_log(Scope::Session, session_id)?;
         let tx = self.conn.transaction()?;
         tx.execute(
-            "INSERT INTO turns (turn_id, session_id, message_id, text, state) VALUES (?1, ?2, ?3, ?4, 'queued')",
-            params![turn_id, session_id, message_id, text],
+            "INSERT INTO turns (turn_id, session_id, message_id, text, state) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![turn_id, session_id, message_id, text, TurnState::Queued.as_str()],
         )?;
         let event = Event::MessageCommitted(MessageCommitted {
             message_id: message_id.to_owned(),
@@ -415,16 +402,17 @@ impl SqliteDb {
         Ok(self.appended(env))
     }
 
-    /// State of a turn (`queued`, `running`, `completed`, `failed`, `cancelled`).
-    pub fn turn_state(&self, turn_id: &str) -> StoreResult<Option<String>> {
-        Ok(self
+    /// State of a turn.
+    pub fn turn_state(&self, turn_id: &str) -> StoreResult<Option<TurnState>> {
+        let state: Option<String> = self
             .conn
             .query_row(
                 "SELECT state FROM turns WHERE turn_id = ?1",
                 [turn_id],
                 |r| r.get(0),
             )
-            .optional()?)
+            .optional()?;
+        state.as_deref().map(TurnState::parse).transpose()
     }
 
     /// Turns that are queued or running.
@@ -455,15 +443,21 @@ impl SqliteDb {
     }
 
     /// State of a persisted question, with its session.
-    pub fn question_state(&self, question_id: &str) -> StoreResult<Option<(String, String)>> {
-        Ok(self
+    pub fn question_state(
+        &self,
+        question_id: &str,
+    ) -> StoreResult<Option<(String, QuestionState)>> {
+        let found: Option<(String, String)> = self
             .conn
             .query_row(
                 "SELECT session_id, state FROM questions WHERE question_id = ?1",
                 [question_id],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
-            .optional()?)
+            .optional()?;
+        found
+            .map(|(sid, state)| Ok((sid, QuestionState::parse(&state)?)))
+            .transpose()
     }
 
     /// Tool calls started and never completed.
@@ -516,19 +510,10 @@ impl SqliteDb {
 
     /// Sessions with a queued or running task.
     pub fn sessions_with_open_tasks(&self) -> StoreResult<Vec<String>> {
-        let mut st = self
-            .conn
-            .prepare("SELECT DISTINCT session_id, json FROM tasks")?;
-        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-        let mut out: Vec<String> = Vec::new();
-        for row in rows {
-            let (sid, json) = row?;
-            let t: Task = serde_json::from_str(&json)?;
-            if matches!(t.state, TaskState::Queued | TaskState::Running) && !out.contains(&sid) {
-                out.push(sid);
-            }
-        }
-        Ok(out)
+        let rows = self.all("SELECT DISTINCT session_id, json FROM tasks", |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        rows::sessions_with_open_tasks(rows)
     }
 
     /// Records a new process run.
@@ -735,8 +720,8 @@ mod tests {
         .unwrap();
         assert_eq!(db.append_process_log("p1", "é\n").unwrap(), 0);
         assert_eq!(db.append_process_log("p1", "ab").unwrap(), 3);
-        assert_eq!(db.process_log("p1").unwrap().unwrap().0, "é\nab");
-        assert_eq!(db.processes().unwrap()[0].state, "running");
+        assert_eq!(db.process_log("p1").unwrap().unwrap().log, "é\nab");
+        assert_eq!(db.processes().unwrap()[0].state, ProcessState::Running);
     }
 
     #[test]
