@@ -6,9 +6,10 @@
 use replay_core::protocol::{BackgroundWait, Envelope, Event, Scope, Task, TasksSnapshot};
 
 use super::pg::{self, read as pgr, PgDb, PgSnapshot};
+use super::sqlite::SqlReads;
 use super::{
     Budget, LogInfo, OpenQuestion, OpenTool, OpenTurn, Page, ProcessLog, ProcessRow, QuestionState,
-    SqlReads, SqliteDb, SqliteSnapshot, StoreResult, TurnState,
+    SqliteDb, SqliteSnapshot, StoreResult, TurnState,
 };
 
 /// The writer of this process.

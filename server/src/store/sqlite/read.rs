@@ -5,8 +5,8 @@
 use replay_core::protocol::{Scope, TasksSnapshot};
 use rusqlite::{params, CachedStatement, Connection, OptionalExtension, Params, Row, Transaction};
 
-use super::rows::{tasks_snapshot, EventRow, PageBuilder};
-use super::{
+use crate::store::rows::{tasks_snapshot, EventRow, PageBuilder};
+use crate::store::{
     scope_from_str, Budget, LogInfo, Page, ProcessLog, ProcessRow, ProcessState, StoreResult,
 };
 
