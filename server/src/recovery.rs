@@ -9,7 +9,7 @@ use replay_core::protocol::{
 use serde_json::json;
 
 use crate::log::Log;
-use crate::store::{Db, ProcessState, Reads, StoreError, StoreResult};
+use crate::store::{Db, ProcessState, StoreError, StoreResult};
 use crate::util::now_rfc3339;
 
 /// The system log's scope id.

@@ -14,7 +14,7 @@ use super::budget::Reserved;
 use super::error::ApiError;
 use super::params::{check_ahead, parse_cursor, Params};
 use crate::app::App;
-use crate::store::{Budget, LogInfo, Page, ProcessLog, Reads, StoreResult};
+use crate::store::{Budget, LogInfo, Page, ProcessLog, StoreResult};
 use crate::transcript;
 
 pub(super) async fn replay(

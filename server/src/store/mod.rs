@@ -15,7 +15,7 @@ pub mod sqlite;
 
 use replay_core::protocol::Scope;
 
-pub use backend::{Db, Reads, Snapshot};
+pub use backend::{Backend, Db, Reads, Snapshot, View};
 pub use model::{ProcessState, QuestionState, ToolState, TurnState};
 pub use rows::{Budget, Page, ProcessLog, ProcessRow, ENVELOPE_BYTES};
 pub use sqlite::{ReadPool, SqliteDb, SqliteSnapshot, Synchronous};

@@ -16,13 +16,13 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::rows;
 use super::{
-    scope_from_str, LogInfo, OpenQuestion, OpenTool, OpenTurn, QuestionState, StoreResult,
-    TurnState,
+    scope_from_str, Backend, LogInfo, OpenQuestion, OpenTool, OpenTurn, QuestionState, Reads,
+    StoreResult, TurnState,
 };
 use crate::util::{now_rfc3339, random_id};
 use append::append_in;
 pub use pool::ReadPool;
-pub(super) use read::SqlReads;
+use read::SqlConn;
 pub use read::SqliteSnapshot;
 
 const SCHEMA: &str = r#"
@@ -152,18 +152,13 @@ impl SqliteDb {
         })
     }
 
-    /// The global list's epoch and highest row id.
-    pub fn global_info(&self) -> LogInfo {
-        self.global.clone()
-    }
-
     /// A scope log's epoch and head, if the log exists.
     pub fn log_info(&self, scope: Scope, scope_id: &str) -> Option<LogInfo> {
         self.logs.get(&(scope, scope_id.to_owned())).cloned()
     }
 
     /// Creates the log if needed (a new log gets a new epoch).
-    pub fn ensure_log(&mut self, scope: Scope, scope_id: &str) -> StoreResult<LogInfo> {
+    fn ensure_log(&mut self, scope: Scope, scope_id: &str) -> StoreResult<LogInfo> {
         if let Some(info) = self.log_info(scope, scope_id) {
             return Ok(info);
         }
@@ -180,26 +175,6 @@ impl SqliteDb {
         Ok(info)
     }
 
-    /// Allocates the next number of a named counter (ids survive restarts).
-    pub fn next_number(&mut self, name: &str) -> StoreResult<u64> {
-        Ok(self.conn.query_row(
-            "INSERT INTO counters (name, value) VALUES (?1, 1)
-             ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value",
-            [name],
-            |r| r.get(0),
-        )?)
-    }
-
-    /// Appends one durable event and updates the projections, in one
-    /// transaction. The log is created if it does not exist yet.
-    pub fn append(&mut self, scope: Scope, scope_id: &str, event: &Event) -> StoreResult<Envelope> {
-        self.ensure_log(scope, scope_id)?;
-        let tx = self.conn.transaction()?;
-        let env = append_in(&tx, scope, scope_id, event)?;
-        tx.commit()?;
-        Ok(self.appended(env))
-    }
-
     /// Moves the cached heads to an event just committed.
     fn appended(&mut self, env: Envelope) -> Envelope {
         let key = (env.scope, env.scope_id.clone());
@@ -211,8 +186,42 @@ impl SqliteDb {
         env
     }
 
-    /// Registers a session row (its `session.created` event is appended by the caller).
-    pub fn insert_session(&mut self, session_id: &str, title: &str) -> StoreResult<()> {
+    /// A read transaction on the writer's own connection (the single-connection
+    /// store, `:memory:`); the caller holds the store lock while it lives.
+    pub fn snapshot(&self) -> StoreResult<SqliteSnapshot<'_>> {
+        SqliteSnapshot::begin(&self.conn)
+    }
+}
+
+/// The writer: every method runs on its one connection (the caller holds the
+/// store lock), writes in one transaction each.
+impl Backend for SqliteDb {
+    fn global_info(&self) -> LogInfo {
+        self.global.clone()
+    }
+
+    fn log_info(&self, scope: Scope, scope_id: &str) -> StoreResult<Option<LogInfo>> {
+        Ok(SqliteDb::log_info(self, scope, scope_id))
+    }
+
+    fn next_number(&mut self, name: &str) -> StoreResult<u64> {
+        Ok(self.conn.query_row(
+            "INSERT INTO counters (name, value) VALUES (?1, 1)
+             ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value",
+            [name],
+            |r| r.get(0),
+        )?)
+    }
+
+    fn append(&mut self, scope: Scope, scope_id: &str, event: &Event) -> StoreResult<Envelope> {
+        self.ensure_log(scope, scope_id)?;
+        let tx = self.conn.transaction()?;
+        let env = append_in(&tx, scope, scope_id, event)?;
+        tx.commit()?;
+        Ok(self.appended(env))
+    }
+
+    fn insert_session(&mut self, session_id: &str, title: &str) -> StoreResult<()> {
         self.conn.execute(
             "INSERT INTO sessions (session_id, title, created_at) VALUES (?1, ?2, ?3)",
             params![session_id, title, now_rfc3339()],
@@ -220,17 +229,7 @@ impl SqliteDb {
         Ok(())
     }
 
-    /// True when the session exists.
-    pub fn session_exists(&self, session_id: &str) -> bool {
-        self.log_info(Scope::Session, session_id).is_some()
-    }
-
-    /// The turn a message started, if that `message_id` was seen before.
-    pub fn turn_for_message(
-        &self,
-        session_id: &str,
-        message_id: &str,
-    ) -> StoreResult<Option<String>> {
+    fn turn_for_message(&self, session_id: &str, message_id: &str) -> StoreResult<Option<String>> {
         Ok(self
             .conn
             .query_row(
@@ -241,9 +240,7 @@ impl SqliteDb {
             .optional()?)
     }
 
-    /// Records an accepted message: a queued turn and the user's durable
-    /// `message.committed`, in one transaction. Returns the event.
-    pub fn accept_message(
+    fn accept_message(
         &mut self,
         session_id: &str,
         turn_id: &str,
@@ -267,8 +264,7 @@ impl SqliteDb {
         Ok(self.appended(env))
     }
 
-    /// State of a turn.
-    pub fn turn_state(&self, turn_id: &str) -> StoreResult<Option<TurnState>> {
+    fn turn_state(&self, turn_id: &str) -> StoreResult<Option<TurnState>> {
         let state: Option<String> = self
             .conn
             .query_row(
@@ -280,8 +276,7 @@ impl SqliteDb {
         state.as_deref().map(TurnState::parse).transpose()
     }
 
-    /// Turns that are queued or running.
-    pub fn open_turns(&self) -> StoreResult<Vec<OpenTurn>> {
+    fn open_turns(&self) -> StoreResult<Vec<OpenTurn>> {
         self.all(
             "SELECT session_id, turn_id FROM turns WHERE state IN ('queued', 'running') ORDER BY rowid",
             |r| {
@@ -293,8 +288,7 @@ impl SqliteDb {
         )
     }
 
-    /// Persisted questions without an answer.
-    pub fn open_questions(&self) -> StoreResult<Vec<OpenQuestion>> {
+    fn open_questions(&self) -> StoreResult<Vec<OpenQuestion>> {
         self.all(
             "SELECT session_id, turn_id, question_id FROM questions WHERE state = 'pending' ORDER BY rowid",
             |r| {
@@ -307,11 +301,7 @@ impl SqliteDb {
         )
     }
 
-    /// State of a persisted question, with its session.
-    pub fn question_state(
-        &self,
-        question_id: &str,
-    ) -> StoreResult<Option<(String, QuestionState)>> {
+    fn question_state(&self, question_id: &str) -> StoreResult<Option<(String, QuestionState)>> {
         let found: Option<(String, String)> = self
             .conn
             .query_row(
@@ -325,8 +315,7 @@ impl SqliteDb {
             .transpose()
     }
 
-    /// Tool calls started and never completed.
-    pub fn open_tools(&self) -> StoreResult<Vec<OpenTool>> {
+    fn open_tools(&self) -> StoreResult<Vec<OpenTool>> {
         self.all(
             "SELECT session_id, turn_id, call_id FROM tools WHERE state = 'running' ORDER BY rowid",
             |r| {
@@ -339,8 +328,7 @@ impl SqliteDb {
         )
     }
 
-    /// Appends process output to its log; returns the byte offset it starts at.
-    pub fn append_process_log(&mut self, process_id: &str, text: &str) -> StoreResult<u64> {
+    fn append_process_log(&mut self, process_id: &str, text: &str) -> StoreResult<u64> {
         Ok(self.conn.query_row(
             "UPDATE processes SET log = log || ?2 WHERE process_id = ?1
              RETURNING length(CAST(log AS BLOB)) - length(CAST(?2 AS BLOB))",
@@ -349,8 +337,7 @@ impl SqliteDb {
         )?)
     }
 
-    /// Replaces the session's task state and bumps its version; returns the new snapshot.
-    pub fn put_tasks(
+    fn put_tasks(
         &mut self,
         session_id: &str,
         tasks: &[Task],
@@ -373,16 +360,14 @@ impl SqliteDb {
         self.tasks(session_id)
     }
 
-    /// Sessions with a queued or running task.
-    pub fn sessions_with_open_tasks(&self) -> StoreResult<Vec<String>> {
+    fn sessions_with_open_tasks(&self) -> StoreResult<Vec<String>> {
         let rows = self.all("SELECT DISTINCT session_id, json FROM tasks", |r| {
             Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
         })?;
         rows::sessions_with_open_tasks(rows)
     }
 
-    /// Records a new process run.
-    pub fn insert_boot(&mut self, boot_id: &str) -> StoreResult<()> {
+    fn insert_boot(&mut self, boot_id: &str) -> StoreResult<()> {
         self.conn.execute(
             "INSERT INTO boots (boot_id, started_at) VALUES (?1, ?2)",
             params![boot_id, now_rfc3339()],
@@ -390,8 +375,7 @@ impl SqliteDb {
         Ok(())
     }
 
-    /// Stores what startup recovery did in this boot.
-    pub fn set_recovery(&mut self, boot_id: &str, report: &serde_json::Value) -> StoreResult<()> {
+    fn set_recovery(&mut self, boot_id: &str, report: &serde_json::Value) -> StoreResult<()> {
         self.conn.execute(
             "UPDATE boots SET recovery = ?2 WHERE boot_id = ?1",
             params![boot_id, serde_json::to_string(report)?],
@@ -399,28 +383,20 @@ impl SqliteDb {
         Ok(())
     }
 
-    /// The writer's `PRAGMA synchronous` (`off`, `normal`, `full`, `extra`).
-    pub fn synchronous(&self) -> StoreResult<&'static str> {
+    fn synchronous(&self) -> StoreResult<String> {
         let level: i64 = self
             .conn
             .query_row("PRAGMA synchronous", [], |r| r.get(0))?;
-        Ok(match level {
+        let name = match level {
             0 => "off",
             1 => "normal",
             2 => "full",
             _ => "extra",
-        })
+        };
+        Ok(name.to_owned())
     }
 
-    /// A read transaction on the writer's own connection (the single-connection
-    /// store, `:memory:`); the caller holds the store lock while it lives.
-    pub fn snapshot(&self) -> StoreResult<SqliteSnapshot<'_>> {
-        SqliteSnapshot::begin(&self.conn)
-    }
-
-    /// Logs whose epoch or head changed since the last call, with their new
-    /// values (the in-memory heads of [`crate::log::Log`] follow them).
-    pub fn take_changed(&mut self) -> Vec<((Scope, String), LogInfo)> {
+    fn take_changed(&mut self) -> Vec<((Scope, String), LogInfo)> {
         let keys = std::mem::take(&mut self.changed);
         keys.into_iter()
             .filter_map(|k| self.logs.get(&k).cloned().map(|i| (k, i)))
@@ -430,7 +406,7 @@ impl SqliteDb {
 
 /// The writer's own connection answers reads too (a `:memory:` store has
 /// no other).
-impl SqlReads for SqliteDb {
+impl SqlConn for SqliteDb {
     fn conn(&self) -> &Connection {
         &self.conn
     }
@@ -439,7 +415,7 @@ impl SqlReads for SqliteDb {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Db, ProcessState, Reads};
+    use crate::store::{Db, ProcessState};
     use replay_core::protocol::{ProcessStarted, SessionCreated, TurnRef};
 
     #[test]

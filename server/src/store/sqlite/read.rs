@@ -7,7 +7,8 @@ use rusqlite::{params, CachedStatement, Connection, OptionalExtension, Params, R
 
 use crate::store::rows::{tasks_snapshot, EventRow, PageBuilder};
 use crate::store::{
-    scope_from_str, Budget, LogInfo, Page, ProcessLog, ProcessRow, ProcessState, StoreResult,
+    scope_from_str, Budget, LogInfo, Page, ProcessLog, ProcessRow, ProcessState, Reads,
+    StoreResult, View,
 };
 
 /// One read transaction: a consistent view of the store (WAL readers see
@@ -25,9 +26,11 @@ impl<'c> SqliteSnapshot<'c> {
         tx.query_row("SELECT COUNT(*) FROM meta", [], |_| Ok(()))?;
         Ok(SqliteSnapshot { tx })
     }
+}
 
+impl View for SqliteSnapshot<'_> {
     /// A scope log's epoch and head as of this view.
-    pub fn log_info(&self, scope: Scope, scope_id: &str) -> StoreResult<Option<LogInfo>> {
+    fn log_info(&self, scope: Scope, scope_id: &str) -> StoreResult<Option<LogInfo>> {
         Ok(self
             .tx
             .prepare_cached("SELECT epoch, head FROM logs WHERE scope = ?1 AND scope_id = ?2")?
@@ -41,7 +44,7 @@ impl<'c> SqliteSnapshot<'c> {
     }
 
     /// The global list's epoch and highest row id as of this view.
-    pub fn global_info(&self) -> StoreResult<LogInfo> {
+    fn global_info(&self) -> StoreResult<LogInfo> {
         let epoch: String =
             self.tx
                 .query_row("SELECT value FROM meta WHERE key = 'epoch'", [], |r| {
@@ -49,20 +52,17 @@ impl<'c> SqliteSnapshot<'c> {
                 })?;
         Ok(LogInfo {
             epoch,
-            head: global_head(&self.tx)?,
+            head: self
+                .tx
+                .query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?,
         })
     }
 }
 
-impl SqlReads for SqliteSnapshot<'_> {
+impl SqlConn for SqliteSnapshot<'_> {
     fn conn(&self) -> &Connection {
         &self.tx
     }
-}
-
-/// Highest row id of the events table (0 when empty).
-pub fn global_head(conn: &Connection) -> StoreResult<u64> {
-    Ok(conn.query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?)
 }
 
 /// Event rows of `st` (columns id, seq, type, ts, data; `log` says whose
@@ -94,12 +94,15 @@ fn envelopes_within(
     Ok(page.finish())
 }
 
-/// The read-only queries, on any connection: the writer's ([`super::SqliteDb`],
-/// under its lock) or a read transaction's ([`SqliteSnapshot`]).
-pub trait SqlReads {
+/// What runs SQLite's queries: the writer's connection ([`super::SqliteDb`],
+/// under its lock) or a read transaction ([`SqliteSnapshot`]).
+pub trait SqlConn {
     /// The connection the queries run on.
     fn conn(&self) -> &Connection;
+}
 
+/// The read-only queries, on any SQLite connection.
+impl<T: SqlConn> Reads for T {
     /// Durable events of one log with `seq > after`, ascending, within `budget`.
     fn page_within(
         &self,
