@@ -1,6 +1,6 @@
-//! Read-only queries on Postgres, the counterparts of the SQLite store's
-//! `SqlReads`. A [`PgSnapshot`] is one REPEATABLE READ transaction, so what
-//! is read through it describes one committed state.
+//! Read-only queries on Postgres (the store's `Reads` and `View` over them
+//! are in `backend.rs`). A [`PgSnapshot`] is one REPEATABLE READ
+//! transaction, so what is read through it describes one committed state.
 
 use deadpool_postgres::{Object, Pool};
 use futures_util::{pin_mut, TryStreamExt};

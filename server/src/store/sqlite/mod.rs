@@ -152,14 +152,15 @@ impl SqliteDb {
         })
     }
 
-    /// A scope log's epoch and head, if the log exists.
-    pub fn log_info(&self, scope: Scope, scope_id: &str) -> Option<LogInfo> {
+    /// A scope log's epoch and head, if the log exists, from the cached
+    /// heads (no query: this connection is the only writer).
+    pub fn cached_log_info(&self, scope: Scope, scope_id: &str) -> Option<LogInfo> {
         self.logs.get(&(scope, scope_id.to_owned())).cloned()
     }
 
     /// Creates the log if needed (a new log gets a new epoch).
     fn ensure_log(&mut self, scope: Scope, scope_id: &str) -> StoreResult<LogInfo> {
-        if let Some(info) = self.log_info(scope, scope_id) {
+        if let Some(info) = self.cached_log_info(scope, scope_id) {
             return Ok(info);
         }
         let info = LogInfo {
@@ -193,15 +194,15 @@ impl SqliteDb {
     }
 }
 
-/// The writer: every method runs on its one connection (the caller holds the
-/// store lock), writes in one transaction each.
+/// The writer: every method runs on its one connection, under the store
+/// lock the caller holds; a write of several rows is one transaction.
 impl Backend for SqliteDb {
     fn global_info(&self) -> LogInfo {
         self.global.clone()
     }
 
     fn log_info(&self, scope: Scope, scope_id: &str) -> StoreResult<Option<LogInfo>> {
-        Ok(SqliteDb::log_info(self, scope, scope_id))
+        Ok(self.cached_log_info(scope, scope_id))
     }
 
     fn next_number(&mut self, name: &str) -> StoreResult<u64> {
@@ -483,7 +484,7 @@ mod tests {
         };
         let db = SqliteDb::open(&path, Synchronous::Full).unwrap();
         assert_eq!(
-            db.log_info(Scope::Team, "t"),
+            db.cached_log_info(Scope::Team, "t"),
             Some(LogInfo { epoch, head: 1 })
         );
         drop(db);
