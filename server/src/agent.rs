@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, Notify};
 
 use crate::app::App;
-use crate::store::{Reads, StoreResult};
+use crate::store::StoreResult;
 use crate::util::{now_rfc3339, Rng};
 use crate::worker::{RunningTurn, TurnSlot, Worker};
 

@@ -15,7 +15,7 @@ use crate::log::Log;
 use crate::net::Connections;
 use crate::recovery;
 use crate::store::pg::PgDb;
-use crate::store::{Reads, StoreResult};
+use crate::store::StoreResult;
 use crate::util::{now_rfc3339, random_id};
 use crate::worker::Worker;
 

@@ -383,7 +383,7 @@ impl Log {
     pub fn publish_tasks(&self, db: &Db, session_id: &str, snap: &TasksSnapshot) {
         // On Postgres the committed head may be ahead of what was published.
         let head = match db {
-            Db::Sqlite(db) => db.log_info(Scope::Session, session_id),
+            Db::Sqlite(db) => db.cached_log_info(Scope::Session, session_id),
             Db::Pg(_) => self.published_info(Scope::Session, session_id),
         }
         .map_or(0, |i| i.head);

@@ -9,7 +9,7 @@ use replay_core::protocol::{
 use serde_json::json;
 
 use crate::log::Log;
-use crate::store::{Db, Reads, StoreError, StoreResult};
+use crate::store::{Db, ProcessState, StoreError, StoreResult};
 use crate::util::now_rfc3339;
 
 /// The system log's scope id.
@@ -37,7 +37,7 @@ pub fn recover(log: &Log, boot_id: &str) -> StoreResult<serde_json::Value> {
 
     let mut processes = Vec::new();
     for p in db.processes()? {
-        if shared || p.state != "running" {
+        if shared || p.state != ProcessState::Running {
             continue;
         }
         envs.push(db.append(

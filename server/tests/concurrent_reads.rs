@@ -12,7 +12,6 @@ use common::*;
 use replay_core::protocol::{Event, Scope, TeamMessage};
 use replay_server::app::App;
 use replay_server::log::READERS;
-use replay_server::store::Reads;
 use reqwest::StatusCode;
 use serde_json::Value;
 

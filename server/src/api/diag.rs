@@ -10,7 +10,6 @@ use serde_json::{json, Value};
 use super::error::ApiError;
 use crate::app::App;
 use crate::hub::LagPolicy;
-use crate::store::Reads;
 
 pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
     let worker = app.worker();

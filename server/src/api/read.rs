@@ -14,7 +14,7 @@ use super::budget::Reserved;
 use super::error::ApiError;
 use super::params::{check_ahead, parse_cursor, Params};
 use crate::app::App;
-use crate::store::{Budget, LogInfo, Page, Reads, StoreResult};
+use crate::store::{Budget, LogInfo, Page, ProcessLog, StoreResult};
 use crate::transcript;
 
 pub(super) async fn replay(
@@ -226,7 +226,7 @@ pub(super) async fn process_log(
         })?,
     };
     let pid = id.clone();
-    let (log, state) = app
+    let ProcessLog { log, state } = app
         .log
         .read(move |snap| snap.process_log(&pid))
         .await?

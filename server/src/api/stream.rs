@@ -36,7 +36,7 @@ use crate::faults::StreamFaults;
 use crate::hub::{Key, Subscription};
 use crate::log::transient;
 use crate::recovery::SYSTEM_ID;
-use crate::store::{Budget, LogInfo, Page, Reads, Snapshot, StoreResult};
+use crate::store::{Budget, LogInfo, Page, Snapshot, StoreResult};
 
 /// `retry:` sent first on every stream, in milliseconds.
 const RETRY_MS: u64 = 1000;

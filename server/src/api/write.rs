@@ -18,6 +18,7 @@ use super::error::{ApiError, BodyBytes, JsonBody};
 use crate::agent;
 use crate::app::App;
 use crate::cluster;
+use crate::store::QuestionState;
 use crate::worker::{TurnSlot, TurnsFull};
 
 pub(super) async fn create_session(
@@ -185,14 +186,14 @@ async fn forward_answer(
     answer: String,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     // The question's state, if it is one of this session's.
-    let state = |app: &App| -> Result<Option<String>, ApiError> {
+    let state = |app: &App| -> Result<Option<QuestionState>, ApiError> {
         let found = app.log.db().question_state(question_id)?;
         Ok(found
             .filter(|(sid, _)| sid == session_id)
             .map(|(_, state)| state))
     };
     let known = state(app)?;
-    if known.as_deref().is_some_and(|s| s != "pending") {
+    if known.is_some_and(|s| s != QuestionState::Pending) {
         return Err(question_closed(question_id));
     }
     cluster::send(
@@ -207,13 +208,13 @@ async fn forward_answer(
     let started = Instant::now();
     loop {
         tokio::time::sleep(cluster::POLL).await;
-        match state(app)?.as_deref() {
-            Some("answered") => {
+        match state(app)? {
+            Some(QuestionState::Answered) => {
                 return Ok(Json(
                     json!({"question_id": question_id, "status": "answered"}),
                 ))
             }
-            Some("pending") => {}
+            Some(QuestionState::Pending) => {}
             Some(_) => return Err(question_closed(question_id)),
             None if started.elapsed() >= UNKNOWN_QUESTION_WAIT => {
                 return Err(ApiError::not_found("question"))

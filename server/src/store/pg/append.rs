@@ -4,10 +4,12 @@
 //! caller's [`WriteTx`]; its global id comes at commit (see `tx`).
 
 use replay_core::protocol::{Event, Scope};
+use tokio_postgres::types::ToSql;
 
 use super::tx::{Staged, WriteTx};
 use super::unsigned;
-use crate::store::{StoreError, StoreResult};
+use crate::store::model::{project, Op};
+use crate::store::{ProcessState, QuestionState, StoreError, StoreResult, ToolState, TurnState};
 use crate::util::{now_rfc3339, random_id};
 
 /// The lease holder of a node's writes: its boot and lease length.
@@ -41,7 +43,9 @@ pub async fn stage(
         .await?
         .ok_or_else(|| StoreError::Backend("a log upsert returned no row".into()))?;
     let seq: i64 = row.get(0);
-    project(tx, scope, scope_id, event, holder).await?;
+    for op in project(scope, scope_id, event) {
+        apply(tx, op, holder).await?;
+    }
     Ok(Staged {
         scope,
         scope_id: scope_id.to_owned(),
@@ -49,20 +53,6 @@ pub async fn stage(
         ts,
         event: event.clone(),
     })
-}
-
-/// The turn an event of a session belongs to, for the events that name one.
-fn turn_of(event: &Event) -> Option<&str> {
-    match event {
-        Event::TurnStarted(t) => Some(&t.turn_id),
-        Event::TurnCompleted(t) | Event::TurnCancelled(t) => Some(&t.turn_id),
-        Event::TurnFailed(t) => Some(&t.turn_id),
-        Event::MessageCommitted(m) => Some(&m.turn_id),
-        Event::ToolStarted(t) => Some(&t.turn_id),
-        Event::ToolCompleted(t) => Some(&t.turn_id),
-        Event::QuestionAsked(q) => Some(&q.turn_id),
-        _ => None,
-    }
 }
 
 /// Fencing: a node writes a turn's events only while it holds the turn
@@ -77,14 +67,14 @@ async fn hold_turn(
     tx: &mut WriteTx,
     turn_id: &str,
     owner: &str,
-    state: Option<&str>,
+    state: Option<TurnState>,
 ) -> StoreResult<()> {
     let held = match state {
         Some(state) => {
             tx.execute(
                 "UPDATE turns SET state = $3 WHERE turn_id = $1 AND owner = $2
                    AND state IN ('queued', 'running', 'failing')",
-                &[&turn_id, &owner, &state],
+                &[&turn_id, &owner, &state.as_str()],
             )
             .await?
         }
@@ -108,14 +98,14 @@ async fn end_process(
     tx: &mut WriteTx,
     process_id: &str,
     owner: &str,
-    state: &str,
+    state: ProcessState,
     code: Option<i64>,
 ) -> StoreResult<()> {
     let ended = tx
         .execute(
             "UPDATE processes SET state = $3, exit_code = COALESCE($4, exit_code)
              WHERE process_id = $1 AND owner = $2 AND state = 'running'",
-            &[&process_id, &owner, &state, &code],
+            &[&process_id, &owner, &state.as_str(), &code],
         )
         .await?;
     fenced(
@@ -139,84 +129,64 @@ async fn fenced(tx: &mut WriteTx, rows: u64, exists_sql: &str, id: &str) -> Stor
     Ok(())
 }
 
-/// Keeps the projections in step with the event just inserted (and fences
-/// the events of turns, see [`hold_turn`]).
-async fn project(
-    tx: &mut WriteTx,
-    scope: Scope,
-    scope_id: &str,
-    event: &Event,
-    holder: Holder<'_>,
-) -> StoreResult<()> {
+/// Runs one projection [`Op`] in Postgres's dialect, fenced: a turn's
+/// events and a process's end are written only by the node holding them
+/// (see [`hold_turn`], [`end_process`]).
+async fn apply(tx: &mut WriteTx, op: Op<'_>, holder: Holder<'_>) -> StoreResult<()> {
     let owner = holder.owner;
-    if scope == Scope::Session {
-        if let Some(turn_id) = turn_of(event) {
-            let state = match event {
-                Event::TurnStarted(_) => Some("running"),
-                Event::TurnCompleted(_) => Some("completed"),
-                Event::TurnCancelled(_) => Some("cancelled"),
-                Event::TurnFailed(_) => Some("failed"),
-                _ => None,
-            };
-            hold_turn(tx, turn_id, owner, state).await?;
+    match op {
+        Op::Turn { turn_id, to } => hold_turn(tx, turn_id, owner, to).await,
+        Op::ProcessEnded {
+            process_id,
+            to,
+            exit_code,
+        } => end_process(tx, process_id, owner, to, exit_code).await,
+        Op::ToolStarted {
+            session_id,
+            turn_id,
+            call_id,
+        } => {
+            let sql = "INSERT INTO tools (call_id, session_id, turn_id, state)
+                       VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
+            let running = ToolState::Running.as_str();
+            tx.execute(sql, &[&call_id, &session_id, &turn_id, &running])
+                .await
+                .map(drop)
+        }
+        Op::ToolCompleted { call_id } => {
+            let sql = "UPDATE tools SET state = $2 WHERE call_id = $1";
+            let completed = ToolState::Completed.as_str();
+            tx.execute(sql, &[&call_id, &completed]).await.map(drop)
+        }
+        Op::QuestionAsked {
+            session_id,
+            turn_id,
+            question_id,
+        } => {
+            let sql = "INSERT INTO questions (question_id, session_id, turn_id, state)
+                       VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
+            let pending = QuestionState::Pending.as_str();
+            tx.execute(sql, &[&question_id, &session_id, &turn_id, &pending])
+                .await
+                .map(drop)
+        }
+        Op::QuestionClosed { question_id, to } => {
+            let sql = "UPDATE questions SET state = $2 WHERE question_id = $1";
+            tx.execute(sql, &[&question_id, &to.as_str()])
+                .await
+                .map(drop)
+        }
+        Op::ProcessStarted {
+            process_id,
+            command,
+        } => {
+            let sql = "INSERT INTO processes (process_id, command, state, owner, lease_until)
+                       VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
+                       ON CONFLICT DO NOTHING";
+            let running = ProcessState::Running.as_str();
+            let args: [&(dyn ToSql + Sync); 5] =
+                [&process_id, &command, &running, &owner, &holder.lease_secs];
+            tx.execute(sql, &args).await.map(drop)
         }
     }
-    let question = |state: &'static str| {
-        (
-            "UPDATE questions SET state = $2 WHERE question_id = $1",
-            Some(state),
-        )
-    };
-    // (statement, its $1 key, its $2), or a statement of its own.
-    let ((sql, second), key): ((&str, Option<&str>), &str) = match event {
-        Event::QuestionAnswered(q) => (question("answered"), &q.question_id),
-        Event::QuestionDeclined(q) => (question("declined"), &q.question_id),
-        Event::ToolCompleted(t) => (
-            (
-                "UPDATE tools SET state = 'completed' WHERE call_id = $1",
-                None,
-            ),
-            &t.call_id,
-        ),
-        Event::ProcessFailed(_) if scope == Scope::Process => {
-            return end_process(tx, scope_id, owner, "failed", None).await;
-        }
-        Event::ToolStarted(t) => {
-            tx.execute(
-                "INSERT INTO tools (call_id, session_id, turn_id, state)
-                 VALUES ($1, $2, $3, 'running') ON CONFLICT DO NOTHING",
-                &[&t.call_id, &scope_id, &t.turn_id],
-            )
-            .await?;
-            return Ok(());
-        }
-        Event::QuestionAsked(q) => {
-            tx.execute(
-                "INSERT INTO questions (question_id, session_id, turn_id, state)
-                 VALUES ($1, $2, $3, 'pending') ON CONFLICT DO NOTHING",
-                &[&q.question_id, &scope_id, &q.turn_id],
-            )
-            .await?;
-            return Ok(());
-        }
-        Event::ProcessStarted(p) if scope == Scope::Process => {
-            tx.execute(
-                "INSERT INTO processes (process_id, command, state, owner, lease_until)
-                 VALUES ($1, $2, 'running', $3, now() + make_interval(secs => $4))
-                 ON CONFLICT DO NOTHING",
-                &[&scope_id, &p.command, &owner, &holder.lease_secs],
-            )
-            .await?;
-            return Ok(());
-        }
-        Event::ProcessExited(p) if scope == Scope::Process => {
-            return end_process(tx, scope_id, owner, "exited", Some(p.code)).await;
-        }
-        _ => return Ok(()),
-    };
-    match second {
-        Some(v) => tx.execute(sql, &[&key, &v]).await?,
-        None => tx.execute(sql, &[&key]).await?,
-    };
-    Ok(())
 }

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use deadpool_postgres::Transaction;
 use replay_core::protocol::{
-    BackgroundWait, Envelope, Event, Scope, Task, TaskState, TasksSnapshot, WithReason,
-    REASON_WORKER_RESTART,
+    Envelope, Event, Scope, Task, TaskState, TasksSnapshot, WithReason, REASON_WORKER_RESTART,
 };
 
 use super::append::stage;
 use super::tx::WriteTx;
 use super::{block, read, PgDb};
+use crate::store::rows::background_wait;
 use crate::store::StoreResult;
 use crate::util::now_rfc3339;
 
@@ -181,10 +181,7 @@ async fn fail_tasks_in(tx: &Transaction<'_>, session_id: &str) -> StoreResult<Ve
     if failed.is_empty() {
         return Ok(failed); // another node failed them first
     }
-    let mut wait = match bg {
-        Some(s) => serde_json::from_str::<Option<BackgroundWait>>(&s)?,
-        None => None,
-    };
+    let mut wait = background_wait(bg.as_deref())?;
     if let Some(w) = wait.as_mut() {
         w.task_ids.retain(|t| !failed.contains(t));
     }

@@ -14,6 +14,7 @@
 //! every smaller one (docs/server.md, "Cluster").
 
 mod append;
+mod backend;
 pub mod cluster;
 mod lease;
 pub mod read;

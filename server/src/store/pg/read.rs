@@ -1,16 +1,17 @@
-//! Read-only queries on Postgres, the counterparts of the SQLite store's
-//! `SqlReads`. A [`PgSnapshot`] is one REPEATABLE READ transaction, so what
-//! is read through it describes one committed state.
+//! Read-only queries on Postgres (the store's `Reads` and `View` over them
+//! are in `backend.rs`). A [`PgSnapshot`] is one REPEATABLE READ
+//! transaction, so what is read through it describes one committed state.
 
 use deadpool_postgres::{Object, Pool};
 use futures_util::{pin_mut, TryStreamExt};
-use replay_core::protocol::{BackgroundWait, Envelope, Event, Scope, Task, TasksSnapshot};
+use replay_core::protocol::{Envelope, Scope, TasksSnapshot};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
 
 use super::{big, unsigned};
+use crate::store::rows::{tasks_snapshot, EventRow, PageBuilder};
 use crate::store::{
-    scope_from_str, Budget, LogInfo, Page, ProcessRow, StoreResult, ENVELOPE_BYTES,
+    scope_from_str, Budget, LogInfo, Page, ProcessLog, ProcessRow, ProcessState, StoreResult,
 };
 
 /// One read transaction on a pooled connection; dropped, it rolls back
@@ -84,24 +85,23 @@ pub async fn global_info(c: &Client) -> StoreResult<LogInfo> {
     })
 }
 
-fn envelope(r: &Row) -> StoreResult<Envelope> {
-    let ty: String = r.get(2);
-    let data: String = r.get(4);
-    let event = Event::decode(&ty, Some(&data))?;
-    Ok(Envelope::durable(
-        unsigned(r.get(0)),
-        scope_from_str(r.get(5)),
-        r.get(6),
-        unsigned(r.get(1)),
-        r.get(3),
-        event,
-    ))
+/// An events row of `COLUMNS`.
+fn event_row(r: &Row) -> EventRow {
+    EventRow {
+        id: unsigned(r.get(0)),
+        seq: unsigned(r.get(1)),
+        ty: r.get(2),
+        ts: r.get(3),
+        data: r.get(4),
+        scope: scope_from_str(r.get(5)),
+        scope_id: r.get(6),
+    }
 }
 
 const COLUMNS: &str = "id, seq, type, ts, data, scope, scope_id";
 
-/// Rows `COLUMNS` of `sql`, decoded while they fit `budget` (the query asks
-/// for one row more than `budget.events`); the rest is never decoded.
+/// Rows `COLUMNS` of `sql` into a page within `budget` (the query asks
+/// for [`Budget::query_limit`] rows).
 async fn within(
     c: &Client,
     sql: &str,
@@ -110,26 +110,13 @@ async fn within(
 ) -> StoreResult<Page> {
     let rows = c.query_raw(sql, params.iter().copied()).await?;
     pin_mut!(rows);
-    let mut page = Page::default();
-    let mut bytes = 0usize;
+    let mut page = PageBuilder::new(budget);
     while let Some(r) = rows.try_next().await? {
-        let data: &str = r.get(4);
-        let ty: &str = r.get(2);
-        let scope_id: &str = r.get(6);
-        let size = data.len() + ty.len() + scope_id.len() + ENVELOPE_BYTES;
-        let over_bytes = !page.events.is_empty() && bytes.saturating_add(size) > budget.bytes;
-        if page.events.len() >= budget.events || over_bytes {
-            page.more = true;
+        if !page.offer(event_row(&r))? {
             break;
         }
-        bytes = bytes.saturating_add(size);
-        page.events.push(envelope(&r)?);
     }
-    Ok(page)
-}
-
-fn limit_of(budget: Budget) -> i64 {
-    i64::try_from(budget.events.saturating_add(1)).unwrap_or(i64::MAX)
+    Ok(page.finish())
 }
 
 /// Events of one log with `seq > after`, ascending, within `budget`.
@@ -144,7 +131,7 @@ pub async fn page_within(
         "SELECT {COLUMNS} FROM events WHERE scope = $1 AND scope_id = $2 AND seq > $3
          ORDER BY seq LIMIT $4"
     );
-    let limit = limit_of(budget);
+    let limit = budget.query_limit();
     let params: [&(dyn ToSql + Sync); 4] = [&scope.as_str(), &scope_id, &big(after), &limit];
     within(c, &sql, &params, budget).await
 }
@@ -152,8 +139,7 @@ pub async fn page_within(
 /// Events of every scope with `id > after_id`, ascending, within `budget`.
 pub async fn global_page_within(c: &Client, after_id: u64, budget: Budget) -> StoreResult<Page> {
     let sql = format!("SELECT {COLUMNS} FROM events WHERE id > $1 ORDER BY id LIMIT $2");
-    let limit = limit_of(budget);
-    within(c, &sql, &[&big(after_id), &limit], budget).await
+    within(c, &sql, &[&big(after_id), &budget.query_limit()], budget).await
 }
 
 /// Events of every scope with `after < id <= upto`, ascending, at most
@@ -173,7 +159,9 @@ pub async fn events_after(
             &[&big(after), &big(upto), &big(limit as u64)],
         )
         .await?;
-    rows.iter().map(|r| Ok((envelope(r)?, r.get(7)))).collect()
+    rows.iter()
+        .map(|r| Ok((event_row(r).into_envelope()?, r.get(7))))
+        .collect()
 }
 
 /// Bytes of event data in one log.
@@ -190,32 +178,20 @@ pub async fn log_bytes(c: &Client, scope: Scope, scope_id: &str) -> StoreResult<
 
 /// The session's task state.
 pub async fn tasks(c: &Client, session_id: &str) -> StoreResult<TasksSnapshot> {
-    let head = c
+    let session = c
         .query_opt(
             "SELECT tasks_version, background_wait FROM sessions WHERE session_id = $1",
             &[&session_id],
         )
-        .await?;
-    let (version, bg): (i64, Option<String>) = head.map_or((0, None), |r| (r.get(0), r.get(1)));
+        .await?
+        .map(|r| (unsigned(r.get(0)), r.get(1)));
     let rows = c
         .query(
             "SELECT json FROM tasks WHERE session_id = $1 ORDER BY ord",
             &[&session_id],
         )
         .await?;
-    let tasks = rows
-        .iter()
-        .map(|r| serde_json::from_str::<Task>(r.get(0)))
-        .collect::<Result<_, _>>()?;
-    let background_wait = match bg {
-        Some(s) => serde_json::from_str::<Option<BackgroundWait>>(&s)?,
-        None => None,
-    };
-    Ok(TasksSnapshot {
-        version: unsigned(version),
-        tasks,
-        background_wait,
-    })
+    tasks_snapshot(session, rows.iter().map(|r| r.get::<_, &str>(0)))
 }
 
 /// Every runtime-managed process.
@@ -227,27 +203,34 @@ pub async fn processes(c: &Client) -> StoreResult<Vec<ProcessRow>> {
             &[],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| ProcessRow {
-            process_id: r.get(0),
-            command: r.get(1),
-            state: r.get(2),
-            exit_code: r.get(3),
-            log_bytes: unsigned(r.get(4)),
+    rows.iter()
+        .map(|r| {
+            Ok(ProcessRow {
+                process_id: r.get(0),
+                command: r.get(1),
+                state: ProcessState::parse(r.get(2))?,
+                exit_code: r.get(3),
+                log_bytes: unsigned(r.get(4)),
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// A process's whole log and its state.
-pub async fn process_log(c: &Client, process_id: &str) -> StoreResult<Option<(String, String)>> {
+pub async fn process_log(c: &Client, process_id: &str) -> StoreResult<Option<ProcessLog>> {
     let row = c
         .query_opt(
             "SELECT log, state FROM processes WHERE process_id = $1",
             &[&process_id],
         )
         .await?;
-    Ok(row.map(|r| (r.get(0), r.get(1))))
+    row.map(|r| {
+        Ok(ProcessLog {
+            log: r.get(0),
+            state: ProcessState::parse(r.get(1))?,
+        })
+    })
+    .transpose()
 }
 
 /// Number of sessions and of events.

@@ -7,13 +7,16 @@ use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
 use replay_core::protocol::{
-    BackgroundWait, Envelope, Event, MessageCommitted, Role, Scope, Task, TaskState, TasksSnapshot,
+    BackgroundWait, Envelope, Event, MessageCommitted, Role, Scope, Task, TasksSnapshot,
 };
 
 use super::append::{stage, Holder};
 use super::tx::WriteTx;
 use super::{big, block, read, unsigned};
-use crate::store::{LogInfo, OpenQuestion, OpenTool, OpenTurn, StoreResult};
+use crate::store::rows::{sessions_with_open_tasks, task_is_open};
+use crate::store::{
+    LogInfo, OpenQuestion, OpenTool, OpenTurn, QuestionState, StoreResult, TurnState,
+};
 use crate::util::{now_rfc3339, random_id};
 
 /// The store of one node: a pool on the shared database.
@@ -164,12 +167,13 @@ impl PgDb {
                 tx.execute(
                     "INSERT INTO turns (turn_id, session_id, message_id, text, state, owner,
                                         lease_until)
-                     VALUES ($1, $2, $3, $4, 'queued', $5, now() + make_interval(secs => $6))",
+                     VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))",
                     &[
                         &turn_id,
                         &session_id,
                         &message_id,
                         &text,
+                        &TurnState::Queued.as_str(),
                         &&*owner,
                         &self.lease.as_secs_f64(),
                     ],
@@ -196,10 +200,10 @@ impl PgDb {
     }
 
     /// State of a turn.
-    pub fn turn_state(&self, turn_id: &str) -> StoreResult<Option<String>> {
+    pub fn turn_state(&self, turn_id: &str) -> StoreResult<Option<TurnState>> {
         let c = self.client()?;
         let row = block(c.query_opt("SELECT state FROM turns WHERE turn_id = $1", &[&turn_id]))?;
-        Ok(row.map(|r| r.get(0)))
+        row.map(|r| TurnState::parse(r.get(0))).transpose()
     }
 
     /// Claims the open turns whose lease ran out (their node is gone) for
@@ -267,13 +271,17 @@ impl PgDb {
     }
 
     /// State of a persisted question, with its session.
-    pub fn question_state(&self, question_id: &str) -> StoreResult<Option<(String, String)>> {
+    pub fn question_state(
+        &self,
+        question_id: &str,
+    ) -> StoreResult<Option<(String, QuestionState)>> {
         let c = self.client()?;
         let row = block(c.query_opt(
             "SELECT session_id, state FROM questions WHERE question_id = $1",
             &[&question_id],
         ))?;
-        Ok(row.map(|r| (r.get(0), r.get(1))))
+        row.map(|r| Ok((r.get(0), QuestionState::parse(r.get(1))?)))
+            .transpose()
     }
 
     /// Appends process output; returns the byte offset it starts at.
@@ -307,7 +315,7 @@ impl PgDb {
             for (i, t) in tasks.iter().enumerate() {
                 // A task keeps the node that started it as its lease holder
                 // (a session's turns, and so its tasks, may run on several).
-                let open = matches!(t.state, TaskState::Queued | TaskState::Running);
+                let open = task_is_open(t);
                 tx.execute(
                     "INSERT INTO tasks (task_id, session_id, ord, json, open, owner, lease_until)
                      VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
@@ -344,15 +352,7 @@ impl PgDb {
             "SELECT session_id, json FROM tasks ORDER BY session_id",
             &[],
         ))?;
-        let mut out: Vec<String> = Vec::new();
-        for r in &rows {
-            let sid: String = r.get(0);
-            let t: Task = serde_json::from_str(r.get(1))?;
-            if matches!(t.state, TaskState::Queued | TaskState::Running) && !out.contains(&sid) {
-                out.push(sid);
-            }
-        }
-        Ok(out)
+        sessions_with_open_tasks(rows.iter().map(|r| (r.get(0), r.get::<_, &str>(1))))
     }
 
     /// Records a new boot.

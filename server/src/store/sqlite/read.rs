@@ -2,10 +2,14 @@
 //! lock) or a pooled reader's. A [`SqliteSnapshot`] is one read transaction, so
 //! everything read through it describes the same committed state.
 
-use replay_core::protocol::{BackgroundWait, Envelope, Event, Scope, Task, TasksSnapshot};
+use replay_core::protocol::{Scope, TasksSnapshot};
 use rusqlite::{params, CachedStatement, Connection, OptionalExtension, Params, Row, Transaction};
 
-use super::{scope_from_str, LogInfo, ProcessRow, StoreResult};
+use crate::store::rows::{tasks_snapshot, EventRow, PageBuilder};
+use crate::store::{
+    scope_from_str, Budget, LogInfo, Page, ProcessLog, ProcessRow, ProcessState, Reads,
+    StoreResult, View,
+};
 
 /// One read transaction: a consistent view of the store (WAL readers see
 /// the last commit before their first read, whatever the writer does next).
@@ -22,9 +26,11 @@ impl<'c> SqliteSnapshot<'c> {
         tx.query_row("SELECT COUNT(*) FROM meta", [], |_| Ok(()))?;
         Ok(SqliteSnapshot { tx })
     }
+}
 
+impl View for SqliteSnapshot<'_> {
     /// A scope log's epoch and head as of this view.
-    pub fn log_info(&self, scope: Scope, scope_id: &str) -> StoreResult<Option<LogInfo>> {
+    fn log_info(&self, scope: Scope, scope_id: &str) -> StoreResult<Option<LogInfo>> {
         Ok(self
             .tx
             .prepare_cached("SELECT epoch, head FROM logs WHERE scope = ?1 AND scope_id = ?2")?
@@ -38,7 +44,7 @@ impl<'c> SqliteSnapshot<'c> {
     }
 
     /// The global list's epoch and highest row id as of this view.
-    pub fn global_info(&self) -> StoreResult<LogInfo> {
+    fn global_info(&self) -> StoreResult<LogInfo> {
         let epoch: String =
             self.tx
                 .query_row("SELECT value FROM meta WHERE key = 'epoch'", [], |r| {
@@ -46,49 +52,22 @@ impl<'c> SqliteSnapshot<'c> {
                 })?;
         Ok(LogInfo {
             epoch,
-            head: global_head(&self.tx)?,
+            head: self
+                .tx
+                .query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?,
         })
     }
 }
 
-impl SqlReads for SqliteSnapshot<'_> {
+impl SqlConn for SqliteSnapshot<'_> {
     fn conn(&self) -> &Connection {
         &self.tx
     }
 }
 
-/// Highest row id of the events table (0 when empty).
-pub fn global_head(conn: &Connection) -> StoreResult<u64> {
-    Ok(conn.query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?)
-}
-
-/// How much one page may hold: at most `events` events and, past the
-/// first, at most `bytes` of encoded events (each counted as its data, type
-/// and scope id plus [`ENVELOPE_BYTES`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Budget {
-    /// Most events.
-    pub events: usize,
-    /// Most bytes; the first event is taken whatever its size, so a page
-    /// always moves the cursor.
-    pub bytes: usize,
-}
-
-/// What a JSON envelope adds around an event's data, type and scope id
-/// (`id`, `seq`, `ts`, `critical`, field names), rounded up.
-pub const ENVELOPE_BYTES: usize = 160;
-
-/// Events within a [`Budget`], and whether more follow.
-#[derive(Debug, Default, PartialEq)]
-pub struct Page {
-    /// Ascending.
-    pub events: Vec<Envelope>,
-    /// Another event follows the last one (the budget stopped the page).
-    pub more: bool,
-}
-
-/// Like [`envelopes`], stopping at the budget; the query must ask for one
-/// row more than `budget.events`.
+/// Event rows of `st` (columns id, seq, type, ts, data; `log` says whose
+/// log each is) into a page within `budget`; the query must ask for
+/// [`Budget::query_limit`] rows.
 fn envelopes_within(
     st: &mut CachedStatement<'_>,
     params: impl Params,
@@ -96,38 +75,34 @@ fn envelopes_within(
     budget: Budget,
 ) -> StoreResult<Page> {
     let mut rows = st.query(params)?;
-    let mut page = Page::default();
-    let mut bytes = 0usize;
+    let mut page = PageBuilder::new(budget);
     while let Some(r) = rows.next()? {
-        let data: String = r.get(4)?;
         let (scope, scope_id) = log(r)?;
-        let ty: String = r.get(2)?;
-        let size = data.len() + ty.len() + scope_id.len() + ENVELOPE_BYTES;
-        let over_bytes = !page.events.is_empty() && bytes.saturating_add(size) > budget.bytes;
-        if page.events.len() >= budget.events || over_bytes {
-            page.more = true;
-            break;
-        }
-        bytes = bytes.saturating_add(size);
-        let event = Event::decode(&ty, Some(&data))?;
-        page.events.push(Envelope::durable(
-            r.get(0)?,
+        let row = EventRow {
+            id: r.get(0)?,
+            seq: r.get(1)?,
+            ty: r.get(2)?,
+            ts: r.get(3)?,
+            data: r.get(4)?,
             scope,
             scope_id,
-            r.get(1)?,
-            r.get(3)?,
-            event,
-        ));
+        };
+        if !page.offer(row)? {
+            break;
+        }
     }
-    Ok(page)
+    Ok(page.finish())
 }
 
-/// The read-only queries, on any connection: the writer's ([`super::SqliteDb`],
-/// under its lock) or a read transaction's ([`SqliteSnapshot`]).
-pub trait SqlReads {
+/// What runs SQLite's queries: the writer's connection ([`super::SqliteDb`],
+/// under its lock) or a read transaction ([`SqliteSnapshot`]).
+pub trait SqlConn {
     /// The connection the queries run on.
     fn conn(&self) -> &Connection;
+}
 
+/// The read-only queries, on any SQLite connection.
+impl<T: SqlConn> Reads for T {
     /// Durable events of one log with `seq > after`, ascending, within `budget`.
     fn page_within(
         &self,
@@ -140,8 +115,7 @@ pub trait SqlReads {
             "SELECT id, seq, type, ts, data FROM events
          WHERE scope = ?1 AND scope_id = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4",
         )?;
-        let limit = i64::try_from(budget.events.saturating_add(1)).unwrap_or(i64::MAX);
-        let params = params![scope.as_str(), scope_id, after, limit];
+        let params = params![scope.as_str(), scope_id, after, budget.query_limit()];
         envelopes_within(
             &mut st,
             params,
@@ -157,10 +131,9 @@ pub trait SqlReads {
             "SELECT id, seq, type, ts, data, scope, scope_id FROM events
          WHERE id > ?1 ORDER BY id LIMIT ?2",
         )?;
-        let limit = i64::try_from(budget.events.saturating_add(1)).unwrap_or(i64::MAX);
         envelopes_within(
             &mut st,
-            params![after_id, limit],
+            params![after_id, budget.query_limit()],
             |r| Ok((scope_from_str(&r.get::<_, String>(5)?), r.get(6)?)),
             budget,
         )
@@ -181,60 +154,67 @@ pub trait SqlReads {
     /// The session's task state.
     fn tasks(&self, session_id: &str) -> StoreResult<TasksSnapshot> {
         let conn = self.conn();
-        let (version, bg): (u64, Option<String>) = conn
+        let session = conn
             .query_row(
                 "SELECT tasks_version, background_wait FROM sessions WHERE session_id = ?1",
                 [session_id],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
-            .optional()?
-            .unwrap_or((0, None));
+            .optional()?;
         let mut st =
             conn.prepare_cached("SELECT json FROM tasks WHERE session_id = ?1 ORDER BY ord")?;
-        let rows = st.query_map([session_id], |r| r.get::<_, String>(0))?;
-        let mut tasks = Vec::new();
-        for row in rows {
-            tasks.push(serde_json::from_str::<Task>(&row?)?);
-        }
-        let background_wait = match bg {
-            Some(s) => serde_json::from_str::<Option<BackgroundWait>>(&s)?,
-            None => None,
-        };
-        Ok(TasksSnapshot {
-            version,
-            tasks,
-            background_wait,
-        })
+        let tasks = st
+            .query_map([session_id], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        tasks_snapshot(session, tasks)
     }
 
     /// Every runtime-managed process.
     fn processes(&self) -> StoreResult<Vec<ProcessRow>> {
-        let conn = self.conn();
-        let mut st = conn.prepare(
-        "SELECT process_id, command, state, exit_code, length(CAST(log AS BLOB)) FROM processes ORDER BY rowid",
-    )?;
+        let mut st = self.conn().prepare(
+            "SELECT process_id, command, state, exit_code, length(CAST(log AS BLOB))
+             FROM processes ORDER BY rowid",
+        )?;
         let rows = st.query_map([], |r| {
-            Ok(ProcessRow {
-                process_id: r.get(0)?,
-                command: r.get(1)?,
-                state: r.get(2)?,
-                exit_code: r.get(3)?,
-                log_bytes: r.get(4)?,
-            })
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get::<_, String>(2)?,
+                r.get(3)?,
+                r.get(4)?,
+            ))
         })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        rows.map(|row| {
+            let (process_id, command, state, exit_code, log_bytes) = row?;
+            Ok(ProcessRow {
+                process_id,
+                command,
+                state: ProcessState::parse(&state)?,
+                exit_code,
+                log_bytes,
+            })
+        })
+        .collect()
     }
 
     /// A process's whole log and its state.
-    fn process_log(&self, process_id: &str) -> StoreResult<Option<(String, String)>> {
-        let conn = self.conn();
-        Ok(conn
+    fn process_log(&self, process_id: &str) -> StoreResult<Option<ProcessLog>> {
+        let found: Option<(String, String)> = self
+            .conn()
             .query_row(
                 "SELECT log, state FROM processes WHERE process_id = ?1",
                 [process_id],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
-            .optional()?)
+            .optional()?;
+        found
+            .map(|(log, state)| {
+                Ok(ProcessLog {
+                    log,
+                    state: ProcessState::parse(&state)?,
+                })
+            })
+            .transpose()
     }
 
     /// Number of sessions and of durable events.

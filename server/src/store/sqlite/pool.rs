@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
-use super::StoreResult;
+use crate::store::StoreResult;
 
 /// Read-only connections, handed out one per running read.
 pub struct ReadPool {
