@@ -42,7 +42,7 @@ pub fn concat(chunks: &Array) -> Vec<u8> {
     bytes
 }
 
-#[wasm_bindgen(module = "/src/wasm/browser.js")]
+#[wasm_bindgen(module = "/src/wasm/replay_error.js")]
 extern "C" {
     /// `new ReplayError(code, message, status)`.
     #[wasm_bindgen(js_name = makeReplayError)]

@@ -206,17 +206,22 @@ fn minify_files(files: &[PathBuf]) -> Result {
     Ok(())
 }
 
-/// The snippet folder wasm-bindgen made for `src/wasm/browser.js`, relative to `out`.
-fn error_snippet(out: &Path) -> Result<String> {
+/// Where wasm-bindgen put the snippet `src/wasm/{file}`, relative to `out`.
+fn snippet(out: &Path, file: &str) -> Result<String> {
     let snippets = out.join("snippets");
     for entry in fs::read_dir(&snippets).map_err(|e| format!("{}: {e}", snippets.display()))? {
         let dir = entry.map_err(|e| e.to_string())?.path();
-        if dir.join("src/wasm/browser.js").exists() {
+        if dir.join("src/wasm").join(file).exists() {
             let name = dir.file_name().expect("dir name").to_string_lossy();
-            return Ok(format!("./snippets/{name}/src/wasm/browser.js"));
+            return Ok(format!("./snippets/{name}/src/wasm/{file}"));
         }
     }
-    Err("no snippet for src/wasm/browser.js".into())
+    Err(format!("no snippet for src/wasm/{file}"))
+}
+
+/// The snippet of the `ReplayError` class (`src/wasm/replay_error.js`).
+fn error_snippet(out: &Path) -> Result<String> {
+    snippet(out, "replay_error.js")
 }
 
 /// Writes `text` to the file `name` in `out`.
@@ -579,10 +584,12 @@ const CONTEXT_BUDGET: u64 = 100 * 1024;
 /// one is over its budget.
 pub fn context_sizes(pkg: &Path) -> Result<Vec<ContextSize>> {
     let web = pkg.join("web");
-    let snippet = error_snippet(&web)?;
-    let snippet = snippet.trim_start_matches("./");
+    let error = error_snippet(&web)?;
+    let error = error.trim_start_matches("./");
+    let browser = snippet(&web, "browser.js")?;
+    let browser = browser.trim_start_matches("./");
     // The hosts (`shared.js`, `worker.js`) import the glue, not the entry.
-    let glue = ["replay_client.js", snippet, "replay_client_bg.wasm"];
+    let glue = ["replay_client.js", browser, error, "replay_client_bg.wasm"];
     // The entry imports the JS halves' target rule (`messages.js`) for its
     // second-client warning.
     let client = [
@@ -597,7 +604,7 @@ pub fn context_sizes(pkg: &Path) -> Result<Vec<ContextSize>> {
                 "shared-client.js",
                 "messages.js",
                 "replay_error.js",
-                snippet,
+                error,
             ],
             PAGE_HALF_BUDGET,
         ),
