@@ -600,12 +600,7 @@ pub fn context_sizes(pkg: &Path) -> Result<Vec<ContextSize>> {
     let contexts: [(&str, Vec<&str>, u64); 3] = [
         (
             "page half of the shared host (shared-client.js, no wasm)",
-            vec![
-                "shared-client.js",
-                "messages.js",
-                "replay_error.js",
-                error,
-            ],
+            vec!["shared-client.js", "messages.js", "replay_error.js", error],
             PAGE_HALF_BUDGET,
         ),
         (
