@@ -5,10 +5,15 @@
 //! every node must get every event. Real binaries, loopback only, bounded
 //! (fixed event count, every wait has a deadline). The Postgres configs need
 //! `REPLAY_BENCH_POSTGRES` (a URL whose user may CREATE DATABASE; `cargo
-//! xtask bench` starts a throwaway one). Prints `cluster_* N` lines.
+//! xtask bench` starts a throwaway one). With `REPLAY_BENCH_REDIS` too, the
+//! transient part (issue 32, `cluster_tail`): a long answer's deltas fanned
+//! out over 2 and 3 nodes. Prints `cluster_* N` lines.
 //!
-//! Run: `REPLAY_BENCH_POSTGRES=postgres://… cargo bench -p replay-server --bench cluster`.
+//! Run: `REPLAY_BENCH_POSTGRES=postgres://… REPLAY_BENCH_REDIS=redis://…
+//! cargo bench -p replay-server --bench cluster [-- durable|tail]` (one
+//! argument: that part only).
 
+mod cluster_tail;
 mod spawn;
 
 use std::collections::HashMap;
@@ -160,6 +165,30 @@ async fn measure(db: &str, nodes: usize) -> (f64, f64, f64) {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
+    let part = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let (durable, tail) = match part.as_deref() {
+        None => (true, true),
+        Some("durable") => (true, false),
+        Some("tail") => (false, true),
+        Some(other) => panic!("cluster bench: unknown part {other} (durable, tail)"),
+    };
+    let pg = std::env::var("REPLAY_BENCH_POSTGRES").ok();
+    if pg.is_none() {
+        eprintln!("cluster bench: REPLAY_BENCH_POSTGRES unset, SQLite only");
+    }
+    if durable {
+        durable_part(pg.as_deref()).await;
+    }
+    match (tail, &pg, std::env::var("REPLAY_BENCH_REDIS")) {
+        (false, _, _) => {}
+        (true, Some(base), Ok(redis)) => tail_part(base, &redis).await,
+        (true, _, _) => eprintln!(
+            "cluster bench: the tail part needs REPLAY_BENCH_POSTGRES and REPLAY_BENCH_REDIS"
+        ),
+    }
+}
+
+async fn durable_part(pg: Option<&str>) {
     let dir = std::env::temp_dir().join(format!("replay-cluster-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut configs = vec![(
@@ -167,17 +196,14 @@ async fn main() {
         dir.join("b.sqlite").display().to_string(),
         1,
     )];
-    match std::env::var("REPLAY_BENCH_POSTGRES") {
-        Ok(base) => {
-            for n in 1..=3 {
-                configs.push((
-                    format!("pg_{n}"),
-                    fresh_pg(&base, &format!("bench{n}")).await,
-                    n,
-                ));
-            }
+    if let Some(base) = pg {
+        for n in 1..=3 {
+            configs.push((
+                format!("pg_{n}"),
+                fresh_pg(base, &format!("bench{n}")).await,
+                n,
+            ));
         }
-        Err(_) => eprintln!("cluster bench: REPLAY_BENCH_POSTGRES unset, SQLite only"),
     }
     for (name, db, nodes) in configs {
         let (per_s, p50, p99) = measure(&db, nodes).await;
@@ -186,4 +212,32 @@ async fn main() {
         println!("cluster_{name}_p99_ms {p99:.3}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn tail_part(pg: &str, redis: &str) {
+    use cluster_tail::Pace;
+    for n in 2..=3 {
+        for (pace, part) in [(Pace::Paced, ""), (Pace::Burst, "_burst")] {
+            let db = fresh_pg(pg, &format!("bench_tail{n}{part}")).await;
+            let f = cluster_tail::measure(&db, redis, n, pace).await;
+            let name = format!("cluster_tail_pg_{n}{part}");
+            let slowest = f.per_node.iter().copied().fold(f64::INFINITY, f64::min);
+            println!("{name}_deltas_per_s {slowest:.0}");
+            for (k, per_s) in f.per_node.iter().enumerate() {
+                println!("{name}_node{k}_deltas_per_s {per_s:.0}");
+            }
+            println!("{name}_answer_deltas {}", f.deltas);
+            println!("{name}_p50_ms {:.3}", f.p50_ms);
+            println!("{name}_p99_ms {:.3}", f.p99_ms);
+            let c = &f.cpu;
+            println!("{name}_wall_s {:.3}", c.wall_s);
+            println!("{name}_cpu_nodes_s {:.3}", c.nodes_s);
+            println!("{name}_cpu_redis_s {:.3}", c.redis_s);
+            println!("{name}_cpu_bench_s {:.3}", c.bench_s);
+            // The nodes' CPU per frame they wrote: the tail's ceiling on a
+            // machine is its cores over this.
+            let frames = (f.deltas * cluster_tail::STREAMS_PER_NODE * n) as f64;
+            println!("{name}_node_us_per_delta {:.3}", c.nodes_s / frames * 1e6);
+        }
+    }
 }

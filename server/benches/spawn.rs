@@ -12,7 +12,7 @@ pub struct ServerProc {
 
 impl ServerProc {
     /// Its process id (the load bench reads its memory).
-    #[allow(dead_code)] // each bench compiles this file; the cluster bench does not need it
+    #[allow(dead_code)] // each bench compiles this file; not every one needs it
     pub fn id(&self) -> u32 {
         self.child.id()
     }
@@ -28,6 +28,12 @@ impl Drop for ServerProc {
 /// Starts the server on `db` (a SQLite path or a `postgres://` URL), at
 /// most `per_scope` streams per scope, up to 1 100 streams in all.
 pub fn start(db: &str, per_scope: u32) -> ServerProc {
+    start_with(db, per_scope, &[])
+}
+
+/// [`start`] with `extra` flags after the bench's own (the cluster bench's
+/// `--redis`, `--delta-ms`).
+pub fn start_with(db: &str, per_scope: u32, extra: &[&str]) -> ServerProc {
     let per_scope = per_scope.to_string();
     let mut child = Command::new(env!("CARGO_BIN_EXE_replay-server"))
         .args(["--listen", "127.0.0.1:0", "--db", db, "--faults"])
@@ -49,6 +55,7 @@ pub fn start(db: &str, per_scope: u32) -> ServerProc {
             "--max-connections-per-address",
             "1100",
         ])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -168,6 +168,66 @@ const FIGURES: &[Figure] = &[
         target: None,
     },
     Figure {
+        name: "cluster_tail_pg_2_deltas_per_s",
+        unit: "deltas/s",
+        what: "cluster transient fan-out, 2 nodes on one Postgres and Redis: `turn.delta`s delivered per second on every node (one `/long 20000` answer on node A paced by `--delta-ms 1`; 50 streams per node, half scoped, half multiplexed; each delta counted per stream; the slowest node)",
+        target: None,
+    },
+    Figure {
+        name: "cluster_tail_pg_2_p99_ms",
+        unit: "ms",
+        what: "cluster transient fan-out, 2 nodes, paced: a delta's first arrival on a stream of node A to its arrival on a stream of another node, p99 (the bench's monotonic clock)",
+        target: None,
+    },
+    Figure {
+        name: "cluster_tail_pg_2_burst_deltas_per_s",
+        unit: "deltas/s",
+        what: "cluster transient fan-out, 2 nodes, the same answer as a `/burst` (no pause between deltas): deltas delivered per second on every node, the slowest (the path's ceiling here)",
+        target: None,
+    },
+    Figure {
+        name: "cluster_tail_pg_2_burst_p99_ms",
+        unit: "ms",
+        what: "cluster transient fan-out, 2 nodes, the burst: node A to a stream on another node, p99",
+        target: None,
+    },
+    Figure {
+        name: "cluster_tail_pg_2_burst_node_us_per_delta",
+        unit: "µs",
+        what: "cluster transient fan-out, 2 nodes, the burst: the nodes' CPU time (user + system) per delta delivered to a stream",
+        target: None,
+    },
+    Figure {
+        name: "cluster_tail_pg_3_deltas_per_s",
+        unit: "deltas/s",
+        what: "cluster transient fan-out, 3 nodes on one Postgres and Redis: `turn.delta`s delivered per second on every node (one `/long 20000` answer on node A paced by `--delta-ms 1`; 50 streams per node, half scoped, half multiplexed; each delta counted per stream; the slowest node)",
+        target: None,
+    },
+    Figure {
+        name: "cluster_tail_pg_3_p99_ms",
+        unit: "ms",
+        what: "cluster transient fan-out, 3 nodes, paced: a delta's first arrival on a stream of node A to its arrival on a stream of another node, p99 (the bench's monotonic clock)",
+        target: None,
+    },
+    Figure {
+        name: "cluster_tail_pg_3_burst_deltas_per_s",
+        unit: "deltas/s",
+        what: "cluster transient fan-out, 3 nodes, the same answer as a `/burst` (no pause between deltas): deltas delivered per second on every node, the slowest (the path's ceiling here)",
+        target: None,
+    },
+    Figure {
+        name: "cluster_tail_pg_3_burst_p99_ms",
+        unit: "ms",
+        what: "cluster transient fan-out, 3 nodes, the burst: node A to a stream on another node, p99",
+        target: None,
+    },
+    Figure {
+        name: "cluster_tail_pg_3_burst_node_us_per_delta",
+        unit: "µs",
+        what: "cluster transient fan-out, 3 nodes, the burst: the nodes' CPU time (user + system) per delta delivered to a stream",
+        target: None,
+    },
+    Figure {
         name: "browser_wasm_bytes",
         unit: "bytes",
         what: "wasm (optimised), raw",
@@ -541,6 +601,10 @@ const FIGURES: &[Figure] = &[
     },
 ];
 
+/// The cluster bench's label (`--cluster` runs it alone).
+const CLUSTER: &str =
+    "bench: cluster (SQLite; 1, 2, 3 nodes on a throwaway Postgres; its tail over 2, 3 nodes on a throwaway Redis)";
+
 /// Runs every benchmark and writes the report.
 pub fn run_task(args: &[String]) -> Result {
     // `--native` or `--browser` runs one half (while developing; the report
@@ -555,6 +619,14 @@ pub fn run_task(args: &[String]) -> Result {
         .and_then(|i| args.get(i + 1))
         .map(String::as_str);
     let only_browser = only_parts.is_some() || args.iter().any(|a| a == "--browser");
+    // `--cluster` runs the cluster bench alone (the rest carried over): it
+    // needs no other bench's build and is the one that starts databases.
+    let only_cluster = args.iter().any(|a| a == "--cluster");
+    if only_cluster && (only_browser || only_native) {
+        return Err(
+            "--cluster runs the cluster bench alone: not with --native, --browser or --only".into(),
+        );
+    }
     // V8 flags (tests/js/bench.mjs) are for engine experiments: the report
     // holds what a page gets from a default Chromium.
     if only_parts.is_none() && std::env::var_os("BENCH_JS_FLAGS").is_some() {
@@ -593,21 +665,30 @@ pub fn run_task(args: &[String]) -> Result {
             &["bench", "-q", "-p", "replay-server", "--bench", "load"],
         ),
         (
-            "bench: cluster (SQLite; 1, 2, 3 nodes on a throwaway Postgres)",
+            CLUSTER,
             &["bench", "-q", "-p", "replay-server", "--bench", "cluster"],
         ),
     ];
-    // The cluster bench's Postgres, removed when the bench ends.
-    let pg = if only_browser {
+    // The cluster bench's Postgres and Redis (its transient part), removed
+    // when the bench ends.
+    let brokers = if only_browser {
         None
     } else {
-        Some(crate::postgres::TempPostgres::start()?)
+        Some((
+            crate::postgres::TempPostgres::start()?,
+            crate::redis::TempRedis::start()?,
+        ))
     };
-    for (label, argv) in native.iter().filter(|_| !only_browser) {
+    let runs = native
+        .iter()
+        .filter(|_| !only_browser)
+        .filter(|(label, _)| !only_cluster || *label == CLUSTER);
+    for (label, argv) in runs {
         cmd::step(label, || {
             let mut command = Command::new("cargo");
-            if let Some(pg) = &pg {
+            if let Some((pg, redis)) = &brokers {
                 command.env("REPLAY_BENCH_POSTGRES", &pg.url);
+                command.env("REPLAY_BENCH_REDIS", &redis.url);
             }
             let out = command
                 .args(*argv)
@@ -628,8 +709,8 @@ pub fn run_task(args: &[String]) -> Result {
         })?;
         sources.push(format!("cargo {}", argv.join(" ")));
     }
-    drop(pg);
-    if only_native {
+    drop(brokers);
+    if only_native || only_cluster {
         sources.push(
             "headless Chromium: tests/js/bench.mjs (its figures carried over, see below)".into(),
         );
