@@ -101,6 +101,25 @@ async fn until_no_stream(
     (None, last)
 }
 
+/// What both bounded-stream tests ask at the end: `streams` ended within
+/// `within` of their opening, and the victim's `hello` came within 1 s.
+fn ended_and_greeted(
+    failures: &mut Vec<String>,
+    streams: &str,
+    ended: Option<Duration>,
+    within: Duration,
+    hello: Option<Duration>,
+) {
+    if !ended.is_some_and(|t| t <= within) {
+        failures.push(format!(
+            "{streams} did not end within {within:?} of their opening ({ended:?})"
+        ));
+    }
+    if !hello.is_some_and(|t| t <= SEC) {
+        failures.push(format!("victim's hello after {hello:?}, not within 1 s"));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_readers_are_bounded_in_memory_and_time() {
     let s = server_with(|c| {
@@ -187,16 +206,7 @@ async fn slow_readers_are_bounded_in_memory_and_time() {
         }
         _ => failures.push("no stream_buffer_* gauges in the comms diagnostics".to_owned()),
     }
-    match ended {
-        Some(t) if t <= within => {}
-        _ => failures.push(format!(
-            "the slow streams did not end within {within:?} of their opening ({ended:?})"
-        )),
-    }
-    match hello {
-        Some(t) if t <= SEC => {}
-        _ => failures.push(format!("victim's hello after {hello:?}, not within 1 s")),
-    }
+    ended_and_greeted(&mut failures, "the slow streams", ended, within, hello);
     drop(readers);
     assert!(failures.is_empty(), "{failures:#?}");
 }
@@ -314,16 +324,7 @@ async fn stuck_live_frames_are_bounded_by_the_budget_and_hello_still_comes() {
             "stream_buffer_bytes at most {total} with live frames stuck"
         ));
     }
-    match ended {
-        Some(t) if t <= within => {}
-        _ => failures.push(format!(
-            "the stuck streams did not end within {within:?} ({ended:?})"
-        )),
-    }
-    match hello {
-        Some(t) if t <= SEC => {}
-        _ => failures.push(format!("victim's hello after {hello:?}, not within 1 s")),
-    }
+    ended_and_greeted(&mut failures, "the stuck streams", ended, within, hello);
     drop(stuck);
     assert!(failures.is_empty(), "{failures:#?}");
 }
