@@ -224,21 +224,6 @@ fn overlay(r: &Rig) -> Option<(String, bool)> {
     let v = r.c.view().as_session().unwrap();
     v.overlay().map(|o| (o.text.as_str().to_owned(), o.stale))
 }
-
-/// Runs timers until a page is requested again.
-fn until_fetch(r: &mut Rig) {
-    for _ in 0..100 {
-        if r.fetch.is_some() {
-            return;
-        }
-        let t = r.c.poll_timeout().expect("a timer is armed");
-        r.now = r.now.max(t);
-        r.c.handle_timeout(r.now);
-        r.pump();
-    }
-    panic!("no fetch");
-}
-
 /// A restore whose replay keeps failing while the stream goes on sending.
 fn failing_restore(limit: usize) -> Rig {
     let mut cfg = Config::session(SES);
@@ -267,7 +252,7 @@ fn a_failing_restore_holds_transients_within_a_bound() {
         if i % 500 == 0 {
             r.send(&[live_snapshot(1, Some(&live_turn(i + 1, "early")))]);
             // The replay is still failing.
-            until_fetch(&mut r);
+            r.until_fetch();
             r.http_error(false, 503, None, b"");
         }
     }
@@ -278,7 +263,7 @@ fn a_failing_restore_holds_transients_within_a_bound() {
     );
     // The replay finally answers: the newest tasks snapshot is shown and the
     // overlay, whose deltas were dropped, is stale.
-    until_fetch(&mut r);
+    r.until_fetch();
     let log = [user_msg(1, "u1", "hi")];
     r.answer(&replay_page(
         EPOCH,
@@ -310,7 +295,7 @@ fn a_newer_snapshot_after_dropped_deltas_is_not_stale() {
         tasks(1, 3, 2),
     ]);
     assert!(r.c.held_frames() <= 2 + 4, "{}", r.c.held_frames());
-    until_fetch(&mut r);
+    r.until_fetch();
     r.answer(&whole_page(&[user_msg(1, "u1", "hi")], 1));
     assert_eq!(r.c.status().state, State::Live);
     assert_eq!(overlay(&r), Some(("abcdef".into(), false)));
@@ -325,7 +310,7 @@ fn a_dropped_delta_whose_text_is_already_known_leaves_the_overlay_fresh() {
         delta(1, "t1", "m1", 0, "ab"),
         delta(1, "t1", "m1", 2, "cd"),
     ]);
-    until_fetch(&mut r);
+    r.until_fetch();
     // The replay's live turn already holds what the dropped deltas carried.
     r.answer(&replay_page(
         EPOCH,
@@ -348,7 +333,7 @@ fn durable_overflow_still_becomes_one_repair_and_converges() {
         r.send(&[e.clone(), heartbeat(e.seq.unwrap())]);
     }
     assert!(r.c.held_frames() <= 4 + 4, "{}", r.c.held_frames());
-    until_fetch(&mut r);
+    r.until_fetch();
     r.answer(&whole_page(&log[..1], 1));
     assert_eq!(r.c.status().state, State::Repairing);
     // Verified from the cursor (1) on: the live events the failed restore
@@ -736,7 +721,7 @@ fn held_frames_are_bounded_in_bytes_too() {
         r.c.held_frames()
     );
     // What was collapsed is repaired: the client converges.
-    until_fetch(&mut r);
+    r.until_fetch();
     let mut all = vec![user_msg(1, "u1", "hi")];
     r.answer(&whole_page(&all, 1));
     assert_eq!(r.c.status().state, State::Repairing, "a gap was held");

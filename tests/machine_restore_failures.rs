@@ -49,21 +49,6 @@ fn shown(r: &Rig) -> Vec<String> {
 fn ids(from: u64, to: u64) -> Vec<String> {
     (from..=to).map(|s| format!("u{s}")).collect()
 }
-
-/// Runs timers until the backlog is asked for again.
-fn until_refetch(r: &mut Rig) {
-    for _ in 0..100 {
-        if r.fetch.is_some() {
-            return;
-        }
-        let t = r.c.poll_timeout().expect("a timer is armed");
-        r.now = r.now.max(t);
-        r.c.handle_timeout(r.now);
-        r.pump();
-    }
-    panic!("the backlog was not asked for again");
-}
-
 /// The live events a failed restore showed were spent there: once the
 /// backlog is in, the barrier reads them again from the events pages
 /// (`log[from..head]`, verified from the last one applied; rule 4), the
@@ -114,7 +99,7 @@ fn a_failing_backlog_shows_the_live_deliveries_then_folds_them_in_order() {
     assert_eq!(changes.len(), 1);
     assert_eq!(changes[0].items_appended_from, Some(5));
     assert_eq!(shown(&r), ["u1", "u2", "u3", "u6", "u7", "u8"]);
-    until_refetch(&mut r);
+    r.until_fetch();
     r.c.handle_network_error(r.fetch.take().unwrap().0, "reset", r.now);
     r.fetches.clear();
     r.pump();
@@ -126,7 +111,7 @@ fn a_failing_backlog_shows_the_live_deliveries_then_folds_them_in_order() {
     let before = shown(&r);
     // The backlog arrives: everything in durable order, no duplicate, and
     // nothing shown before is missing (no jump back).
-    until_refetch(&mut r);
+    r.until_fetch();
     assert!(r.fetch_path().contains("after_cursor=3"));
     r.answer(&replay_page(
         EPOCH,
@@ -249,7 +234,7 @@ fn a_failed_first_restore_of_a_session_shows_what_the_stream_brings() {
     assert_eq!(codes(&r), ["restore_failed"]);
     assert_eq!(shown(&r), ["u5"]);
     assert!(r.c.status().history_incomplete);
-    until_refetch(&mut r);
+    r.until_fetch();
     r.send(&log[5..6]);
     assert_eq!(shown(&r), ["u5", "u6"]);
     r.answer(&whole_page(&log[..4], 4));
@@ -402,7 +387,7 @@ fn a_failed_restore_of_a_log_scope_shows_its_live_events_but_no_heartbeat() {
         (0, None),
         "a heartbeat is not an event shown"
     );
-    until_refetch(&mut r);
+    r.until_fetch();
     r.answer(&event_page(EPOCH, &[out(1), out(2)], 2, false));
     assert_eq!(r.c.status().state, State::Repairing);
     assert!(r.fetch_path().contains("events?after_seq=1"));

@@ -75,6 +75,20 @@ impl Rig {
         out
     }
 
+    /// Runs timers until a page is requested again (a retry after backoff).
+    pub fn until_fetch(&mut self) {
+        for _ in 0..100 {
+            if self.fetch.is_some() {
+                return;
+            }
+            let t = self.c.poll_timeout().expect("a timer is armed");
+            self.now = self.now.max(t);
+            self.c.handle_timeout(self.now);
+            self.pump();
+        }
+        panic!("no page was requested again");
+    }
+
     /// Pumps, then reads pages that arrived early, as the driver does
     /// (after performing the actions each time).
     pub fn pump_waiting_pages(&mut self) {
