@@ -368,9 +368,10 @@ fn write_index(out: &Path, target: &str) -> Result {
 /// speaking the one schema of `messages.js` / `messages.d.ts`: in a
 /// dedicated worker `worker.js` (`serve`) and the page's `worker-client.js`
 /// (`WorkerClient`); in the SharedWorker `shared.js` (`serveShared`) and the
-/// page's `shared-client.js` (`SharedClient`). The page halves are one
-/// `PageClient` (`page-client.js`); they load no wasm: they take
-/// `ReplayError` from `replay_error.js`, written by `write_index`.
+/// page's `shared-client.js` (`SharedClient`). The hosts are one `Host`
+/// (`host.js`), the page halves one `PageClient` (`page-client.js`). The
+/// page halves load no wasm: they take `ReplayError` from
+/// `replay_error.js`, written by `write_index`.
 fn add_worker_entries(out: &Path) -> Result {
     for file in [
         "messages.js",
@@ -385,11 +386,12 @@ fn add_worker_entries(out: &Path) -> Result {
     }
     // `messages.js` ships for the entry's target rule (`index.js`).
     minify_files(&[out.join("messages.js")])?;
-    // Each entry is one file, with what it shares with the others
-    // (`page-client.js`, `messages.js`) inlined: a context loads one module of its own (a
-    // module more costs its own gzip, ~100 B, and the SharedWorker has
-    // little to spare). They are stateless; what must stay one instance
-    // stays an import: the glue, `ReplayError`, the entry.
+    // Each entry is one file, with what it shares with the others (`host.js`
+    // or `page-client.js`, and `messages.js`) inlined: a context loads one
+    // module of its own (a module more costs its own gzip, ~100 B, and the
+    // SharedWorker has less to spare). Inlined is only what no other module
+    // needs as the same instance; what must be one stays an import: the
+    // glue, `ReplayError`, the entry.
     for entry in [
         "worker.js",
         "worker-client.js",
