@@ -71,7 +71,9 @@ export class PageClient {
   #closed = false;
   #unlisten = () => {};
 
-  static {
+  // Sets this module's functions for the subclasses; a field, not a
+  // `static {}` block, which Safari has only since 16.4.
+  static #friends = (() => {
     attach = (client) => client.#attach();
     reattach = (client) => client.#reattach();
     show = (client, view, diagnostics) => {
@@ -79,7 +81,7 @@ export class PageClient {
       client.#diagnostics = diagnostics ?? client.#diagnostics;
       client.#notifySoon();
     };
-  }
+  })();
 
   /**
    * @param {Partial<import("./index.js").ConnectOptions>} options  as the page gave them (posted with the `attach`)
