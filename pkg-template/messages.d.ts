@@ -5,6 +5,7 @@
 // with the `ReplayError` code `schema_mismatch` (an old SharedWorker still
 // running beside a page of a newer deploy is the case this is for).
 import type { ConnectOptions, Diagnostics, ReplayErrorCode, StorageKind, View } from "./index.js";
+import type { ReplayError } from "./replay_error.js";
 
 /** The schema's version, in every message (`messages.js` exports it as `SCHEMA`). */
 export type SchemaVersion = 1;
@@ -85,3 +86,16 @@ export declare function logKey(options: { scope?: string; scopeId?: string; sess
 export declare function targetKey(
   options: { baseUrl?: string; scope?: string; scopeId?: string; sessionId?: string } | null | undefined,
 ): string | null;
+
+/** A message of this schema: `{ v: SCHEMA, type, ...fields }`. */
+export declare function message<T extends string, F extends object = {}>(type: T, fields?: F): { v: SchemaVersion; type: T } & F;
+/** `data` as a message of this schema, or a `ReplayError` (`schema_mismatch`) saying which version came. */
+export declare function read(data: unknown): PageMessage | WorkerMessage | ReplayError;
+/** A thrown value as it crosses: a `ReplayError`'s code, or `fallback` (default `invalid_options`). */
+export declare function wireError(err: unknown, fallback?: ReplayErrorCode): WireError;
+/** The `ReplayError` a `WireError` stands for. */
+export declare function toError(error: WireError): ReplayError;
+/** The `ReplayClient` methods a page may call through a worker. */
+export declare const CALLS: CallName[];
+/** The parts of `view` that are not the same object as in `last` (all of them against `{}`). */
+export declare function changedParts(view: object, last: object): Record<string, unknown>;

@@ -1,6 +1,6 @@
+// @ts-check
 // The page<->worker messages (types: `messages.d.ts`, the one schema both
 // hosts use). Every message carries `v`; a receiver checks it with `read`.
-// @ts-check
 import { ReplayError } from "./replay_error.js";
 
 /** @typedef {import("./messages.js").PageMessage} PageMessage */

@@ -368,29 +368,61 @@ fn write_index(out: &Path, target: &str) -> Result {
 /// speaking the one schema of `messages.js` / `messages.d.ts`: in a
 /// dedicated worker `worker.js` (`serve`) and the page's `worker-client.js`
 /// (`WorkerClient`); in the SharedWorker `shared.js` (`serveShared`) and the
-/// page's `shared-client.js` (`SharedClient`). The page halves load no wasm:
-/// they take `ReplayError` from `replay_error.js`, written by `write_index`.
+/// page's `shared-client.js` (`SharedClient`). The hosts are one `Host`
+/// (`host.js`), the page halves one `PageClient` (`page-client.js`). The
+/// page halves load no wasm: they take `ReplayError` from
+/// `replay_error.js`, written by `write_index`.
 fn add_worker_entries(out: &Path) -> Result {
-    let mut minified = Vec::new();
     for file in [
         "messages.js",
         "messages.d.ts",
-        "worker.js",
         "worker.d.ts",
-        "worker-client.js",
         "worker-client.d.ts",
-        "shared.js",
         "shared.d.ts",
-        "shared-client.js",
         "shared-client.d.ts",
     ] {
         fs::copy(root().join("pkg-template").join(file), out.join(file))
             .map_err(|e| format!("copy pkg-template/{file}: {e}"))?;
-        if file.ends_with(".js") {
-            minified.push(out.join(file));
-        }
     }
-    minify_files(&minified)
+    // `messages.js` ships for the entry's target rule (`index.js`).
+    minify_files(&[out.join("messages.js")])?;
+    // Each entry is one file, with what it shares with the others (`host.js`
+    // or `page-client.js`, and `messages.js`) inlined: a context loads one
+    // module of its own (a module more costs its own gzip, ~100 B, and the
+    // SharedWorker has less to spare). Inlined is only what no other module
+    // needs as the same instance; what must be one stays an import: the
+    // glue, `ReplayError`, the entry.
+    for entry in [
+        "worker.js",
+        "worker-client.js",
+        "shared.js",
+        "shared-client.js",
+    ] {
+        bundle(&root().join("pkg-template").join(entry), &out.join(entry))?;
+    }
+    Ok(())
+}
+
+/// `entry` and the package's stateless modules it imports, minified into
+/// `outfile`; the glue, `replay_error.js` and `index.js` stay imports.
+fn bundle(entry: &Path, outfile: &Path) -> Result {
+    let esbuild = setup::node_bin("esbuild");
+    cmd::run_in(
+        &root(),
+        esbuild.to_str().expect("utf-8 path"),
+        &[
+            entry.to_str().expect("utf-8 path"),
+            "--bundle",
+            "--minify",
+            "--format=esm",
+            "--log-level=warning",
+            "--external:./replay_client.js",
+            "--external:./replay_error.js",
+            "--external:./index.js",
+            &format!("--outfile={}", outfile.to_str().expect("utf-8 path")),
+        ],
+        &[],
+    )
 }
 
 /// The framework bindings (`replay-client/react`, `/vue`, `/svelte`) and
@@ -597,15 +629,17 @@ pub fn context_sizes(pkg: &Path) -> Result<Vec<ContextSize>> {
         &glue[..],
     ]
     .concat();
+    // `shared-client.js` and `shared.js` are bundles: `messages.js` is in
+    // them (`add_worker_entries`); both import `replay_error.js`.
     let contexts: [(&str, Vec<&str>, u64); 3] = [
         (
             "page half of the shared host (shared-client.js, no wasm)",
-            vec!["shared-client.js", "messages.js", "replay_error.js", error],
+            vec!["shared-client.js", "replay_error.js", error],
             PAGE_HALF_BUDGET,
         ),
         (
             "the SharedWorker (shared.js + the glue)",
-            [&["shared.js", "messages.js"][..], &glue[..]].concat(),
+            [&["shared.js", "replay_error.js"][..], &glue[..]].concat(),
             CONTEXT_BUDGET,
         ),
         (

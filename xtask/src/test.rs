@@ -274,6 +274,7 @@ fn package() -> Result {
         &["--test", "--test-reporter=spec", "declarations.test.mjs"],
         &[],
     )?;
+    check_js_halves(&pkg)?;
     let packs = root().join("target/npm");
     let _ = fs::remove_dir_all(&packs);
     fs::create_dir_all(&packs).map_err(|e| e.to_string())?;
@@ -327,6 +328,70 @@ fn package() -> Result {
     println!("vite build: bundled, .wasm asset and both workers emitted");
     lint_package(&tarball)?;
     build_binding_apps(&tarball)
+}
+
+/// The hand-written JS of the worker-hosted client (`pkg-template/`, each
+/// `// @ts-check`), as written (not minified: the types are in its JSDoc),
+/// type-checked by `tsc --strict --checkJs` beside the built declarations
+/// of the `web` target, which its imports of the glue and of
+/// `replay_error.js` resolve to.
+const JS_HALVES: [&str; 7] = [
+    "messages.js",
+    "page-client.js",
+    "shared-client.js",
+    "worker-client.js",
+    "host.js",
+    "shared.js",
+    "worker.js",
+];
+
+fn check_js_halves(pkg: &Path) -> Result {
+    let dir = root().join("target/js-halves");
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let web = pkg.join("web");
+    for entry in fs::read_dir(&web).map_err(|e| format!("{}: {e}", web.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        let name = path
+            .file_name()
+            .expect("file name")
+            .to_string_lossy()
+            .into_owned();
+        if name.ends_with(".d.ts") {
+            fs::copy(&path, dir.join(&name)).map_err(|e| format!("copy {name}: {e}"))?;
+        }
+    }
+    for file in JS_HALVES {
+        let source = root().join("pkg-template").join(file);
+        let text = fs::read_to_string(&source).map_err(|e| format!("{}: {e}", source.display()))?;
+        if !text.starts_with("// @ts-check") {
+            return Err(format!(
+                "pkg-template/{file} does not start with // @ts-check"
+            ));
+        }
+        fs::write(dir.join(file), text).map_err(|e| e.to_string())?;
+    }
+    let tsc = setup::node_bin("tsc");
+    let mut args = vec![
+        "--noEmit",
+        "--strict",
+        "--allowJs",
+        "--checkJs",
+        "--target",
+        "ES2022",
+        "--module",
+        "ESNext",
+        "--moduleResolution",
+        "bundler",
+        "--lib",
+        "ES2022,DOM",
+        "--types",
+        "",
+    ];
+    args.extend(JS_HALVES);
+    run_in(&dir, tsc.to_str().expect("utf-8"), &args, &[])?;
+    println!("tsc --strict --checkJs: the JS halves agree with their JSDoc");
+    Ok(())
 }
 
 /// `tests/js/NAME` copied to `target/NAME`, with the packed package installed

@@ -1,0 +1,204 @@
+// @ts-check
+// The host of page halves (`page-client.js`): it runs their clients, posts
+// each page the parts of its view that changed, and runs the calls pages
+// forward. Both host entries are this: the SharedWorker (`shared.js`: the
+// tabs of an origin, one client per followed log, each tab watched through
+// its lock) and the dedicated worker (`worker.js`: its one page, a client
+// per connect). Messages: `messages.d.ts`.
+// The glue itself, not the package entry (`index.js`): the host calls
+// `init` itself and needs nothing the entry adds.
+import * as replay from "./replay_client.js";
+import { CALLS, changedParts, message, read, targetKey, wireError } from "./messages.js";
+
+/** @typedef {import("./index.js").ConnectOptions} ConnectOptions */
+/** @typedef {import("./index.js").ReplayClient} ReplayClient */
+/** @typedef {import("./messages.js").PageMessage} PageMessage */
+/** @typedef {import("./messages.js").WireError} WireError */
+/** @typedef {{ key: unknown, follower: ReplayClient, attachments: Set<Attachment>, unsubscribe: () => void }} Scope */
+/** @typedef {{ port: MessagePort, tab?: string, scope: Scope, last: object, paused: boolean }} Attachment */
+
+// The `web` build loads its wasm with `init()`; the `bundler` build has none.
+/** @type {Promise<unknown>} */
+export const ready = typeof replay.default === "function" ? replay.default() : Promise.resolve();
+// Which worker this is: in every message, so a page can tell a new one.
+export const instance = crypto.randomUUID();
+
+// The notification pacing where the host runs no frames (a SharedWorker):
+// "frame" would tell the pages at a 0 ms timer, a post to every page per
+// stream chunk (measured: ~1 notification per event, docs/benchmarks.md
+// "Issue 24"). Paced by time instead, at most once per frame's worth,
+// unless the page chose.
+const FRAME_MS = 16;
+
+/** The clients followed, each with the attachments (one per page's client) that share it. */
+export class Host {
+  #role;
+  #options;
+  #shared;
+  #serving;
+  /** @type {Map<unknown, Scope>} */
+  #followed = new Map();
+  /** @type {Map<string, Set<Attachment>>} */
+  #tabs = new Map();
+
+  /**
+   * @param {"shared" | "worker"} role
+   * @param {(pageOptions: any) => ConnectOptions} options  a page's options as its client connects with them; throws to refuse them
+   * @param {boolean} shared  the shared host's: one client per followed log for
+   *   every page following it, and pages attach with their tab's lock (a
+   *   dedicated worker's page goes with the worker: a client per connect)
+   * @param {Promise<unknown>} serving  settles once this host serves (rejected: it cannot here)
+   */
+  constructor(role, options, shared, serving) {
+    this.#role = role;
+    this.#options = options;
+    this.#shared = shared;
+    this.#serving = serving;
+  }
+
+  /**
+   * Serves a page on `port`: its `attach` (`first`, or the port's first
+   * message), once this host serves, then its messages.
+   * @param {MessagePort} port
+   * @param {unknown} [first]
+   */
+  listen(port, first) {
+    /** @type {Attachment | null} */
+    let attachment = null;
+    let closed = false;
+    /** @param {WireError} error */
+    const refuse = (error) => port.postMessage(message("failed", { host: this.#info(), error }));
+    /** @param {unknown} data */
+    const receive = (data) => {
+      const msg = /** @type {PageMessage | Error} */ (read(data));
+      if (msg instanceof Error) return refuse(wireError(msg));
+      if (attachment) return this.#receive(attachment, msg);
+      // The page gave up before its client was attached: none will be.
+      if (msg.type === "close") closed = true;
+      if (msg.type !== "attach") return;
+      // Without the tab's lock the host could never tell that it went away.
+      if (this.#shared && typeof msg.tab !== "string") return refuse({ code: "invalid_options", message: "attach needs the tab's lock name" });
+      this.#serving
+        .then(
+          () => closed || (attachment = this.#attach(port, msg.tab, msg.options)),
+          // The package's wasm could not be fetched or compiled here.
+          (err) => refuse(wireError(err, "network")),
+        )
+        .catch((err) => refuse(wireError(err)));
+    };
+    port.onmessage = ({ data }) => receive(data);
+    if (first !== undefined) receive(first);
+  }
+
+  /**
+   * Attaches the client a page asked for on `port`; the first view is posted at once.
+   * @param {MessagePort} port
+   * @param {string | undefined} tab
+   * @param {unknown} pageOptions
+   */
+  #attach(port, tab, pageOptions) {
+    const options = this.#options(pageOptions);
+    // Shared: one client per followed log (base URL and the core's target key).
+    const key = this.#shared ? targetKey(options) : {};
+    let scope = this.#followed.get(key);
+    if (!scope) {
+      const notify = options.notify ?? (typeof requestAnimationFrame === "function" ? "frame" : FRAME_MS);
+      const follower = replay.ReplayClient.connect({ ...options, notify });
+      const created = /** @type {Scope} */ ({ key, follower, attachments: new Set() });
+      // One subscription per client, posted to every attachment of it.
+      created.unsubscribe = follower.subscribe(() => created.attachments.forEach((a) => this.#post(a)));
+      this.#followed.set(key, (scope = created));
+    }
+    /** @type {Attachment} */
+    const attachment = { port, tab, scope, last: {}, paused: false };
+    scope.attachments.add(attachment);
+    if (tab) this.#watch(tab).add(attachment);
+    // From memory: a page on a log already followed paints at once.
+    this.#post(attachment);
+    return attachment;
+  }
+
+  /**
+   * The page's message on its attachment's port.
+   * @param {Attachment} attachment
+   * @param {PageMessage} msg
+   */
+  #receive(attachment, msg) {
+    if (msg.type === "close") return this.#detach(attachment);
+    if (msg.type === "pause") {
+      attachment.paused = true;
+      return;
+    }
+    if (msg.type === "resume") {
+      attachment.paused = false;
+      attachment.last = {};
+      return this.#post(attachment);
+    }
+    if (msg.type !== "call" || !CALLS.includes(msg.call) || !Array.isArray(msg.args)) return;
+    const { id, call, args } = msg;
+    const { port, scope } = attachment;
+    /** @param {object} outcome */
+    const reply = (outcome) => port.postMessage(message("reply", { host: this.#info(scope), id, ...outcome }));
+    // Every write goes through the one client of the scope; the page
+    // awaits an answer for every id, a synchronous throw answers too.
+    Promise.resolve()
+      .then(() => /** @type {any} */ (scope.follower)[call](...args))
+      .then(
+        (value) => reply({ value }),
+        (err) => reply({ error: wireError(err) }),
+      );
+  }
+
+  /**
+   * Drops an attachment; its client closes with its last one. Idempotent.
+   * @param {Attachment} attachment
+   */
+  #detach(attachment) {
+    const { scope, tab, port } = attachment;
+    if (!scope.attachments.delete(attachment)) return;
+    if (tab) this.#tabs.get(tab)?.delete(attachment);
+    port.close();
+    if (scope.attachments.size > 0) return;
+    this.#followed.delete(scope.key);
+    scope.unsubscribe();
+    scope.follower.close();
+  }
+
+  /** How many clients are followed and attachments served (tests, devtools). */
+  get counts() {
+    let attachments = 0;
+    for (const scope of this.#followed.values()) attachments += scope.attachments.size;
+    return { scopes: this.#followed.size, attachments };
+  }
+
+  // The tab's lock, requested once per tab: granted when the tab let it go.
+  /** @param {string} tab */
+  #watch(tab) {
+    let set = this.#tabs.get(tab);
+    if (set) return set;
+    const attachments = (set = new Set());
+    this.#tabs.set(tab, attachments);
+    navigator.locks.request(tab, () => {
+      this.#tabs.delete(tab);
+      for (const attachment of attachments) this.#detach(attachment);
+    });
+    return attachments;
+  }
+
+  /** @param {Scope} [scope] */
+  #info(scope) {
+    return { role: this.#role, instance, attached: scope?.attachments.size };
+  }
+
+  // Only the parts that changed since this page's last post cross; a paused
+  // page (frozen, or in the back/forward cache) gets nothing until it resumes.
+  /** @param {Attachment} attachment */
+  #post(attachment) {
+    if (attachment.paused) return;
+    const { scope } = attachment;
+    const view = scope.follower.view();
+    const changed = changedParts(view, attachment.last);
+    attachment.last = view;
+    attachment.port.postMessage(message("view", { host: this.#info(scope), view: changed, diagnostics: scope.follower.diagnostics() }));
+  }
+}
