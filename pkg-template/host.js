@@ -15,7 +15,7 @@ import { CALLS, changedParts, message, read, targetKey, wireError } from "./mess
 /** @typedef {import("./messages.js").PageMessage} PageMessage */
 /** @typedef {import("./messages.js").WireError} WireError */
 /** @typedef {{ key: unknown, follower: ReplayClient, attachments: Set<Attachment>, unsubscribe: () => void }} Scope */
-/** @typedef {{ port: MessagePort, tab?: string, scope: Scope, last: object, paused: boolean }} Attachment */
+/** @typedef {{ port: MessagePort, tab?: string, scope: Scope, last: object, said: string, paused: boolean }} Attachment */
 
 // The `web` build loads its wasm with `init()`; the `bundler` build has none.
 /** @type {Promise<unknown>} */
@@ -110,7 +110,7 @@ export class Host {
       this.#followed.set(key, (scope = created));
     }
     /** @type {Attachment} */
-    const attachment = { port, tab, scope, last: {}, paused: false };
+    const attachment = { port, tab, scope, last: {}, said: "", paused: false };
     scope.attachments.add(attachment);
     if (tab) this.#watch(tab).add(attachment);
     // From memory: a page on a log already followed paints at once.
@@ -132,6 +132,7 @@ export class Host {
     if (msg.type === "resume") {
       attachment.paused = false;
       attachment.last = {};
+      attachment.said = "";
       return this.#post(attachment);
     }
     if (msg.type !== "call" || !CALLS.includes(msg.call) || !Array.isArray(msg.args)) return;
@@ -190,8 +191,10 @@ export class Host {
     return { role: this.#role, instance, attached: scope?.attachments.size };
   }
 
-  // Only the parts that changed since this page's last post cross; a paused
-  // page (frozen, or in the back/forward cache) gets nothing until it resumes.
+  // Only the parts that changed since this page's last post cross, and the
+  // diagnostics only when they changed (a new object on every call); a
+  // paused page (frozen, or in the back/forward cache) gets nothing until it
+  // resumes.
   /** @param {Attachment} attachment */
   #post(attachment) {
     if (attachment.paused) return;
@@ -199,6 +202,12 @@ export class Host {
     const view = scope.follower.view();
     const changed = changedParts(view, attachment.last);
     attachment.last = view;
-    attachment.port.postMessage(message("view", { host: this.#info(scope), view: changed, diagnostics: scope.follower.diagnostics() }));
+    const diagnostics = scope.follower.diagnostics();
+    const said = JSON.stringify(diagnostics);
+    const fresh = said !== attachment.said;
+    attachment.said = said;
+    attachment.port.postMessage(
+      message("view", { host: this.#info(scope), view: changed, diagnostics: fresh ? diagnostics : undefined }),
+    );
   }
 }

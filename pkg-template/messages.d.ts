@@ -63,8 +63,11 @@ export type PageMessage =
 
 /** Worker to page; `host` says which worker instance wrote it. */
 export type WorkerMessage =
-  /** The parts of the view that changed (all of them in the first one) and the diagnostics. */
-  | { v: SchemaVersion; type: "view"; host: HostInfo; view: Partial<View>; diagnostics: Diagnostics }
+  /**
+   * The parts of the view that changed (all of them in the first one) and
+   * the diagnostics (absent when unchanged since this page's last post).
+   */
+  | { v: SchemaVersion; type: "view"; host: HostInfo; view: Partial<View>; diagnostics?: Diagnostics }
   /** The outcome of the `call` with this `id`. */
   | { v: SchemaVersion; type: "reply"; host: HostInfo; id: number; value?: unknown; error?: WireError }
   /** The `attach` was refused (bad options, another schema version, no wasm). */

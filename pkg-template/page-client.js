@@ -204,7 +204,8 @@ export class PageClient {
       return;
     }
     if (msg.type !== "view") return;
-    this.#diagnostics = { ...msg.diagnostics, host: msg.host };
+    // Absent when unchanged since the last post.
+    this.#diagnostics = /** @type {Diagnostics & { host: HostInfo }} */ ({ ...(msg.diagnostics ?? this.#diagnostics), host: msg.host });
     // Nothing of the view changed: the same view, no listener called.
     if (Object.keys(msg.view).length === 0) return;
     // A new object when anything changed; the parts not posted keep theirs.
