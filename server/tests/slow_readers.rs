@@ -101,6 +101,17 @@ async fn until_no_stream(
     (None, last)
 }
 
+/// How long another client waits for its `hello` (a team log's stream).
+async fn victim_hello(addr: SocketAddr) -> Option<Duration> {
+    let start = Instant::now();
+    let mut victim = open(addr, "/v1/teams/victim/events?after_seq=0").await;
+    let hello = until(&mut victim, "event: hello", 5 * SEC)
+        .await
+        .map(|_| start.elapsed());
+    eprintln!("victim hello after {hello:?}");
+    hello
+}
+
 /// What both bounded-stream tests ask at the end: `streams` ended within
 /// `within` of their opening, and the victim's `hello` came within 1 s.
 fn ended_and_greeted(
@@ -158,13 +169,7 @@ async fn slow_readers_are_bounded_in_memory_and_time() {
 
     // Another client's stream, while the readers' backlogs are being written.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let victim_start = Instant::now();
-    let mut victim = open(addr, "/v1/teams/victim/events?after_seq=0").await;
-    let hello = until(&mut victim, "event: hello", 5 * SEC)
-        .await
-        .map(|_| victim_start.elapsed());
-    eprintln!("victim hello after {hello:?}");
-    drop(victim);
+    let hello = victim_hello(addr).await;
 
     // Every stream ends within the write timeout of its last progress: one
     // stuck from the start within one write timeout; one that waited for
@@ -278,13 +283,7 @@ async fn stuck_live_frames_are_bounded_by_the_budget_and_hello_still_comes() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     s.append("team", "victim", 0).await;
-    let victim_start = Instant::now();
-    let mut victim = open(addr, "/v1/teams/victim/events?after_seq=0").await;
-    let hello = until(&mut victim, "event: hello", 5 * SEC)
-        .await
-        .map(|_| victim_start.elapsed());
-    eprintln!("victim hello after {hello:?}");
-    drop(victim);
+    let hello = victim_hello(addr).await;
 
     let within = 2 * Duration::from_millis(WRITE_TIMEOUT_MS) + 2 * SEC;
     let (ended, last) = until_no_stream(&s, opened, within + 2 * SEC).await;
