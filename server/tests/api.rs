@@ -156,7 +156,19 @@ async fn ask_is_live_first_then_persisted_then_answered() {
         }
     };
     assert_eq!(answer("q_nope".into()).await.0, StatusCode::NOT_FOUND);
-    assert_eq!(answer(qid.clone()).await.0, StatusCode::OK);
+    // The answer reply, byte for byte (key order included).
+    let r = s
+        .http
+        .post(s.url(&format!("/v1/sessions/{sid}/questions/{qid}/answer")))
+        .json(&json!({"answer": "yes"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.text().await.unwrap(),
+        format!(r#"{{"question_id":"{qid}","status":"answered"}}"#)
+    );
     let events = s.events(&format!("sessions/{sid}")).await;
     assert!(events
         .iter()
@@ -295,6 +307,26 @@ async fn tool_emits_process_events_and_log() {
     assert_eq!(log["text"], tool["output"]);
     let (_, tail) = s.get(&format!("/v1/processes/{pid}/log?offset=5")).await;
     assert_eq!(tail["offset"], 5);
+    // The log reply, byte for byte (key order included).
+    let full = log["text"].as_str().unwrap();
+    let raw = s
+        .http
+        .get(s.url(&format!("/v1/processes/{pid}/log?offset=5")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        raw,
+        format!(
+            r#"{{"next_offset":{},"offset":5,"process_id":{},"state":"exited","text":{}}}"#,
+            full.len(),
+            json!(pid),
+            json!(full[5..]),
+        )
+    );
     assert!(log["text"]
         .as_str()
         .unwrap()

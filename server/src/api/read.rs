@@ -8,13 +8,13 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
 use replay_core::protocol::{EventPage, ReplayPage, Scope};
-use serde_json::json;
+use serde::Serialize;
 
 use super::budget::Reserved;
 use super::error::ApiError;
 use super::params::{check_ahead, parse_cursor, Params};
 use crate::app::App;
-use crate::store::{Budget, LogInfo, Page, ProcessLog, StoreResult};
+use crate::store::{Budget, LogInfo, Page, ProcessLog, ProcessState, StoreResult};
 use crate::transcript;
 
 pub(super) async fn replay(
@@ -213,7 +213,7 @@ pub(super) async fn process_log(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<ProcessLogReply>, ApiError> {
     let params = Params::parse(q.as_deref());
     let offset = match params.get("offset") {
         None => 0,
@@ -226,20 +226,75 @@ pub(super) async fn process_log(
         })?,
     };
     let pid = id.clone();
-    let ProcessLog { log, state } = app
+    let log = app
         .log
         .read(move |snap| snap.process_log(&pid))
         .await?
         .ok_or_else(|| ApiError::not_found("process"))?;
-    let mut start = offset.min(log.len());
-    while !log.is_char_boundary(start) {
-        start += 1;
+    Ok(Json(ProcessLogReply::from_offset(id, log, offset)))
+}
+
+/// `GET /v1/processes/{id}/log?offset=N`: the log's bytes from `offset`.
+/// The field order is the key order on the wire.
+#[derive(Debug, Serialize)]
+pub(super) struct ProcessLogReply {
+    /// The log's length: the `offset` that reads what follows.
+    next_offset: usize,
+    /// Where `text` starts: the asked offset, clamped to the log and moved
+    /// up to a character boundary.
+    offset: usize,
+    /// The process.
+    process_id: String,
+    /// Where it is.
+    state: ProcessState,
+    /// The log from `offset`.
+    text: String,
+}
+
+impl ProcessLogReply {
+    fn from_offset(process_id: String, log: ProcessLog, offset: usize) -> ProcessLogReply {
+        let ProcessLog {
+            log: mut text,
+            state,
+        } = log;
+        let next_offset = text.len();
+        let mut start = offset.min(next_offset);
+        while !text.is_char_boundary(start) {
+            start += 1;
+        }
+        text.drain(..start);
+        ProcessLogReply {
+            next_offset,
+            offset: start,
+            process_id,
+            state,
+            text,
+        }
     }
-    Ok(Json(json!({
-        "process_id": id,
-        "state": state,
-        "offset": start,
-        "next_offset": log.len(),
-        "text": &log[start..],
-    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(log: &str, offset: usize) -> String {
+        let log = ProcessLog {
+            log: log.to_owned(),
+            state: ProcessState::Running,
+        };
+        serde_json::to_string(&ProcessLogReply::from_offset("p_1".into(), log, offset)).unwrap()
+    }
+
+    #[test]
+    fn process_log_starts_at_a_char_boundary_within_the_log() {
+        // "é" is two bytes: offset 2 falls inside it and moves up to 3.
+        assert_eq!(
+            reply("aé\"b", 2),
+            r#"{"next_offset":5,"offset":3,"process_id":"p_1","state":"running","text":"\"b"}"#
+        );
+        assert_eq!(
+            reply("ab", 9),
+            r#"{"next_offset":2,"offset":2,"process_id":"p_1","state":"running","text":""}"#
+        );
+    }
 }

@@ -11,7 +11,7 @@ use replay_core::protocol::{
     AnswerQuestion, CancelAccepted, CancelTurn, CreateSession, Event, MessageAccepted, PostMessage,
     Scope, SessionCreated, SessionCreatedReply,
 };
-use serde_json::json;
+use serde::Serialize;
 use tokio::sync::oneshot;
 
 use super::error::{ApiError, BodyBytes, JsonBody};
@@ -142,7 +142,7 @@ pub(super) async fn answer(
     State(app): State<Arc<App>>,
     Path((id, qid)): Path<(String, String)>,
     JsonBody(body): JsonBody<AnswerQuestion>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<AnswerReply>, ApiError> {
     if !app.log.session_exists(&id)? {
         return Err(ApiError::not_found("session"));
     }
@@ -170,7 +170,27 @@ pub(super) async fn answer(
         .map_err(|_| closed())?;
     // Answered only once `question.answered` is committed.
     ack_rx.await.map_err(|_| closed())?;
-    Ok(Json(json!({"question_id": qid, "status": "answered"})))
+    Ok(AnswerReply::answered(qid))
+}
+
+/// The `200` answer to `POST .../questions/{qid}/answer`, sent once
+/// `question.answered` is committed: `{"question_id": ..., "status":
+/// "answered"}`. The field order is the key order on the wire.
+#[derive(Debug, Serialize)]
+pub(super) struct AnswerReply {
+    /// The answered question.
+    question_id: String,
+    /// Always [`QuestionState::Answered`].
+    status: QuestionState,
+}
+
+impl AnswerReply {
+    fn answered(question_id: impl Into<String>) -> Json<AnswerReply> {
+        Json(AnswerReply {
+            question_id: question_id.into(),
+            status: QuestionState::Answered,
+        })
+    }
 }
 
 /// An answer for a question this node's worker is not waiting on, on a
@@ -184,7 +204,7 @@ async fn forward_answer(
     session_id: &str,
     question_id: &str,
     answer: String,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<AnswerReply>, ApiError> {
     // The question's state, if it is one of this session's.
     let state = |app: &App| -> Result<Option<QuestionState>, ApiError> {
         let found = app.log.db().question_state(question_id)?;
@@ -209,11 +229,7 @@ async fn forward_answer(
     loop {
         tokio::time::sleep(cluster::POLL).await;
         match state(app)? {
-            Some(QuestionState::Answered) => {
-                return Ok(Json(
-                    json!({"question_id": question_id, "status": "answered"}),
-                ))
-            }
+            Some(QuestionState::Answered) => return Ok(AnswerReply::answered(question_id)),
             Some(QuestionState::Pending) => {}
             Some(_) => return Err(question_closed(question_id)),
             None if started.elapsed() >= UNKNOWN_QUESTION_WAIT => {

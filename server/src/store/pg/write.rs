@@ -9,6 +9,7 @@ use deadpool_postgres::{Object, Pool};
 use replay_core::protocol::{
     BackgroundWait, Envelope, Event, MessageCommitted, Role, Scope, Task, TasksSnapshot,
 };
+use tokio_postgres::Row;
 
 use super::append::{stage, Holder};
 use super::tx::WriteTx;
@@ -232,42 +233,40 @@ impl PgDb {
 
     /// Unanswered questions of the turns this node claimed to end.
     pub fn open_questions(&self) -> StoreResult<Vec<OpenQuestion>> {
-        let c = self.client()?;
-        let rows = block(c.query(
+        self.of_claimed_turns(
             "SELECT q.session_id, q.turn_id, q.question_id FROM questions q
              JOIN turns t ON t.turn_id = q.turn_id
              WHERE q.state = 'pending' AND t.state = 'failing' AND t.owner = $1
              ORDER BY q.row_no",
-            &[&&*self.owner()],
-        ))?;
-        Ok(rows
-            .iter()
-            .map(|r| OpenQuestion {
+            |r| OpenQuestion {
                 session_id: r.get(0),
                 turn_id: r.get(1),
                 question_id: r.get(2),
-            })
-            .collect())
+            },
+        )
     }
 
     /// Tool calls never completed, of the turns this node claimed to end.
     pub fn open_tools(&self) -> StoreResult<Vec<OpenTool>> {
-        let c = self.client()?;
-        let rows = block(c.query(
+        self.of_claimed_turns(
             "SELECT o.session_id, o.turn_id, o.call_id FROM tools o
              JOIN turns t ON t.turn_id = o.turn_id
              WHERE o.state = 'running' AND t.state = 'failing' AND t.owner = $1
              ORDER BY o.row_no",
-            &[&&*self.owner()],
-        ))?;
-        Ok(rows
-            .iter()
-            .map(|r| OpenTool {
+            |r| OpenTool {
                 session_id: r.get(0),
                 turn_id: r.get(1),
                 call_id: r.get(2),
-            })
-            .collect())
+            },
+        )
+    }
+
+    /// The rows of `sql`, whose `$1` is this node's boot (the owner of the
+    /// turns it claimed with [`open_turns`](PgDb::open_turns)), each mapped.
+    fn of_claimed_turns<T>(&self, sql: &str, map: impl Fn(&Row) -> T) -> StoreResult<Vec<T>> {
+        let c = self.client()?;
+        let rows = block(c.query(sql, &[&&*self.owner()]))?;
+        Ok(rows.iter().map(map).collect())
     }
 
     /// State of a persisted question, with its session.
