@@ -106,7 +106,12 @@ export class Host {
       const follower = replay.ReplayClient.connect({ ...options, notify });
       const created = /** @type {Scope} */ ({ key, follower, attachments: new Set() });
       // One subscription per client, posted to every attachment of it.
-      created.unsubscribe = follower.subscribe(() => created.attachments.forEach((a) => this.#post(a)));
+      // The diagnostics are made and compared once per change, not per page.
+      created.unsubscribe = follower.subscribe(() => {
+        const diagnostics = follower.diagnostics();
+        const said = JSON.stringify(diagnostics);
+        created.attachments.forEach((a) => this.#post(a, diagnostics, said));
+      });
       this.#followed.set(key, (scope = created));
     }
     /** @type {Attachment} */
@@ -195,15 +200,17 @@ export class Host {
   // diagnostics only when they changed (a new object on every call); a
   // paused page (frozen, or in the back/forward cache) gets nothing until it
   // resumes.
-  /** @param {Attachment} attachment */
-  #post(attachment) {
+  /**
+   * @param {Attachment} attachment
+   * @param {import("./index.js").Diagnostics} [diagnostics] the scope's, if already made
+   * @param {string} [said] their JSON
+   */
+  #post(attachment, diagnostics = attachment.scope.follower.diagnostics(), said = JSON.stringify(diagnostics)) {
     if (attachment.paused) return;
     const { scope } = attachment;
     const view = scope.follower.view();
     const changed = changedParts(view, attachment.last);
     attachment.last = view;
-    const diagnostics = scope.follower.diagnostics();
-    const said = JSON.stringify(diagnostics);
     const fresh = said !== attachment.said;
     attachment.said = said;
     attachment.port.postMessage(
