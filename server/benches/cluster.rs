@@ -67,8 +67,8 @@ async fn append(http: &reqwest::Client, base: &str, log: usize) -> u64 {
 
 type Arrivals = Arc<Mutex<Vec<(usize, u64, Instant)>>>;
 
-/// A stream on `url` recording each durable team event's (log, seq, arrival).
-async fn reader(http: &reqwest::Client, url: String, out: Arrivals) {
+/// An SSE stream on `url`, answered `200`.
+async fn open_stream(http: &reqwest::Client, url: String) -> reqwest::Response {
     let resp = http
         .get(url)
         .header("accept", "text/event-stream")
@@ -76,6 +76,12 @@ async fn reader(http: &reqwest::Client, url: String, out: Arrivals) {
         .await
         .expect("stream");
     assert_eq!(resp.status(), 200, "stream refused");
+    resp
+}
+
+/// A stream on `url` recording each durable team event's (log, seq, arrival).
+async fn reader(http: &reqwest::Client, url: String, out: Arrivals) {
+    let resp = open_stream(http, url).await;
     tokio::spawn(async move {
         let mut body = resp.bytes_stream();
         let mut parser = SseParser::new();

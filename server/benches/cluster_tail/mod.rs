@@ -80,13 +80,7 @@ struct DeltaData {
 /// One stream recording every delta; its task ends with the stream, or at
 /// the turn's end.
 async fn reader(http: &reqwest::Client, url: String) -> (Arrivals, tokio::task::JoinHandle<()>) {
-    let resp = http
-        .get(url)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .expect("stream");
-    assert_eq!(resp.status(), 200, "stream refused");
+    let resp = crate::open_stream(http, url).await;
     let out: Arrivals = Arc::default();
     let got = Arc::clone(&out);
     let task = tokio::spawn(async move {
