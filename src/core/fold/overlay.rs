@@ -4,8 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::{LiveTool, LiveTurn, LiveTurnState, PendingQuestion, TurnDelta};
 
-/// The uncommitted tail of a running turn.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The uncommitted tail of a running turn. Never persisted: it is not
+/// durable state, and a restore gets the runtime's own (`live_turn`).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Overlay {
     /// The running turn.
     pub turn_id: String,
@@ -139,24 +140,6 @@ impl std::fmt::Debug for TailText {
     }
 }
 
-impl Serialize for TailText {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for TailText {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(TailText::from)
-    }
-}
-
-impl crate::json::FromJson for TailText {
-    fn read(r: &mut crate::json::Reader<'_>) -> Result<Self, crate::json::JsonError> {
-        String::read(r).map(TailText::from)
-    }
-}
-
 impl Overlay {
     /// Builds the overlay from a `live_turn` object.
     pub fn from_live(live: &LiveTurn, boot_id: &str) -> Self {
@@ -269,19 +252,6 @@ impl Overlay {
 }
 
 // The persisted state is read with the client's small reader (crate::json).
-crate::json_struct!(Overlay {
-    turn_id: req,
-    message_id: req,
-    rev: req,
-    state: def,
-    text: req,
-    text_offset: req,
-    text_len: req,
-    tools: req,
-    pending_question: def,
-    stale: req,
-    boot_id: req,
-});
 crate::json_struct!(InterruptedTurn {
     turn_id: req,
     message_id: req,
@@ -367,13 +337,6 @@ mod tests {
             deferred > 5_000,
             "the cut bytes were removed at {deferred} deltas"
         );
-        let stored = crate::json::to_string(&o).unwrap();
-        let back: Overlay = crate::json::from_str(&stored).unwrap();
-        assert_eq!(
-            (back.text.as_str(), back.text_offset),
-            (o.text.as_str(), o.text_offset)
-        );
-        assert_eq!(back, o, "read back as the text it held");
     }
 
     #[test]

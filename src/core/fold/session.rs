@@ -17,13 +17,14 @@ use crate::protocol::{
 pub const REASON_BOOT_CHANGED: &str = "boot_changed";
 
 /// Persisted part of a [`SessionView`]; the indices are rebuilt on load.
+/// The live overlay is not part of it (rule 1: the state the cursor
+/// describes): a restore shows the runtime's `live_turn` instead.
 #[derive(Deserialize)]
 struct SessionData {
     items: Vec<TranscriptItem>,
     prompts: Vec<PendingPrompt>,
     resolved_questions: IdSet,
     tasks: TasksSnapshot,
-    overlay: Option<Overlay>,
     interrupted: Vec<InterruptedTurn>,
     boot_id: String,
 }
@@ -36,6 +37,8 @@ pub struct SessionView {
     prompts: Vec<PendingPrompt>,
     resolved_questions: IdSet,
     tasks: TasksSnapshot,
+    // Not persisted (`SessionData`).
+    #[serde(skip)]
     overlay: Option<Overlay>,
     interrupted: Vec<InterruptedTurn>,
     boot_id: String,
@@ -54,7 +57,6 @@ impl From<SessionData> for SessionView {
             prompts: d.prompts,
             resolved_questions: d.resolved_questions,
             tasks: d.tasks,
-            overlay: d.overlay,
             interrupted: d.interrupted,
             boot_id: d.boot_id,
             ..SessionView::default()
@@ -369,7 +371,6 @@ crate::json_struct!(SessionData {
     prompts: req,
     resolved_questions: req,
     tasks: req,
-    overlay: def,
     interrupted: req,
     boot_id: req,
 });
