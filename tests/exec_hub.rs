@@ -150,7 +150,7 @@ impl Io for ClientIo {
         self.timer.set(at);
     }
     fn request_frame(&self) {}
-    fn hold_chunks(&self, _hold: bool) {}
+    fn hold_chunks(&self, _max_bytes: usize) {}
     fn release_chunks(&self) {}
     fn after_requests(&self) {}
     fn close(&self) {

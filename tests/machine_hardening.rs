@@ -607,16 +607,7 @@ fn comments_do_not_keep_a_silent_stream_alive() {
 }
 /// Runs timers until both a stream and a page request are out.
 fn until_stream_and_fetch(r: &mut Rig) {
-    for _ in 0..1_000 {
-        if r.stream.is_some() && r.fetch.is_some() {
-            return;
-        }
-        let t = r.c.poll_timeout().expect("a timer is armed");
-        r.now = r.now.max(t);
-        r.c.handle_timeout(r.now);
-        r.pump();
-    }
-    panic!("no stream and page request");
+    r.run_timers_until(|r| r.stream.is_some() && r.fetch.is_some());
 }
 
 #[test]

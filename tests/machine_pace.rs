@@ -65,7 +65,11 @@ fn a_message(r: &mut Rig, seq: u64) {
 fn chunks_wait_for_a_frame_and_subscribers_are_told_in_it() {
     let mut r = Rig::new();
     r.c.handle_frames(Frames::Running, 0);
-    assert_eq!(paced(&mut r), [Pace::HoldChunks(true)], "frames run: hold");
+    assert_eq!(
+        paced(&mut r),
+        [Pace::HoldChunks(1 << 20)],
+        "frames run: hold"
+    );
     let mut r = live(Notify::Frame, Frames::Running);
     r.c.handle_chunks_held(r.now);
     assert_eq!(paced(&mut r), [Pace::RequestFrame]);
@@ -114,7 +118,7 @@ fn a_hidden_page_gets_chunks_as_they_come_and_is_told_when_it_shows() {
     r.c.handle_frames(Frames::Paused, r.now);
     assert_eq!(
         paced(&mut r),
-        [Pace::HoldChunks(false), Pace::ReleaseChunks],
+        [Pace::HoldChunks(0), Pace::ReleaseChunks],
         "what waits is delivered, nothing more is held"
     );
     a_message(&mut r, 2);
@@ -141,10 +145,29 @@ fn without_frames_a_timer_tells_what_arrived_together() {
     assert_eq!(paced(&mut r), [Pace::Notify], "once for both");
 }
 
+/// A frame's worth of a stream can be anything (a gzip bomb: tens of MiB
+/// decompressed in a frame): the reader holds at most `max_held_bytes`
+/// before it delivers what waits, so no more is copied into the wasm
+/// memory at once (issue 34).
+#[test]
+fn held_chunks_are_bounded_by_max_held_bytes() {
+    let mut r = Rig::with(
+        Config {
+            max_held_bytes: 4096,
+            ..Config::session(SES)
+        },
+        None,
+    );
+    r.c.handle_frames(Frames::Running, 0);
+    assert_eq!(paced(&mut r), [Pace::HoldChunks(4096)]);
+}
+
 #[test]
 fn every_spaces_calls_and_sync_tells_at_once() {
     let mut r = live(Notify::Every(100), Frames::Running);
-    assert!(!paced(&mut r).contains(&Pace::HoldChunks(true)));
+    assert!(!paced(&mut r)
+        .iter()
+        .any(|p| matches!(p, Pace::HoldChunks(n) if *n > 0)));
     let told = r.now;
     a_message(&mut r, 2);
     assert_eq!(paced(&mut r), []);

@@ -54,9 +54,10 @@ pub trait Io {
     /// Calls [`Executor::frame`](super::Executor::frame) in the next
     /// animation frame.
     fn request_frame(&self);
-    /// Whether the body reader holds the live stream's chunks (reporting
-    /// the first through [`Executor::chunks_held`](super::Executor::chunks_held)).
-    fn hold_chunks(&self, hold: bool);
+    /// Whether the body reader holds the live stream's chunks, up to
+    /// `max_bytes` of them (0: it does not), reporting the first through
+    /// [`Executor::chunks_held`](super::Executor::chunks_held).
+    fn hold_chunks(&self, max_bytes: usize);
     /// Delivers the held chunks now.
     fn release_chunks(&self);
     /// Calls [`Executor::read_waiting_page`](super::Executor::read_waiting_page)

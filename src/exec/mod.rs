@@ -295,7 +295,7 @@ impl<I: Io> Executor<I> {
             };
             match step {
                 None => return,
-                Some(Pace::HoldChunks(hold)) => self.io.hold_chunks(hold),
+                Some(Pace::HoldChunks(max)) => self.io.hold_chunks(max),
                 Some(Pace::RequestFrame) => self.io.request_frame(),
                 Some(Pace::ReleaseChunks) => self.io.release_chunks(),
                 Some(Pace::Notify) => {

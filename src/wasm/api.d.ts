@@ -84,6 +84,10 @@ export type ReplayErrorCode =
   | "bad_json" | "event_too_large" | "invalid_cursor" | "cursor_ahead"
   | "unauthorized" | "http_status" | "wrong_content_type" | "epoch_changed" | "history_mismatch"
   | "page_not_advancing" | "page_over_limit" | "body_too_large"
+  /** A restore read past the head the server announced, or past its byte or event budget. */
+  | "history_past_head" | "history_too_large"
+  /** The stream ended right after its `hello`: counted as a failed connection for the backoff. */
+  | "stream_ended_early"
   | "stalled" | "network" | "corrupt_storage" | "storage_fallback"
   | "closed" | "invalid_options" | "timeout"
   /** The server answered, but without CORS headers for this page's origin (`--allow-origin`). */

@@ -294,11 +294,12 @@ function text(e) {
 // anything the chunk then costs (the read's resolution and the async
 // function's resumption: 36 % of the SDK's time in a live profile of
 // session 8), which the browser's own pipe loop does not. While `pace.hold`
-// (the machine's Pace::HoldChunks) the chunks wait, and `onHeld()` reports
-// the first; the machine then releases them (releaseChunks) together, in an
-// animation frame: one crossing per frame instead of one per chunk, each
-// chunk copied once, into wasm (joining them in JS first was 8 % of the
-// SDK's time in a burst's profile, session 9). It decides nothing: when to
+// (the machine's Pace::HoldChunks: a number of bytes, 0 for none) the chunks
+// wait, up to that many bytes, and `onHeld()` reports the first; the machine
+// then releases them (releaseChunks) together, in an animation frame: one
+// crossing per frame instead of one per chunk, each chunk copied once, into
+// wasm (joining them in JS first was 8 % of the SDK's time in a burst's
+// profile, session 9). It decides nothing: when to
 // hold and when to release are the machine's. Resolves true at the end of
 // the body (what waits is delivered first), false when stopped; rejects as
 // the body does (abort, network error), dropping what waits.
@@ -317,6 +318,7 @@ async function pumpBody(body, onChunk, pace, onHeld, ctl) {
       abortRequest(ctl);
     }
   };
+  let heldBytes = 0;
   const release = () => {
     if (pace.release === release) pace.release = null;
     const h = held;
@@ -330,9 +332,13 @@ async function pumpBody(body, onChunk, pace, onHeld, ctl) {
       if (held) held.push(value);
       else if (pace.hold) {
         held = [value];
+        heldBytes = 0;
         pace.release = release;
         onHeld();
-      } else deliver([value]);
+      } else return deliver([value]);
+      // Past the machine's bound what waits goes now: all of it is copied
+      // into wasm memory at once, and that memory never shrinks.
+      if ((heldBytes += value.byteLength) >= pace.hold) release();
     } finally {
       writing--;
     }
@@ -354,11 +360,12 @@ async function pumpBody(body, onChunk, pace, onHeld, ctl) {
 }
 
 // The holding of one client's streamed body (a client reads one at a
-// time), kept beside its `http`: `hold` as the machine last said
-// (paceHold), `release` delivers what waits (releaseChunks).
-const paceOf = (http) => (http.pace ??= { hold: false, release: null });
+// time), kept beside its `http`: `hold` the bytes it may hold as the
+// machine last said (paceHold), `release` delivers what waits
+// (releaseChunks).
+const paceOf = (http) => (http.pace ??= { hold: 0, release: null });
 // A body read whole (a page, a write's answer, an error) is never held.
-const UNPACED = { hold: false, release: null };
+const UNPACED = { hold: 0, release: null };
 
 export function paceHold(http, hold) {
   paceOf(http).hold = hold;

@@ -187,8 +187,8 @@ impl Io for BrowserIo {
         frames::request(&self.callbacks.frame);
     }
 
-    fn hold_chunks(&self, hold: bool) {
-        self.http.hold_chunks(hold);
+    fn hold_chunks(&self, max_bytes: usize) {
+        self.http.hold_chunks(max_bytes);
     }
 
     fn release_chunks(&self) {

@@ -31,7 +31,7 @@ extern "C" {
     fn refresh_token(http: &JsValue);
 
     #[wasm_bindgen(js_name = paceHold)]
-    fn pace_hold(http: &JsValue, hold: bool);
+    fn pace_hold(http: &JsValue, max_bytes: usize);
 
     #[wasm_bindgen(js_name = releaseChunks)]
     fn release_chunks(http: &JsValue);
@@ -124,10 +124,11 @@ impl Http {
     }
 
     /// `Pace::HoldChunks`: the stream's chunks wait for
-    /// [`release_chunks`](Self::release_chunks) (reporting the first to
-    /// `held`), or go to `chunk` as they come.
-    pub fn hold_chunks(&self, hold: bool) {
-        pace_hold(&self.config, hold);
+    /// [`release_chunks`](Self::release_chunks) until they reach
+    /// `max_bytes` (reporting the first to `held`), or go to `chunk` as
+    /// they come (0).
+    pub fn hold_chunks(&self, max_bytes: usize) {
+        pace_hold(&self.config, max_bytes);
     }
 
     /// `Pace::ReleaseChunks`: the chunks that wait go to `chunk` now.

@@ -238,5 +238,9 @@ pub fn event_page(epoch: &str, events: &[Envelope], head: u64, has_more: bool) -
 }
 
 pub fn error_body(code: &str) -> Vec<u8> {
-    serde_json::to_vec(&json!({"error": code, "message": code})).unwrap()
+    error_body_with(code, code)
+}
+
+pub fn error_body_with(code: &str, message: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({"error": code, "message": message})).unwrap()
 }

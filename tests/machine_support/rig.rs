@@ -199,6 +199,20 @@ impl Rig {
         self.pump();
     }
 
+    /// Runs timers until `done` holds (at most 1 000 of them).
+    pub fn run_timers_until(&mut self, done: impl Fn(&Rig) -> bool) {
+        for _ in 0..1_000 {
+            if done(self) {
+                return;
+            }
+            let t = self.c.poll_timeout().expect("a timer is armed");
+            self.now = self.now.max(t);
+            self.c.handle_timeout(self.now);
+            self.pump();
+        }
+        panic!("still waiting after 1 000 timers");
+    }
+
     /// Runs timers until a new stream is requested; returns its path.
     pub fn until_reconnect(&mut self) -> String {
         for _ in 0..100 {

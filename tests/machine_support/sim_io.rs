@@ -113,7 +113,7 @@ impl Io for SimIo {
         self.outbox.borrow_mut().frames_asked += 1;
     }
 
-    fn hold_chunks(&self, _hold: bool) {}
+    fn hold_chunks(&self, _max_bytes: usize) {}
 
     fn release_chunks(&self) {}
 

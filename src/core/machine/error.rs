@@ -76,6 +76,31 @@ pub enum CoreError {
         /// The events it held.
         len: usize,
     },
+    /// A replay or event page held an event further past the head it
+    /// announced than one page could have grown it (a server that lies, or
+    /// pages for ever).
+    #[error("a page's event {cursor} lies past its head {head}")]
+    HistoryPastHead {
+        /// The event's cursor.
+        cursor: u64,
+        /// The head the page announced.
+        head: u64,
+    },
+    /// One restore or repair read more than its budget
+    /// ([`Config::restore_max_events`](super::Config::restore_max_events),
+    /// [`Config::restore_max_bytes`](super::Config::restore_max_bytes)).
+    #[error("the history read exceeds its budget ({events} events, {bytes} bytes)")]
+    HistoryTooLarge {
+        /// Events read.
+        events: u64,
+        /// Bytes of page bodies read.
+        bytes: u64,
+    },
+    /// The stream ended before it carried anything after its `hello` (or
+    /// before its `hello`): a failed connection, retried with a growing
+    /// backoff.
+    #[error("the stream ended before it carried an event after its hello")]
+    StreamEndedEarly,
     /// No event on the stream for too long.
     #[error("stream stalled for {idle_ms} ms")]
     Stalled {
@@ -140,6 +165,9 @@ impl CoreError {
             CoreError::HistoryMismatch { .. } => "history_mismatch",
             CoreError::PageNotAdvancing { .. } => "page_not_advancing",
             CoreError::PageOverLimit { .. } => "page_over_limit",
+            CoreError::HistoryPastHead { .. } => "history_past_head",
+            CoreError::HistoryTooLarge { .. } => "history_too_large",
+            CoreError::StreamEndedEarly => "stream_ended_early",
             CoreError::Stalled { .. } => "stalled",
             CoreError::Timeout { .. } => "timeout",
             CoreError::BodyTooLarge { .. } => "body_too_large",

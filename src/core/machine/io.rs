@@ -141,7 +141,9 @@ impl Machine {
             live_only,
             opened: false,
             hello_seen: false,
+            proven: false,
             last_byte_at: now,
+            eventless_bytes: 0,
         });
         self.actions.push_back(Action::OpenStream {
             id,
@@ -283,11 +285,25 @@ impl Machine {
         }
     }
 
+    /// The stream carried an event after its `hello`: it worked, and its
+    /// failures so far are forgotten (not at the `hello`: a stream that
+    /// ends right after it would reconnect at the first backoff, for ever).
+    pub(super) fn stream_proven(&mut self) {
+        if let Some(s) = self.stream.as_mut() {
+            if s.hello_seen && !s.proven {
+                s.proven = true;
+                self.stream_backoff.reset();
+            }
+        }
+    }
+
     /// Drops the stream and reconnects after backoff, never earlier than the
-    /// server's hint (`Retry-After`, else the stream's `retry:`).
+    /// server's hint (`Retry-After`, else the stream's `retry:`, at least
+    /// the backoff's first ceiling: `retry: 0` would be no floor at all).
     fn stream_retry(&mut self, err: Option<CoreError>, hint: Option<u64>, now: u64) {
         self.stream = None;
-        let floor = hint.or(self.sse_retry).unwrap_or(0);
+        let sse_retry = self.sse_retry.map(|ms| ms.max(self.cfg.backoff.initial_ms));
+        let floor = hint.or(sse_retry).unwrap_or(0);
         let delay = self
             .stream_backoff
             .next_delay(&self.cfg.backoff, &mut self.rng, floor);
@@ -351,6 +367,9 @@ impl Machine {
             return;
         }
         self.counters.bytes += bytes.len() as u64;
+        if let Some(s) = self.stream.as_mut() {
+            s.eventless_bytes = s.eventless_bytes.saturating_add(bytes.len());
+        }
         // Each event is handled as it is dispatched, lent from the parser's
         // buffers (no copy): the parser is moved out meanwhile, and a stand-in
         // takes whatever the handling does to it (a reset, when a frame
@@ -367,6 +386,9 @@ impl Machine {
             if let (SseItem::Event(_) | SseItem::Error(_), Some(s)) = (&item, self.stream.as_mut())
             {
                 s.last_byte_at = now;
+                if matches!(item, SseItem::Event(_)) {
+                    s.eventless_bytes = 0;
+                }
             }
             match item {
                 SseItem::Event(ev) => self.on_sse_event(ev, now),
@@ -374,6 +396,7 @@ impl Machine {
                 SseItem::Error(crate::sse::SseError::EventTooLarge { limit, size }) => {
                     // A skipped durable event shows up as a gap and is repaired.
                     let error = CoreError::EventTooLarge { limit, size }.info();
+                    self.last_error = Some(error.clone());
                     self.notices.push_back(Notice::FrameSkipped { error });
                 }
             }
@@ -382,6 +405,20 @@ impl Machine {
             parser.reset();
         }
         self.parser = parser;
+        // Bytes that make no event (comments, an oversized event being
+        // skipped, a decompressed bomb) are bounded as a body read whole is.
+        let limit = self.cfg.max_body_bytes;
+        if self
+            .stream
+            .as_ref()
+            .is_some_and(|s| s.eventless_bytes > limit)
+        {
+            self.actions.push_back(Action::Abort { id });
+            let error = CoreError::BodyTooLarge {
+                limit: limit as u64,
+            };
+            self.stream_retry(Some(error), None, now);
+        }
     }
 
     pub(super) fn on_stream_events(&mut self, id: RequestId, events: Vec<StreamEvent>, now: u64) {
@@ -405,6 +442,10 @@ impl Machine {
         }
         // A partial trailing frame is discarded: the cursor never moves on it.
         self.parser.finish();
+        // A clean end before the stream carried anything after its `hello`
+        // is a failed connection (its backoff was not reset), said as such.
+        let early = self.stream.as_ref().is_some_and(|s| !s.proven);
+        let err = err.or(early.then_some(CoreError::StreamEndedEarly));
         self.stream_retry(err, None, now);
     }
 

@@ -84,9 +84,16 @@ struct StreamConn {
     live_only: bool,
     opened: bool,
     hello_seen: bool,
+    /// It dispatched an event after its `hello`: only then does it count as
+    /// a connection that worked (one that ends right after its `hello`
+    /// is a failed one for the backoff).
+    proven: bool,
     /// When it was opened or last dispatched an event (the stall watchdog's
     /// start): bytes that make no event, comments included, do not count.
     last_byte_at: u64,
+    /// Bytes read since its last event: past `Config::max_body_bytes` the
+    /// stream is ended (`body_too_large`).
+    eventless_bytes: usize,
 }
 
 /// The one JSON request the machine needs at a time (replay or event page).
@@ -138,6 +145,11 @@ pub struct Machine {
     /// Restarts from 0 in a row (see `restarts_settled`), and their pacing.
     zero_restarts: u32,
     restart_backoff: Backoff,
+    /// Since when the scope has been live (restored, `hello` agreeing):
+    /// restarts from 0 count as in a row until it has been for a while.
+    live_since: Option<u64>,
+    /// What the current restore or repair has read (its budget).
+    backlog: sync::BacklogRead,
     /// Repairs in a row that did not move the cursor (paces loops).
     idle_repairs: u32,
     next_id: u64,
@@ -295,7 +307,7 @@ impl Machine {
     /// A machine with nothing loaded and nothing asked for yet.
     fn idle(config: Config, now: u64) -> Self {
         let view = View::empty(config.target.is_session(), config.log_capacity);
-        let config_notify = config.notify;
+        let pacer = pace::Pacer::new(config.notify, config.max_held_bytes);
         Machine {
             parser: SseParser::with_max_event_size(config.max_event_size),
             spare: None,
@@ -311,6 +323,8 @@ impl Machine {
             shown: None,
             zero_restarts: 0,
             restart_backoff: Backoff::default(),
+            live_since: None,
+            backlog: sync::BacklogRead::default(),
             idle_repairs: 0,
             next_id: 0,
             stream: None,
@@ -346,7 +360,7 @@ impl Machine {
             storage_failed: false,
             notices_recorded: 0,
             feed: feed::Feed::default(),
-            pacer: pace::Pacer::new(config_notify),
+            pacer,
             writes: writes::Writes::default(),
             answers: answers::Answers::default(),
         }

@@ -58,10 +58,11 @@ pub enum Frames {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pace {
     /// From now on the body reader holds the live stream's chunks until
-    /// [`ReleaseChunks`](Pace::ReleaseChunks) (`true`; it reports the first
-    /// one held through [`Machine::handle_chunks_held`]), or delivers them as
-    /// they come (`false`).
-    HoldChunks(bool),
+    /// [`ReleaseChunks`](Pace::ReleaseChunks) or until they reach this many
+    /// bytes ([`Config::max_held_bytes`](super::Config::max_held_bytes);
+    /// it reports the first one held through
+    /// [`Machine::handle_chunks_held`]), or delivers them as they come (0).
+    HoldChunks(usize),
     /// Call [`Machine::handle_frame`] in the next animation frame.
     RequestFrame,
     /// Deliver the held chunks now, as the body's next inputs.
@@ -86,6 +87,8 @@ pub(super) struct Pacer {
     frames: Frames,
     /// What `HoldChunks` last said.
     holding: bool,
+    /// Bytes the reader may hold ([`Config::max_held_bytes`](super::Config::max_held_bytes)).
+    max_held: usize,
     /// The body reader holds chunks.
     chunks_held: bool,
     /// A `RequestFrame` is out, since then.
@@ -101,11 +104,12 @@ pub(super) struct Pacer {
 }
 
 impl Pacer {
-    pub(super) fn new(mode: Notify) -> Self {
+    pub(super) fn new(mode: Notify, max_held: usize) -> Self {
         Pacer {
             mode,
             frames: Frames::Absent,
             holding: false,
+            max_held,
             chunks_held: false,
             frame_asked_at: None,
             due: None,
@@ -130,7 +134,8 @@ impl Pacer {
         let hold = self.mode == Notify::Frame && frames == Frames::Running;
         if hold != self.holding {
             self.holding = hold;
-            self.out.push_back(Pace::HoldChunks(hold));
+            self.out
+                .push_back(Pace::HoldChunks(if hold { self.max_held } else { 0 }));
             if !hold && std::mem::take(&mut self.chunks_held) {
                 self.out.push_back(Pace::ReleaseChunks);
             }

@@ -3,7 +3,7 @@
 
 use super::error::CoreError;
 use super::persist::{self, LastApplied, Position};
-use super::types::{FetchKind, Notice, Target};
+use super::types::{Config, FetchKind, Notice, Target};
 use super::{Frame, Machine, Mode};
 use crate::fold::{View, ViewChange};
 use crate::json::{self, JsonError, Payloads};
@@ -34,6 +34,29 @@ fn show(shown: &mut Option<(View, u64)>, global: bool, change: &mut ViewChange, 
         }
         None if matches!(env.event, Event::Heartbeat(_)) => {}
         None => view.apply_transient(env, change),
+    }
+}
+
+/// What one restore or repair has read, against its budget
+/// ([`Config::restore_max_events`], [`Config::restore_max_bytes`]).
+#[derive(Debug, Default)]
+pub(super) struct BacklogRead {
+    events: u64,
+    bytes: u64,
+}
+
+impl BacklogRead {
+    /// Counts a page of `events` in a body of `bytes`; the error when the
+    /// read is now past its budget.
+    fn add(&mut self, events: usize, bytes: usize, cfg: &Config) -> Option<CoreError> {
+        self.events = self.events.saturating_add(events as u64);
+        self.bytes = self.bytes.saturating_add(bytes as u64);
+        (self.events > cfg.restore_max_events || self.bytes > cfg.restore_max_bytes).then_some(
+            CoreError::HistoryTooLarge {
+                events: self.events,
+                bytes: self.bytes,
+            },
+        )
     }
 }
 
@@ -127,6 +150,7 @@ impl Machine {
         self.mode = Mode::Restore { verify };
         self.restore = Some(self.pos.cursor);
         self.shown = None;
+        self.backlog = BacklogRead::default();
         self.counters.restores += 1;
         // A consumer of the progress stages this restore from the whole view.
         self.progress = ViewChange {
@@ -163,6 +187,7 @@ impl Machine {
     /// Rule 4: hold live frames and fetch event pages from the cursor.
     fn start_repair(&mut self, now: u64) {
         let verify = self.scoped() && self.pos.cursor > 0;
+        self.backlog = BacklogRead::default();
         self.mode = Mode::Repair {
             from_cursor: self.pos.cursor,
             verify,
@@ -179,16 +204,29 @@ impl Machine {
     }
 
     /// The restore is done and the stream's `hello` agreed with its epoch
-    /// (in either order): restarts from 0 are no longer back to back. Until
-    /// both, they are paced (a page and a stream that disagree on the epoch
-    /// would restart at once, forever).
-    fn restarts_settled(&mut self) {
-        self.zero_restarts = 0;
-        self.restart_backoff.reset();
+    /// (in either order): the scope is live from `now`.
+    fn went_live(&mut self, now: u64) {
+        self.live_since.get_or_insert(now);
+    }
+
+    /// Whether the restarts from 0 so far are over: the scope has been live
+    /// for the backoff's cap since the last one. Until then they count as
+    /// in a row and are paced, whether the restore agreed or not: a page
+    /// and a stream that disagree on the epoch, or a server that changes it
+    /// right after every agreeing restore, would restart at once, for ever.
+    /// The cap is the longest wait any retry has, so a loop can never look
+    /// settled faster than the backoff would pace it.
+    fn restarts_settled(&mut self, now: u64) -> bool {
+        let live_for = self.live_since.take().map(|t| now.saturating_sub(t));
+        live_for.is_some_and(|ms| ms >= self.cfg.backoff.max_ms)
     }
 
     /// Rule 8 and rule 9 (invalid cursor): discard everything, restore from 0.
     fn restart_from_zero(&mut self, notice: Notice, now: u64) {
+        if self.restarts_settled(now) {
+            self.zero_restarts = 0;
+            self.restart_backoff.reset();
+        }
         self.notices.push_back(notice);
         self.abort_all();
         self.buffer.clear();
@@ -287,7 +325,10 @@ impl Machine {
                 self.on_hello(h, now);
                 self.spare = Some(env);
             }
-            _ => self.route(Frame::Event(env), size, now),
+            _ => {
+                self.stream_proven();
+                self.route(Frame::Event(env), size, now)
+            }
         }
     }
 
@@ -299,13 +340,12 @@ impl Machine {
             }
             None => return,
         };
-        self.stream_backoff.reset();
         self.refresh_unproven = false;
         if !self.check_epoch(&h.epoch, now) {
             return;
         }
         if self.restore.is_none() {
-            self.restarts_settled();
+            self.went_live(now);
         }
         self.saw_head(h.head);
         let boot = h.boot_id.clone();
@@ -487,6 +527,7 @@ impl Machine {
                     Ok(()) if over(page.history.len(), limit) => {
                         self.page_over_limit(page.history.len(), limit, now)
                     }
+                    Ok(()) if self.over_budget(page.history.len(), body.len()) => {}
                     Ok(()) => self.on_replay_page(&mut page, asked, now),
                     Err(e) => self.page_unreadable(e, now),
                 }
@@ -501,6 +542,7 @@ impl Machine {
                     Ok(()) if over(page.events.len(), limit) => {
                         self.page_over_limit(page.events.len(), limit, now)
                     }
+                    Ok(()) if self.over_budget(page.events.len(), body.len()) => {}
                     Ok(()) => self.on_event_page(&mut page, asked, now),
                     Err(e) => self.page_unreadable(e, now),
                 }
@@ -521,6 +563,35 @@ impl Machine {
         }
         self.drop_prefetch();
         self.fetch_retry(CoreError::PageNotAdvancing { cursor: asked }, None, now);
+        true
+    }
+
+    /// Counts a page against the backlog's budget; past it, stops for good
+    /// (true).
+    fn over_budget(&mut self, events: usize, bytes: usize) -> bool {
+        match self.backlog.add(events, bytes, &self.cfg) {
+            Some(err) => {
+                self.fail(err);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A page whose last event lies more than a page (`replay_page_limit`)
+    /// past the head the page itself announced stops for good (true): the
+    /// reference server reads both in one snapshot (the event is at most
+    /// the head); the slack is for one that reads its head first. Without
+    /// it, a server could page new events for ever under a head that never
+    /// moves, and every one of them would be kept.
+    fn past_head(&mut self, events: &[Envelope], head: u64) -> bool {
+        let Some(cursor) = events.iter().rev().find_map(|e| self.durable_key(e)) else {
+            return false;
+        };
+        if cursor <= head.saturating_add(u64::from(self.cfg.replay_page_limit)) {
+            return false;
+        }
+        self.fail(CoreError::HistoryPastHead { cursor, head });
         true
     }
 
@@ -565,6 +636,9 @@ impl Machine {
             return;
         }
         self.saw_head(page.head);
+        if self.past_head(&page.history, page.head) {
+            return;
+        }
         self.apply_page(&mut page.history);
         if page.has_more && self.not_advancing(asked, now) {
             return;
@@ -593,6 +667,9 @@ impl Machine {
             return;
         }
         self.saw_head(page.head);
+        if self.past_head(&page.events, page.head) {
+            return;
+        }
         let verify = match &mut self.mode {
             Mode::Restore { verify } | Mode::Repair { verify, .. } => std::mem::take(verify),
             Mode::Follow | Mode::Unrestored => return,
@@ -658,7 +735,7 @@ impl Machine {
         }
         if let Some(from_cursor) = self.restore.take() {
             if self.stream.as_ref().is_some_and(|s| s.hello_seen) {
-                self.restarts_settled();
+                self.went_live(now);
             }
             let status = std::mem::take(&mut self.change.status);
             let unchanged = self.change.is_empty();

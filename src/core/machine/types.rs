@@ -115,7 +115,27 @@ pub struct Config {
     /// body): past it the request is aborted and fails with
     /// `body_too_large` (a page is retried with the fetch backoff). The
     /// reference server's pages stop at 1 MiB of events plus one event.
+    /// It also bounds a stream's bytes between two events (comments, an
+    /// event over `max_event_size` being skipped): such an event is then
+    /// repaired from a page, which may be this large, while a stream ended
+    /// inside it would reconnect into it again. It costs no memory: the
+    /// parser drops what it skips.
     pub max_body_bytes: usize,
+    /// Most bytes of the live stream the body reader holds for a frame
+    /// ([`Pace::HoldChunks`](super::Pace::HoldChunks)) before it delivers
+    /// them anyway: what it delivers is copied into the machine's memory
+    /// at once, and a frame's worth of a stream is whatever the server
+    /// sends (a gzip bomb: tens of MiB, which the wasm memory would keep
+    /// for good). A frame of a live answer is a few KB; 1 MiB, one event
+    /// of the default `max_event_size`, is never a second delivery for it.
+    pub max_held_bytes: usize,
+    /// Most events one restore or repair may read (all its pages): past
+    /// it the client stops with `history_too_large` (a server that pages
+    /// for ever would otherwise fill the tab's memory).
+    pub restore_max_events: u64,
+    /// Most bytes of page bodies one restore or repair may read: past it,
+    /// `history_too_large`.
+    pub restore_max_bytes: u64,
     /// A stored value not read within this long is given up: the client
     /// starts without it and keeps its state in memory.
     pub storage_timeout_ms: u64,
@@ -198,6 +218,9 @@ impl Config {
             fetch_timeout_ms: 30_000,
             connect_timeout_ms: Config::DEFAULT_CONNECT_TIMEOUT_MS,
             max_body_bytes: 16 << 20,
+            max_held_bytes: 1 << 20,
+            restore_max_events: 500_000,
+            restore_max_bytes: 512 << 20,
             storage_timeout_ms: 10_000,
             write_attempts: 5,
             write_backoff: BackoffConfig {
