@@ -510,6 +510,17 @@ fn rule_7_turn_failed_worker_restart_interrupts_the_overlay() {
     assert!(v.overlay().is_none());
     assert_eq!(v.interrupted()[0].text, "half an ans");
     assert_eq!(v.interrupted()[0].reason, REASON_WORKER_RESTART);
+    // Rule 1: a reload shows the log's honest end, not the partial text
+    // only this client saw (it is not stored).
+    r.advance(1_000);
+    let restored = Machine::new(Config::session(SES), Some(&persisted(&r)), 0);
+    let s = restored.view().as_session().unwrap();
+    assert!(s.interrupted().is_empty());
+    assert!(matches!(
+        s.items().last(),
+        Some(TranscriptItem::TurnEnd { outcome, reason: Some(why), .. })
+            if outcome == "failed" && why == REASON_WORKER_RESTART
+    ));
 }
 
 /// A client live after `n` events whose stream ended and reopened (no

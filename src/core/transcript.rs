@@ -113,6 +113,7 @@ mod tests {
                 r#"{"epoch":"e_91c2","cursor":12,"items":["#,
                 r#"{"kind":"message","message_id":"m1","turn_id":"t1","role":"user","text":"hi"},"#,
                 r#"{"kind":"tool","call_id":"c1","turn_id":"t1","name":"shell","status":"ok","output":"..."},"#,
+                r#"{"kind":"question","question_id":"q0","turn_id":"t1","prompt":"Go?","outcome":"answered","answer":"yes"},"#,
                 r#"{"kind":"turn_end","turn_id":"t1","outcome":"completed"},"#,
                 r#"{"kind":"turn_end","turn_id":"t2","outcome":"failed","reason":"worker_restart"}],"#,
                 r#""pending_prompts":[{"question_id":"q1","prompt":"Proceed?","options":["yes","no"],"persisted":true}],"#,

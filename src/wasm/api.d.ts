@@ -154,7 +154,9 @@ export interface Notice {
 export type TranscriptItem =
   | { kind: "message"; message_id: string; turn_id: string; role: "user" | "assistant"; text: string }
   | { kind: "tool"; call_id: string; turn_id: string; name: string; status: "running" | "ok" | "error"; output: string | null }
-  | { kind: "turn_end"; turn_id: string; outcome: "completed" | "failed" | "cancelled"; reason?: string };
+  | { kind: "turn_end"; turn_id: string; outcome: "completed" | "failed" | "cancelled"; reason?: string }
+  /** A question once answered or declined, at its end's place; while open it is in `pendingPrompts`. */
+  | { kind: "question"; question_id: string; turn_id: string; prompt: string; outcome: "answered" | "declined"; answer?: string; reason?: string };
 
 /** An unanswered question; `persisted: false` exists only in the live turn. */
 export interface PendingPrompt {
@@ -220,7 +222,7 @@ export interface LiveOverlay {
   text_offset: number;
   /** What the turn is doing. */
   state: "sampling" | "tool_running" | "waiting_for_answer";
-  /** The turn's tool calls. */
+  /** The turn's tool calls not yet in `items`: a call shows here only until its start is durable, then as a `tool` item. */
   tools: LiveTool[];
   /** The question the turn waits on, which may not be in the log yet; else `null`. */
   pending_question: { question_id: string; prompt: string; options: string[] } | null;

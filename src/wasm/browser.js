@@ -109,9 +109,18 @@ export function buildItems(bytes, layout) {
       case 1:
         items.push({ kind: "tool", call_id: next(), turn_id: next(), name: next(), status: next(), output: next() });
         break;
-      default: {
+      case 2: {
         const item = { kind: "turn_end", turn_id: next(), outcome: next() };
         const reason = next();
+        if (reason !== null) item.reason = reason;
+        items.push(item);
+        break;
+      }
+      default: {
+        const item = { kind: "question", question_id: next(), turn_id: next(), prompt: next(), outcome: next() };
+        const answer = next();
+        const reason = next();
+        if (answer !== null) item.answer = answer;
         if (reason !== null) item.reason = reason;
         items.push(item);
       }

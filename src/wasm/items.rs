@@ -78,6 +78,22 @@ impl Batch {
                 self.str(outcome);
                 self.opt(reason.as_deref());
             }
+            TranscriptItem::Question {
+                question_id,
+                turn_id,
+                prompt,
+                outcome,
+                answer,
+                reason,
+            } => {
+                self.layout.push(3);
+                self.str(question_id);
+                self.str(turn_id);
+                self.str(prompt);
+                self.str(outcome);
+                self.opt(answer.as_deref());
+                self.opt(reason.as_deref());
+            }
         }
     }
 }

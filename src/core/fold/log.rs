@@ -82,8 +82,19 @@ pub struct LogView {
     events: VecDeque<LogEntry>,
     total: u64,
     counts: TypeCounts,
+    // Transients are not stored (docs/protocol.md §6 rule 1).
+    #[serde(skip)]
     transient: u64,
+    #[serde(skip)]
     last_transient: Option<LogEntry>,
+}
+
+/// The stored part of a [`LogView`]: its durable events.
+struct LogData {
+    capacity: usize,
+    events: VecDeque<LogEntry>,
+    total: u64,
+    counts: TypeCounts,
 }
 
 impl LogView {
@@ -144,14 +155,26 @@ impl LogView {
     }
 }
 
-crate::json_struct!(LogView {
+crate::json_struct!(LogData {
     capacity: req,
     events: req,
     total: req,
     counts: req,
-    transient: req,
-    last_transient: def,
 });
+
+impl FromJson for LogView {
+    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
+        let d = LogData::read(r)?;
+        Ok(LogView {
+            capacity: d.capacity,
+            events: d.events,
+            total: d.total,
+            counts: d.counts,
+            transient: 0,
+            last_transient: None,
+        })
+    }
+}
 
 /// Durable events applied per `type`. A scope has a handful of types: a
 /// vector sorted by type replaces a `BTreeMap`, whose code was ~6 KB of wasm.

@@ -252,13 +252,6 @@ impl Overlay {
 }
 
 // The persisted state is read with the client's small reader (crate::json).
-crate::json_struct!(InterruptedTurn {
-    turn_id: req,
-    message_id: req,
-    text: req,
-    text_offset: req,
-    reason: req
-});
 
 #[cfg(test)]
 mod tests {

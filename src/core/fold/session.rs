@@ -9,23 +9,24 @@ use super::overlay::{InterruptedTurn, Overlay};
 use super::ViewChange;
 use crate::json::{FromJson, JsonError, Reader};
 use crate::protocol::{
-    Envelope, Event, LiveTurn, PendingPrompt, TasksSnapshot, ToolStatus, Transcript,
+    Envelope, Event, LiveTurn, PendingPrompt, QuestionAsked, TasksSnapshot, ToolStatus, Transcript,
     TranscriptItem, REASON_WORKER_RESTART,
 };
 
 /// Reason recorded when a `hello` or replay names another runtime run.
 pub const REASON_BOOT_CHANGED: &str = "boot_changed";
 
-/// Persisted part of a [`SessionView`]; the indices are rebuilt on load.
-/// The live overlay is not part of it (rule 1: the state the cursor
-/// describes): a restore shows the runtime's `live_turn` instead.
+/// Persisted part of a [`SessionView`] (rule 1: what the log and the
+/// runtime's snapshots gave): the items, the open questions as they were
+/// asked, the last tasks snapshot, the runtime run that served them. The
+/// indices are rebuilt on load. Not part of it: the live overlay and what
+/// the client saw of it (interrupted turns' partial text): a restore gets
+/// the runtime's own `live_turn`.
 #[derive(Deserialize)]
 struct SessionData {
     items: Vec<TranscriptItem>,
-    prompts: Vec<PendingPrompt>,
-    resolved_questions: IdSet,
+    prompts: Vec<QuestionAsked>,
     tasks: TasksSnapshot,
-    interrupted: Vec<InterruptedTurn>,
     boot_id: String,
 }
 
@@ -34,14 +35,20 @@ struct SessionData {
 #[serde(from = "SessionData")]
 pub struct SessionView {
     items: Vec<TranscriptItem>,
-    prompts: Vec<PendingPrompt>,
-    resolved_questions: IdSet,
+    /// Questions asked durably and still open, in order (in the log's own
+    /// words: a `question` item takes their turn and prompt).
+    prompts: Vec<QuestionAsked>,
     tasks: TasksSnapshot,
-    // Not persisted (`SessionData`).
+    boot_id: String,
+    // The rest is not persisted (`SessionData`).
     #[serde(skip)]
     overlay: Option<Overlay>,
+    #[serde(skip)]
     interrupted: Vec<InterruptedTurn>,
-    boot_id: String,
+    /// Questions answered or declined (a `question` item each, or ended
+    /// before they were asked durably).
+    #[serde(skip)]
+    resolved_questions: IdSet,
     #[serde(skip)]
     tool_index: IdMap<usize>,
     #[serde(skip)]
@@ -55,9 +62,7 @@ impl From<SessionData> for SessionView {
         let mut v = SessionView {
             items: d.items,
             prompts: d.prompts,
-            resolved_questions: d.resolved_questions,
             tasks: d.tasks,
-            interrupted: d.interrupted,
             boot_id: d.boot_id,
             ..SessionView::default()
         };
@@ -71,6 +76,9 @@ impl From<SessionData> for SessionView {
                 }
                 TranscriptItem::TurnEnd { turn_id, .. } => {
                     v.ended_turns.insert(turn_id.clone());
+                }
+                TranscriptItem::Question { question_id, .. } => {
+                    v.resolved_questions.insert(question_id.clone());
                 }
             }
         }
@@ -107,7 +115,19 @@ impl SessionView {
     /// Unanswered questions: persisted ones in order, then the live pending
     /// question (`persisted: false`) when it is not persisted yet.
     pub fn pending_prompts(&self) -> Vec<PendingPrompt> {
-        let mut out = self.prompts.clone();
+        let prompt = |question_id: &String, prompt: &String, options: &Vec<String>, persisted| {
+            PendingPrompt {
+                question_id: question_id.clone(),
+                prompt: prompt.clone(),
+                options: options.clone(),
+                persisted,
+            }
+        };
+        let mut out: Vec<PendingPrompt> = self
+            .prompts
+            .iter()
+            .map(|q| prompt(&q.question_id, &q.prompt, &q.options, true))
+            .collect();
         if let Some(q) = self
             .overlay
             .as_ref()
@@ -116,12 +136,7 @@ impl SessionView {
             let known = self.resolved_questions.contains(&q.question_id)
                 || out.iter().any(|p| p.question_id == q.question_id);
             if !known {
-                out.push(PendingPrompt {
-                    question_id: q.question_id.clone(),
-                    prompt: q.prompt.clone(),
-                    options: q.options.clone(),
-                    persisted: false,
-                });
+                out.push(prompt(&q.question_id, &q.prompt, &q.options, false));
             }
         }
         out
@@ -150,10 +165,40 @@ impl SessionView {
         }
     }
 
-    fn resolve_question(&mut self, question_id: &str, change: &mut ViewChange) {
-        self.resolved_questions.insert(question_id.to_owned());
-        self.prompts.retain(|p| p.question_id != question_id);
+    /// Ends an open question: it leaves `pending_prompts` and, if it was
+    /// asked durably, stays in the transcript as a `question` item with its
+    /// outcome (PROTOCOL.md §7). Only the first end counts.
+    fn resolve_question(
+        &mut self,
+        question_id: &str,
+        outcome: &str,
+        answer: Option<String>,
+        reason: Option<String>,
+        change: &mut ViewChange,
+    ) {
+        if !self.resolved_questions.insert(question_id.to_owned()) {
+            return;
+        }
         change.prompts = true;
+        let Some(at) = self
+            .prompts
+            .iter()
+            .position(|p| p.question_id == question_id)
+        else {
+            return;
+        };
+        let asked = self.prompts.remove(at);
+        self.push(
+            TranscriptItem::Question {
+                question_id: asked.question_id,
+                turn_id: asked.turn_id,
+                prompt: asked.prompt,
+                outcome: outcome.to_owned(),
+                answer,
+                reason,
+            },
+            change,
+        );
     }
 
     fn end_turn(
@@ -219,6 +264,9 @@ impl SessionView {
                     return;
                 }
                 self.tool_index.insert(t.call_id.clone(), self.items.len());
+                if let Some(o) = self.overlay.as_mut() {
+                    ch.overlay |= drop_durable_tools(o, &self.tool_index);
+                }
                 self.push(
                     TranscriptItem::Tool {
                         call_id: take(&mut t.call_id),
@@ -248,17 +296,18 @@ impl SessionView {
                 let known = self.resolved_questions.contains(&q.question_id)
                     || self.prompts.iter().any(|p| p.question_id == q.question_id);
                 if !known {
-                    self.prompts.push(PendingPrompt {
-                        question_id: take(&mut q.question_id),
-                        prompt: take(&mut q.prompt),
-                        options: take(&mut q.options),
-                        persisted: true,
-                    });
+                    self.prompts.push(take(q));
                     ch.prompts = true;
                 }
             }
-            Event::QuestionAnswered(q) => self.resolve_question(&q.question_id, ch),
-            Event::QuestionDeclined(q) => self.resolve_question(&q.question_id, ch),
+            Event::QuestionAnswered(q) => {
+                let answer = Some(take(&mut q.answer));
+                self.resolve_question(&q.question_id, "answered", answer, None, ch);
+            }
+            Event::QuestionDeclined(q) => {
+                let reason = Some(take(&mut q.reason));
+                self.resolve_question(&q.question_id, "declined", None, reason, ch);
+            }
             Event::TurnCompleted(t) => self.end_turn(&t.turn_id, "completed", None, ch),
             Event::TurnCancelled(t) => self.end_turn(&t.turn_id, "cancelled", None, ch),
             Event::TurnFailed(t) => self.end_turn(&t.turn_id, "failed", Some(&t.reason), ch),
@@ -331,6 +380,8 @@ impl SessionView {
             o.text.clear();
             o.text_len = 0;
         }
+        // A snapshot lists every call of the turn.
+        drop_durable_tools(&mut o, &self.tool_index);
         self.overlay = Some(o);
         ch.overlay = true;
     }
@@ -366,12 +417,19 @@ impl SessionView {
     }
 }
 
+/// One place per tool call (PROTOCOL.md §7): the live section shows a call
+/// only until its `tool.started` is durable, then it is an item. Whether
+/// any went.
+fn drop_durable_tools(o: &mut Overlay, durable: &IdMap<usize>) -> bool {
+    let before = o.tools.len();
+    o.tools.retain(|t| !durable.contains_key(&t.call_id));
+    o.tools.len() != before
+}
+
 crate::json_struct!(SessionData {
     items: req,
     prompts: req,
-    resolved_questions: req,
     tasks: req,
-    interrupted: req,
     boot_id: req,
 });
 

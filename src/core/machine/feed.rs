@@ -8,6 +8,8 @@ use serde::Serialize;
 
 use super::error::ErrorInfo;
 use super::types::{Notice, State, Status};
+use crate::fold::REASON_BOOT_CHANGED;
+use crate::protocol::REASON_WORKER_RESTART;
 
 /// How many notices [`Machine::recent_notices`](super::Machine::recent_notices)
 /// keeps (oldest dropped first).
@@ -47,22 +49,20 @@ impl ClientNotice {
     }
 
     /// The application-facing form of a machine notice; `None` for retries,
-    /// which the status already shows.
+    /// which the status already shows. The message is for a person: counts,
+    /// not cursors; what happened, not reason codes.
     pub fn from_notice(n: &Notice, at: u64) -> Option<Self> {
-        let range = |what: &str, from: u64, to: u64| {
-            what.to_owned() + " from cursor " + &from.to_string() + " to " + &to.to_string()
-        };
         Some(match n {
             Notice::Restored {
                 from_cursor,
                 to_cursor,
-            } => Self::new("restored", range("restored", *from_cursor, *to_cursor), at),
+            } => Self::new("restored", restored_words(*from_cursor, *to_cursor), at),
             Notice::GapRepaired {
                 from_cursor,
                 to_cursor,
             } => Self::new(
                 "gap_repaired",
-                range("gap repaired", *from_cursor, *to_cursor),
+                events(to_cursor.saturating_sub(*from_cursor)) + " fetched again",
                 at,
             ),
             Notice::EpochChanged { error } => Self::from_error("epoch_changed", error, at),
@@ -73,13 +73,45 @@ impl ClientNotice {
             Notice::FrameSkipped { error } | Notice::Failed { error } => {
                 Self::from_error(&error.code, error, at)
             }
-            Notice::TurnInterrupted { turn_id, reason } => Self::new(
-                "turn_interrupted",
-                turn_id.clone() + " interrupted: " + reason,
-                at,
-            ),
+            Notice::TurnInterrupted { reason, .. } => {
+                Self::new("turn_interrupted", interrupted_words(reason), at)
+            }
             Notice::Retrying { .. } => return None,
         })
+    }
+}
+
+/// "1 missed event", "3 missed events".
+fn events(n: u64) -> String {
+    let noun = if n == 1 {
+        " missed event"
+    } else {
+        " missed events"
+    };
+    n.to_string() + noun
+}
+
+/// A first load says how much history came; a later one that it caught up.
+fn restored_words(from: u64, to: u64) -> String {
+    let n = to.saturating_sub(from);
+    let noun = if n == 1 { " event" } else { " events" };
+    if from == 0 {
+        "loaded ".to_owned() + &n.to_string() + noun + " of history"
+    } else {
+        "caught up: ".to_owned() + &n.to_string() + noun + " loaded"
+    }
+}
+
+/// Why the shown answer stopped, in words (rule 7's two reasons).
+fn interrupted_words(reason: &str) -> String {
+    match reason {
+        REASON_WORKER_RESTART => {
+            "the answer in progress was interrupted: the runtime restarted".into()
+        }
+        REASON_BOOT_CHANGED => "the answer in progress can no longer be followed live: \
+            the connection reached another runtime process; its end will show when it is saved"
+            .into(),
+        other => "the answer in progress was interrupted: ".to_owned() + other,
     }
 }
 

@@ -81,18 +81,17 @@ pub fn encode(target: &Target, pos: &Position, view: &View) -> Vec<u8> {
 /// Decodes a stored value for `target`; anything unusable is an error (the
 /// caller then starts from 0).
 pub fn decode(bytes: &[u8], target: &Target) -> Result<(Position, View), CoreError> {
-    // Peek at the version first so a future format is not misreported as bad JSON.
-    struct Version {
-        v: u64,
-    }
-    crate::json_struct!(Version { v: req });
-    let version: Version =
-        json::from_slice(bytes).map_err(|e| CoreError::CorruptStorage(e.to_string()))?;
-    if version.v != u64::from(STORAGE_VERSION) {
-        return Err(CoreError::CorruptStorage(format!(
-            "unknown storage version {}",
-            version.v
-        )));
+    // The version first, so that a future format is not misreported as bad
+    // JSON (read with the head, which the writer puts first: the state is
+    // not read for it).
+    match StoredHead::of(bytes).map(|h| h.version) {
+        Some(v) if v == u64::from(STORAGE_VERSION) => {}
+        Some(v) => {
+            return Err(CoreError::CorruptStorage(format!(
+                "unknown storage version {v}"
+            )))
+        }
+        None => return Err(CoreError::CorruptStorage("no readable head".into())),
     }
     let s: Stored =
         json::from_slice(bytes).map_err(|e| CoreError::CorruptStorage(e.to_string()))?;
@@ -125,6 +124,7 @@ pub fn decode(bytes: &[u8], target: &Target) -> Result<(Position, View), CoreErr
 /// state, which the writer puts after them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredHead {
+    version: u64,
     epoch: Option<String>,
     cursor: u64,
 }
@@ -155,17 +155,20 @@ impl StoredHead {
     fn read(text: &str) -> Option<(StoredHead, usize)> {
         let mut r = json::Reader::new(text);
         // `epoch` is `Some` once its key is read (its value may be null).
-        let (mut epoch, mut cursor): (Option<Option<String>>, _) = (None, None);
+        let (mut version, mut epoch, mut cursor): (_, Option<Option<String>>, _) =
+            (None, None, None);
         r.object_while(&mut |r, key| {
             match key {
+                "v" => version = Some(json::FromJson::read(r)?),
                 "epoch" => epoch = Some(json::FromJson::read(r)?),
                 "cursor" => cursor = Some(json::FromJson::read(r)?),
                 _ => r.skip()?,
             }
-            Ok(epoch.is_none() || cursor.is_none())
+            Ok(version.is_none() || epoch.is_none() || cursor.is_none())
         })
         .ok()?;
         let head = StoredHead {
+            version: version.unwrap_or_default(),
             epoch: epoch.flatten(),
             cursor: cursor?,
         };

@@ -55,6 +55,24 @@ wire_tagged! {
             /// Output once completed.
             output: Option<String> = default,
         },
+        /// A question once answered or declined (while open it is in
+        /// `pending_prompts`), at its answer's place in durable order.
+        Question = "question" {
+            /// The question.
+            question_id: String,
+            /// Its turn.
+            turn_id: String,
+            /// What was asked.
+            prompt: String,
+            /// `answered` or `declined`.
+            outcome: String,
+            /// The answer given (answered).
+            #[serde(skip_serializing_if = "Option::is_none")]
+            answer: Option<String> = default,
+            /// Why it was declined, e.g. `cancelled`, `orphaned`.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reason: Option<String> = default,
+        },
         /// The end of a turn.
         TurnEnd = "turn_end" {
             /// The turn.
