@@ -19,13 +19,21 @@ fn same(a: &JsValue, b: &JsValue) -> bool {
     Object::is(a, b)
 }
 
-fn tools_len(view: &JsValue) -> u32 {
-    let tools = get(view, "live.tools");
-    if tools.is_object() {
-        Array::from(&tools).length()
+fn len_of(view: &JsValue, path: &str) -> u32 {
+    let list = get(view, path);
+    if list.is_object() {
+        Array::from(&list).length()
     } else {
         0
     }
+}
+
+fn tools_len(view: &JsValue) -> u32 {
+    len_of(view, "live.tools")
+}
+
+fn items_len(view: &JsValue) -> u32 {
+    len_of(view, "items")
 }
 
 #[wasm_bindgen_test]
@@ -71,7 +79,7 @@ async fn unchanged_parts_keep_their_objects_while_an_answer_streams() {
         streaming.len()
     );
 
-    let (mut text_only, mut tool_added) = (0, 0);
+    let (mut text_only, mut item_added) = (0, 0);
     for pair in streaming.windows(2) {
         let (a, b) = (pair[0], pair[1]);
         assert!(!same(a, b), "a new snapshot per change");
@@ -88,34 +96,54 @@ async fn unchanged_parts_keep_their_objects_while_an_answer_streams() {
             );
         }
         let text_changed = get(a, "live.text") != get(b, "live.text");
-        if tools_len(a) == tools_len(b) && tools_len(a) > 0 && text_changed {
+        let tools_equal = json_of(&get(a, "live.tools")) == json_of(&get(b, "live.tools"));
+        let items_equal = json_of(&get(a, "items")) == json_of(&get(b, "items"));
+        if text_changed && tools_equal && items_equal {
             text_only += 1;
-            let same_tools = same(&get(a, "live.tools"), &get(b, "live.tools"));
-            let tools_equal = json_of(&get(a, "live.tools")) == json_of(&get(b, "live.tools"));
             assert!(
-                same_tools || !tools_equal,
+                tools_len(a) == 0 || same(&get(a, "live.tools"), &get(b, "live.tools")),
                 "unchanged live.tools keep their object"
             );
             assert!(!same(&get(a, "live"), &get(b, "live")), "live changed");
-            if tools_equal {
-                assert!(
-                    same(&get(a, "items"), &get(b, "items")),
-                    "items keep their array while only the live text changes"
-                );
-            }
-        }
-        if tools_len(b) > tools_len(a) {
-            tool_added += 1;
             assert!(
-                !same(&get(a, "live.tools"), &get(b, "live.tools")),
-                "changed live.tools are a new object"
+                same(&get(a, "items"), &get(b, "items")),
+                "items keep their array while only the live text changes"
+            );
+        }
+        if items_len(b) > items_len(a) {
+            item_added += 1;
+            assert!(
+                !same(&get(a, "items"), &get(b, "items")),
+                "changed items are a new array"
+            );
+        }
+        // One place per call: a durable call is an item, not a live tool.
+        let items = json_of(&get(b, "items"));
+        let durable: Vec<&str> = items
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i["call_id"].as_str())
+            .collect();
+        for tool in json_of(&get(b, "live.tools"))
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let call = tool["call_id"].as_str().unwrap_or_default();
+            assert!(
+                !durable.contains(&call),
+                "{call} is in items and live.tools at once"
             );
         }
     }
     assert!(
         text_only >= 2,
-        "text streamed beside a tool card: {text_only}"
+        "text streamed with nothing else changing: {text_only}"
     );
-    assert!(tool_added >= 1, "the tool card appeared while streaming");
+    assert!(
+        item_added >= 1,
+        "the tool card became an item while streaming"
+    );
     client.close();
 }

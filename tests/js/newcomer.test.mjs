@@ -146,3 +146,65 @@ test("a server that does not allow the page's origin says cors and names the fla
   assert.doesNotMatch(down.message, /allow-origin/);
   assert.deepEqual(errors, []);
 });
+
+test("each thing shows in one place: a tool call never in items and live.tools at once, an answered question stays, across a reload", async () => {
+  const { session_id: sessionId } = await api(site, "POST", "/v1/sessions", { title: "newcomer-one-place" });
+  const page = await openPage(browser, `${site}/pkg/package.json`, errors);
+  try {
+    const seen = await page.evaluate(async ({ site, sessionId }) => {
+      const pkg = await import("/pkg/web/index.js");
+      await pkg.default();
+      const client = pkg.ReplayClient.connect({ baseUrl: site, sessionId, storage: "local", notify: "sync" });
+      // Every view the app is given: the calls shown twice in it, and the
+      // longest live tool list seen.
+      const twice = [];
+      let liveTools = 0;
+      client.subscribe((v) => {
+        const durable = new Set(v.items.filter((i) => i.kind === "tool").map((i) => i.call_id));
+        for (const t of v.live?.tools ?? []) if (durable.has(t.call_id)) twice.push(t.call_id);
+        liveTools = Math.max(liveTools, v.live?.tools.length ?? 0);
+      });
+      const until = async (what, ok) => {
+        for (let i = 0; i < 300 && !ok(client.view()); i++) await new Promise((r) => setTimeout(r, 100));
+        if (!ok(client.view())) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(client.view().items)}`);
+      };
+      const ended = (n) => (v) => v.items.filter((i) => i.kind === "turn_end").length >= n;
+      await client.send("/tool run the tests");
+      await until("the tool turn's end", ended(1));
+      await client.send("/ask shall I deploy?");
+      await until("the question", (v) => v.pendingPrompts.some((p) => p.persisted));
+      const asked = client.view().pendingPrompts.find((p) => p.persisted);
+      await client.answer(asked.question_id, asked.options[0]);
+      await until("the ask turn's end", ended(2));
+      const items = client.view().items;
+      client.close();
+      return { twice, liveTools, items, asked };
+    }, { site, sessionId });
+    assert.deepEqual(seen.twice, [], "a call shown in items and live.tools at once");
+    assert.ok(seen.liveTools > 0, "the running tool was shown live before it was durable");
+    const tools = seen.items.filter((i) => i.kind === "tool");
+    assert.equal(tools.length, 1);
+    assert.equal(tools[0].status, "ok");
+    const question = seen.items.find((i) => i.kind === "question");
+    assert.ok(question, `no question item in ${JSON.stringify(seen.items)}`);
+    assert.equal(question.question_id, seen.asked.question_id);
+    assert.equal(question.prompt, seen.asked.prompt);
+    assert.equal(question.outcome, "answered");
+    assert.equal(question.answer, seen.asked.options[0]);
+    // A reload: the stored state and the server's transcript say the same.
+    const reloaded = await page.evaluate(async ({ site, sessionId }) => {
+      const pkg = await import("/pkg/web/index.js");
+      const client = pkg.ReplayClient.connect({ baseUrl: site, sessionId, storage: "local" });
+      for (let i = 0; i < 300 && client.view().status.state !== "live"; i++) await new Promise((r) => setTimeout(r, 100));
+      const items = client.view().items;
+      client.close();
+      return items;
+    }, { site, sessionId });
+    assert.deepEqual(reloaded, seen.items);
+    const server = await api(site, "GET", `/v1/sessions/${sessionId}/transcript`);
+    assert.deepEqual(server.items, seen.items);
+  } finally {
+    await page.close();
+  }
+  assert.deepEqual(errors, []);
+});
