@@ -177,10 +177,13 @@ test("each thing shows in one place: a tool call never in items and live.tools a
       await client.answer(asked.question_id, asked.options[0]);
       await until("the ask turn's end", ended(2));
       const items = client.view().items;
+      const notices = client.view().notices.map((n) => `${n.code}: ${n.message}`);
       client.close();
-      return { twice, liveTools, items, asked };
+      return { twice, liveTools, items, asked, notices };
     }, { site, sessionId });
     assert.deepEqual(seen.twice, [], "a call shown in items and live.tools at once");
+    // Notices in words: no cursor numbers.
+    assert.ok(seen.notices.every((n) => !/cursor/.test(n)), JSON.stringify(seen.notices));
     assert.ok(seen.liveTools > 0, "the running tool was shown live before it was durable");
     const tools = seen.items.filter((i) => i.kind === "tool");
     assert.equal(tools.length, 1);
@@ -203,6 +206,28 @@ test("each thing shows in one place: a tool call never in items and live.tools a
     assert.deepEqual(reloaded, seen.items);
     const server = await api(site, "GET", `/v1/sessions/${sessionId}/transcript`);
     assert.deepEqual(server.items, seen.items);
+  } finally {
+    await page.close();
+  }
+  assert.deepEqual(errors, []);
+});
+
+test("a baseUrl ending in /v1 fails with the server's hint to give the root", async () => {
+  const { session_id: sessionId } = await api(site, "POST", "/v1/sessions", { title: "newcomer-v1" });
+  const page = await openPage(browser, `${site}/pkg/package.json`, errors);
+  try {
+    const error = await page.evaluate(async ({ baseUrl, sessionId }) => {
+      const pkg = await import("/pkg/web/index.js");
+      await pkg.default();
+      const client = pkg.ReplayClient.connect({ baseUrl, sessionId, storage: "memory" });
+      for (let i = 0; i < 100 && client.view().status.state !== "failed"; i++) await new Promise((r) => setTimeout(r, 100));
+      const { state, lastError } = client.view().status;
+      client.close();
+      return { state, ...lastError };
+    }, { baseUrl: `${site}/v1`, sessionId });
+    assert.equal(error.state, "failed", JSON.stringify(error));
+    assert.equal(error.status, 404, JSON.stringify(error));
+    assert.match(error.message, /\/v1 twice; give the client the server's root as its baseUrl/, JSON.stringify(error));
   } finally {
     await page.close();
   }
