@@ -29,6 +29,8 @@ function describe(item: TranscriptItem): string {
       return `${item.role}: ${item.text}`;
     case "tool":
       return `${item.name} ${item.status} ${item.output ?? ""}`;
+    case "question":
+      return `${item.prompt} ${item.outcome === "answered" ? `-> ${item.answer ?? ""}` : `declined (${item.reason ?? ""})`}`;
     case "turn_end":
       return `${item.outcome}${item.reason ? ` (${item.reason})` : ""}`;
   }
