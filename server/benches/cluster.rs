@@ -29,6 +29,15 @@ use spawn::ServerProc;
 const LOGS: usize = 10;
 const STREAMS: usize = 1000;
 const EVENTS: usize = 1000;
+
+/// Durable events per configuration: [`EVENTS`], or `REPLAY_BENCH_EVENTS`
+/// (a longer run to profile).
+fn events() -> usize {
+    std::env::var("REPLAY_BENCH_EVENTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(EVENTS)
+}
 /// Concurrent writers (the issue 32 goals are stated for 16).
 const WRITERS: usize = 16;
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -180,7 +189,7 @@ async fn measure(db: &str, nodes: usize) -> Figures {
             let (http, sent) = (http.clone(), Arc::clone(&sent));
             let bases: Vec<String> = nodes.iter().map(|n| n.base.clone()).collect();
             tokio::spawn(async move {
-                for k in (w..EVENTS).step_by(WRITERS) {
+                for k in (w..events()).step_by(WRITERS) {
                     let log = k % LOGS;
                     let at = Instant::now();
                     let seq = append(&http, &bases[k % bases.len()], log).await;
@@ -192,8 +201,8 @@ async fn measure(db: &str, nodes: usize) -> Figures {
     for w in writers {
         w.await.unwrap();
     }
-    let per_s = EVENTS as f64 / started.elapsed().as_secs_f64();
-    let expect = EVENTS * STREAMS / LOGS;
+    let per_s = events() as f64 / started.elapsed().as_secs_f64();
+    let expect = events() * STREAMS / LOGS;
     let deadline = Instant::now() + DEADLINE;
     while arrivals.lock().unwrap().len() < expect && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -270,7 +279,7 @@ async fn durable_part(pg: Option<&str>) {
         println!("cluster_{name}_p99_ms {:.3}", f.p99);
         // Where the 2 cores went, per durable event (every reader's copy
         // included): the ceiling is the sum over the machine's cores.
-        let per_event = |s: f64| s / EVENTS as f64 * 1e6;
+        let per_event = |s: f64| s / events() as f64 * 1e6;
         println!(
             "cluster_{name}_cpu_nodes_us_per_event {:.0}",
             per_event(f.cpu_nodes)
