@@ -11,7 +11,12 @@
 //!
 //! Run: `REPLAY_BENCH_POSTGRES=postgres://… REPLAY_BENCH_REDIS=redis://…
 //! cargo bench -p replay-server --bench cluster [-- durable|tail]` (one
-//! argument: that part only).
+//! argument: that part only). The durable part also prints the CPU time
+//! of the nodes, of Postgres and of the bench per durable event (issue 32:
+//! where the ceiling is). `REPLAY_BENCH_SERVER=path` runs another build of
+//! the server (A/B runs in one period on a shared machine);
+//! `REPLAY_BENCH_EVENTS=n` appends `n` events per configuration (a longer
+//! run to profile).
 
 mod cluster_tail;
 mod spawn;

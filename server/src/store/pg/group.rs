@@ -8,7 +8,8 @@
 //!
 //! A group whose staging fails (an event of a turn this node no longer
 //! holds, a deadlock) rolls back, and each of its appends is then tried
-//! alone, so one refused event never fails the others. A commit whose
+//! alone, so one refused event never fails the others (unless Postgres is
+//! unreachable: then every append of it gets that error at once). A commit whose
 //! outcome is unknown (the connection lost after `COMMIT` was sent) is
 //! never retried: every append of it gets the error, as a lone append
 //! would.
@@ -148,7 +149,10 @@ impl Groups {
         batch.sort_by(|a, b| (a.scope.as_str(), &a.scope_id).cmp(&(b.scope.as_str(), &b.scope_id)));
         match self.commit(node, &batch).await {
             Ok(group) => answer(batch, Ok(group)),
-            Err(Failed::Staging(e)) if batch.len() == 1 => answer(batch, Err(e)),
+            // Postgres unreachable: trying each alone would only wait again.
+            Err(Failed::Staging(e)) if batch.len() == 1 || e.is_unavailable() => {
+                answer(batch, Err(e))
+            }
             Err(Failed::Staging(_)) => {
                 // Each alone: one refused event must not fail the others.
                 for r in batch {
