@@ -11,7 +11,12 @@
 //!
 //! Run: `REPLAY_BENCH_POSTGRES=postgres://… REPLAY_BENCH_REDIS=redis://…
 //! cargo bench -p replay-server --bench cluster [-- durable|tail]` (one
-//! argument: that part only).
+//! argument: that part only). The durable part also prints the CPU time
+//! of the nodes, of Postgres and of the bench per durable event (issue 32:
+//! where the ceiling is). `REPLAY_BENCH_SERVER=path` runs another build of
+//! the server (A/B runs in one period on a shared machine);
+//! `REPLAY_BENCH_EVENTS=n` appends `n` events per configuration (a longer
+//! run to profile).
 
 mod cluster_tail;
 mod spawn;
@@ -20,6 +25,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use cluster_tail::cpu;
 use futures_util::StreamExt;
 use replay_core::sse::{SseItem, SseParser};
 use serde_json::{json, Value};
@@ -28,6 +34,15 @@ use spawn::ServerProc;
 const LOGS: usize = 10;
 const STREAMS: usize = 1000;
 const EVENTS: usize = 1000;
+
+/// Durable events per configuration: [`EVENTS`], or `REPLAY_BENCH_EVENTS`
+/// (a longer run to profile).
+fn events() -> usize {
+    std::env::var("REPLAY_BENCH_EVENTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(EVENTS)
+}
 /// Concurrent writers (the issue 32 goals are stated for 16).
 const WRITERS: usize = 16;
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -108,9 +123,51 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[(((sorted.len() as f64) - 1.0) * p).round() as usize]
 }
 
-/// One configuration: nodes on `db`; returns (events/s, p50 ms, p99 ms).
-async fn measure(db: &str, nodes: usize) -> (f64, f64, f64) {
+/// The pid of the postmaster serving `db` (its CPU is measured).
+async fn postmaster(db: &str) -> u32 {
+    let (client, conn) = tokio_postgres::connect(db, tokio_postgres::NoTls)
+        .await
+        .expect("pg");
+    tokio::spawn(conn);
+    let backend: i32 = client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .expect("pid")
+        .get(0);
+    let stat = std::fs::read_to_string(format!("/proc/{backend}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    rest.split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0)
+}
+
+/// What one configuration measured.
+struct Figures {
+    per_s: f64,
+    p50: f64,
+    p99: f64,
+    /// CPU seconds from the first append until every reader had every
+    /// event: the nodes, Postgres (0 on SQLite), the bench (its readers).
+    cpu_nodes: f64,
+    cpu_pg: f64,
+    cpu_bench: f64,
+}
+
+/// One configuration: nodes on `db`.
+async fn measure(db: &str, nodes: usize) -> Figures {
+    let pg_pid = if db.starts_with("postgres") {
+        Some(postmaster(db).await)
+    } else {
+        None
+    };
     let nodes: Vec<ServerProc> = (0..nodes).map(|_| spawn::start(db, 1100)).collect();
+    let pids: Vec<String> = nodes.iter().map(|n| n.id().to_string()).collect();
+    let cpu = move || {
+        let nodes: f64 = pids.iter().map(|p| cpu::proc_cpu_s(p)).sum();
+        let pg = pg_pid.map_or(0.0, cpu::pg_cpu_s);
+        (nodes, pg, cpu::proc_cpu_s("self"))
+    };
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(16)
         .build()
@@ -130,13 +187,14 @@ async fn measure(db: &str, nodes: usize) -> (f64, f64, f64) {
     }
     tokio::time::sleep(Duration::from_millis(500)).await; // every hello out
     let sent: Arc<Mutex<HashMap<(usize, u64), Instant>>> = Arc::default();
+    let cpu0 = cpu();
     let started = Instant::now();
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
             let (http, sent) = (http.clone(), Arc::clone(&sent));
             let bases: Vec<String> = nodes.iter().map(|n| n.base.clone()).collect();
             tokio::spawn(async move {
-                for k in (w..EVENTS).step_by(WRITERS) {
+                for k in (w..events()).step_by(WRITERS) {
                     let log = k % LOGS;
                     let at = Instant::now();
                     let seq = append(&http, &bases[k % bases.len()], log).await;
@@ -148,12 +206,13 @@ async fn measure(db: &str, nodes: usize) -> (f64, f64, f64) {
     for w in writers {
         w.await.unwrap();
     }
-    let per_s = EVENTS as f64 / started.elapsed().as_secs_f64();
-    let expect = EVENTS * STREAMS / LOGS;
+    let per_s = events() as f64 / started.elapsed().as_secs_f64();
+    let expect = events() * STREAMS / LOGS;
     let deadline = Instant::now() + DEADLINE;
     while arrivals.lock().unwrap().len() < expect && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let cpu1 = cpu();
     let sent = sent.lock().unwrap();
     let mut lat: Vec<f64> = arrivals
         .lock()
@@ -166,7 +225,14 @@ async fn measure(db: &str, nodes: usize) -> (f64, f64, f64) {
         .collect();
     assert_eq!(lat.len(), expect, "every reader got every event");
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (per_s, percentile(&lat, 0.5), percentile(&lat, 0.99))
+    Figures {
+        per_s,
+        p50: percentile(&lat, 0.5),
+        p99: percentile(&lat, 0.99),
+        cpu_nodes: cpu1.0 - cpu0.0,
+        cpu_pg: cpu1.1 - cpu0.1,
+        cpu_bench: cpu1.2 - cpu0.2,
+    }
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -212,10 +278,25 @@ async fn durable_part(pg: Option<&str>) {
         }
     }
     for (name, db, nodes) in configs {
-        let (per_s, p50, p99) = measure(&db, nodes).await;
-        println!("cluster_{name}_events_per_s {per_s:.0}");
-        println!("cluster_{name}_p50_ms {p50:.3}");
-        println!("cluster_{name}_p99_ms {p99:.3}");
+        let f = measure(&db, nodes).await;
+        println!("cluster_{name}_events_per_s {:.0}", f.per_s);
+        println!("cluster_{name}_p50_ms {:.3}", f.p50);
+        println!("cluster_{name}_p99_ms {:.3}", f.p99);
+        // Where the 2 cores went, per durable event (every reader's copy
+        // included): the ceiling is the sum over the machine's cores.
+        let per_event = |s: f64| s / events() as f64 * 1e6;
+        println!(
+            "cluster_{name}_cpu_nodes_us_per_event {:.0}",
+            per_event(f.cpu_nodes)
+        );
+        println!(
+            "cluster_{name}_cpu_pg_us_per_event {:.0}",
+            per_event(f.cpu_pg)
+        );
+        println!(
+            "cluster_{name}_cpu_bench_us_per_event {:.0}",
+            per_event(f.cpu_bench)
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -35,7 +35,11 @@ pub fn start(db: &str, per_scope: u32) -> ServerProc {
 /// `--redis`, `--delta-ms`).
 pub fn start_with(db: &str, per_scope: u32, extra: &[&str]) -> ServerProc {
     let per_scope = per_scope.to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_replay-server"))
+    // `REPLAY_BENCH_SERVER`: another build of the server (A/B runs of one
+    // bench binary in the same period).
+    let binary = std::env::var("REPLAY_BENCH_SERVER")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_replay-server").to_owned());
+    let mut child = Command::new(binary)
         .args(["--listen", "127.0.0.1:0", "--db", db, "--faults"])
         // Measures fan-out, not the disk: one sync per append (`full`)
         // would be most of every latency here (docs/server.md).

@@ -12,13 +12,13 @@ use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use futures_util::StreamExt;
-use replay_core::protocol::{Event, Scope};
+use replay_core::protocol::{Envelope, Event, Scope};
 use tokio::sync::Notify;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use crate::hub::{Frame, Hub};
 use crate::store::pg::cluster::COMMANDS;
-use crate::store::pg::{self, events_after, read as pgr, CHANNEL};
+use crate::store::pg::{self, events_after, read as pgr, Committed, CHANNEL};
 use crate::store::{LogInfo, StoreResult};
 
 /// Events read from the log per query while catching up.
@@ -56,6 +56,11 @@ pub struct Publisher {
     commands: tokio::sync::broadcast::Sender<String>,
     /// Woken when a turn's end is published (turns waiting for it).
     turn_ended: Arc<Notify>,
+    /// This node's tag: its own wake-ups are skipped (its writers publish
+    /// what they commit).
+    node: String,
+    /// Events published without reading them back (diagnostics).
+    pub published_own: std::sync::atomic::AtomicU64,
 }
 
 impl Publisher {
@@ -66,6 +71,7 @@ impl Publisher {
         hub: Arc<Hub>,
         heads: Arc<RwLock<Heads>>,
         global_epoch: String,
+        node: String,
     ) -> StoreResult<Arc<Publisher>> {
         let snap = pgr::PgSnapshot::begin(&pool).await?;
         let rows = snap
@@ -100,6 +106,8 @@ impl Publisher {
             wake: Notify::new(),
             commands: tokio::sync::broadcast::channel(COMMANDS_BUFFERED).0,
             turn_ended: Arc::default(),
+            node,
+            published_own: Default::default(),
         }))
     }
 
@@ -124,32 +132,88 @@ impl Publisher {
         if done() {
             return Ok(());
         }
+        self.read_up_to(u64::MAX).await
+    }
+
+    /// Reads and publishes every committed event after the published head
+    /// and up to `upto`; the caller holds `turn`.
+    async fn read_up_to(&self, upto: u64) -> StoreResult<()> {
         let client = self.pool.get().await?;
         loop {
             let after = self.published();
-            let events = events_after(&client, after, u64::MAX, CATCH_UP_PAGE).await?;
+            if after >= upto {
+                return Ok(());
+            }
+            let events = events_after(&client, after, upto, CATCH_UP_PAGE).await?;
             let last_page = events.len() < CATCH_UP_PAGE;
             for (env, epoch) in events {
-                let (id, seq) = (env.id.unwrap_or(0), env.seq.unwrap_or(0));
-                let key = (env.scope, env.scope_id.clone());
-                let turn_end = matches!(
-                    env.event,
-                    Event::TurnCompleted(_) | Event::TurnFailed(_) | Event::TurnCancelled(_)
-                );
-                self.hub.publish(&Frame::new(env));
-                // Heads move after the frame is in the subscribers' buffers.
-                let mut h = self.heads.write().unwrap_or_else(PoisonError::into_inner);
-                h.logs.insert(key, LogInfo { epoch, head: seq });
-                h.global.head = id;
-                drop(h);
-                if turn_end {
-                    self.turn_ended.notify_waiters();
-                }
+                self.publish_one(env, epoch);
             }
             if last_page {
                 return Ok(());
             }
         }
+    }
+
+    /// Hands one event (the next id) to the hub, then moves the heads.
+    fn publish_one(&self, env: Envelope, epoch: String) {
+        let (id, seq) = (env.id.unwrap_or(0), env.seq.unwrap_or(0));
+        let key = (env.scope, env.scope_id.clone());
+        let turn_end = matches!(
+            env.event,
+            Event::TurnCompleted(_) | Event::TurnFailed(_) | Event::TurnCancelled(_)
+        );
+        self.hub.publish(&Frame::new(env));
+        // Heads move after the frame is in the subscribers' buffers.
+        let mut h = self.heads.write().unwrap_or_else(PoisonError::into_inner);
+        h.logs.insert(key, LogInfo { epoch, head: seq });
+        h.global.head = id;
+        drop(h);
+        if turn_end {
+            self.turn_ended.notify_waiters();
+        }
+    }
+
+    /// Publishes a group this node just committed (contiguous ids, in
+    /// order) without reading it back: what committed before it (other
+    /// nodes', or this node's other group) is read from the log first, so
+    /// the hub still gets every id once, in order. Ids commit in order, so
+    /// everything below the group's first id is committed by now.
+    pub async fn publish_own(&self, group: &[Committed]) -> StoreResult<()> {
+        let (Some(first), Some(last)) = (
+            group.first().and_then(|(e, _)| e.id),
+            group.last().and_then(|(e, _)| e.id),
+        ) else {
+            return Ok(());
+        };
+        if last <= self.published() {
+            return Ok(());
+        }
+        let _turn = self.turn.lock().await;
+        if last <= self.published() {
+            return Ok(());
+        }
+        self.read_up_to(first - 1).await?;
+        for (env, epoch) in group {
+            let id = env.id.unwrap_or(0);
+            let published = self.published();
+            if id <= published {
+                continue;
+            }
+            if id != published + 1 {
+                // Not the next id (never expected): the log decides.
+                return self.read_up_to(u64::MAX).await;
+            }
+            self.publish_one(env.clone(), epoch.clone());
+            self.published_own
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// [`Publisher::publish_own`] from synchronous code.
+    pub fn publish_own_now(&self, group: &[Committed]) -> StoreResult<()> {
+        pg::block(self.publish_own(group))
     }
 
     /// [`Publisher::catch_up`] from synchronous code (a writer that just
@@ -199,6 +263,7 @@ async fn listen_once(url: &str, publisher: &Arc<Publisher>) -> StoreResult<()> {
     {
         let wake = Arc::clone(&wake);
         let commands = publisher.commands.clone();
+        let node = publisher.node.clone();
         let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
         tokio::spawn(async move {
             while let Some(Ok(msg)) = messages.next().await {
@@ -208,7 +273,10 @@ async fn listen_once(url: &str, publisher: &Arc<Publisher>) -> StoreResult<()> {
                         let _ = commands.send(n.payload().to_owned());
                         continue;
                     }
-                    wake.notify_one();
+                    // Its own writers publish what this node commits.
+                    if n.payload() != node {
+                        wake.notify_one();
+                    }
                 }
             }
             let _ = lost_tx.send(());

@@ -129,6 +129,7 @@ impl Log {
             Arc::clone(&hub),
             Arc::clone(&heads),
             epoch,
+            db.node_tag().to_owned(),
         ))?;
         let follower = pg::runtime().spawn(follow::follow(url.to_owned(), Arc::clone(&publisher)));
         Ok(Log {
@@ -161,6 +162,23 @@ impl Log {
     /// Postgres (turns waiting for an earlier turn on another node).
     pub fn turn_ended(&self) -> Option<Arc<tokio::sync::Notify>> {
         self.cluster.as_ref().map(|c| c.publisher.turn_ended())
+    }
+
+    /// How this node's appends were committed and published (Postgres:
+    /// `{transactions, events, published_own}`, appends grouped into
+    /// transactions and events published without reading them back;
+    /// `null` on SQLite).
+    pub fn append_stats(&self) -> serde_json::Value {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(c) = &self.cluster else {
+            return serde_json::Value::Null;
+        };
+        let groups = c.db.group_stats();
+        serde_json::json!({
+            "transactions": groups.commits.load(Relaxed),
+            "events": groups.events.load(Relaxed),
+            "published_own": c.publisher.published_own.load(Relaxed),
+        })
     }
 
     /// The Postgres pool, when the store is Postgres.
@@ -330,9 +348,20 @@ impl Log {
     /// transient the caller publishes next never overtakes it.
     pub fn append(&self, scope: Scope, scope_id: &str, event: Event) -> StoreResult<Envelope> {
         if let Some(cluster) = &self.cluster {
-            let env = cluster.db.append(scope, scope_id, &event)?;
-            self.publish_committed(vec![env.clone()]);
-            return Ok(env);
+            let grouped = match cluster.db.append_grouped(scope, scope_id, &event) {
+                Ok(grouped) => grouped,
+                Err(e) => {
+                    // It may have committed (a lost reply); this node skips
+                    // its own wake-ups, so its follower looks now.
+                    cluster.publisher.poke();
+                    return Err(e);
+                }
+            };
+            if let Err(e) = cluster.publisher.publish_own_now(&grouped.group) {
+                tracing::warn!(error = %e, "publishing from the log failed; the follower will");
+                cluster.publisher.poke();
+            }
+            return Ok(grouped.own().0.clone());
         }
         let mut db = self.db();
         let env = db.append(scope, scope_id, &event)?;

@@ -214,3 +214,90 @@ async fn nodes_reconnect_and_catch_up_after_losing_postgres() {
     let stored = b.server.events(&format!("sessions/{sid}")).await;
     assert_eq!(seen, stored[..seen.len()]);
 }
+
+/// Concurrent appends through one node share transactions (group commit,
+/// issue 32): fewer commits than events, every log still dense, ids dense
+/// in the global list, and the node's own stream gets every event in
+/// order, published from the commit (not read back) once grouped. Another
+/// node's follower sees the same log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_through_one_node_commit_in_groups_and_stay_dense() {
+    let Some(db) = fresh_db("groups").await else {
+        return;
+    };
+    let a = Node::start(&db, &[]);
+    let b = Node::start(&db, &[]);
+    const LOGS: usize = 4;
+    const N: usize = 400;
+    for log in 0..LOGS {
+        a.server.append("team", &format!("g{log}"), 0).await;
+    }
+    let mut own = a
+        .server
+        .stream("/v1/teams/g0/events?after_seq=1", None)
+        .await;
+    let mut other = b.server.stream("/v1/stream?sub=team:g0:1", None).await;
+    assert_eq!(own.status, 200);
+    assert_eq!(other.status, 200);
+    let before = appends(&a).await;
+    futures_util::stream::iter(1..=N)
+        .map(|i| {
+            let server = &a.server;
+            async move {
+                server
+                    .append("team", &format!("g{}", i % LOGS), i as u64)
+                    .await
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    let after = appends(&a).await;
+    let (txs, events) = (after.0 - before.0, after.1 - before.1);
+    assert_eq!(events, N as u64, "every append counted once");
+    assert!(
+        txs < events,
+        "{N} concurrent appends committed in {txs} transactions: none grouped"
+    );
+    assert!(
+        after.2 > before.2,
+        "own groups published without reading back"
+    );
+    for log in 0..LOGS {
+        let stored = a.server.events(&format!("teams/g{log}")).await;
+        assert_eq!(stored.len(), 1 + N / LOGS, "g{log}");
+        assert_dense(&stored);
+    }
+    let (s, v) = a.server.get("/v1/events?after_id=0&limit=5000").await;
+    assert_eq!(s, 200, "{v}");
+    let ids: Vec<u64> = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
+    // The nodes' own boot events are in the global list too.
+    assert!(ids.len() >= LOGS + N, "{} ids", ids.len());
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "ids dense");
+    let long = Duration::from_secs(60);
+    let n = N / LOGS;
+    let seen = durable_until(&mut own, long, |e| e.len() == n).await;
+    let theirs = durable_until(&mut other, long, |e| e.len() == n).await;
+    let stored = a.server.events("teams/g0").await;
+    assert_eq!(
+        seen,
+        stored[1..],
+        "node A's own stream: every event in order"
+    );
+    assert_eq!(theirs, seen, "node B's follower: the same");
+}
+
+/// `store.appends` of a node's diagnostics: (transactions, events,
+/// published_own).
+async fn appends(node: &Node) -> (u64, u64, u64) {
+    let (s, v) = node.server.get("/v1/diagnostics").await;
+    assert_eq!(s, 200, "{v}");
+    let a = &v["store"]["appends"];
+    let n = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("{k} in {a}"));
+    (n("transactions"), n("events"), n("published_own"))
+}

@@ -156,6 +156,24 @@ const FIGURES: &[Figure] = &[
         target: None,
     },
     Figure {
+        name: "cluster_pg_2_cpu_nodes_us_per_event",
+        unit: "µs",
+        what: "cluster, 2 nodes: CPU time (user + system) of both nodes per durable event, its 100 stream copies included (the first append until every reader has every event)",
+        target: None,
+    },
+    Figure {
+        name: "cluster_pg_2_cpu_pg_us_per_event",
+        unit: "µs",
+        what: "cluster, 2 nodes: Postgres's CPU time per durable event (every backend of the server)",
+        target: None,
+    },
+    Figure {
+        name: "cluster_pg_2_cpu_bench_us_per_event",
+        unit: "µs",
+        what: "cluster, 2 nodes: the bench's own CPU time per durable event (its 16 writers and 1 000 readers)",
+        target: None,
+    },
+    Figure {
         name: "cluster_pg_3_events_per_s",
         unit: "events/s",
         what: "cluster, 3 nodes on one Postgres: durable events/s (16 writers, 1 000 streams)",

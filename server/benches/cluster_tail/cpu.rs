@@ -7,17 +7,46 @@ use std::time::Instant;
 /// Clock ticks per second of `/proc/*/stat` (`USER_HZ`, 100 on Linux).
 const USER_HZ: f64 = 100.0;
 
-/// User + system CPU seconds of process `pid` (`self` for the bench).
-fn proc_cpu_s(pid: &str) -> f64 {
+/// The fields of `/proc/{pid}/stat` after the command name (which may
+/// hold spaces: `(…)`): the state is `[0]`, the parent `[1]`, utime and
+/// stime `[11]` and `[12]`, the reaped children's `[13]` and `[14]`.
+fn stat_fields(pid: &str) -> Vec<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name, which may hold spaces: `(…)`.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = rest
-        .split_whitespace()
+    rest.split_whitespace()
         .map(|x| x.parse().unwrap_or(0.0))
-        .collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 here.
-    (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / USER_HZ
+        .collect()
+}
+
+fn field(f: &[f64], i: usize) -> f64 {
+    f.get(i).copied().unwrap_or(0.0)
+}
+
+/// User + system CPU seconds of process `pid` (`self` for the bench).
+pub fn proc_cpu_s(pid: &str) -> f64 {
+    let f = stat_fields(pid);
+    (field(&f, 11) + field(&f, 12)) / USER_HZ
+}
+
+/// CPU seconds of a Postgres server whose postmaster is `pid`: its own,
+/// its backends' that exited (reaped by it) and its living children's.
+pub fn pg_cpu_s(postmaster: u32) -> f64 {
+    let me = stat_fields(&postmaster.to_string());
+    let mut ticks = field(&me, 11) + field(&me, 12) + field(&me, 13) + field(&me, 14);
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let f = stat_fields(pid);
+        if field(&f, 1) == f64::from(postmaster) {
+            ticks += field(&f, 11) + field(&f, 12);
+        }
+    }
+    ticks / USER_HZ
 }
 
 /// Redis's own CPU seconds (`INFO cpu`: used_cpu_user + used_cpu_sys).

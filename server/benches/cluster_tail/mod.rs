@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 
 use crate::spawn::{self, ServerProc};
 
-mod cpu;
+pub mod cpu;
 pub use cpu::Cpu;
 
 /// Streams per node (the "50 per node").

@@ -37,7 +37,7 @@ pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>,
         "connections": app.conns.open(),
         "connections_refused": app.conns.refused(),
         "connections_closed_idle": app.conns.closed_idle(),
-        "store": {"synchronous": synchronous},
+        "store": {"synchronous": synchronous, "appends": app.log.append_stats()},
         "config": {
             "db": redact_db(&app.cfg.db),
             "synchronous": app.cfg.synchronous.as_str(),

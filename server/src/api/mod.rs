@@ -21,6 +21,7 @@ use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
 use replay_core::protocol::Scope;
+use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove};
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
@@ -101,8 +102,7 @@ pub fn router(app: Arc<App>, hosts: HostAllowList) -> Router {
             guard::auth_layer,
         ))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
-        // The default predicate never compresses text/event-stream.
-        .layer(CompressionLayer::new());
+        .layer(CompressionLayer::new().compress_when(compressible()));
     let mut root = Router::new().nest("/v1", v1);
     if let Some(dir) = &app.cfg.static_dir {
         root = root.fallback_service(
@@ -119,6 +119,21 @@ pub fn router(app: Arc<App>, hosts: HostAllowList) -> Router {
     ))
     .with_state(app)
 }
+
+/// Which answers are gzipped when asked: JSON of [`COMPRESS_MIN`] bytes or
+/// more, never a stream (tower-http's default, but for the size).
+fn compressible() -> impl Predicate {
+    SizeAbove::new(COMPRESS_MIN)
+        .and(NotForContentType::GRPC)
+        .and(NotForContentType::IMAGES)
+        .and(NotForContentType::SSE)
+}
+
+/// Below this, an answer goes as it is: each gzipped answer sets up a
+/// deflate stream (about 256 KiB of zeroed memory, mapped and unmapped
+/// again), which cost a node more CPU than the bytes saved (an append's
+/// answer is ~400 bytes; profiled under the cluster bench, issue 32).
+const COMPRESS_MIN: u16 = 1024;
 
 /// The CORS layer of `--allow-origin` (`None`: none given): every route's,
 /// and the `503 too_many_connections` of a connection with no slot's.

@@ -99,7 +99,7 @@ async fn run(
             Step::Frame((i, Some(frame))) => {
                 let l = &mut lives[i];
                 l.heard = Instant::now();
-                w.forward(&mut l.feed, &frame.env, &frame.json).await?;
+                w.forward_queued(&mut l.feed, &frame, &mut l.sub).await?;
             }
             // One scope's subscriber lagged (or the hub let go): end the
             // stream, as a scoped stream would end (§4.3.4).

@@ -33,7 +33,7 @@ use super::read::{global_page, scope_page};
 use crate::app::App;
 use crate::budget::{self, Share, StreamBudget, UNIT};
 use crate::faults::StreamFaults;
-use crate::hub::{Key, Subscription};
+use crate::hub::{Frame, Key, Subscription};
 use crate::log::transient;
 use crate::recovery::SYSTEM_ID;
 use crate::store::{Budget, LogInfo, Page, Snapshot, StoreResult};
@@ -326,6 +326,9 @@ pub(super) struct Writer {
     /// Until the first `hello` is written: frames are paid from the
     /// `opening` share.
     opening: bool,
+    /// While forwarding queued frames ([`Writer::forward_queued`]): their
+    /// text and count, written at once.
+    gathered: Option<(String, u64)>,
 }
 
 /// The share of the stream budget a write is paid from.
@@ -360,6 +363,7 @@ impl Writer {
             faults,
             ids,
             opening: true,
+            gathered: None,
         }
     }
 
@@ -379,7 +383,7 @@ impl Writer {
                 _ = self.closed() => return Err(End::Closed),
             };
             match next {
-                Ok(Some(frame)) => self.forward(&mut feed, &frame.env, &frame.json).await?,
+                Ok(Some(frame)) => self.forward_queued(&mut feed, &frame, &mut sub).await?,
                 Ok(None) => return Err(End::Closed),
                 Err(_) => self.beat(&mut feed, &mut sub).await?,
             }
@@ -530,6 +534,30 @@ impl Writer {
             .await
     }
 
+    /// [`Writer::forward`]s `first` and the frames already queued behind
+    /// it on `sub` (up to [`CHUNK`] bytes) in one write: a stream that is
+    /// behind (a group of events published at once) costs one write, not
+    /// one per frame.
+    pub(super) async fn forward_queued(
+        &mut self,
+        feed: &mut Feed,
+        first: &Frame,
+        sub: &mut Subscription,
+    ) -> Result<(), End> {
+        self.gathered = Some((String::new(), 0));
+        let mut out = self.forward(feed, &first.env, &first.json).await;
+        while out.is_ok() && self.gathered.as_ref().is_some_and(|g| g.0.len() < CHUNK) {
+            let Ok(frame) = sub.try_recv() else { break };
+            out = self.forward(feed, &frame.env, &frame.json).await;
+        }
+        let (text, frames) = self.gathered.take().unwrap_or_default();
+        out?;
+        if frames == 0 {
+            return Ok(());
+        }
+        self.write_frames(text, frames).await
+    }
+
     /// Sends a live event of the feed's log, unless the backlog sent it.
     pub(super) async fn forward(
         &mut self,
@@ -538,6 +566,11 @@ impl Writer {
         json: &str,
     ) -> Result<(), End> {
         if !env.is_durable() {
+            if let Some((text, frames)) = self.gathered.as_mut() {
+                push_frame(text, None, env, json);
+                *frames += 1;
+                return Ok(());
+            }
             return self.write(frame_text(None, env, json)).await;
         }
         let c = feed.cursor_of(env);
@@ -557,6 +590,11 @@ impl Writer {
 
     async fn write_durable(&mut self, feed: &Feed, env: &Envelope, json: &str) -> Result<(), End> {
         let id = self.ids.then(|| feed.cursor_of(env));
+        if let Some((text, frames)) = self.gathered.as_mut() {
+            push_frame(text, id, env, json);
+            *frames += 1;
+            return Ok(());
+        }
         self.write(frame_text(id, env, json)).await
     }
 
@@ -688,6 +726,11 @@ impl Writer {
 
     /// Sends one frame once its share has room for it.
     async fn write(&mut self, text: String) -> Result<(), End> {
+        self.write_frames(text, 1).await
+    }
+
+    /// Sends `frames` frames as `text` once its share has room for it.
+    async fn write_frames(&mut self, text: String, frames: u64) -> Result<(), End> {
         let kind = if self.opening {
             Kind::Opening
         } else {
@@ -695,7 +738,8 @@ impl Writer {
         };
         let units = kind.of(&self.app.streams).room.units_for(text.len());
         let held = self.room(kind, units).await?;
-        self.write_bytes(Bytes::from(text), Some(held), 1).await
+        self.write_bytes(Bytes::from(text), Some(held), frames)
+            .await
     }
 
     /// Sends `frames` frames (or part of them) as `bytes`, holding `held`.
@@ -736,6 +780,12 @@ impl Writer {
     /// body, and this waits: raced against the close signal (a close,
     /// restart or shutdown ends the stream at once) and the write timeout.
     async fn send(&mut self, bytes: Bytes, held: Option<OwnedSemaphorePermit>) -> Result<(), End> {
+        // Room in the body's queue now (the usual case): no timer to arm.
+        let (bytes, held) = match self.tx.try_send((bytes, held)) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(End::Closed),
+            Err(mpsc::error::TrySendError::Full(out)) => out,
+        };
         let timeout = self.write_timeout();
         tokio::select! {
             sent = self.tx.send((bytes, held)) => sent.map_err(|_| End::Closed),

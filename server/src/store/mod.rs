@@ -46,6 +46,9 @@ pub enum StoreError {
     /// nothing written.
     #[error("{0} is no longer held by this node")]
     NotHeld(String),
+    /// The failure of a group commit, shared by each of its appends.
+    #[error("{0}")]
+    Shared(std::sync::Arc<StoreError>),
     /// A state column held a value this server does not know.
     #[error("unknown {kind} state {value:?}")]
     UnknownState {
@@ -64,6 +67,7 @@ impl StoreError {
     pub fn is_unavailable(&self) -> bool {
         match self {
             StoreError::Pool(_) => true,
+            StoreError::Shared(e) => e.is_unavailable(),
             StoreError::Postgres(e) => pg_unavailable(e),
             StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
                 e.code,

@@ -37,7 +37,7 @@ pub async fn stage(
         .query_opt(
             "INSERT INTO logs (scope, scope_id, epoch, head, created_at) VALUES ($1, $2, $3, 1, $4)
              ON CONFLICT (scope, scope_id) DO UPDATE SET head = logs.head + 1
-             RETURNING head",
+             RETURNING head, epoch",
             &[&scope.as_str(), &scope_id, &random_id("e"), &ts],
         )
         .await?
@@ -50,9 +50,91 @@ pub async fn stage(
         scope,
         scope_id: scope_id.to_owned(),
         seq: unsigned(seq),
+        epoch: row.get(1),
         ts,
         event: event.clone(),
     })
+}
+
+/// One append of a group (see `group`): its log, its event, who holds it.
+pub struct Item<'a> {
+    /// The event's log.
+    pub scope: Scope,
+    /// That log's id.
+    pub scope_id: &'a str,
+    /// The event.
+    pub event: &'a Event,
+    /// Whose turns and processes it may move.
+    pub holder: Holder<'a>,
+}
+
+/// [`stage`] for several appends in one transaction: every log's seqs are
+/// taken in one statement (each log's row locked once, the logs in key
+/// order, so two groups never wait for each other in a cycle), then each
+/// event's projections. Staged in `items`' order, which callers sort by
+/// log (a log's events keep their order: seqs ascend with ids).
+pub async fn stage_many(tx: &mut WriteTx, items: &[Item<'_>]) -> StoreResult<Vec<Staged>> {
+    let ts = now_rfc3339();
+    // Events per log, in the order the logs first appear.
+    let mut logs: Vec<(Scope, &str, i64)> = Vec::new();
+    for it in items {
+        match logs
+            .iter_mut()
+            .find(|(s, id, _)| *s == it.scope && *id == it.scope_id)
+        {
+            Some(log) => log.2 += 1,
+            None => logs.push((it.scope, it.scope_id, 1)),
+        }
+    }
+    let scopes: Vec<&str> = logs.iter().map(|l| l.0.as_str()).collect();
+    let ids: Vec<&str> = logs.iter().map(|l| l.1).collect();
+    let epochs: Vec<String> = logs.iter().map(|_| random_id("e")).collect();
+    let counts: Vec<i64> = logs.iter().map(|l| l.2).collect();
+    let rows = tx
+        .query(
+            "INSERT INTO logs (scope, scope_id, epoch, head, created_at)
+             SELECT u.scope, u.scope_id, u.epoch, u.n, $5
+               FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
+                    WITH ORDINALITY AS u(scope, scope_id, epoch, n, ord)
+              ORDER BY u.ord
+             ON CONFLICT (scope, scope_id) DO UPDATE SET head = logs.head + EXCLUDED.head
+             RETURNING scope, scope_id, head, epoch",
+            &[&scopes, &ids, &epochs, &counts, &ts],
+        )
+        .await?;
+    // Each log's next seq in this group: its new head minus its count.
+    let mut next: Vec<(Scope, &str, i64, String)> = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let (scope, id): (&str, &str) = (r.get(0), r.get(1));
+        let (scope, head): (Scope, i64) = (crate::store::scope_from_str(scope), r.get(2));
+        let Some(log) = logs.iter().find(|l| l.0 == scope && l.1 == id) else {
+            return Err(StoreError::Backend(
+                "a log upsert returned another log".into(),
+            ));
+        };
+        next.push((log.0, log.1, head - log.2 + 1, r.get(3)));
+    }
+    let mut staged = Vec::with_capacity(items.len());
+    for it in items {
+        let log = next
+            .iter_mut()
+            .find(|l| l.0 == it.scope && l.1 == it.scope_id)
+            .ok_or_else(|| StoreError::Backend("a log upsert returned no row".into()))?;
+        let seq = log.2;
+        log.2 += 1;
+        for op in project(it.scope, it.scope_id, it.event) {
+            apply(tx, op, it.holder).await?;
+        }
+        staged.push(Staged {
+            scope: it.scope,
+            scope_id: it.scope_id.to_owned(),
+            seq: unsigned(seq),
+            epoch: log.3.clone(),
+            ts: ts.clone(),
+            event: it.event.clone(),
+        });
+    }
+    Ok(staged)
 }
 
 /// Fencing: a node writes a turn's events only while it holds the turn

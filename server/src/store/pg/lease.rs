@@ -11,7 +11,6 @@ use replay_core::protocol::{
 };
 
 use super::append::stage;
-use super::tx::WriteTx;
 use super::{block, read, PgDb};
 use crate::store::rows::background_wait;
 use crate::store::StoreResult;
@@ -68,7 +67,7 @@ impl PgDb {
         block(async {
             let mut out = Vec::new();
             loop {
-                let mut tx = WriteTx::begin(self.pool()).await?;
+                let mut tx = self.begin().await?;
                 let staged = async {
                     let row = tx
                         .query_opt(

@@ -16,6 +16,7 @@
 mod append;
 mod backend;
 pub mod cluster;
+mod group;
 mod lease;
 pub mod read;
 mod tx;
@@ -31,8 +32,10 @@ use tokio_postgres::NoTls;
 
 use super::{StoreError, StoreResult};
 
+pub use group::{GroupStats, Grouped};
 pub use lease::ExpiredTasks;
 pub use read::{events_after, PgSnapshot};
+pub use tx::Committed;
 pub use write::PgDb;
 
 /// The notification channel every append notifies after its commit (an

@@ -146,18 +146,21 @@ pub async fn global_page_within(c: &Client, after_id: u64, budget: Budget) -> St
 /// `limit`, each with its log's epoch (what a node publishes and the heads it
 /// moves to).
 pub async fn events_after(
-    c: &Client,
+    c: &deadpool_postgres::ClientWrapper,
     after: u64,
     upto: u64,
     limit: usize,
 ) -> StoreResult<Vec<(Envelope, String)>> {
-    let rows = c
-        .query(
+    // Prepared once per connection: every node runs it for every group.
+    let stmt = c
+        .prepare_cached(
             "SELECT e.id, e.seq, e.type, e.ts, e.data, e.scope, e.scope_id, l.epoch
              FROM events e JOIN logs l ON l.scope = e.scope AND l.scope_id = e.scope_id
              WHERE e.id > $1 AND e.id <= $2 ORDER BY e.id LIMIT $3",
-            &[&big(after), &big(upto), &big(limit as u64)],
         )
+        .await?;
+    let rows = c
+        .query(&stmt, &[&big(after), &big(upto), &big(limit as u64)])
         .await?;
     rows.iter()
         .map(|r| Ok((event_row(r).into_envelope()?, r.get(7))))

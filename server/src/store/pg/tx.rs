@@ -5,6 +5,8 @@
 //! wake-up `NOTIFY` after it) are sent together: that lock is held for one
 //! statement and a commit inside Postgres, never across a round trip.
 
+use std::sync::Arc;
+
 use deadpool_postgres::{Object, Pool};
 use replay_core::protocol::{Envelope, Event, Scope};
 use tokio_postgres::types::ToSql;
@@ -23,6 +25,9 @@ SELECT c.value - $1 + e.ord, e.scope, e.scope_id, e.seq, e.type, e.ts, e.data
        WITH ORDINALITY AS e(scope, scope_id, seq, type, ts, data, ord)
 RETURNING id";
 
+/// A committed event and its log's epoch.
+pub type Committed = (Envelope, String);
+
 /// An event whose log seq is taken (its log's row lock held) and whose
 /// projections are written, waiting for its id at commit.
 pub struct Staged {
@@ -32,6 +37,8 @@ pub struct Staged {
     pub scope_id: String,
     /// Its seq in that log.
     pub seq: u64,
+    /// That log's epoch.
+    pub epoch: String,
     /// When it was appended.
     pub ts: String,
     /// The event.
@@ -45,15 +52,19 @@ pub struct Staged {
 pub struct WriteTx {
     client: Option<Object>,
     begun: bool,
+    /// The wake-up's payload: the writing node's tag (its own follower
+    /// skips it: the writer publishes its own events).
+    node: Arc<str>,
 }
 
 impl WriteTx {
     /// A transaction on a connection of `pool` (`BEGIN` is sent with the
-    /// first statement).
-    pub async fn begin(pool: &Pool) -> StoreResult<WriteTx> {
+    /// first statement), written by the node tagged `node`.
+    pub async fn begin(pool: &Pool, node: &Arc<str>) -> StoreResult<WriteTx> {
         Ok(WriteTx {
             client: Some(pool.get().await?),
             begun: false,
+            node: Arc::clone(node),
         })
     }
 
@@ -99,14 +110,27 @@ impl WriteTx {
     /// one round trip, then wakes every node (`NOTIFY` after the commit,
     /// outside the transaction: the instance-wide notify lock is never
     /// held with the append locks). Returns the envelopes, in order.
-    pub async fn commit(mut self, staged: Vec<Staged>) -> StoreResult<Vec<Envelope>> {
+    pub async fn commit(self, staged: Vec<Staged>) -> StoreResult<Vec<Envelope>> {
+        Ok(self
+            .commit_with_epochs(staged)
+            .await?
+            .into_iter()
+            .map(|(env, _)| env)
+            .collect())
+    }
+
+    /// [`WriteTx::commit`], each envelope with its log's epoch (what a
+    /// node needs to publish it without reading it back).
+    pub async fn commit_with_epochs(mut self, staged: Vec<Staged>) -> StoreResult<Vec<Committed>> {
         let c = self.client.take().expect("a transaction not ended");
-        match commit_on(&c, self.begun, &staged).await {
+        match commit_on(&c, self.begun, &staged, &self.node).await {
             Ok(first) => Ok(staged
                 .into_iter()
                 .zip(0u64..)
                 .map(|(s, k)| {
-                    Envelope::durable(first + k, s.scope, s.scope_id, s.seq, s.ts, s.event)
+                    let env =
+                        Envelope::durable(first + k, s.scope, s.scope_id, s.seq, s.ts, s.event);
+                    (env, s.epoch)
                 })
                 .collect()),
             Err(e) => {
@@ -135,9 +159,9 @@ async fn after_begin<T>(
 }
 
 /// [`WriteTx::commit`]'s round trip; returns the first id.
-async fn commit_on(c: &Object, begun: bool, staged: &[Staged]) -> StoreResult<u64> {
+async fn commit_on(c: &Object, begun: bool, staged: &[Staged], node: &str) -> StoreResult<u64> {
     let insert = c.prepare_cached(INSERT_EVENTS).await?;
-    let notify = c.prepare_cached("SELECT pg_notify($1, '')").await?;
+    let notify = c.prepare_cached("SELECT pg_notify($1, $2)").await?;
     let n = big(staged.len() as u64);
     let scopes: Vec<&str> = staged.iter().map(|s| s.scope.as_str()).collect();
     let ids: Vec<&str> = staged.iter().map(|s| s.scope_id.as_str()).collect();
@@ -146,6 +170,7 @@ async fn commit_on(c: &Object, begun: bool, staged: &[Staged]) -> StoreResult<u6
     let tss: Vec<&str> = staged.iter().map(|s| s.ts.as_str()).collect();
     let datas: Vec<String> = staged.iter().map(|s| s.event.data_json()).collect();
     let params: [&(dyn ToSql + Sync); 7] = [&n, &scopes, &ids, &seqs, &types, &tss, &datas];
+    let wake: [&(dyn ToSql + Sync); 2] = [&CHANNEL, &node];
     let begin = async {
         if !begun {
             c.batch_execute("BEGIN").await?;
@@ -158,7 +183,7 @@ async fn commit_on(c: &Object, begun: bool, staged: &[Staged]) -> StoreResult<u6
         begin,
         c.query(&insert, &params),
         c.batch_execute("COMMIT"),
-        c.execute(&notify, &[&CHANNEL]),
+        c.execute(&notify, &wake),
     );
     begin?;
     let rows = rows?;

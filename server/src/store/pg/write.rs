@@ -12,6 +12,7 @@ use replay_core::protocol::{
 use tokio_postgres::Row;
 
 use super::append::{stage, Holder};
+use super::group::{GroupStats, Grouped, Groups, Node};
 use super::tx::WriteTx;
 use super::{big, block, read, unsigned};
 use crate::store::rows::{sessions_with_open_tasks, task_is_open};
@@ -29,6 +30,11 @@ pub struct PgDb {
     /// How long a turn's lease lasts unless renewed.
     lease: Duration,
     global_epoch: String,
+    /// This node's tag: the payload of its wake-ups, which its own
+    /// follower skips.
+    node: Arc<str>,
+    /// Appends waiting to be committed together.
+    groups: Groups,
 }
 
 impl PgDb {
@@ -48,7 +54,24 @@ impl PgDb {
             owner: RwLock::new(Arc::from("")),
             lease,
             global_epoch,
+            node: Arc::from(random_id("n")),
+            groups: Groups::default(),
         })
+    }
+
+    /// This node's tag (see [`PgDb::append_grouped`]'s wake-up).
+    pub fn node_tag(&self) -> &str {
+        &self.node
+    }
+
+    /// Append transactions committed so far and the events they held.
+    pub fn group_stats(&self) -> &GroupStats {
+        &self.groups.stats
+    }
+
+    /// A write transaction of this node.
+    pub(super) async fn begin(&self) -> StoreResult<WriteTx> {
+        WriteTx::begin(&self.pool, &self.node).await
     }
 
     /// The pool (readers and the follower use it too).
@@ -105,21 +128,30 @@ impl PgDb {
         Ok(unsigned(r.get(0)))
     }
 
-    /// Appends one event (creating its log if needed) in one transaction.
+    /// Appends one event (creating its log if needed), committed in one
+    /// transaction with the other appends this node makes meanwhile
+    /// (`group`); returns once it is committed.
     pub fn append(&self, scope: Scope, scope_id: &str, event: &Event) -> StoreResult<Envelope> {
-        let owner = self.owner();
-        block(async {
-            let mut tx = WriteTx::begin(&self.pool).await?;
-            let staged = match stage(&mut tx, scope, scope_id, event, self.holder(&owner)).await {
-                Ok(staged) => staged,
-                Err(e) => {
-                    tx.rollback().await;
-                    return Err(e);
-                }
-            };
-            let mut envs = tx.commit(vec![staged]).await?;
-            Ok(envs.remove(0))
-        })
+        Ok(self.append_grouped(scope, scope_id, event)?.own().0.clone())
+    }
+
+    /// [`PgDb::append`], with the whole group it committed in (what the
+    /// node publishes without reading it back).
+    pub fn append_grouped(
+        &self,
+        scope: Scope,
+        scope_id: &str,
+        event: &Event,
+    ) -> StoreResult<Grouped> {
+        let node = Node {
+            pool: &self.pool,
+            tag: &self.node,
+            lease_secs: self.lease.as_secs_f64(),
+        };
+        block(
+            self.groups
+                .append(&node, scope, scope_id, event, self.owner()),
+        )
     }
 
     /// Registers a session row.
@@ -163,7 +195,7 @@ impl PgDb {
             text: text.to_owned(),
         });
         block(async {
-            let mut tx = WriteTx::begin(&self.pool).await?;
+            let mut tx = self.begin().await?;
             let staged = async {
                 tx.execute(
                     "INSERT INTO turns (turn_id, session_id, message_id, text, state, owner,
