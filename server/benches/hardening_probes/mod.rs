@@ -17,8 +17,11 @@ use crate::spawn::{self, ServerProc};
 pub struct Server {
     proc: Option<ServerProc>,
     dir: PathBuf,
+    /// `http://IP:PORT`.
     pub base: String,
+    /// Its address, for raw sockets.
     pub addr: SocketAddr,
+    /// A client from 127.0.0.1.
     pub http: reqwest::Client,
 }
 

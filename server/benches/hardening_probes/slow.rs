@@ -28,11 +28,13 @@ pub struct SlowFigures {
     pub opened: u64,
     /// Peak `RssAnon` of the server, MB.
     pub rss_mb: f64,
-    /// Peak kernel TCP memory, MB, and what it was before the streams.
+    /// Peak kernel TCP memory, MB.
     pub tcp_mb: f64,
+    /// Kernel TCP memory before the streams, MB.
     pub tcp_before_mb: f64,
-    /// The victim's `hello`, ms: p50 and max of 5.
+    /// The victim's `hello`, ms: p50 of 5.
     pub hello_p50_ms: f64,
+    /// The same, max of 5.
     pub hello_max_ms: f64,
     /// Seconds from the streams' opening until the server had none open
     /// (`None`: not within [`END_WITHIN`]).

@@ -28,6 +28,7 @@ const fn figure(
 const SECOND: Option<(Goal, f64)> = Some((Goal::AtMost, 1000.0));
 const FIVE_OF_FIVE: Option<(Goal, f64)> = Some((Goal::AtLeast, 5.0));
 
+/// The figures, in the report's order after the others.
 pub const FIGURES: &[Figure] = &[
     figure("hardening_slow_250_rss_mb", "MB", "slow readers (issue 34, 2): 250 SSE streams from seq 0 of a session with a 3 MB log (60 events of 50 KB), one address, each read 1 byte/s: server peak `RssAnon`", Some((Goal::AtMost, 200.0))),
     figure("hardening_slow_250_tcp_mb", "MB", "the same: peak kernel TCP memory (`/proc/net/sockstat` `TCP: mem` pages × 4096; both ends of loopback and the rest of the machine)", Some((Goal::AtMost, 256.0))),
