@@ -45,7 +45,11 @@ impl Server {
             .strip_prefix("http://")
             .and_then(|a| a.parse().ok())
             .expect("the server's address");
-        let http = reqwest::Client::new();
+        // Every wait has a deadline, the set-up's requests too.
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .expect("a client");
         Server {
             proc: Some(proc),
             dir,

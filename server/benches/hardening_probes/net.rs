@@ -12,11 +12,14 @@ use tokio::net::{TcpSocket, TcpStream};
 /// How long a victim waits before its request counts as unanswered.
 pub const VICTIM_WAIT: Duration = Duration::from_secs(5);
 
-/// A connection to `to` from the loopback address `from`.
+/// A connection to `to` from the loopback address `from`, within 2 s (a
+/// full accept queue drops SYNs, and the kernel retries for minutes).
 pub async fn connect_from(from: &str, to: SocketAddr) -> std::io::Result<TcpStream> {
     let sock = TcpSocket::new_v4()?;
     sock.bind(SocketAddr::new(from.parse::<IpAddr>().expect("an IP"), 0))?;
-    sock.connect(to).await
+    tokio::time::timeout(Duration::from_secs(2), sock.connect(to))
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
 /// A `GET` request head; `sse` asks for an event stream.
