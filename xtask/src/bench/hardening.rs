@@ -52,7 +52,7 @@ pub const FIGURES: &[Figure] = &[
     figure("hardening_conns_slow_victim_ok", "of 5", "the same: victim requests answered `200`", FIVE_OF_FIVE),
     figure("hardening_conns_slow_attacker_held", "conns", "the same: connections open on the server after the victim's tries", None),
     figure("hardening_conns_slow_attacker_refused", "conns", "the same: the slow sockets' `503`s over the 12 s", None),
-    figure("hardening_log_session_victim_max_ms", "ms", "streams aimed at one log (issue 34, 4): 300 streams on one session from 127.0.0.2 (per-log cap 256), then 5 kept streams on it from 127.0.0.3: slowest `hello`", SECOND),
+    figure("hardening_log_session_victim_max_ms", "ms", "streams aimed at one log (issue 34, 4): 300 streams on one session from 127.0.0.2, one after the other (per-log cap 256), then 5 kept streams on it from 127.0.0.3: slowest `hello`", SECOND),
     figure("hardening_log_session_victim_ok", "of 5", "the same: victim streams that got their `hello`", FIVE_OF_FIVE),
     figure("hardening_log_session_attacker_subs", "streams", "the same: the attacker's streams on the session at the end (opened less ended for fairness)", None),
     figure("hardening_log_session_attacker_refused", "streams", "the same: the attacker's streams answered `503`", None),
