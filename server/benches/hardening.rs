@@ -5,7 +5,7 @@
 //! what each shape saw and the machine's load average beside it.
 //!
 //! Bounded: fixed counts, every wait has a deadline, each shape runs its
-//! own server, killed at its end. About two minutes.
+//! own server, killed at its end. About a minute.
 //!
 //! Run: `cargo bench -p replay-server --bench hardening [-- slow|conns|log]`
 //! (one argument: those shapes only). `REPLAY_BENCH_SERVER=path` measures

@@ -151,6 +151,13 @@ impl Tally {
             _ => self.other += 1,
         }
     }
+
+    /// Adds another tally.
+    pub fn merge(&mut self, other: &Tally) {
+        self.ok += other.ok;
+        self.refused += other.refused;
+        self.other += other.other;
+    }
 }
 
 /// Opens `n` connections from `from`, each sending `GET path` (a stream

@@ -72,13 +72,13 @@ pub async fn one_session() -> Aimed {
     // closed for its newer ones before their heads arrived (idle), and the
     // tally would vary from run to run.
     let mut attacker = Tally::default();
-    let mut _held = Vec::new();
+    let mut held = Vec::new();
     for _ in 0..300 {
         let wait = Duration::from_secs(3);
         let (answer, _, sock) =
             net::request("127.0.0.2", server.addr, &path, Some("\r\n\r\n"), wait).await;
         attacker.add(answer);
-        _held.extend(sock.filter(|_| answer == Answer::Status(200)));
+        held.extend(sock.filter(|_| answer == Answer::Status(200)));
     }
     let diag = gauges::diagnostics(&server.http, &server.base).await;
     let comms = gauges::comms(&server.http, &server.base).await;
@@ -96,9 +96,10 @@ pub async fn one_session() -> Aimed {
         "  at the end: streams {} evicted_for_fairness {}",
         comms["streams"], comms["evicted_for_fairness"]
     );
-    // A `200` whose connection was then closed for a newer one of the same
-    // address is not held: count what the server has open.
+    // What the server has open: the attacker's streams ended for the
+    // victims' are not held any more.
     let streams = comms["streams"].as_u64().unwrap_or(0) as usize;
+    drop(held); // open until counted
     Aimed {
         victim_max_ms,
         victim_ok,
@@ -121,9 +122,7 @@ pub async fn multiplexed() -> Aimed {
     for a in 2..7 {
         let (t, h) = net::flood(&format!("127.0.0.{a}"), server.addr, &path, true, 8).await;
         eprintln!("  127.0.0.{a}: {t:?}");
-        attacker.ok += t.ok;
-        attacker.refused += t.refused;
-        attacker.other += t.other;
+        attacker.merge(&t);
         held.extend(h);
     }
     let (victim_max_ms, victim_ok, _kept) =
@@ -133,11 +132,12 @@ pub async fn multiplexed() -> Aimed {
         "  subscribers {} streams {}",
         comms["subscribers"], comms["streams"]
     );
-    let held_subs = (comms["subscribers"].as_u64().unwrap_or(0) as usize).saturating_sub(victim_ok);
+    let subscribers = comms["subscribers"].as_u64().unwrap_or(0) as usize;
+    drop(held); // open until counted
     Aimed {
         victim_max_ms,
         victim_ok,
         attacker,
-        held_subs,
+        held_subs: subscribers.saturating_sub(victim_ok),
     }
 }

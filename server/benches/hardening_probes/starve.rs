@@ -18,8 +18,8 @@ use super::Server;
 /// Victim requests per shape, and the pause between them.
 const TRIES: usize = 5;
 const EVERY: Duration = Duration::from_millis(300);
-/// Team logs the attackers' streams are spread over (64 each: far under
-/// the per-log cap, so only the connection caps decide).
+/// Team logs the attackers' streams are spread over (32 of an address
+/// each: far under the per-log cap, so only the connection caps decide).
 const LOGS: usize = 16;
 
 /// What one shape measured.
@@ -61,16 +61,14 @@ async fn team_logs(server: &Server) {
     }
 }
 
-/// Opens `n` streams from `from` over the team logs, all at once.
+/// Opens `n` streams from `from` over the team logs, a log's at once.
 async fn streams(server: &Server, from: &str, n: usize, tally: &mut Tally) -> Vec<TcpStream> {
     let mut held = Vec::new();
     for i in 0..LOGS {
         let count = n / LOGS + usize::from(i < n % LOGS);
         let path = format!("/v1/teams/s{i}/events");
         let (t, h) = net::flood(from, server.addr, &path, true, count).await;
-        tally.ok += t.ok;
-        tally.refused += t.refused;
-        tally.other += t.other;
+        tally.merge(&t);
         held.extend(h);
     }
     held
@@ -84,9 +82,7 @@ pub async fn keep_alive() -> Starved {
     let mut attacker = Tally::default();
     let mut held = streams(&server, "127.0.0.2", 512, &mut attacker).await;
     let (t, idle) = net::flood("127.0.0.2", server.addr, "/v1/diagnostics", false, 520).await;
-    attacker.ok += t.ok;
-    attacker.refused += t.refused;
-    attacker.other += t.other;
+    attacker.merge(&t);
     held.extend(idle);
     let (victim_max_ms, victim_ok) = victim(&server, "127.0.0.3").await;
     Starved {
