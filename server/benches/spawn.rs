@@ -75,3 +75,29 @@ pub fn start_with(db: &str, per_scope: u32, extra: &[&str]) -> ServerProc {
         .to_owned();
     ServerProc { child, base }
 }
+
+/// The server on a loopback port with only `args` after `--listen` (the
+/// hardening bench runs the defaults). `REPLAY_BENCH_SERVER`: another build
+/// (an old one measures the "before" figures).
+#[allow(dead_code)] // each bench compiles this file; not every one needs it
+pub fn start_args(args: &[&str]) -> ServerProc {
+    let binary = std::env::var("REPLAY_BENCH_SERVER")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_replay-server").to_owned());
+    let mut child = Command::new(binary)
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn replay-server");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped stdout"))
+        .read_line(&mut line)
+        .expect("the listening line");
+    let base = line
+        .trim()
+        .strip_prefix("replay-server listening on ")
+        .expect("listening line")
+        .to_owned();
+    ServerProc { child, base }
+}

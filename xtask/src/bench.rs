@@ -8,6 +8,8 @@ use crate::cmd::{self, root, Result};
 use std::collections::BTreeMap;
 use std::process::Command;
 
+mod hardening;
+
 /// A measured figure: (unit, target text, how it compares).
 struct Figure {
     name: &'static str,
@@ -645,6 +647,11 @@ pub fn run_task(args: &[String]) -> Result {
             "--cluster runs the cluster bench alone: not with --native, --browser or --only".into(),
         );
     }
+    // `--hardening` runs the hardening bench alone (the rest carried over).
+    let only_hardening = args.iter().any(|a| a == "--hardening");
+    if only_hardening && (only_browser || only_native || only_cluster) {
+        return Err("--hardening runs the hardening bench alone: not with other options".into());
+    }
     // V8 flags (tests/js/bench.mjs) are for engine experiments: the report
     // holds what a page gets from a default Chromium.
     if only_parts.is_none() && std::env::var_os("BENCH_JS_FLAGS").is_some() {
@@ -654,7 +661,7 @@ pub fn run_task(args: &[String]) -> Result {
     }
     let mut values = BTreeMap::new();
     let mut sources = Vec::new();
-    let native: [(&str, &[&str]); 6] = [
+    let native: [(&str, &[&str]); 7] = [
         (
             "bench: SSE parser",
             &["bench", "-q", "-p", "replay-client", "--bench", "sse_parse"],
@@ -686,10 +693,11 @@ pub fn run_task(args: &[String]) -> Result {
             CLUSTER,
             &["bench", "-q", "-p", "replay-server", "--bench", "cluster"],
         ),
+        (hardening::LABEL, hardening::ARGV),
     ];
     // The cluster bench's Postgres and Redis (its transient part), removed
     // when the bench ends.
-    let brokers = if only_browser {
+    let brokers = if only_browser || only_hardening {
         None
     } else {
         Some((
@@ -700,7 +708,8 @@ pub fn run_task(args: &[String]) -> Result {
     let runs = native
         .iter()
         .filter(|_| !only_browser)
-        .filter(|(label, _)| !only_cluster || *label == CLUSTER);
+        .filter(|(label, _)| !only_cluster || *label == CLUSTER)
+        .filter(|(label, _)| !only_hardening || *label == hardening::LABEL);
     for (label, argv) in runs {
         cmd::step(label, || {
             let mut command = Command::new("cargo");
@@ -728,7 +737,7 @@ pub fn run_task(args: &[String]) -> Result {
         sources.push(format!("cargo {}", argv.join(" ")));
     }
     drop(brokers);
-    if only_native || only_cluster {
+    if only_native || only_cluster || only_hardening {
         sources.push(
             "headless Chromium: tests/js/bench.mjs (its figures carried over, see below)".into(),
         );
@@ -742,6 +751,11 @@ pub fn run_task(args: &[String]) -> Result {
         sources.push("headless Chromium: tests/js/bench.mjs (driven by xtask)".into());
     }
     write_report(&values, &sources)
+}
+
+/// Every figure, in the report's order.
+fn all_figures() -> impl Iterator<Item = &'static Figure> {
+    FIGURES.iter().chain(hardening::FIGURES)
 }
 
 fn parse_line(line: &str) -> Option<(String, f64)> {
@@ -780,8 +794,7 @@ fn previous_report() -> (BTreeMap<String, f64>, String) {
 
 fn write_report(measured: &BTreeMap<String, f64>, sources: &[String]) -> Result {
     let (mut values, notes) = previous_report();
-    let carried: Vec<String> = FIGURES
-        .iter()
+    let carried: Vec<String> = all_figures()
         .filter(|f| !measured.contains_key(f.name) && values.contains_key(f.name))
         .map(|f| format!("`{}`", f.name))
         .collect();
@@ -809,7 +822,7 @@ fn write_report(measured: &BTreeMap<String, f64>, sources: &[String]) -> Result 
         doc.push_str(&format!("  - `{s}`\n"));
     }
     doc.push_str("\n| figure | value | unit | target | met |\n|---|---:|---|---|---|\n");
-    for f in FIGURES {
+    for f in all_figures() {
         let Some(&value) = values.get(f.name) else {
             continue;
         };
