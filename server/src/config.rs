@@ -140,7 +140,7 @@ impl Default for Config {
             max_response_bytes: 64 << 20,
             subscriber_buffer_bytes: 1 << 20,
             max_stream_buffer_bytes: 64 << 20,
-            socket_send_buffer_bytes: 256 << 10,
+            socket_send_buffer_bytes: 128 << 10,
             max_streams_per_client: 512,
             max_connections: 1024,
             max_connections_per_address: None,
