@@ -35,11 +35,7 @@ pub fn start(db: &str, per_scope: u32) -> ServerProc {
 /// `--redis`, `--delta-ms`).
 pub fn start_with(db: &str, per_scope: u32, extra: &[&str]) -> ServerProc {
     let per_scope = per_scope.to_string();
-    // `REPLAY_BENCH_SERVER`: another build of the server (A/B runs of one
-    // bench binary in the same period).
-    let binary = std::env::var("REPLAY_BENCH_SERVER")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_replay-server").to_owned());
-    let mut child = Command::new(binary)
+    let child = Command::new(binary())
         .args(["--listen", "127.0.0.1:0", "--db", db, "--faults"])
         // Measures fan-out, not the disk: one sync per append (`full`)
         // would be most of every latency here (docs/server.md).
@@ -64,16 +60,7 @@ pub fn start_with(db: &str, per_scope: u32, extra: &[&str]) -> ServerProc {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn replay-server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped stdout"))
-        .read_line(&mut line)
-        .expect("the listening line");
-    let base = line
-        .trim()
-        .strip_prefix("replay-server listening on ")
-        .expect("listening line")
-        .to_owned();
-    ServerProc { child, base }
+    listening(child)
 }
 
 /// The server on a loopback port with only `args` after `--listen` (the
@@ -81,15 +68,25 @@ pub fn start_with(db: &str, per_scope: u32, extra: &[&str]) -> ServerProc {
 /// (an old one measures the "before" figures).
 #[allow(dead_code)] // each bench compiles this file; not every one needs it
 pub fn start_args(args: &[&str]) -> ServerProc {
-    let binary = std::env::var("REPLAY_BENCH_SERVER")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_replay-server").to_owned());
-    let mut child = Command::new(binary)
+    let child = Command::new(binary())
         .args(["--listen", "127.0.0.1:0"])
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn replay-server");
+    listening(child)
+}
+
+/// The server binary: `REPLAY_BENCH_SERVER` names another build (A/B runs
+/// of one bench binary in the same period), else this one's.
+fn binary() -> String {
+    std::env::var("REPLAY_BENCH_SERVER")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_replay-server").to_owned())
+}
+
+/// The started `child` once it printed the address it listens on.
+fn listening(mut child: Child) -> ServerProc {
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("piped stdout"))
         .read_line(&mut line)
