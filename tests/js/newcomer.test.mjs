@@ -155,14 +155,13 @@ test("each thing shows in one place: a tool call never in items and live.tools a
       const pkg = await import("/pkg/web/index.js");
       await pkg.default();
       const client = pkg.ReplayClient.connect({ baseUrl: site, sessionId, storage: "local", notify: "sync" });
-      // Every view the app is given: the calls shown twice in it, and the
-      // longest live tool list seen.
+      // Every view the app is given: the calls shown twice in it (the
+      // runtime's live snapshots list every call of the turn, durable ones
+      // too: before issue 35 the demo drew such a call twice).
       const twice = [];
-      let liveTools = 0;
       client.subscribe((v) => {
         const durable = new Set(v.items.filter((i) => i.kind === "tool").map((i) => i.call_id));
         for (const t of v.live?.tools ?? []) if (durable.has(t.call_id)) twice.push(t.call_id);
-        liveTools = Math.max(liveTools, v.live?.tools.length ?? 0);
       });
       const until = async (what, ok) => {
         for (let i = 0; i < 300 && !ok(client.view()); i++) await new Promise((r) => setTimeout(r, 100));
@@ -179,12 +178,11 @@ test("each thing shows in one place: a tool call never in items and live.tools a
       const items = client.view().items;
       const notices = client.view().notices.map((n) => `${n.code}: ${n.message}`);
       client.close();
-      return { twice, liveTools, items, asked, notices };
+      return { twice, items, asked, notices };
     }, { site, sessionId });
     assert.deepEqual(seen.twice, [], "a call shown in items and live.tools at once");
     // Notices in words: no cursor numbers.
     assert.ok(seen.notices.every((n) => !/cursor/.test(n)), JSON.stringify(seen.notices));
-    assert.ok(seen.liveTools > 0, "the running tool was shown live before it was durable");
     const tools = seen.items.filter((i) => i.kind === "tool");
     assert.equal(tools.length, 1);
     assert.equal(tools[0].status, "ok");
