@@ -231,3 +231,21 @@ test("a baseUrl ending in /v1 fails with the server's hint to give the root", as
   }
   assert.deepEqual(errors, []);
 });
+
+test("the demo fits a 360 px wide phone: nothing past the viewport", async () => {
+  const page = await openPage(browser, `${site}/?page`, errors, { viewport: { width: 360, height: 800 } });
+  try {
+    await page.waitForSelector("#status[data-state=live]", { timeout: 30_000 });
+    const wide = await page.evaluate(() => ({
+      page: document.documentElement.scrollWidth,
+      past: [...document.querySelectorAll("body *")]
+        .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 0.5)
+        .map((e) => e.id || e.className || e.tagName),
+    }));
+    assert.equal(wide.page, 360, JSON.stringify(wide));
+    assert.deepEqual(wide.past, []);
+  } finally {
+    await page.close();
+  }
+  assert.deepEqual(errors, []);
+});
