@@ -5,12 +5,11 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use tokio::net::TcpStream;
 
 use super::gauges;
 use super::net::{self, Answer, Tally};
-use super::slow::append;
+use super::slow::{append, new_session};
 use super::Server;
 
 /// Victim streams per shape, and the pause between them.
@@ -54,20 +53,8 @@ async fn victims(server: &Server, from: &str, path: &str) -> (f64, usize, Vec<Tc
 /// streams from 127.0.0.3 on it.
 pub async fn one_session() -> Aimed {
     let server = Server::start(&[]);
-    let v: Value = server
-        .http
-        .post(format!("{}/v1/sessions", server.base))
-        .json(&json!({"title": "victim"}))
-        .send()
-        .await
-        .expect("create a session")
-        .json()
-        .await
-        .expect("the session");
-    let path = format!(
-        "/v1/sessions/{}/events",
-        v["session_id"].as_str().expect("id")
-    );
+    let session = new_session(&server.http, &server.base, "victim").await;
+    let path = format!("/v1/sessions/{session}/events");
     // One after the other: at once, some of its own connections would be
     // closed for its newer ones before their heads arrived (idle), and the
     // tally would vary from run to run.

@@ -54,18 +54,23 @@ pub async fn append(http: &reqwest::Client, base: &str, scope: &str, id: &str, t
     assert!(r.status().is_success(), "append: {}", r.status());
 }
 
-/// A new session with a 3 MB log.
-async fn large_session(http: &reqwest::Client, base: &str) -> String {
+/// A new session's id.
+pub async fn new_session(http: &reqwest::Client, base: &str, title: &str) -> String {
     let v: Value = http
         .post(format!("{base}/v1/sessions"))
-        .json(&json!({"title": "large"}))
+        .json(&json!({ "title": title }))
         .send()
         .await
         .expect("create a session")
         .json()
         .await
         .expect("the session");
-    let sid = v["session_id"].as_str().expect("session_id").to_owned();
+    v["session_id"].as_str().expect("session_id").to_owned()
+}
+
+/// A new session with a 3 MB log.
+async fn large_session(http: &reqwest::Client, base: &str) -> String {
+    let sid = new_session(http, base, "large").await;
     let text = "x".repeat(EVENT_TEXT);
     for _ in 0..EVENTS {
         append(http, base, "session", &sid, &text).await;
