@@ -9,10 +9,6 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-use crate::json::{FromJson, JsonError, Reader};
-
 /// The hasher.
 #[derive(Default, Clone, Copy)]
 pub struct IdHasher(u64);
@@ -72,25 +68,5 @@ impl IdSet {
     /// Whether `id` is in the set.
     pub fn contains(&self, id: &str) -> bool {
         self.0.contains_key(id)
-    }
-}
-
-impl Serialize for IdSet {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.keys())
-    }
-}
-
-impl<'de> Deserialize<'de> for IdSet {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let ids = Vec::<String>::deserialize(d)?;
-        Ok(IdSet(ids.into_iter().map(|id| (id, 0)).collect()))
-    }
-}
-
-impl FromJson for IdSet {
-    fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
-        let ids = Vec::<String>::read(r)?;
-        Ok(IdSet(ids.into_iter().map(|id| (id, 0)).collect()))
     }
 }

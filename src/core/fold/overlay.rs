@@ -1,7 +1,5 @@
 //! The live overlay: the running turn shown over committed history (rule 6).
 
-use serde::{Deserialize, Serialize};
-
 use crate::protocol::{LiveTool, LiveTurn, LiveTurnState, PendingQuestion, TurnDelta};
 
 /// The uncommitted tail of a running turn. Never persisted: it is not
@@ -33,7 +31,7 @@ pub struct Overlay {
 }
 
 /// A turn whose worker died: its partial text, never promoted (rule 7).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InterruptedTurn {
     /// The turn.
     pub turn_id: String,
@@ -250,8 +248,6 @@ impl Overlay {
         }
     }
 }
-
-// The persisted state is read with the client's small reader (crate::json).
 
 #[cfg(test)]
 mod tests {
