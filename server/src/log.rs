@@ -348,7 +348,7 @@ impl Log {
     /// transient the caller publishes next never overtakes it.
     pub fn append(&self, scope: Scope, scope_id: &str, event: Event) -> StoreResult<Envelope> {
         if let Some(cluster) = &self.cluster {
-            let grouped = match cluster.db.append_grouped(scope, scope_id, &event) {
+            let grouped = match cluster.db.append_grouped(scope, scope_id, event) {
                 Ok(grouped) => grouped,
                 Err(e) => {
                     // It may have committed (a lost reply); this node skips

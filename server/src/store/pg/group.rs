@@ -105,14 +105,14 @@ impl Groups {
         node: &Node<'_>,
         scope: Scope,
         scope_id: &str,
-        event: &Event,
+        event: Event,
         owner: Arc<str>,
     ) -> StoreResult<Grouped> {
         let (done, mut rx) = oneshot::channel();
         self.lock().push(Request {
             scope,
             scope_id: scope_id.to_owned(),
-            event: event.clone(),
+            event,
             owner,
             done,
         });

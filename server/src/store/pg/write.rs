@@ -132,7 +132,12 @@ impl PgDb {
     /// transaction with the other appends this node makes meanwhile
     /// (`group`); returns once it is committed.
     pub fn append(&self, scope: Scope, scope_id: &str, event: &Event) -> StoreResult<Envelope> {
-        Ok(self.append_grouped(scope, scope_id, event)?.own().0.clone())
+        // The store's interface lends the event; `Log::append` hands its own.
+        Ok(self
+            .append_grouped(scope, scope_id, event.clone())?
+            .own()
+            .0
+            .clone())
     }
 
     /// [`PgDb::append`], with the whole group it committed in (what the
@@ -141,7 +146,7 @@ impl PgDb {
         &self,
         scope: Scope,
         scope_id: &str,
-        event: &Event,
+        event: Event,
     ) -> StoreResult<Grouped> {
         let node = Node {
             pool: &self.pool,
