@@ -228,6 +228,10 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, stre
       return false;
     }
     if (!r.body) return true;
+    // Dropped since its answer came (in `head`, or before this resumed):
+    // its body stays untouched. Piping the body of a fetch aborted that
+    // late is what WebKit (WPE 2.38) reports as an unhandled `AbortError`.
+    if (ctl.signal.aborted) return false;
     return await pumpBody(r.body, chunk, stream ? paceOf(http) : UNPACED, held, ctl);
   } catch (e) {
     // Aborted by the wasm (it dropped the request): the expected end, not

@@ -688,7 +688,8 @@ fn engines(built: bool) -> Result {
 /// The demo `site` copied to `target/engine-site` with the engine layer's
 /// error hooks (`tests/js/engines/site/`; the WebKit drivers give no
 /// console logs): `error-hook.js` runs before the page's module script, and
-/// each worker script imports `worker-hook.js` before the demo's.
+/// each worker script imports `worker-hook.js` before the demo's; the
+/// abort probe's page loads the executor's module as `executor.js`.
 fn engine_site(site: &Path) -> Result<std::path::PathBuf> {
     let out = root().join("target/engine-site");
     let _ = fs::remove_dir_all(&out);
@@ -713,5 +714,17 @@ fn engine_site(site: &Path) -> Result<std::path::PathBuf> {
         let wrapper = format!("import \"./worker-hook.js\";\nimport \"./{demo_script}\";\n");
         fs::write(out.join(format!("{worker}.js")), wrapper).map_err(|e| e.to_string())?;
     }
+    // The abort probe (abort-probe.js) runs the executor's request code
+    // itself: its module, re-exported at a name that does not change with
+    // the snippet directory's hash.
+    let snippets = out.join("pkg/web/snippets");
+    let executor = fs::read_dir(&snippets)
+        .map_err(|e| format!("{}: {e}", snippets.display()))?
+        .filter_map(|entry| Some(entry.ok()?.path().join("src/wasm/browser.js")))
+        .find(|path| path.is_file())
+        .ok_or_else(|| format!("no src/wasm/browser.js under {}", snippets.display()))?;
+    let relative = executor.strip_prefix(&out).expect("under the site");
+    let reexport = format!("export * from \"./{}\";\n", relative.display());
+    fs::write(out.join("executor.js"), reexport).map_err(|e| e.to_string())?;
     Ok(out)
 }
