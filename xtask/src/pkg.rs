@@ -392,20 +392,29 @@ fn add_worker_entries(out: &Path) -> Result {
     // SharedWorker has less to spare). Inlined is only what no other module
     // needs as the same instance; what must be one stays an import: the
     // glue, `ReplayError`, the entry.
+    let error = error_snippet(out)?;
     for entry in [
         "worker.js",
         "worker-client.js",
         "shared.js",
         "shared-client.js",
     ] {
-        bundle(&root().join("pkg-template").join(entry), &out.join(entry))?;
+        bundle(
+            &root().join("pkg-template").join(entry),
+            &out.join(entry),
+            &error,
+        )?;
     }
     Ok(())
 }
 
 /// `entry` and the package's stateless modules it imports, minified into
-/// `outfile`; the glue, `replay_error.js` and `index.js` stay imports.
-fn bundle(entry: &Path, outfile: &Path) -> Result {
+/// `outfile`; the glue, `ReplayError` and `index.js` stay imports.
+/// `ReplayError` is imported from its snippet (`error`), where
+/// `replay_error.js` re-exports it from: the same class, one module fewer
+/// in a row before the entry runs (a first visit fetches each level of
+/// imports only once the level above has come).
+fn bundle(entry: &Path, outfile: &Path, error: &str) -> Result {
     let esbuild = setup::node_bin("esbuild");
     cmd::run_in(
         &root(),
@@ -422,7 +431,14 @@ fn bundle(entry: &Path, outfile: &Path) -> Result {
             &format!("--outfile={}", outfile.to_str().expect("utf-8 path")),
         ],
         &[],
-    )
+    )?;
+    let code = fs::read_to_string(outfile).map_err(|e| e.to_string())?;
+    let from = "\"./replay_error.js\"";
+    if !code.contains(from) {
+        return Err(format!("{} no longer imports {from}", outfile.display()));
+    }
+    fs::write(outfile, code.replace(from, &format!("\"{error}\"")))
+        .map_err(|e| format!("write {}: {e}", outfile.display()))
 }
 
 /// The framework bindings (`replay-client/react`, `/vue`, `/svelte`) and
@@ -630,16 +646,16 @@ pub fn context_sizes(pkg: &Path) -> Result<Vec<ContextSize>> {
     ]
     .concat();
     // `shared-client.js` and `shared.js` are bundles: `messages.js` is in
-    // them (`add_worker_entries`); both import `replay_error.js`.
+    // them (`add_worker_entries`); both import `ReplayError` from its snippet.
     let contexts: [(&str, Vec<&str>, u64); 3] = [
         (
             "page half of the shared host (shared-client.js, no wasm)",
-            vec!["shared-client.js", "replay_error.js", error],
+            vec!["shared-client.js", error],
             PAGE_HALF_BUDGET,
         ),
         (
             "the SharedWorker (shared.js + the glue)",
-            [&["shared.js", "replay_error.js"][..], &glue[..]].concat(),
+            [&["shared.js"][..], &glue[..]].concat(),
             CONTEXT_BUDGET,
         ),
         (
