@@ -210,11 +210,32 @@ export class Host {
     const { scope } = attachment;
     const view = scope.follower.view();
     const changed = changedParts(view, attachment.last);
+    const liveText = appendedText(changed, attachment.last);
     attachment.last = view;
     const fresh = said !== attachment.said;
     attachment.said = said;
     attachment.port.postMessage(
-      message("view", { host: this.#info(scope), view: changed, diagnostics: fresh ? diagnostics : undefined }),
+      message("view", { host: this.#info(scope), view: changed, liveText, diagnostics: fresh ? diagnostics : undefined }),
     );
   }
+}
+
+/**
+ * A live answer's text grows by its end, frame after frame: when the text
+ * posted last is the head of the new one, `changed.live` goes without its
+ * text and the rest of the text is returned, for the page to append
+ * (`liveText`), so that a long answer is not copied whole to every page
+ * on every frame.
+ * @param {Record<string, any>} changed
+ * @param {Record<string, any>} last
+ * @returns {string | undefined}
+ */
+function appendedText(changed, last) {
+  const live = changed.live;
+  const was = last.live;
+  if (!live || !was || live.message_id !== was.message_id || live.text_offset !== was.text_offset) return undefined;
+  if (live.text.length < was.text.length || !live.text.startsWith(was.text)) return undefined;
+  const { text, ...rest } = live;
+  changed.live = rest;
+  return text.slice(was.text.length);
 }

@@ -66,8 +66,10 @@ export type WorkerMessage =
   /**
    * The parts of the view that changed (all of them in the first one) and
    * the diagnostics (absent when unchanged since this page's last post).
+   * With `liveText`, `view.live` comes without its `text`: the text is the
+   * one this page was posted last with `liveText` appended.
    */
-  | { v: SchemaVersion; type: "view"; host: HostInfo; view: Partial<View>; diagnostics?: Diagnostics }
+  | { v: SchemaVersion; type: "view"; host: HostInfo; view: Partial<View>; liveText?: string; diagnostics?: Diagnostics }
   /** The outcome of the `call` with this `id`. */
   | { v: SchemaVersion; type: "reply"; host: HostInfo; id: number; value?: unknown; error?: WireError }
   /** The `attach` was refused (bad options, another schema version, no wasm). */

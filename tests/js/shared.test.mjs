@@ -98,6 +98,35 @@ test("10 tabs of one session: one stream at the server; a reply sent from one sh
   assert.deepEqual(pageErrors, []);
 });
 
+test("a long answer's live text on every tab is always a head of the committed answer, whenever the tab attached", async () => {
+  await noStreams();
+  const sessionId = await newSession("shared live text");
+  const tabs = await openTabs(1, () => ({ sessionId }));
+  await allLive(tabs);
+  await tabs[0].evaluate(() => window.t.client.send("/long 6000 every tab sees the same words"));
+  await until("the answer to stream", () => tabs[0].evaluate(() => (window.t.state().live?.text.length ?? 0) > 500));
+  // Attached mid-answer: its first view has the live text whole, the next
+  // ones what the text gained (host.js, appendedText).
+  tabs.push(...(await openTabs(1, () => ({ sessionId }))));
+  await converged(tabs, () => sessionId);
+  const answer = (await api("GET", `/v1/sessions/${sessionId}/transcript`)).items.find(
+    (item) => item.kind === "message" && item.role === "assistant",
+  );
+  assert.ok(answer && answer.text.length >= 6000, "the answer committed whole");
+  for (const [i, tab] of tabs.entries()) {
+    const texts = await tab.evaluate(() => window.t.views.flatMap((v) => (v.live ? [[v.live.text_offset, v.live.text]] : [])));
+    assert.ok(texts.length >= 5, `tab ${i} saw the answer grow (${texts.length} live views)`);
+    for (const [offset, text] of texts) {
+      const head = answer.text.slice(offset, offset + text.length);
+      assert.ok(text === head, `tab ${i}: a live text of ${text.length} at ${offset} is not the answer's (…${text.slice(-40)})`);
+    }
+    const lengths = texts.map(([, text]) => text.length);
+    assert.ok(lengths.at(-1) > 1000, `tab ${i} followed the answer to its end (${lengths.at(-1)})`);
+  }
+  await closeAll(tabs);
+  assert.deepEqual(pageErrors, []);
+});
+
 /** Every replay, events and stream request fails with 503 (50 each, counted down), until cleared. */
 async function failHostRequests() {
   await api("POST", "/v1/admin/faults", { kind: "clear" });
