@@ -38,6 +38,9 @@ pub struct Config {
     pub lag_policy: LagPolicy,
     /// Frames buffered per subscriber.
     pub subscriber_buffer: usize,
+    /// On a busy stream, how long a durable frame waits for the frames
+    /// published behind it, so they go out in one write (0: at once).
+    pub stream_batch_ms: u64,
     /// Open streams per process; more are refused with `503`.
     pub max_streams: usize,
     /// Open streams per scope log (the global list counts as one); more are
@@ -131,6 +134,7 @@ impl Default for Config {
             seed: 0,
             lag_policy: LagPolicy::Disconnect,
             subscriber_buffer: 1024,
+            stream_batch_ms: 8,
             max_streams: 2048,
             max_streams_per_scope: 256,
             write_timeout_ms: 10_000,

@@ -91,6 +91,9 @@ struct Args {
     /// Frames buffered per subscriber.
     #[arg(long, env = "REPLAY_SUBSCRIBER_BUFFER", value_name = "N", default_value_t = Config::default().subscriber_buffer)]
     subscriber_buffer: usize,
+    /// On a busy stream, a durable frame waits N ms for the frames behind it (one write for all; 0: at once).
+    #[arg(long, env = "REPLAY_STREAM_BATCH_MS", value_name = "N", default_value_t = Config::default().stream_batch_ms)]
+    stream_batch_ms: u64,
     /// Open streams per process (more: 503 with Retry-After).
     #[arg(long, env = "REPLAY_MAX_STREAMS", value_name = "N", default_value_t = Config::default().max_streams)]
     max_streams: usize,
@@ -214,6 +217,7 @@ impl Args {
                 Policy::Skip => LagPolicy::Skip,
             },
             subscriber_buffer: self.subscriber_buffer,
+            stream_batch_ms: self.stream_batch_ms,
             max_streams: self.max_streams,
             max_streams_per_scope: self.max_streams_per_scope,
             write_timeout_ms: self.write_timeout_ms,

@@ -97,9 +97,27 @@ async fn run(
         };
         match step {
             Step::Frame((i, Some(frame))) => {
+                // The frames every scope queued meanwhile (they waited
+                // too) go out in the same write, not each after a wait
+                // of its own.
+                w.batch_wait(&frame).await?;
+                w.start_gathering();
                 let l = &mut lives[i];
                 l.heard = Instant::now();
-                w.forward_queued(&mut l.feed, &frame, &mut l.sub).await?;
+                let mut out = w.forward(&mut l.feed, &frame.env, &frame.json).await;
+                let n = lives.len();
+                for k in 0..n {
+                    let Ok(()) = out else { break };
+                    let l = &mut lives[(i + k) % n];
+                    out = match w.gather_queued(&mut l.feed, &mut l.sub).await {
+                        Ok(true) => {
+                            l.heard = Instant::now();
+                            Ok(())
+                        }
+                        got => got.map(drop),
+                    };
+                }
+                w.write_gathered(out).await?;
             }
             // One scope's subscriber lagged (or the hub let go): end the
             // stream, as a scoped stream would end (§4.3.4).
