@@ -209,11 +209,10 @@ export class PageClient {
     // Nothing of the view changed: the same view, no listener called.
     if (Object.keys(msg.view).length === 0) return;
     // The live answer's text is posted as what it gained (host.js, appendedText).
-    if (msg.liveText !== undefined && msg.view.live) {
-      msg.view.live = Object.freeze({ ...msg.view.live, text: (this.#hostView?.live?.text ?? "") + msg.liveText });
-    }
+    const live = msg.liveText !== undefined && msg.view.live;
+    const posted = live ? { ...msg.view, live: Object.freeze({ ...live, text: (this.#hostView?.live?.text ?? "") + msg.liveText }) } : msg.view;
     // A new object when anything changed; the parts not posted keep theirs.
-    const view = (this.#hostView = Object.freeze(/** @type {View} */ ({ ...this.#hostView, ...msg.view })));
+    const view = (this.#hostView = Object.freeze(/** @type {View} */ ({ ...this.#hostView, ...posted })));
     this.#view = this.#link.shown?.(view) ?? view;
     this.#notifySoon();
   }
