@@ -470,10 +470,14 @@ try {
         i++;
         // Polled every 100 ms, not every frame: the probe's own calls would
         // otherwise be counted as the follower's time.
-        await page.waitForFunction(([w, n]) => window.liveCursor(w) >= n, [which, 4 * i + 1], {
-          timeout: 300_000,
-          polling: 100,
-        });
+        const wanted = 4 * i + 1;
+        await page
+          .waitForFunction(([w, n]) => window.liveCursor(w) >= n, [which, wanted], { timeout: 300_000, polling: 100 })
+          .catch(async (err) => {
+            // Which follower stopped short, and where: the timeout alone does not say.
+            const cursor = await page.evaluate((w) => window.liveCursor(w), which).catch(() => "unreadable");
+            throw new Error(`follower ${which} (${flags || "paced"}): cursor ${cursor}, waited for ${wanted}: ${err.message}`);
+          });
       };
       await answer(2000);
       await page.evaluate((on) => window.latencyProbe(on), latency);
