@@ -93,6 +93,13 @@ pub enum FaultSpec {
     },
     /// Drop live state, run startup recovery, take a new boot id.
     RestartWorker,
+    /// The next `count` wake-ups of other nodes (Postgres store) are
+    /// dropped on arrival, as if lost: the follower must fill the gaps
+    /// they leave from the log.
+    LoseWakeups {
+        /// How many.
+        count: u64,
+    },
     /// Delay the next `count` responses of `route` (default any) by `ms`.
     Delay {
         /// Milliseconds.
@@ -209,7 +216,7 @@ impl Faults {
         self.close_tx.send_modify(|g| *g += 1);
     }
 
-    /// Adds a fault (`close_streams`, `restart_worker` and `clear` act at once
+    /// Adds a fault (`close_streams`, `restart_worker`, `lose_wakeups` and `clear` act at once
     /// and are handled by the caller). Returns its id.
     pub fn add(&self, spec: FaultSpec) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);

@@ -181,6 +181,33 @@ impl Log {
         })
     }
 
+    /// Where the events this node published came from (Postgres:
+    /// `{from_wakeups, read, reads, gap_reads, plain_wakeups,
+    /// wakeups_dropped}`, see [`follow::FollowStats`]; `null` on SQLite).
+    pub fn follow_stats(&self) -> serde_json::Value {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(c) = &self.cluster else {
+            return serde_json::Value::Null;
+        };
+        let s = &c.publisher.stats;
+        serde_json::json!({
+            "from_wakeups": s.from_wakeups.load(Relaxed),
+            "read": s.read.load(Relaxed),
+            "reads": s.reads.load(Relaxed),
+            "gap_reads": s.gap_reads.load(Relaxed),
+            "plain_wakeups": s.plain_wakeups.load(Relaxed),
+            "wakeups_dropped": s.wakeups_dropped.load(Relaxed),
+        })
+    }
+
+    /// Drops the next `count` wake-ups of other nodes as if lost (fault
+    /// `lose_wakeups`; nothing on SQLite, which has no other node).
+    pub fn lose_wakeups(&self, count: u64) {
+        if let Some(c) = &self.cluster {
+            c.publisher.lose_wakeups(count);
+        }
+    }
+
     /// The Postgres pool, when the store is Postgres.
     pub fn pg_pool(&self) -> Option<&deadpool_postgres::Pool> {
         self.cluster.as_ref().map(|c| &c.pool)

@@ -30,6 +30,10 @@ pub(super) async fn add_fault(
             let boot_id = app.restart_worker().await?;
             json!({"kind": "restart_worker", "done": true, "boot_id": boot_id})
         }
+        FaultSpec::LoseWakeups { count } => {
+            app.log.lose_wakeups(count);
+            json!({"kind": "lose_wakeups", "done": true})
+        }
         FaultSpec::Clear => {
             app.faults.add(FaultSpec::Clear);
             json!({"kind": "clear", "done": true})

@@ -20,6 +20,7 @@ mod group;
 mod lease;
 pub mod read;
 mod tx;
+pub mod wakeup;
 mod write;
 
 use std::future::Future;
@@ -38,8 +39,8 @@ pub use read::{events_after, PgSnapshot};
 pub use tx::Committed;
 pub use write::PgDb;
 
-/// The notification channel every append notifies after its commit (an
-/// empty payload: "read the log").
+/// The notification channel every append notifies after its commit (the
+/// payload: the group's events, or "read the log"; see [`wakeup`]).
 pub const CHANNEL: &str = "replay_events";
 
 /// Connections per node in the pool (writes are one at a time per node;

@@ -12,7 +12,7 @@ use replay_core::protocol::{Envelope, Event, Scope};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use super::{big, unsigned, CHANNEL};
+use super::{big, unsigned, wakeup, CHANNEL};
 use crate::store::{StoreError, StoreResult};
 
 /// Numbers `n` events at once, in commit order: the counter's row lock is
@@ -24,6 +24,14 @@ SELECT c.value - $1 + e.ord, e.scope, e.scope_id, e.seq, e.type, e.ts, e.data
   FROM c, unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[])
        WITH ORDINALITY AS e(scope, scope_id, seq, type, ts, data, ord)
 RETURNING id";
+
+/// The wake-up sent after the commit, in a transaction of its own (see
+/// [`super::wakeup`]): the tag, then the group's first id, looked up by its
+/// first event's log and seq (the ids are given in this same round trip),
+/// then the rest. No such row (the group did not commit): the tag alone.
+const WAKE: &str = "
+SELECT pg_notify($1::text, $2::text || COALESCE(' ' || (SELECT id FROM events
+         WHERE scope = $3::text AND scope_id = $4::text AND seq = $5::bigint)::text || $6::text, ''))";
 
 /// A committed event and its log's epoch.
 pub type Committed = (Envelope, String);
@@ -161,7 +169,7 @@ async fn after_begin<T>(
 /// [`WriteTx::commit`]'s round trip; returns the first id.
 async fn commit_on(c: &Object, begun: bool, staged: &[Staged], node: &str) -> StoreResult<u64> {
     let insert = c.prepare_cached(INSERT_EVENTS).await?;
-    let notify = c.prepare_cached("SELECT pg_notify($1, $2)").await?;
+    let notify = c.prepare_cached(WAKE).await?;
     let n = big(staged.len() as u64);
     let scopes: Vec<&str> = staged.iter().map(|s| s.scope.as_str()).collect();
     let ids: Vec<&str> = staged.iter().map(|s| s.scope_id.as_str()).collect();
@@ -170,7 +178,11 @@ async fn commit_on(c: &Object, begun: bool, staged: &[Staged], node: &str) -> St
     let tss: Vec<&str> = staged.iter().map(|s| s.ts.as_str()).collect();
     let datas: Vec<String> = staged.iter().map(|s| s.event.data_json()).collect();
     let params: [&(dyn ToSql + Sync); 7] = [&n, &scopes, &ids, &seqs, &types, &tss, &datas];
-    let wake: [&(dyn ToSql + Sync); 2] = [&CHANNEL, &node];
+    let body = wakeup::body(node, staged, &datas);
+    let (scope, scope_id, seq) = staged.first().map_or(("", "", 0), |s| {
+        (s.scope.as_str(), s.scope_id.as_str(), big(s.seq))
+    });
+    let wake: [&(dyn ToSql + Sync); 6] = [&CHANNEL, &node, &scope, &scope_id, &seq, &body];
     let begin = async {
         if !begun {
             c.batch_execute("BEGIN").await?;
