@@ -10,6 +10,7 @@ mod common;
 use std::time::Duration;
 
 use cluster_support::{assert_dense, durable_until, fresh_db, Node};
+use common::Sse;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
@@ -29,23 +30,31 @@ fn grew(before: &Value, after: &Value, key: &str) -> u64 {
     count(after, key) - count(before, key)
 }
 
+/// Nodes A and B on a fresh database `name`, team log `log` created
+/// through B, and a scoped stream on A after its first event (`None`
+/// without Postgres).
+async fn two_nodes_on(name: &str, log: &str) -> Option<(Node, Node, Sse)> {
+    let db = fresh_db(name).await?;
+    let a = Node::start(&db, &[]);
+    let b = Node::start(&db, &[]);
+    b.server.append("team", log, 0).await;
+    let scoped = a
+        .server
+        .stream(&format!("/v1/teams/{log}/events?after_seq=1"), None)
+        .await;
+    assert_eq!(scoped.status, 200);
+    Some((a, b, scoped))
+}
+
 /// Appends through B, one at a time and then concurrently (groups): A's
 /// streams get every event in order, all of them published from B's
 /// wake-ups, none read from the log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_follows_another_nodes_appends_from_their_wakeups_alone() {
-    let Some(db) = fresh_db("wakeups").await else {
+    let Some((a, b, mut scoped)) = two_nodes_on("wakeups", "w").await else {
         return;
     };
-    let a = Node::start(&db, &[]);
-    let b = Node::start(&db, &[]);
-    b.server.append("team", "w", 0).await;
-    let mut scoped = a
-        .server
-        .stream("/v1/teams/w/events?after_seq=1", None)
-        .await;
     let mut mux = a.server.stream("/v1/stream?sub=team:w:1", None).await;
-    assert_eq!(scoped.status, 200);
     assert_eq!(mux.status, 200);
     let before = follow(&a).await;
     const ONE_BY_ONE: usize = 30;
@@ -83,17 +92,9 @@ async fn a_node_follows_another_nodes_appends_from_their_wakeups_alone() {
 /// order, without waiting for the 2 s safety poll.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_wakeups_are_read_from_the_log_in_order() {
-    let Some(db) = fresh_db("lost_wakeups").await else {
+    let Some((a, b, mut scoped)) = two_nodes_on("lost_wakeups", "l").await else {
         return;
     };
-    let a = Node::start(&db, &[]);
-    let b = Node::start(&db, &[]);
-    b.server.append("team", "l", 0).await;
-    let mut scoped = a
-        .server
-        .stream("/v1/teams/l/events?after_seq=1", None)
-        .await;
-    assert_eq!(scoped.status, 200);
     let before = follow(&a).await;
     let v = a
         .server
