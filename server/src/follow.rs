@@ -397,8 +397,10 @@ impl Publisher {
         }
         // Held: the follower publishes it once what is below has come.
         let mut head = self.head.subscribe();
-        let waited = tokio::time::timeout(GAP_WAIT, head.wait_for(|h| *h >= last)).await;
-        if matches!(waited, Ok(Ok(_))) {
+        let came = tokio::time::timeout(GAP_WAIT, head.wait_for(|h| *h >= last))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        if came {
             return Ok(());
         }
         let mut order = self.turn.lock().await;
@@ -411,11 +413,6 @@ impl Publisher {
             return self.read_up_to(&mut order, u64::MAX).await;
         }
         Ok(())
-    }
-
-    /// [`Publisher::publish_own`] from synchronous code.
-    pub fn publish_own_now(&self, group: &Arc<[Committed]>) -> StoreResult<()> {
-        pg::block(self.publish_own(group))
     }
 
     /// [`Publisher::catch_up`] from synchronous code (a writer that just

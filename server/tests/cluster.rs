@@ -7,9 +7,11 @@ mod cluster_support;
 mod common;
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use cluster_support::{assert_dense, durable_until, fresh_db, Node};
+use cluster_support::{assert_dense, durable_until, fresh_db, threads_of, Node};
 use futures_util::StreamExt;
 use replay_core::protocol::{Envelope, Event, Role};
 use replay_core::transcript::{fold, transcript_eq};
@@ -290,6 +292,47 @@ async fn concurrent_appends_through_one_node_commit_in_groups_and_stay_dense() {
         "node A's own stream: every event in order"
     );
     assert_eq!(theirs, seen, "node B's follower: the same");
+}
+
+/// Appends waiting for their group hold no thread each (issue 32): a
+/// blocked worker thread hands its tasks to a new one, and with 16 appends
+/// in flight a node ran ~30 threads on 2 cores, switching between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_in_flight_hold_no_thread_each() {
+    let Some(db) = fresh_db("threads").await else {
+        return;
+    };
+    let a = Node::start(&db, &[]);
+    a.server.append("team", "t0", 0).await;
+    let pid = a.pid();
+    let idle = threads_of(pid);
+    let most = Arc::new(AtomicUsize::new(idle));
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (most, done) = (Arc::clone(&most), Arc::clone(&done));
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                most.fetch_max(threads_of(pid), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    futures_util::stream::iter(1..=400u64)
+        .map(|i| {
+            let server = &a.server;
+            async move { server.append("team", &format!("t{}", i % 4), i).await }
+        })
+        .buffer_unordered(48)
+        .collect::<Vec<_>>()
+        .await;
+    done.store(true, Ordering::Relaxed);
+    sampler.join().unwrap();
+    let most = most.load(Ordering::Relaxed);
+    assert!(idle > 0, "the node's threads are visible in /proc");
+    assert!(
+        most <= idle + 8,
+        "48 appends in flight: {most} threads at most, {idle} idle"
+    );
 }
 
 /// `store.appends` of a node's diagnostics: (transactions, events,

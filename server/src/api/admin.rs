@@ -96,7 +96,10 @@ pub(super) async fn append_event(
             format!("scope_id must be 1..={SCOPE_ID_MAX} bytes"),
         ));
     }
-    let env = app.log.append(body.scope, &body.scope_id, event)?;
+    let env = app
+        .log
+        .append_async(body.scope, &body.scope_id, event)
+        .await?;
     Ok((StatusCode::CREATED, Json(env)))
 }
 

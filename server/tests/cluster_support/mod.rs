@@ -68,6 +68,11 @@ impl Node {
         }
     }
 
+    /// The node's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL: no shutdown, no last write.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -212,4 +217,9 @@ impl Drop for OwnRedis {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Threads process `pid` runs now (`/proc`; 0 where there is none).
+pub fn threads_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |tasks| tasks.count())
 }

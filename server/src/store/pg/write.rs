@@ -148,15 +148,25 @@ impl PgDb {
         scope_id: &str,
         event: Event,
     ) -> StoreResult<Grouped> {
+        block(self.append_grouped_async(scope, scope_id, event))
+    }
+
+    /// [`PgDb::append_grouped`] for async code running on the Postgres
+    /// runtime ([`super::on_runtime`]): no thread blocks while it waits.
+    pub async fn append_grouped_async(
+        &self,
+        scope: Scope,
+        scope_id: &str,
+        event: Event,
+    ) -> StoreResult<Grouped> {
         let node = Node {
             pool: &self.pool,
             tag: &self.node,
             lease_secs: self.lease.as_secs_f64(),
         };
-        block(
-            self.groups
-                .append(&node, scope, scope_id, event, self.owner()),
-        )
+        self.groups
+            .append(&node, scope, scope_id, event, self.owner())
+            .await
     }
 
     /// Registers a session row.
