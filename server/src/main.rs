@@ -156,6 +156,10 @@ struct Args {
     /// Serve no multiplexed stream: `GET /v1/stream` answers 404 (a runtime without PROTOCOL §4.6).
     #[arg(long, env = "REPLAY_NO_MULTIPLEX")]
     no_multiplex: bool,
+    /// Worker threads of the server's runtime; default: one per core this
+    /// process may use. Nodes sharing a machine: its cores over the nodes.
+    #[arg(long, env = "REPLAY_THREADS", value_name = "N")]
+    threads: Option<std::num::NonZeroUsize>,
 }
 
 /// `--synchronous` values.
@@ -255,9 +259,23 @@ async fn shutdown_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let cfg = match Args::parse().into_config() {
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.threads {
+        runtime.worker_threads(n.get());
+    }
+    match runtime.enable_all().build() {
+        Ok(runtime) => runtime.block_on(serve(args)),
+        Err(e) => {
+            eprintln!("replay-server: the runtime did not start: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: Args) -> ExitCode {
+    let cfg = match args.into_config() {
         Ok(cfg) => cfg,
         Err(e) => {
             eprintln!("replay-server: {e}");
