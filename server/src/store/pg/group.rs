@@ -15,11 +15,13 @@
 //! would.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use replay_core::protocol::{Event, Scope};
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::{oneshot, Notify, Semaphore};
 
 use super::append::{stage_many, Holder, Item};
 use super::tx::{Committed, WriteTx};
@@ -37,6 +39,24 @@ const IN_FLIGHT: usize = 1;
 
 /// Most appends in one group.
 const GROUP_MAX: usize = 64;
+
+/// Longest a busy node's group waits for more appends before it commits
+/// (see [`gather_target`]).
+const LINGER: Duration = Duration::from_millis(1);
+
+/// A group this large commits without waiting for more.
+const ENOUGH: usize = 8;
+
+/// How many appends a group waits for, up to [`LINGER`], given the size of
+/// the group before it: none after a lone append (one writer at a time
+/// must not wait) or after a group of [`ENOUGH`], else [`ENOUGH`]. Each
+/// commit costs Postgres about as much as a handful of events: with the
+/// writers of a cluster spread over its nodes, groups without this held ~2
+/// events each on 2 and 3 nodes against ~5 on one, and Postgres spent
+/// twice the CPU per event.
+pub fn gather_target(previous: usize) -> Option<usize> {
+    (2..ENOUGH).contains(&previous).then_some(ENOUGH)
+}
 
 /// An append's place in its committed group: every event of the group (in
 /// id order, contiguous ids) and which one is this append's.
@@ -76,6 +96,10 @@ pub struct GroupStats {
 /// The appends of one node waiting for a group.
 pub struct Groups {
     queue: Mutex<Vec<Request>>,
+    /// Signalled at each append queued (a gathering group counts them).
+    queued: Notify,
+    /// Appends in the group committed last.
+    previous: AtomicUsize,
     slots: Semaphore,
     /// Commits and events so far.
     pub stats: GroupStats,
@@ -85,6 +109,8 @@ impl Default for Groups {
     fn default() -> Groups {
         Groups {
             queue: Mutex::default(),
+            queued: Notify::new(),
+            previous: AtomicUsize::new(0),
             slots: Semaphore::new(IN_FLIGHT),
             stats: GroupStats::default(),
         }
@@ -121,12 +147,14 @@ impl Groups {
             owner,
             done,
         });
+        self.queued.notify_one();
         loop {
             tokio::select! {
                 biased;
                 out = &mut rx => return out.unwrap_or_else(|_| Err(abandoned())),
                 permit = self.slots.acquire() => {
                     let _permit = permit.map_err(|_| abandoned())?;
+                    self.gather().await;
                     let batch = {
                         let mut q = self.lock();
                         let n = q.len().min(GROUP_MAX);
@@ -137,8 +165,26 @@ impl Groups {
                         drop(_permit);
                         return rx.await.unwrap_or_else(|_| Err(abandoned()));
                     }
+                    self.previous.store(batch.len(), Ordering::Relaxed);
                     self.run(node, batch).await;
                 }
+            }
+        }
+    }
+
+    /// Waits, up to [`LINGER`], until the queue holds [`gather_target`]
+    /// appends (no wait after a lone append).
+    async fn gather(&self) {
+        let Some(target) = gather_target(self.previous.load(Ordering::Relaxed)) else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + LINGER;
+        while self.lock().len() < target {
+            if tokio::time::timeout_at(deadline, self.queued.notified())
+                .await
+                .is_err()
+            {
+                return;
             }
         }
     }
@@ -247,4 +293,20 @@ fn answer(batch: Vec<Request>, out: StoreResult<Arc<[Committed]>>) {
 /// The append's group was dropped unanswered (its committer panicked).
 fn abandoned() -> StoreError {
     StoreError::Backend("an append's group was abandoned".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{gather_target, ENOUGH};
+
+    #[test]
+    fn a_lone_writer_never_waits_and_small_groups_wait_for_enough() {
+        assert_eq!(gather_target(0), None, "nothing committed yet");
+        assert_eq!(gather_target(1), None, "one writer at a time");
+        for previous in 2..ENOUGH {
+            assert_eq!(gather_target(previous), Some(ENOUGH), "{previous}");
+        }
+        assert_eq!(gather_target(ENOUGH), None, "large enough already");
+        assert_eq!(gather_target(64), None);
+    }
 }
