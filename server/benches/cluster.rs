@@ -150,6 +150,15 @@ async fn postmaster(db: &str) -> u32 {
         .unwrap_or(0)
 }
 
+/// Worker threads of each of `nodes` nodes on this machine: its cores
+/// shared out, as an operator sizes nodes that share a host (and as a node
+/// in a container with a CPU quota sizes itself). Each node at one per
+/// core put 4 to 6 runtime threads on 2 cores.
+fn node_threads(nodes: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / nodes).max(1)
+}
+
 /// What one configuration measured.
 struct Figures {
     per_s: f64,
@@ -160,6 +169,10 @@ struct Figures {
     cpu_nodes: f64,
     cpu_pg: f64,
     cpu_bench: f64,
+    /// Events per append transaction, over every node (0 on SQLite).
+    events_per_commit: f64,
+    /// Write system calls of the nodes (frames, answers, Postgres).
+    node_writes: u64,
 }
 
 /// One configuration: nodes on `db`.
@@ -169,12 +182,16 @@ async fn measure(db: &str, nodes: usize) -> Figures {
     } else {
         None
     };
-    let nodes: Vec<ServerProc> = (0..nodes).map(|_| spawn::start(db, 1100)).collect();
+    let threads = node_threads(nodes).to_string();
+    let nodes: Vec<ServerProc> = (0..nodes)
+        .map(|_| spawn::start_with(db, 1100, &["--threads", &threads]))
+        .collect();
     let pids: Vec<String> = nodes.iter().map(|n| n.id().to_string()).collect();
     let cpu = move || {
         let nodes: f64 = pids.iter().map(|p| cpu::proc_cpu_s(p)).sum();
         let pg = pg_pid.map_or(0.0, cpu::pg_cpu_s);
-        (nodes, pg, cpu::proc_cpu_s("self"))
+        let writes: u64 = pids.iter().map(|p| cpu::proc_syscalls(p).1).sum();
+        (nodes, pg, cpu::proc_cpu_s("self"), writes)
     };
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(16)
@@ -221,6 +238,20 @@ async fn measure(db: &str, nodes: usize) -> Figures {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let cpu1 = cpu();
+    let (mut commits, mut committed) = (0, 0);
+    for node in &nodes {
+        let diag: Value = http
+            .get(format!("{}/v1/diagnostics", node.base))
+            .send()
+            .await
+            .expect("diagnostics")
+            .json()
+            .await
+            .expect("diagnostics json");
+        let appends = &diag["store"]["appends"];
+        commits += appends["transactions"].as_u64().unwrap_or(0);
+        committed += appends["events"].as_u64().unwrap_or(0);
+    }
     let sent = sent.lock().unwrap();
     let mut lat: Vec<f64> = arrivals
         .lock()
@@ -240,6 +271,8 @@ async fn measure(db: &str, nodes: usize) -> Figures {
         cpu_nodes: cpu1.0 - cpu0.0,
         cpu_pg: cpu1.1 - cpu0.1,
         cpu_bench: cpu1.2 - cpu0.2,
+        events_per_commit: committed as f64 / commits.max(1) as f64,
+        node_writes: cpu1.3 - cpu0.3,
     }
 }
 
@@ -305,6 +338,17 @@ async fn durable_part(pg: Option<&str>) {
             "cluster_{name}_cpu_bench_us_per_event {:.0}",
             per_event(f.cpu_bench)
         );
+        println!(
+            "cluster_{name}_events_per_commit {:.2}",
+            f.events_per_commit
+        );
+        // Frames per write: each event has STREAMS / LOGS copies.
+        let copies = (events() * STREAMS / LOGS) as f64;
+        println!(
+            "cluster_{name}_copies_per_node_write {:.2}",
+            copies / f.node_writes.max(1) as f64
+        );
+
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -27,6 +27,7 @@ impl Drop for ServerProc {
 
 /// Starts the server on `db` (a SQLite path or a `postgres://` URL), at
 /// most `per_scope` streams per scope, up to 1 100 streams in all.
+#[allow(dead_code)] // the cluster bench sizes its nodes ([`start_with`])
 pub fn start(db: &str, per_scope: u32) -> ServerProc {
     start_with(db, per_scope, &[])
 }
