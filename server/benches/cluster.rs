@@ -318,8 +318,10 @@ async fn durable_part(pg: Option<&str>) {
             ));
         }
     }
+    let mut per_s = HashMap::new();
     for (name, db, nodes) in configs {
         let f = measure(&db, nodes).await;
+        per_s.insert(name.clone(), f.per_s);
         println!("cluster_{name}_events_per_s {:.0}", f.per_s);
         println!("cluster_{name}_p50_ms {:.3}", f.p50);
         println!("cluster_{name}_p99_ms {:.3}", f.p99);
@@ -349,6 +351,17 @@ async fn durable_part(pg: Option<&str>) {
             copies / f.node_writes.max(1) as f64
         );
 
+    }
+    // Issue 32's goals: one Postgres node within 2x of SQLite, and adding
+    // a node never lowering throughput (ratios of the same run).
+    for (ratio, over, under) in [
+        ("pg_1_over_sqlite", "pg_1", "sqlite_1"),
+        ("pg_2_over_1", "pg_2", "pg_1"),
+        ("pg_3_over_2", "pg_3", "pg_2"),
+    ] {
+        if let (Some(a), Some(b)) = (per_s.get(over), per_s.get(under)) {
+            println!("cluster_{ratio} {:.3}", a / b);
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -149,13 +149,13 @@ const FIGURES: &[Figure] = &[
         name: "cluster_pg_2_events_per_s",
         unit: "events/s",
         what: "cluster, 2 nodes on one Postgres: durable events/s (16 writers, 1 000 streams)",
-        target: None,
+        target: Some((Goal::AtLeast, 1000.0)),
     },
     Figure {
         name: "cluster_pg_2_p99_ms",
         unit: "ms",
         what: "cluster, 2 nodes on one Postgres: append to delivery on every node, p99",
-        target: None,
+        target: Some((Goal::AtMost, 50.0)),
     },
     Figure {
         name: "cluster_pg_2_cpu_nodes_us_per_event",
@@ -185,6 +185,30 @@ const FIGURES: &[Figure] = &[
         name: "cluster_pg_3_p99_ms",
         unit: "ms",
         what: "cluster, 3 nodes on one Postgres: append to delivery on every node, p99",
+        target: Some((Goal::AtMost, 50.0)),
+    },
+    Figure {
+        name: "cluster_pg_1_over_sqlite",
+        unit: "x",
+        what: "cluster: 1 Postgres node's durable events/s over 1 SQLite node's, the same run (issue 32: within 2x)",
+        target: Some((Goal::AtLeast, 0.5)),
+    },
+    Figure {
+        name: "cluster_pg_2_over_1",
+        unit: "x",
+        what: "cluster: 2 nodes' durable events/s over 1 node's, the same run, every node sized to its share of the machine's cores (issue 32: adding a node never lowers throughput)",
+        target: Some((Goal::AtLeast, 1.0)),
+    },
+    Figure {
+        name: "cluster_pg_3_over_2",
+        unit: "x",
+        what: "cluster: 3 nodes' durable events/s over 2 nodes', the same run",
+        target: Some((Goal::AtLeast, 1.0)),
+    },
+    Figure {
+        name: "cluster_pg_2_events_per_commit",
+        unit: "events",
+        what: "cluster, 2 nodes: durable events per append transaction (group commit)",
         target: None,
     },
     Figure {
