@@ -350,7 +350,6 @@ async fn durable_part(pg: Option<&str>) {
             "cluster_{name}_copies_per_node_write {:.2}",
             copies / f.node_writes.max(1) as f64
         );
-
     }
     // Issue 32's goals: one Postgres node within 2x of SQLite, and adding
     // a node never lowering throughput (ratios of the same run).

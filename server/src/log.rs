@@ -405,9 +405,9 @@ impl Log {
         };
         let (db, publisher) = (Arc::clone(&cluster.db), Arc::clone(&cluster.publisher));
         let scope_id = scope_id.to_owned();
-        pg::on_runtime(async move {
-            append_to_cluster(&db, &publisher, scope, &scope_id, event).await
-        })
+        pg::on_runtime(
+            async move { append_to_cluster(&db, &publisher, scope, &scope_id, event).await },
+        )
         .await
     }
 

@@ -14,8 +14,8 @@
 //! never retried: every append of it gets the error, as a lone append
 //! would.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
