@@ -240,14 +240,7 @@ async fn measure(db: &str, nodes: usize) -> Figures {
     let cpu1 = cpu();
     let (mut commits, mut committed) = (0, 0);
     for node in &nodes {
-        let diag: Value = http
-            .get(format!("{}/v1/diagnostics", node.base))
-            .send()
-            .await
-            .expect("diagnostics")
-            .json()
-            .await
-            .expect("diagnostics json");
+        let diag = node.diagnostics(&http).await;
         let appends = &diag["store"]["appends"];
         commits += appends["transactions"].as_u64().unwrap_or(0);
         committed += appends["events"].as_u64().unwrap_or(0);

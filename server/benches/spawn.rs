@@ -16,6 +16,18 @@ impl ServerProc {
     pub fn id(&self) -> u32 {
         self.child.id()
     }
+
+    /// Its `/v1/diagnostics`.
+    #[allow(dead_code)] // each bench compiles this file; not every one needs it
+    pub async fn diagnostics(&self, http: &reqwest::Client) -> serde_json::Value {
+        http.get(format!("{}/v1/diagnostics", self.base))
+            .send()
+            .await
+            .expect("diagnostics")
+            .json()
+            .await
+            .expect("diagnostics json")
+    }
 }
 
 impl Drop for ServerProc {

@@ -128,14 +128,7 @@ async fn tails_connected(http: &reqwest::Client, nodes: &[ServerProc]) {
     let deadline = Instant::now() + Duration::from_secs(20);
     for node in nodes {
         loop {
-            let diag: Value = http
-                .get(format!("{}/v1/diagnostics", node.base))
-                .send()
-                .await
-                .expect("diagnostics")
-                .json()
-                .await
-                .expect("json");
+            let diag = node.diagnostics(http).await;
             if diag["tail"]["connected"] == true {
                 break;
             }
