@@ -8,7 +8,7 @@
 //! Postgres) off the async runtime, and heads are kept in memory.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, TryLockError};
 use std::time::Duration;
 
 use replay_core::protocol::{Envelope, Event, LiveTurn, LiveTurnSnapshot, Scope, TasksSnapshot};
@@ -217,8 +217,21 @@ impl Log {
     pub fn db(&self) -> DbGuard<'_> {
         // A panic while holding the lock leaves SQLite consistent (transactions
         // roll back), so a poisoned lock is still usable.
+        let db = match self.db.try_lock() {
+            Ok(db) => db,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            // On Postgres the holder waits for round trips: a worker of the
+            // runtime waiting here too would stop every task it runs (with
+            // one worker thread, the node's every stream), so it hands them
+            // over first, as a Postgres call does.
+            Err(TryLockError::WouldBlock) if self.cluster.is_some() => {
+                tokio::task::block_in_place(|| self.db.lock())
+                    .unwrap_or_else(PoisonError::into_inner)
+            }
+            Err(TryLockError::WouldBlock) => self.db.lock().unwrap_or_else(PoisonError::into_inner),
+        };
         DbGuard {
-            db: self.db.lock().unwrap_or_else(PoisonError::into_inner),
+            db,
             heads: &self.heads,
         }
     }

@@ -335,6 +335,49 @@ async fn appends_in_flight_hold_no_thread_each() {
     );
 }
 
+/// Writes queued behind a node-wide write that waits on Postgres hold no
+/// worker thread (issue 32): a node with one worker thread keeps serving
+/// reads meanwhile. Here Postgres holds the session counter's row (a
+/// transaction of the test's own), so a session's creation waits there with
+/// the node's write lock, and two more wait for that lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_waiting_for_a_node_wide_write_leave_the_node_serving() {
+    let Some(db) = fresh_db("lockwait").await else {
+        return;
+    };
+    let a = Node::start(&db, &["--threads", "1"]);
+    let (s, v) = a
+        .server
+        .post("/v1/sessions", serde_json::json!({"title": "first"}))
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let id = v["session_id"].as_str().expect("a session id").to_owned();
+    let (pg, conn) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
+        .await
+        .expect("pg");
+    tokio::spawn(conn);
+    pg.batch_execute("BEGIN; SELECT value FROM counters WHERE name = 'session' FOR UPDATE")
+        .await
+        .expect("the counter's row held");
+    let creates = futures_util::future::join_all((0..3).map(|_| {
+        a.server
+            .post("/v1/sessions", serde_json::json!({"title": "t"}))
+    }));
+    let probe = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let path = format!("/v1/sessions/{id}/events?after_seq=0");
+        let read = tokio::time::timeout(Duration::from_secs(5), a.server.get(&path)).await;
+        pg.batch_execute("COMMIT").await.expect("released");
+        read
+    };
+    let (created, read) = tokio::join!(creates, probe);
+    let (s, v) = read.expect("a read answered while writes waited");
+    assert_eq!(s, 200, "{v}");
+    for (s, v) in created {
+        assert_eq!(s, 201, "{v}");
+    }
+}
+
 /// `store.appends` of a node's diagnostics: (transactions, events,
 /// published_own).
 async fn appends(node: &Node) -> (u64, u64, u64) {
