@@ -69,9 +69,13 @@ fn run_cluster(listen: &str, nodes: usize, site: &Path, origins: &[String]) -> R
     let pg = postgres::TempPostgres::start_in(&root().join("target/replay-demo-pg"))?;
     let tail = redis::TempRedis::start()?;
     let site = site.to_str().expect("utf-8 path");
+    // The nodes share this machine's cores (docs/server.md, `--threads`).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = (cores / nodes).max(1).to_string();
     let mut servers = Vec::new();
     for _ in 0..nodes {
         let mut args = vec!["--listen", "127.0.0.1:0", "--db", &pg.url, "--faults"];
+        args.extend(["--threads", &threads]);
         args.extend(["--redis", &tail.url]);
         args.extend(["--static", site]);
         for origin in origins {
