@@ -124,7 +124,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "cluster_sqlite_1_events_per_s",
         unit: "events/s",
-        what: "cluster, 1 node on SQLite: durable events/s (16 writers, 1 000 streams)",
+        what: "cluster, 1 node on SQLite: durable events/s (16 writers, 1 000 streams; median of 3 rounds)",
         target: None,
     },
     Figure {
@@ -136,7 +136,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "cluster_pg_1_events_per_s",
         unit: "events/s",
-        what: "cluster, 1 node on Postgres: durable events/s (16 writers, 1 000 streams)",
+        what: "cluster, 1 node on Postgres: durable events/s (16 writers, 1 000 streams; median of 3 rounds)",
         target: None,
     },
     Figure {
@@ -148,7 +148,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "cluster_pg_2_events_per_s",
         unit: "events/s",
-        what: "cluster, 2 nodes on one Postgres: durable events/s (16 writers, 1 000 streams)",
+        what: "cluster, 2 nodes on one Postgres: durable events/s (16 writers, 1 000 streams; median of 3 rounds)",
         target: Some((Goal::AtLeast, 1000.0)),
     },
     Figure {
@@ -178,7 +178,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "cluster_pg_3_events_per_s",
         unit: "events/s",
-        what: "cluster, 3 nodes on one Postgres: durable events/s (16 writers, 1 000 streams)",
+        what: "cluster, 3 nodes on one Postgres: durable events/s (16 writers, 1 000 streams; median of 3 rounds)",
         target: None,
     },
     Figure {
@@ -190,19 +190,19 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "cluster_pg_1_over_sqlite",
         unit: "x",
-        what: "cluster: 1 Postgres node's durable events/s over 1 SQLite node's, the same run (issue 32: within 2x)",
+        what: "cluster: 1 Postgres node's durable events/s over 1 SQLite node's, median of 3 interleaved rounds' ratios (issue 32: within 2x)",
         target: Some((Goal::AtLeast, 0.5)),
     },
     Figure {
         name: "cluster_pg_2_over_1",
         unit: "x",
-        what: "cluster: 2 nodes' durable events/s over 1 node's, the same run, every node sized to its share of the machine's cores (issue 32: adding a node never lowers throughput)",
+        what: "cluster: 2 nodes' durable events/s over 1 node's, median of 3 interleaved rounds' ratios, every node sized to its share of the machine's cores (issue 32: adding a node never lowers throughput)",
         target: Some((Goal::AtLeast, 1.0)),
     },
     Figure {
         name: "cluster_pg_3_over_2",
         unit: "x",
-        what: "cluster: 3 nodes' durable events/s over 2 nodes', the same run",
+        what: "cluster: 3 nodes' durable events/s over 2 nodes', median of 3 interleaved rounds' ratios",
         target: Some((Goal::AtLeast, 1.0)),
     },
     Figure {
