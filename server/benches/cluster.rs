@@ -191,7 +191,7 @@ async fn measure(db: &str, nodes: usize) -> Figures {
     let cpu = move || {
         let nodes: f64 = pids.iter().map(|p| cpu::proc_cpu_s(p)).sum();
         let pg = pg_pid.map_or(0.0, cpu::pg_cpu_s);
-        let writes: u64 = pids.iter().map(|p| cpu::proc_syscalls(p).1).sum();
+        let writes: u64 = pids.iter().map(|p| cpu::proc_writes(p)).sum();
         (nodes, pg, cpu::proc_cpu_s("self"), writes)
     };
     let http = reqwest::Client::builder()

@@ -220,15 +220,18 @@ impl Log {
         let db = match self.db.try_lock() {
             Ok(db) => db,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            // On Postgres the holder waits for round trips: a worker of the
-            // runtime waiting here too would stop every task it runs (with
-            // one worker thread, the node's every stream), so it hands them
-            // over first, as a Postgres call does.
-            Err(TryLockError::WouldBlock) if self.cluster.is_some() => {
-                tokio::task::block_in_place(|| self.db.lock())
-                    .unwrap_or_else(PoisonError::into_inner)
+            Err(TryLockError::WouldBlock) => {
+                let wait = || self.db.lock().unwrap_or_else(PoisonError::into_inner);
+                // On Postgres the holder waits for round trips: a worker of
+                // the runtime waiting here too would stop every task it runs
+                // (with one worker thread, the node's every stream), so it
+                // hands them over first, as a Postgres call does.
+                if self.cluster.is_some() {
+                    tokio::task::block_in_place(wait)
+                } else {
+                    wait()
+                }
             }
-            Err(TryLockError::WouldBlock) => self.db.lock().unwrap_or_else(PoisonError::into_inner),
         };
         DbGuard {
             db,
@@ -586,7 +589,7 @@ async fn append_to_cluster(
     scope_id: &str,
     event: Event,
 ) -> StoreResult<Envelope> {
-    let grouped = match db.append_grouped_async(scope, scope_id, event).await {
+    let grouped = match db.append_grouped(scope, scope_id, event).await {
         Ok(grouped) => grouped,
         Err(e) => {
             // It may have committed (a lost reply); this node skips its

@@ -112,16 +112,12 @@ impl Meter {
     }
 }
 
-/// Read and write system calls of process `pid` so far (`/proc/{pid}/io`'s
-/// `syscr`, `syscw`; socket reads through `recvfrom` are not counted):
-/// how many writes the nodes' frames took.
-pub fn proc_syscalls(pid: &str) -> (u64, u64) {
+/// Write system calls of process `pid` so far (`/proc/{pid}/io`'s
+/// `syscw`): how many writes the nodes' frames took.
+pub fn proc_writes(pid: &str) -> u64 {
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
-    let count = |key: &str| {
-        io.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    };
-    (count("syscr:"), count("syscw:"))
+    io.lines()
+        .find_map(|l| l.strip_prefix("syscw:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }

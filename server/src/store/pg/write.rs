@@ -133,27 +133,15 @@ impl PgDb {
     /// (`group`); returns once it is committed.
     pub fn append(&self, scope: Scope, scope_id: &str, event: &Event) -> StoreResult<Envelope> {
         // The store's interface lends the event; `Log::append` hands its own.
-        Ok(self
-            .append_grouped(scope, scope_id, event.clone())?
-            .own()
-            .0
-            .clone())
+        let grouped = block(self.append_grouped(scope, scope_id, event.clone()))?;
+        Ok(grouped.own().0.clone())
     }
 
     /// [`PgDb::append`], with the whole group it committed in (what the
-    /// node publishes without reading it back).
-    pub fn append_grouped(
-        &self,
-        scope: Scope,
-        scope_id: &str,
-        event: Event,
-    ) -> StoreResult<Grouped> {
-        block(self.append_grouped_async(scope, scope_id, event))
-    }
-
-    /// [`PgDb::append_grouped`] for async code running on the Postgres
-    /// runtime ([`super::on_runtime`]): no thread blocks while it waits.
-    pub async fn append_grouped_async(
+    /// node publishes without reading it back), for async code running on
+    /// the Postgres runtime ([`super::on_runtime`]): no thread blocks while
+    /// it waits.
+    pub async fn append_grouped(
         &self,
         scope: Scope,
         scope_id: &str,
