@@ -258,7 +258,7 @@ impl Tail {
         boot_id: String,
         lease: Duration,
         local: Local,
-        runtime: &tokio::runtime::Runtime,
+        runtime: &tokio::runtime::Handle,
     ) -> Result<Tail, TailError> {
         let client = redis::Client::open(url).map_err(|source| TailError::Url {
             url: redact(url),
