@@ -8,7 +8,7 @@
 //! Postgres) off the async runtime, and heads are kept in memory.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
 use replay_core::protocol::{Envelope, Event, LiveTurn, LiveTurnSnapshot, Scope, TasksSnapshot};
@@ -217,21 +217,14 @@ impl Log {
     pub fn db(&self) -> DbGuard<'_> {
         // A panic while holding the lock leaves SQLite consistent (transactions
         // roll back), so a poisoned lock is still usable.
-        let db = match self.db.try_lock() {
-            Ok(db) => db,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                let wait = || self.db.lock().unwrap_or_else(PoisonError::into_inner);
-                // On Postgres the holder waits for round trips: a worker of
-                // the runtime waiting here too would stop every task it runs
-                // (with one worker thread, the node's every stream), so it
-                // hands them over first, as a Postgres call does.
-                if self.cluster.is_some() {
-                    tokio::task::block_in_place(wait)
-                } else {
-                    wait()
-                }
-            }
+        // On Postgres the holder waits for round trips: a worker of the
+        // runtime waiting here too would stop every task it runs (with one
+        // worker thread, the node's every stream), so it hands them over
+        // first, as a Postgres call does.
+        let db = if self.cluster.is_some() {
+            crate::util::lock_handing_off(&self.db)
+        } else {
+            self.db.lock().unwrap_or_else(PoisonError::into_inner)
         };
         DbGuard {
             db,

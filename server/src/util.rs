@@ -1,5 +1,6 @@
 //! Small helpers: wall-clock timestamps (`jiff`), random ids (`getrandom`,
-//! the OS generator) and the seedable generator of the scripted agent.
+//! the OS generator), the seedable generator of the scripted agent, and a
+//! lock wait that leaves the runtime running ([`lock_handing_off`]).
 
 /// The current time as RFC 3339 UTC with milliseconds, e.g. `2026-11-29T23:00:00.123Z`.
 pub fn now_rfc3339() -> String {
@@ -23,6 +24,31 @@ pub fn entropy() -> u64 {
 /// A fresh random id with a prefix, e.g. `e_3f9a1c2b04d5` (48 random bits).
 pub fn random_id(prefix: &str) -> String {
     format!("{prefix}_{:012x}", entropy() & 0xFFFF_FFFF_FFFF)
+}
+
+/// Locks `mutex`. When another thread holds it and this thread is a worker
+/// of a multi-thread runtime, waits inside `block_in_place`: the worker's
+/// other tasks move to another thread first. Locks held across a Postgres
+/// round trip need it: the connections run on the server's runtime, and
+/// with every worker waiting here no thread would drive the holder's query
+/// (test `a_session_waiting_for_postgres_leaves_the_node_serving`). A
+/// poisoned lock is still given (its holders keep it consistent).
+pub fn lock_handing_off<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    use std::sync::{PoisonError, TryLockError};
+    match mutex.try_lock() {
+        Ok(guard) => guard,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => {
+            let wait = || mutex.lock().unwrap_or_else(PoisonError::into_inner);
+            let multi_thread = tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+            if multi_thread {
+                tokio::task::block_in_place(wait)
+            } else {
+                wait()
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -53,9 +53,10 @@ pub struct SessionLive {
 }
 
 impl SessionLive {
-    /// Locks the live state (short sections only).
+    /// Locks the live state (short sections only; some wait for the store
+    /// meanwhile, so a wait here hands the runtime's other tasks over).
     pub fn lock(&self) -> MutexGuard<'_, LiveState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::util::lock_handing_off(&self.state)
     }
 
     fn queue(&self) -> MutexGuard<'_, VecDeque<String>> {

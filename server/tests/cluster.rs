@@ -378,6 +378,66 @@ async fn writes_waiting_for_a_node_wide_write_leave_the_node_serving() {
     }
 }
 
+/// A turn writing its session's tasks while Postgres makes it wait (the
+/// session's row held by a transaction of the test's own) holds that
+/// session's live state; a cancel of the session waits for it on the node's
+/// one worker thread. Once the row is released the node serves again: the
+/// connections run on the server's runtime, so a worker waiting for a
+/// session's state hands its tasks over first, or no thread would be left
+/// to drive the holder's query and the node would hang for good.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_waiting_for_postgres_leaves_the_node_serving() {
+    let Some(db) = fresh_db("livewait").await else {
+        return;
+    };
+    let a = Node::start(&db, &["--threads", "1"]);
+    let mut ids = Vec::new();
+    for title in ["held", "other"] {
+        let (s, v) = a
+            .server
+            .post("/v1/sessions", serde_json::json!({ "title": title }))
+            .await;
+        assert_eq!(s, 201, "{v}");
+        ids.push(v["session_id"].as_str().expect("a session id").to_owned());
+    }
+    let (held, other) = (&ids[0], &ids[1]);
+    let (pg, conn) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
+        .await
+        .expect("pg");
+    tokio::spawn(conn);
+    pg.batch_execute(&format!(
+        "BEGIN; SELECT 1 FROM sessions WHERE session_id = '{held}' FOR UPDATE"
+    ))
+    .await
+    .expect("the session's row held");
+    let (s, v) = a
+        .server
+        .post(
+            &format!("/v1/sessions/{held}/messages"),
+            serde_json::json!({"message_id": "m1", "text": "index /bg"}),
+        )
+        .await;
+    assert_eq!(s, 202, "{v}");
+    // The turn reaches its background task and waits for the row.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cancel_path = format!("/v1/sessions/{held}/cancel");
+    let cancel = a.server.post(&cancel_path, serde_json::json!({}));
+    let release = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        pg.batch_execute("COMMIT").await.expect("released");
+        let path = format!("/v1/sessions/{other}/events?after_seq=0");
+        tokio::time::timeout(Duration::from_secs(5), a.server.get(&path)).await
+    };
+    let (cancelled, read) = tokio::join!(
+        tokio::time::timeout(Duration::from_secs(10), cancel),
+        release
+    );
+    let (s, v) = read.expect("a read answered once the row was released");
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = cancelled.expect("the cancel answered");
+    assert!(s == 202 || s == 200, "{s} {v}");
+}
+
 /// `store.appends` of a node's diagnostics: (transactions, events,
 /// published_own).
 async fn appends(node: &Node) -> (u64, u64, u64) {

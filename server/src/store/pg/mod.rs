@@ -54,6 +54,10 @@ static SERVER_RUNTIME: OnceLock<tokio::runtime::Handle> = OnceLock::new();
 /// connection from now on. The binary does; a process that never calls it
 /// gets a runtime of their own (one set at a time: the first call wins).
 ///
+/// Then a query awaited under a lock needs a worker free to drive its
+/// connection: every wait for such a lock hands its worker's tasks over
+/// ([`crate::util::lock_handing_off`]).
+///
 /// Why: the connections' I/O on a runtime of their own cost every append,
 /// read and wake-up a hand-off between threads. In the cluster bench (2 or
 /// 3 nodes of one worker thread each on 2 cores) the nodes spent 15-20 %
