@@ -80,7 +80,7 @@ impl App {
         });
         if app.log.pg_pool().is_some() {
             let renewed = Arc::new(Mutex::new(None));
-            crate::store::pg::lease_runtime().spawn(renew_leases(
+            crate::store::pg::runtime().spawn(renew_leases(
                 Arc::downgrade(&app),
                 app.cfg.db.clone(),
                 lease,
@@ -212,9 +212,8 @@ type Renewed = Arc<Mutex<Option<Instant>>>;
 
 /// On a shared store, while the app lives: renews the leases of the turns,
 /// processes and background tasks this node runs, every third of a lease,
-/// on a connection of its own (reconnected when lost) and on a runtime of
-/// its own ([`crate::store::pg::lease_runtime`]): never behind the pool,
-/// appends, streams or reaping.
+/// on a connection of its own (reconnected when lost) and on the Postgres
+/// runtime: never behind the pool, appends or reaping.
 async fn renew_leases(app: Weak<App>, url: String, lease: Duration, renewed: Renewed) {
     let mut tick = tokio::time::interval(lease / 3);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -501,7 +501,7 @@ impl Log {
             heads: Arc::clone(&self.heads),
             publisher: Arc::clone(&cluster.publisher),
         };
-        let tail = Tail::start(url, boot_id, lease, local, &pg::runtime())?;
+        let tail = Tail::start(url, boot_id, lease, local, pg::runtime())?;
         // Set once, at boot, before any turn runs.
         let _ = self.tail.set(tail);
         Ok(())

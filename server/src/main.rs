@@ -266,10 +266,7 @@ fn main() -> ExitCode {
         runtime.worker_threads(n.get());
     }
     match runtime.enable_all().build() {
-        Ok(runtime) => {
-            replay_server::store::pg::use_server_runtime(runtime.handle().clone());
-            runtime.block_on(serve(args))
-        }
+        Ok(runtime) => runtime.block_on(serve(args)),
         Err(e) => {
             eprintln!("replay-server: the runtime did not start: {e}");
             ExitCode::FAILURE

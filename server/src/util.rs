@@ -29,10 +29,11 @@ pub fn random_id(prefix: &str) -> String {
 /// Locks `mutex`. When another thread holds it and this thread is a worker
 /// of a multi-thread runtime, waits inside `block_in_place`: the worker's
 /// other tasks move to another thread first. Locks held across a Postgres
-/// round trip need it: the connections run on the server's runtime, and
-/// with every worker waiting here no thread would drive the holder's query
-/// (test `a_session_waiting_for_postgres_leaves_the_node_serving`). A
-/// poisoned lock is still given (its holders keep it consistent).
+/// round trip need it: a worker waiting outright would stop every task it
+/// runs (with one worker thread, the node's every stream and read) until
+/// Postgres answers the holder (test
+/// `a_session_waiting_for_postgres_leaves_the_node_serving`). A poisoned
+/// lock is still given (its holders keep it consistent).
 pub fn lock_handing_off<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     use std::sync::{PoisonError, TryLockError};
     match mutex.try_lock() {

@@ -381,10 +381,10 @@ async fn writes_waiting_for_a_node_wide_write_leave_the_node_serving() {
 /// A turn writing its session's tasks while Postgres makes it wait (the
 /// session's row held by a transaction of the test's own) holds that
 /// session's live state; a cancel of the session waits for it on the node's
-/// one worker thread. Once the row is released the node serves again: the
-/// connections run on the server's runtime, so a worker waiting for a
-/// session's state hands its tasks over first, or no thread would be left
-/// to drive the holder's query and the node would hang for good.
+/// one worker thread. Meanwhile the node serves: that wait hands the
+/// worker's other tasks over first (`util::lock_handing_off`), as a wait for
+/// the writer's lock does, instead of stopping every stream and read of the
+/// node until Postgres answers the holder.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_waiting_for_postgres_leaves_the_node_serving() {
     let Some(db) = fresh_db("livewait").await else {
@@ -422,17 +422,16 @@ async fn a_session_waiting_for_postgres_leaves_the_node_serving() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let cancel_path = format!("/v1/sessions/{held}/cancel");
     let cancel = a.server.post(&cancel_path, serde_json::json!({}));
-    let release = async {
+    let probe = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        pg.batch_execute("COMMIT").await.expect("released");
         let path = format!("/v1/sessions/{other}/events?after_seq=0");
-        tokio::time::timeout(Duration::from_secs(5), a.server.get(&path)).await
+        let read = tokio::time::timeout(Duration::from_secs(5), a.server.get(&path)).await;
+        pg.batch_execute("COMMIT").await.expect("released");
+        read
     };
-    let (cancelled, read) = tokio::join!(
-        tokio::time::timeout(Duration::from_secs(10), cancel),
-        release
-    );
-    let (s, v) = read.expect("a read answered once the row was released");
+    let (cancelled, read) =
+        tokio::join!(tokio::time::timeout(Duration::from_secs(15), cancel), probe);
+    let (s, v) = read.expect("a read answered while the session waited for Postgres");
     assert_eq!(s, 200, "{v}");
     let (s, v) = cancelled.expect("the cancel answered");
     assert!(s == 202 || s == 200, "{s} {v}");

@@ -258,7 +258,7 @@ impl Tail {
         boot_id: String,
         lease: Duration,
         local: Local,
-        runtime: &tokio::runtime::Handle,
+        runtime: &tokio::runtime::Runtime,
     ) -> Result<Tail, TailError> {
         let client = redis::Client::open(url).map_err(|source| TailError::Url {
             url: redact(url),

@@ -47,56 +47,20 @@ pub const CHANNEL: &str = "replay_events";
 /// reads share the rest).
 pub const POOL_SIZE: usize = 8;
 
-/// The server's runtime, when it drives the connections (see [`runtime`]).
-static SERVER_RUNTIME: OnceLock<tokio::runtime::Handle> = OnceLock::new();
+/// Threads of the Postgres runtime: the connections' I/O and the follower.
+const PG_THREADS: usize = 2;
 
-/// Makes `handle` (the server's multi-thread runtime) drive every Postgres
-/// connection from now on. The binary does; a process that never calls it
-/// gets a runtime of their own (one set at a time: the first call wins).
-///
-/// Then a query awaited under a lock needs a worker free to drive its
-/// connection: every wait for such a lock hands its worker's tasks over
-/// ([`crate::util::lock_handing_off`]).
-///
-/// Why: the connections' I/O on a runtime of their own cost every append,
-/// read and wake-up a hand-off between threads. In the cluster bench (2 or
-/// 3 nodes of one worker thread each on 2 cores) the nodes spent 15-20 %
-/// less CPU per event on one runtime (docs/server.md, "Cluster").
-pub fn use_server_runtime(handle: tokio::runtime::Handle) {
-    let _ = SERVER_RUNTIME.set(handle);
-}
-
-/// The runtime that drives every Postgres connection and the follower: the
-/// server's ([`use_server_runtime`]), or else one of their own, started on
-/// first use with two threads.
-pub fn runtime() -> tokio::runtime::Handle {
-    if let Some(server) = SERVER_RUNTIME.get() {
-        return server.clone();
-    }
-    static OWN: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    OWN.get_or_init(|| dedicated("replay-pg", 2))
-        .handle()
-        .clone()
-}
-
-/// The runtime that renews this node's leases, on a connection of its own:
-/// a thread no stream, append or reaping ever holds up.
-pub fn lease_runtime() -> tokio::runtime::Handle {
-    static LEASES: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    LEASES
-        .get_or_init(|| dedicated("replay-lease", 1))
-        .handle()
-        .clone()
-}
-
-/// A multi-thread runtime of `threads` threads named `name`.
-fn dedicated(name: &str, threads: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .thread_name(name)
-        .enable_all()
-        .build()
-        .expect("a runtime for Postgres starts")
+/// The runtime that drives every Postgres connection (see the module docs).
+pub fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(PG_THREADS)
+            .thread_name("replay-pg")
+            .enable_all()
+            .build()
+            .expect("the Postgres runtime starts")
+    })
 }
 
 /// Runs `f` to completion from synchronous code, on this thread, with the
