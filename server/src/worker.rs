@@ -209,10 +209,16 @@ impl Worker {
 
     /// The session's overlay now.
     pub fn live_turn(&self, session_id: &str) -> Option<LiveTurn> {
-        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        sessions
+        // The map's lock is let go before the session's is taken: that one
+        // may be held across a Postgres round trip, and every turn and
+        // stream of the node needs the map.
+        let live = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
             .get(session_id)
-            .and_then(|s| s.lock().live_turn.clone())
+            .cloned();
+        live.and_then(|s| s.lock().live_turn.clone())
     }
 
     /// The next overlay revision (increasing across the whole boot).
@@ -241,9 +247,16 @@ impl Worker {
 
     /// Number of running turns (diagnostics).
     pub fn running_turns(&self) -> usize {
-        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        sessions
+        // As in `live_turn`: no session's lock taken under the map's.
+        let sessions: Vec<Arc<SessionLive>> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
             .values()
+            .cloned()
+            .collect();
+        sessions
+            .iter()
             .filter(|s| s.lock().running.is_some())
             .count()
     }

@@ -422,6 +422,22 @@ async fn a_session_waiting_for_postgres_leaves_the_node_serving() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let cancel_path = format!("/v1/sessions/{held}/cancel");
     let cancel = a.server.post(&cancel_path, serde_json::json!({}));
+    // A stream opening on the held session waits for its live state too,
+    // and a message to the other session then needs the node's map of
+    // sessions: the opening must not hold the map while it waits.
+    let stream = {
+        let (http, url) = (
+            a.server.http.clone(),
+            a.server.url(&format!("/v1/sessions/{held}/events")),
+        );
+        tokio::spawn(async move { common::open_sse(&http, &url, None).await })
+    };
+    let other_path = format!("/v1/sessions/{other}/messages");
+    let post_other = async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let body = serde_json::json!({"message_id": "o1", "text": "hi"});
+        tokio::time::timeout(Duration::from_secs(15), a.server.post(&other_path, body)).await
+    };
     let probe = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let path = format!("/v1/sessions/{other}/events?after_seq=0");
@@ -429,10 +445,16 @@ async fn a_session_waiting_for_postgres_leaves_the_node_serving() {
         pg.batch_execute("COMMIT").await.expect("released");
         read
     };
-    let (cancelled, read) =
-        tokio::join!(tokio::time::timeout(Duration::from_secs(15), cancel), probe);
+    let (cancelled, read, posted) = tokio::join!(
+        tokio::time::timeout(Duration::from_secs(15), cancel),
+        probe,
+        post_other
+    );
+    stream.abort();
     let (s, v) = read.expect("a read answered while the session waited for Postgres");
     assert_eq!(s, 200, "{v}");
+    let (s, v) = posted.expect("the other session's message answered");
+    assert_eq!(s, 202, "{v}");
     let (s, v) = cancelled.expect("the cancel answered");
     assert!(s == 202 || s == 200, "{s} {v}");
 }
