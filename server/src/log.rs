@@ -216,11 +216,11 @@ impl Log {
     /// Locks the writer (short, synchronous sections only).
     pub fn db(&self) -> DbGuard<'_> {
         // A panic while holding the lock leaves SQLite consistent (transactions
-        // roll back), so a poisoned lock is still usable.
-        // On Postgres the holder waits for round trips: a worker of the
-        // runtime waiting here too would stop every task it runs (with one
-        // worker thread, the node's every stream), so it hands them over
-        // first, as a Postgres call does.
+        // roll back), so a poisoned lock is still usable. On Postgres the
+        // holder waits for round trips: a worker of the runtime waiting here
+        // too would stop every task it runs (with one worker thread, the
+        // node's every stream), so it hands them over first, as a Postgres
+        // call does.
         let db = if self.cluster.is_some() {
             crate::util::lock_handing_off(&self.db)
         } else {

@@ -352,25 +352,12 @@ async fn writes_waiting_for_a_node_wide_write_leave_the_node_serving() {
         .await;
     assert_eq!(s, 201, "{v}");
     let id = v["session_id"].as_str().expect("a session id").to_owned();
-    let (pg, conn) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
-        .await
-        .expect("pg");
-    tokio::spawn(conn);
-    pg.batch_execute("BEGIN; SELECT value FROM counters WHERE name = 'session' FOR UPDATE")
-        .await
-        .expect("the counter's row held");
+    let pg = hold_row(&db, "SELECT value FROM counters WHERE name = 'session'").await;
     let creates = futures_util::future::join_all((0..3).map(|_| {
         a.server
             .post("/v1/sessions", serde_json::json!({"title": "t"}))
     }));
-    let probe = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let path = format!("/v1/sessions/{id}/events?after_seq=0");
-        let read = tokio::time::timeout(Duration::from_secs(5), a.server.get(&path)).await;
-        pg.batch_execute("COMMIT").await.expect("released");
-        read
-    };
-    let (created, read) = tokio::join!(creates, probe);
+    let (created, read) = tokio::join!(creates, read_then_release(&a, &pg, &id));
     let (s, v) = read.expect("a read answered while writes waited");
     assert_eq!(s, 200, "{v}");
     for (s, v) in created {
@@ -401,15 +388,11 @@ async fn a_session_waiting_for_postgres_leaves_the_node_serving() {
         ids.push(v["session_id"].as_str().expect("a session id").to_owned());
     }
     let (held, other) = (&ids[0], &ids[1]);
-    let (pg, conn) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
-        .await
-        .expect("pg");
-    tokio::spawn(conn);
-    pg.batch_execute(&format!(
-        "BEGIN; SELECT 1 FROM sessions WHERE session_id = '{held}' FOR UPDATE"
-    ))
-    .await
-    .expect("the session's row held");
+    let pg = hold_row(
+        &db,
+        &format!("SELECT 1 FROM sessions WHERE session_id = '{held}'"),
+    )
+    .await;
     let (s, v) = a
         .server
         .post(
@@ -438,16 +421,9 @@ async fn a_session_waiting_for_postgres_leaves_the_node_serving() {
         let body = serde_json::json!({"message_id": "o1", "text": "hi"});
         tokio::time::timeout(Duration::from_secs(15), a.server.post(&other_path, body)).await
     };
-    let probe = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let path = format!("/v1/sessions/{other}/events?after_seq=0");
-        let read = tokio::time::timeout(Duration::from_secs(5), a.server.get(&path)).await;
-        pg.batch_execute("COMMIT").await.expect("released");
-        read
-    };
     let (cancelled, read, posted) = tokio::join!(
         tokio::time::timeout(Duration::from_secs(15), cancel),
-        probe,
+        read_then_release(&a, &pg, other),
         post_other
     );
     stream.abort();
@@ -457,6 +433,34 @@ async fn a_session_waiting_for_postgres_leaves_the_node_serving() {
     assert_eq!(s, 202, "{v}");
     let (s, v) = cancelled.expect("the cancel answered");
     assert!(s == 202 || s == 200, "{s} {v}");
+}
+
+/// A connection to `db` whose open transaction holds the rows `select`
+/// reads (`FOR UPDATE`) until [`read_then_release`] commits it.
+async fn hold_row(db: &str, select: &str) -> tokio_postgres::Client {
+    let (pg, conn) = tokio_postgres::connect(db, tokio_postgres::NoTls)
+        .await
+        .expect("pg");
+    tokio::spawn(conn);
+    pg.batch_execute(&format!("BEGIN; {select} FOR UPDATE"))
+        .await
+        .expect("the row held");
+    pg
+}
+
+/// After 300 ms (the node's writes are waiting by then), a read of
+/// `session`'s events on `node`, given 5 s, while `pg` still holds its
+/// rows; then `pg` commits.
+async fn read_then_release(
+    node: &Node,
+    pg: &tokio_postgres::Client,
+    session: &str,
+) -> Result<(reqwest::StatusCode, serde_json::Value), tokio::time::error::Elapsed> {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let path = format!("/v1/sessions/{session}/events?after_seq=0");
+    let read = tokio::time::timeout(Duration::from_secs(5), node.server.get(&path)).await;
+    pg.batch_execute("COMMIT").await.expect("released");
+    read
 }
 
 /// `store.appends` of a node's diagnostics: (transactions, events,
