@@ -201,23 +201,22 @@ impl Worker {
         })
     }
 
+    /// The map of sessions. Every turn, message and stream of the node
+    /// needs it, so no session's lock is taken while it is held: that one
+    /// may be held across a Postgres round trip. Take the `Arc`, let the map
+    /// go, then lock the session.
+    fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<SessionLive>>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The session's live part, created on first use.
     pub fn session(&self, session_id: &str) -> Arc<SessionLive> {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        Arc::clone(sessions.entry(session_id.to_owned()).or_default())
+        Arc::clone(self.sessions().entry(session_id.to_owned()).or_default())
     }
 
     /// The session's overlay now.
     pub fn live_turn(&self, session_id: &str) -> Option<LiveTurn> {
-        // The map's lock is let go before the session's is taken: that one
-        // may be held across a Postgres round trip, and every turn and
-        // stream of the node needs the map.
-        let live = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session_id)
-            .cloned();
+        let live = self.sessions().get(session_id).cloned();
         live.and_then(|s| s.lock().live_turn.clone())
     }
 
@@ -239,22 +238,12 @@ impl Worker {
         for t in tasks {
             t.abort();
         }
-        self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.sessions().clear();
     }
 
     /// Number of running turns (diagnostics).
     pub fn running_turns(&self) -> usize {
-        // As in `live_turn`: no session's lock taken under the map's.
-        let sessions: Vec<Arc<SessionLive>> = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let sessions: Vec<Arc<SessionLive>> = self.sessions().values().cloned().collect();
         sessions
             .iter()
             .filter(|s| s.lock().running.is_some())
