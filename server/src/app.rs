@@ -38,8 +38,9 @@ pub struct App {
     pub conns: Connections,
     /// Bytes of large JSON answers in flight (`--max-response-bytes`).
     pub responses: ResponseBudget,
-    /// Bytes of stream backlogs buffered (`--max-stream-buffer-bytes`).
-    pub streams: StreamBudget,
+    /// Bytes of stream output buffered (`--max-stream-buffer-bytes`),
+    /// shared with the hub (its subscriber buffers).
+    pub streams: Arc<StreamBudget>,
 }
 
 impl App {
@@ -50,11 +51,13 @@ impl App {
             per_list: cfg.max_streams_per_scope,
             per_client: cfg.max_streams_per_client,
         };
+        let streams = Arc::new(StreamBudget::new(cfg.max_stream_buffer_bytes));
         let hub = Hub::new(
             cfg.subscriber_buffer,
             cfg.subscriber_buffer_bytes,
             cfg.lag_policy,
             limits,
+            Arc::clone(&streams),
         );
         let lease = Duration::from_millis(cfg.turn_lease_ms.max(1));
         let log = Log::open(&cfg.db, cfg.synchronous, hub, lease)?;
@@ -68,7 +71,7 @@ impl App {
         let app = Arc::new(App {
             faults: Faults::new(cfg.faults),
             responses: ResponseBudget::new(cfg.max_response_bytes),
-            streams: StreamBudget::new(cfg.max_stream_buffer_bytes),
+            streams,
             cfg,
             log,
             worker: RwLock::new(Worker::new(boot_id)),

@@ -68,13 +68,20 @@ impl ResponseBudget {
 
 /// The process-wide budget of stream bytes buffered (`--max-stream-buffer-bytes`):
 /// every byte a stream writer has made and its connection has not taken
-/// yet, in three shares, each waited for only by its own kind of bytes:
+/// yet, in four shares, each waited for (or, in the hub, tried) only by its
+/// own kind of bytes:
 ///
 /// - `pages`: backlog pages being read, encoded, or waiting to be handed to
 ///   their connection. A stream reserves a page's room before it reads the
 ///   page and gives it back as the connection takes the bytes, so backlog
 ///   reads go at the pace the sockets accept.
 /// - `frames`: snapshots, live frames and heartbeats.
+/// - `queued`: live frames published and waiting in a stream's subscriber
+///   buffers for its writer to take them (`crate::hub`): what a stream that
+///   is not read piles up while its logs are busy. Each frame queued for a
+///   subscriber holds its room until the writer takes it (or the stream
+///   ends); a subscriber that finds no room is full (the lag policy),
+///   unless its buffer is empty.
 /// - `opening`: what a stream writes before its first `hello` is out
 ///   (`retry:`, the `hello`): bytes for a fresh response, taken by the
 ///   connection at once, so a new client's `hello` never waits behind the
@@ -85,6 +92,7 @@ impl ResponseBudget {
 pub struct StreamBudget {
     pub(crate) pages: Share,
     pub(crate) frames: Share,
+    pub(crate) queued: Share,
     pub(crate) opening: Share,
     /// The most ever held at once in all shares, in units.
     peak: AtomicUsize,
@@ -125,15 +133,16 @@ impl Share {
 }
 
 impl StreamBudget {
-    /// A budget of `bytes`: a sixteenth for `opening`, a quarter for
-    /// `frames`, the rest for `pages` (at least one unit each).
+    /// A budget of `bytes`: a sixteenth for `opening`, a quarter each for
+    /// `frames` and `queued`, the rest for `pages` (at least one unit each).
     pub fn new(bytes: usize) -> StreamBudget {
         let units = bytes.div_ceil(UNIT).max(1);
         let opening = (units / 16).max(1);
         let frames = (units / 4).max(1);
         StreamBudget {
-            pages: Share::new(units.saturating_sub(opening + frames).max(1)),
+            pages: Share::new(units.saturating_sub(opening + 2 * frames).max(1)),
             frames: Share::new(frames),
+            queued: Share::new(frames),
             opening: Share::new(opening),
             peak: AtomicUsize::new(0),
             starved: AtomicU64::new(0),
@@ -141,10 +150,11 @@ impl StreamBudget {
     }
 
     /// The shares with their names, as the diagnostics show them.
-    pub fn shares(&self) -> [(&'static str, &Share); 3] {
+    pub fn shares(&self) -> [(&'static str, &Share); 4] {
         [
             ("pages", &self.pages),
             ("frames", &self.frames),
+            ("queued", &self.queued),
             ("opening", &self.opening),
         ]
     }
@@ -195,9 +205,10 @@ mod tests {
             assert_eq!(b.max_bytes(), bytes, "{bytes}");
             assert_eq!(b.opening.max_bytes(), bytes / 16);
             assert_eq!(b.frames.max_bytes(), bytes / 4);
+            assert_eq!(b.queued.max_bytes(), bytes / 4);
         }
         // Each share is at least one unit, so a tiny budget is a bit more.
         let tiny = StreamBudget::new(1);
-        assert_eq!(tiny.max_bytes(), 3 * UNIT);
+        assert_eq!(tiny.max_bytes(), 4 * UNIT);
     }
 }

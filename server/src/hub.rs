@@ -3,14 +3,16 @@
 //! the store lock), so a subscriber's buffer is always in order; a full buffer
 //! either ends the subscription or skips frames, never reorders them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use replay_core::protocol::{Envelope, Scope};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+
+use crate::budget::StreamBudget;
 
 /// What to do with a subscriber whose buffer is full (PROTOCOL.md §4.3.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,7 +26,10 @@ pub enum LagPolicy {
 }
 
 /// Caps on open subscriptions (a scoped stream holds one, a multiplexed
-/// stream one per sub).
+/// stream one per sub). One address holds at most `per_client`; at that
+/// share its new stream ends its own oldest, and at `total` a new stream of
+/// an address holding fewer ends the oldest stream of the address holding
+/// the most ([`Hub::subscribe_all`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamLimits {
     /// In the whole process.
@@ -64,7 +69,18 @@ impl Frame {
         let json = env.to_json();
         Arc::new(Frame { env, json })
     }
+
+    /// The memory a queued frame holds: its line of JSON and about as
+    /// much again for the decoded envelope (whose data is the same text).
+    fn held_bytes(&self) -> usize {
+        2 * self.json.len()
+    }
 }
+
+/// A frame in a subscriber's buffer, with the room it holds in the stream
+/// budget's `queued` share until it is received (`None`: the one frame an
+/// empty buffer takes when the share is full).
+type Queued = (Arc<Frame>, Option<OwnedSemaphorePermit>);
 
 /// Which list a subscriber is on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -87,9 +103,14 @@ pub struct CommsStats {
     pub lagged_disconnects: AtomicU64,
     /// Subscriptions refused by the stream caps.
     pub refused: AtomicU64,
-    /// Subscriptions ended to make room on a full list for an address
-    /// with fewer streams there ([`Hub::subscribe`]).
+    /// Streams ended to make room for an address with fewer streams (on a
+    /// full list, at the process cap) or for the same address's newer
+    /// stream at its share ([`Hub::subscribe_all`]).
     pub evicted_for_fairness: AtomicU64,
+    /// Frames that found no room in the stream budget's `queued` share for
+    /// a subscriber whose buffer held some (its buffer was full: the lag
+    /// policy followed).
+    pub budget_full: AtomicU64,
     /// Durable frames skipped for a full buffer (skip policy).
     pub skipped_durable: AtomicU64,
     /// Transient frames not delivered for a full buffer.
@@ -102,7 +123,7 @@ pub struct CommsStats {
 
 struct Sub {
     id: u64,
-    tx: mpsc::Sender<Arc<Frame>>,
+    tx: mpsc::Sender<Queued>,
     /// Bytes of frames in `tx` not yet received.
     queued: Arc<AtomicUsize>,
 }
@@ -115,6 +136,17 @@ struct Open {
     /// Each list's subscriptions, oldest first: id and client (its length
     /// is the list's count).
     streams: HashMap<Key, Vec<(u64, Option<IpAddr>)>>,
+    /// The subscriptions of each stream (one, or a multiplexed stream's
+    /// subs), by stream id: oldest stream first.
+    groups: BTreeMap<u64, Group>,
+    /// The stream of each subscription.
+    group_of: HashMap<u64, u64>,
+}
+
+/// One stream's subscriptions.
+struct Group {
+    client: Option<IpAddr>,
+    subs: Vec<(Key, u64)>,
 }
 
 impl Open {
@@ -123,9 +155,64 @@ impl Open {
         self.streams.values().map(Vec::len).sum()
     }
 
-    /// Stops counting subscription `id` of `key`; false when it was not
-    /// counted (any more).
+    /// Subscriptions `client` holds.
+    fn of_client(&self, client: IpAddr) -> usize {
+        self.per_client.get(&client).copied().unwrap_or(0)
+    }
+
+    /// Stops counting subscription `id` of `key`, and takes it out of its
+    /// stream; false when it was not counted (any more).
     fn forget(&mut self, key: &Key, id: u64) -> bool {
+        if let Some(g) = self.group_of.remove(&id) {
+            if let Some(group) = self.groups.get_mut(&g) {
+                group.subs.retain(|(_, i)| *i != id);
+                if group.subs.is_empty() {
+                    self.groups.remove(&g);
+                }
+            }
+        }
+        self.uncount(key, id)
+    }
+
+    /// Ends stream `g`: stops counting all its subscriptions, which it
+    /// returns (for the hub to let go of).
+    fn end_group(&mut self, g: u64) -> Vec<(Key, u64)> {
+        let Some(group) = self.groups.remove(&g) else {
+            return Vec::new();
+        };
+        for (key, id) in &group.subs {
+            self.group_of.remove(id);
+            self.uncount(key, *id);
+        }
+        group.subs
+    }
+
+    /// The oldest stream of `client`.
+    fn oldest_of(&self, client: IpAddr) -> Option<u64> {
+        self.groups
+            .iter()
+            .find(|(_, g)| g.client == Some(client))
+            .map(|(id, _)| *id)
+    }
+
+    /// At the process cap, the stream to end for `client`, which would
+    /// then hold `mine` subscriptions: the oldest of the address holding
+    /// the most, if that address still holds no fewer than `mine` once it
+    /// is ended (so that two addresses never take turns ending each other).
+    fn process_victim(&self, client: IpAddr, mine: usize) -> Option<u64> {
+        let (most, count) = self
+            .per_client
+            .iter()
+            .filter(|(ip, _)| **ip != client)
+            .max_by_key(|(ip, n)| (**n, std::cmp::Reverse(**ip)))?;
+        let g = self.oldest_of(*most)?;
+        let size = self.groups.get(&g).map_or(0, |g| g.subs.len());
+        (mine + size <= *count).then_some(g)
+    }
+
+    /// Stops counting subscription `id` of `key` on its list and for its
+    /// client; false when it was not counted (any more).
+    fn uncount(&mut self, key: &Key, id: u64) -> bool {
         let Some(list) = self.streams.get_mut(key) else {
             return false;
         };
@@ -185,6 +272,8 @@ pub struct Hub {
     buffer_bytes: usize,
     policy: LagPolicy,
     limits: StreamLimits,
+    /// Whose `queued` share the frames in subscriber buffers hold.
+    budget: Arc<StreamBudget>,
     /// Counters.
     pub stats: CommsStats,
 }
@@ -192,7 +281,7 @@ pub struct Hub {
 /// A live subscription; dropping it unsubscribes.
 pub struct Subscription {
     /// Frames in publish order; ends when the hub lets go of this subscriber.
-    rx: mpsc::Receiver<Arc<Frame>>,
+    rx: mpsc::Receiver<Queued>,
     queued: Arc<AtomicUsize>,
     id: u64,
     key: Key,
@@ -206,19 +295,21 @@ impl Subscription {
     }
 
     /// [`Subscription::recv`] as a poll.
+    /// Its room in the stream budget is given back: the writer pays for
+    /// the bytes it makes of the frame from its own share.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Arc<Frame>>> {
-        let got = self.rx.poll_recv(cx);
-        if let Poll::Ready(Some(frame)) = &got {
-            self.queued.fetch_sub(frame.json.len(), Ordering::Relaxed);
-        }
-        got
+        self.rx.poll_recv(cx).map(|got| got.map(|q| self.took(q)))
     }
 
     /// A frame already buffered, if any.
     pub fn try_recv(&mut self) -> Result<Arc<Frame>, mpsc::error::TryRecvError> {
-        let frame = self.rx.try_recv()?;
+        let q = self.rx.try_recv()?;
+        Ok(self.took(q))
+    }
+
+    fn took(&self, (frame, _room): Queued) -> Arc<Frame> {
         self.queued.fetch_sub(frame.json.len(), Ordering::Relaxed);
-        Ok(frame)
+        frame
     }
 }
 
@@ -235,12 +326,14 @@ impl Drop for Subscription {
 
 impl Hub {
     /// A hub with at most `buffer` frames and `buffer_bytes` bytes of frames
-    /// (past the first) per subscriber.
+    /// (past the first) per subscriber, all of them held in `budget`'s
+    /// `queued` share.
     pub fn new(
         buffer: usize,
         buffer_bytes: usize,
         policy: LagPolicy,
         limits: StreamLimits,
+        budget: Arc<StreamBudget>,
     ) -> Arc<Hub> {
         Arc::new(Hub {
             subs: Mutex::new(HashMap::new()),
@@ -250,6 +343,7 @@ impl Hub {
             buffer_bytes: buffer_bytes.max(1),
             policy,
             limits,
+            budget,
             stats: CommsStats::default(),
         })
     }
@@ -281,81 +375,172 @@ impl Hub {
     }
 
     /// Subscribes `client` (its peer address; `None`: not counted per
-    /// client) to a list, unless a stream cap is reached. A full list still
-    /// takes a client holding at least two streams fewer on it than the
-    /// address holding the most: that address's oldest stream there is
-    /// ended (after what is buffered; its client reconnects) to make room.
+    /// client) to one list: a stream of one subscription
+    /// ([`Hub::subscribe_all`]).
     pub fn subscribe(
         self: &Arc<Self>,
         key: Key,
         client: Option<IpAddr>,
     ) -> Result<Subscription, StreamsFull> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut evicted = None;
-        {
+        let mut subs = self.subscribe_all(vec![key], client)?;
+        Ok(subs.pop().expect("one subscription per key"))
+    }
+
+    /// Subscribes one stream of `client` (its peer address; `None`: not
+    /// counted per client) to every list in `keys`, all or none, unless a
+    /// stream cap is reached. Other streams are ended (after what is
+    /// buffered; their clients resume from their cursors) to make room:
+    ///
+    /// - on a full list, the oldest stream there of the address holding the
+    ///   most streams on it, when `client` holds at least two fewer;
+    /// - at `client`'s share (`per_client`), its own oldest streams;
+    /// - at the process cap, the oldest stream of the address holding the
+    ///   most, while that address still holds no fewer than `client` would.
+    pub fn subscribe_all(
+        self: &Arc<Self>,
+        keys: Vec<Key>,
+        client: Option<IpAddr>,
+    ) -> Result<Vec<Subscription>, StreamsFull> {
+        let n = keys.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let group = self.next_id.fetch_add(n as u64 + 1, Ordering::Relaxed);
+        let ended = {
             let mut open = self.open.lock().expect("hub lock");
-            let total = open.total();
-            let on_list = open.streams.get(&key).map_or(0, Vec::len);
-            let of_client = client.map_or(0, |c| open.per_client.get(&c).copied().unwrap_or(0));
-            let full = if total >= self.limits.total {
-                Some(StreamsFull::Process(self.limits.total))
-            } else if on_list >= self.limits.per_list {
-                let victim = client
-                    .filter(|_| of_client < self.limits.per_client)
-                    .and_then(|c| open.fair_victim(&key, c));
-                match victim {
-                    Some(victim) if open.forget(&key, victim) => {
-                        evicted = Some(victim);
-                        None
-                    }
-                    _ => Some(StreamsFull::List(self.limits.per_list)),
+            let ended = self.make_room(&mut open, &keys, client);
+            let ended = match ended {
+                Ok(ended) => ended,
+                Err(full) => {
+                    self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                    return Err(full);
                 }
-            } else if of_client >= self.limits.per_client {
-                Some(StreamsFull::Client(self.limits.per_client))
-            } else {
-                None
             };
-            if let Some(full) = full {
-                self.stats.refused.fetch_add(1, Ordering::Relaxed);
-                return Err(full);
+            let mut members = Vec::with_capacity(n);
+            for (i, key) in keys.iter().enumerate() {
+                let id = group + 1 + i as u64;
+                if let Some(c) = client {
+                    *open.per_client.entry(c).or_default() += 1;
+                }
+                open.streams
+                    .entry(key.clone())
+                    .or_default()
+                    .push((id, client));
+                open.group_of.insert(id, group);
+                members.push((key.clone(), id));
             }
-            if let Some(c) = client {
-                *open.per_client.entry(c).or_default() += 1;
-            }
-            open.streams
-                .entry(key.clone())
-                .or_default()
-                .push((id, client));
+            open.groups.insert(
+                group,
+                Group {
+                    client,
+                    subs: members,
+                },
+            );
+            ended
+        };
+        for (key, id) in &ended.1 {
+            self.leave(key, *id);
         }
-        if let Some(victim) = evicted {
-            self.leave(&key, victim);
-            self.stats
-                .evicted_for_fairness
-                .fetch_add(1, Ordering::Relaxed);
-        }
-        let (tx, rx) = mpsc::channel(self.buffer);
-        let queued = Arc::new(AtomicUsize::new(0));
-        self.subs
-            .lock()
-            .expect("hub lock")
-            .entry(key.clone())
-            .or_default()
-            .push(Sub {
-                id,
-                tx,
-                queued: Arc::clone(&queued),
-            });
-        self.stats.subscribers.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .evicted_for_fairness
+            .fetch_add(ended.0, Ordering::Relaxed);
+        let mut subs = self.subs.lock().expect("hub lock");
+        let subscribed = keys
+            .into_iter()
+            .enumerate()
+            .map(|(i, key)| {
+                let id = group + 1 + i as u64;
+                let (tx, rx) = mpsc::channel(self.buffer);
+                let queued = Arc::new(AtomicUsize::new(0));
+                subs.entry(key.clone()).or_default().push(Sub {
+                    id,
+                    tx,
+                    queued: Arc::clone(&queued),
+                });
+                Subscription {
+                    rx,
+                    queued,
+                    id,
+                    key,
+                    hub: Arc::clone(self),
+                }
+            })
+            .collect();
+        drop(subs);
+        self.stats
+            .subscribers
+            .fetch_add(n as u64, Ordering::Relaxed);
         self.stats
             .subscriptions_total
-            .fetch_add(1, Ordering::Relaxed);
-        Ok(Subscription {
-            rx,
-            queued,
-            id,
-            key,
-            hub: Arc::clone(self),
-        })
+            .fetch_add(n as u64, Ordering::Relaxed);
+        Ok(subscribed)
+    }
+
+    /// Ends the streams that must give way for `n` new subscriptions of
+    /// `client` on `keys` ([`Hub::subscribe_all`]): how many, and their
+    /// subscriptions; or the cap that refuses them.
+    #[allow(clippy::type_complexity)]
+    fn make_room(
+        &self,
+        open: &mut Open,
+        keys: &[Key],
+        client: Option<IpAddr>,
+    ) -> Result<(u64, Vec<(Key, u64)>), StreamsFull> {
+        let n = keys.len();
+        let limits = self.limits;
+        let (process, list, own) = (
+            StreamsFull::Process(limits.total),
+            StreamsFull::List(limits.per_list),
+            StreamsFull::Client(limits.per_client),
+        );
+        if n > limits.total {
+            return Err(process);
+        }
+        if client.is_some() && n > limits.per_client {
+            return Err(own);
+        }
+        // A full list with no stream to give way refuses before any stream
+        // is ended.
+        let full_lists = |open: &Open| -> Vec<&Key> {
+            keys.iter()
+                .filter(|k| open.streams.get(*k).map_or(0, Vec::len) >= limits.per_list)
+                .collect()
+        };
+        for key in full_lists(open) {
+            if client.and_then(|c| open.fair_victim(key, c)).is_none() {
+                return Err(list);
+            }
+        }
+        let mut ended = (0, Vec::new());
+        let mut end = |open: &mut Open, g: u64| {
+            ended.0 += 1;
+            ended.1.extend(open.end_group(g));
+        };
+        for key in keys {
+            while open.streams.get(key).map_or(0, Vec::len) >= limits.per_list {
+                let victim = client.and_then(|c| open.fair_victim(key, c));
+                let Some(g) = victim.and_then(|id| open.group_of.get(&id).copied()) else {
+                    return Err(list);
+                };
+                end(open, g);
+            }
+        }
+        if let Some(c) = client {
+            while open.of_client(c) + n > limits.per_client {
+                let Some(g) = open.oldest_of(c) else {
+                    return Err(own);
+                };
+                end(open, g);
+            }
+        }
+        while open.total() + n > limits.total {
+            let victim = client.and_then(|c| open.process_victim(c, open.of_client(c) + n));
+            let Some(g) = victim else {
+                return Err(process);
+            };
+            end(open, g);
+        }
+        Ok(ended)
     }
 
     /// Delivers a frame to its scope's list and, when durable, the global list.
@@ -374,6 +559,7 @@ impl Hub {
         };
         let stats = &self.stats;
         let size = frame.json.len();
+        let units = self.budget.queued.room.units_for(frame.held_bytes());
         list.retain(|s| {
             let queued = s.queued.load(Ordering::Relaxed);
             // Droppable frames give way early so critical ones keep room.
@@ -385,12 +571,25 @@ impl Hub {
                 stats.dropped_transient.fetch_add(1, Ordering::Relaxed);
                 return true;
             }
-            // Over the byte budget counts as a full buffer; an empty buffer
-            // takes any one frame, so no frame is too large to deliver.
-            let sent = if queued > 0 && size > room {
-                Err(mpsc::error::TrySendError::Full(Arc::clone(frame)))
+            // Over the byte budget counts as a full buffer, and so does no
+            // room in the stream budget; an empty buffer takes any one
+            // frame, so no frame is too large to deliver and a stream that
+            // keeps up is never ended for the ones that do not.
+            let held = (queued == 0 || size <= room)
+                .then(|| {
+                    Arc::clone(&self.budget.queued.room.permits)
+                        .try_acquire_many_owned(units)
+                        .ok()
+                })
+                .flatten();
+            if held.is_some() {
+                self.budget.note_peak(&self.budget.queued);
+            }
+            let over_budget = queued > 0 && size <= room && held.is_none();
+            let sent = if queued > 0 && (size > room || held.is_none()) {
+                Err(mpsc::error::TrySendError::Full((Arc::clone(frame), held)))
             } else {
-                s.tx.try_send(Arc::clone(frame))
+                s.tx.try_send((Arc::clone(frame), held))
             };
             match sent {
                 Ok(()) => {
@@ -402,6 +601,9 @@ impl Hub {
                     false
                 }
                 Err(mpsc::error::TrySendError::Full(_)) => {
+                    if over_budget {
+                        stats.budget_full.fetch_add(1, Ordering::Relaxed);
+                    }
                     if !frame.env.critical {
                         stats.dropped_transient.fetch_add(1, Ordering::Relaxed);
                         return true;
@@ -449,6 +651,11 @@ mod tests {
     use super::*;
     use replay_core::protocol::{Event, TurnDelta, TurnRef};
 
+    /// A stream budget no test fills.
+    fn budget() -> Arc<StreamBudget> {
+        Arc::new(StreamBudget::new(1 << 30))
+    }
+
     const UNCAPPED: StreamLimits = StreamLimits {
         total: usize::MAX,
         per_list: usize::MAX,
@@ -472,7 +679,7 @@ mod tests {
 
     #[test]
     fn full_buffer_disconnects_under_disconnect_policy() {
-        let hub = Hub::new(2, usize::MAX, LagPolicy::Disconnect, UNCAPPED);
+        let hub = Hub::new(2, usize::MAX, LagPolicy::Disconnect, UNCAPPED, budget());
         let mut sub = hub
             .subscribe(Key::Scope(Scope::Session, "s".into()), None)
             .unwrap();
@@ -490,7 +697,7 @@ mod tests {
 
     #[test]
     fn full_buffer_skips_in_order_under_skip_policy() {
-        let hub = Hub::new(2, usize::MAX, LagPolicy::Skip, UNCAPPED);
+        let hub = Hub::new(2, usize::MAX, LagPolicy::Skip, UNCAPPED, budget());
         let mut sub = hub.subscribe(Key::Global, None).unwrap();
         for seq in 1..=3 {
             hub.publish(&durable(seq));
@@ -506,7 +713,7 @@ mod tests {
 
     #[test]
     fn dropping_a_subscription_unsubscribes() {
-        let hub = Hub::new(4, usize::MAX, LagPolicy::Skip, UNCAPPED);
+        let hub = Hub::new(4, usize::MAX, LagPolicy::Skip, UNCAPPED, budget());
         let sub = hub.subscribe(Key::Global, None).unwrap();
         assert_eq!(hub.stats.subscribers.load(Ordering::Relaxed), 1);
         drop(sub);
@@ -516,7 +723,7 @@ mod tests {
 
     #[test]
     fn skip_policy_ends_a_stream_rather_than_drop_a_critical_transient() {
-        let hub = Hub::new(1, usize::MAX, LagPolicy::Skip, UNCAPPED);
+        let hub = Hub::new(1, usize::MAX, LagPolicy::Skip, UNCAPPED, budget());
         let key = Key::Scope(Scope::Session, "s".into());
         let mut sub = hub.subscribe(key, None).unwrap();
         hub.publish(&durable(1));
@@ -542,7 +749,7 @@ mod tests {
             per_list: 2,
             per_client: usize::MAX,
         };
-        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits);
+        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits, budget());
         let a = || Key::Scope(Scope::Session, "a".into());
         let a1 = hub.subscribe(a(), None).unwrap();
         let _a2 = hub.subscribe(a(), None).unwrap();
@@ -567,7 +774,7 @@ mod tests {
             per_list: 2,
             per_client: usize::MAX,
         };
-        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits);
+        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits, budget());
         let a = || Key::Scope(Scope::Session, "a".into());
         let ip = |n: u8| Some(IpAddr::from([127, 0, 0, n]));
         let mut old = hub.subscribe(a(), ip(2)).unwrap();
@@ -605,7 +812,7 @@ mod tests {
 
     #[test]
     fn a_buffer_over_its_bytes_disconnects_but_takes_any_first_frame() {
-        let hub = Hub::new(1024, 10_000, LagPolicy::Disconnect, UNCAPPED);
+        let hub = Hub::new(1024, 10_000, LagPolicy::Disconnect, UNCAPPED, budget());
         let mut sub = hub
             .subscribe(Key::Scope(Scope::Session, "s".into()), None)
             .unwrap();
@@ -626,22 +833,102 @@ mod tests {
     }
 
     #[test]
-    fn a_client_holds_at_most_its_share_of_subscriptions() {
+    fn a_client_at_its_share_ends_its_own_oldest_stream() {
         let limits = StreamLimits {
             total: 10,
             per_list: 10,
             per_client: 2,
         };
-        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits);
+        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits, budget());
         let (a, b): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
-        let a1 = hub.subscribe(Key::Global, Some(a)).unwrap();
+        let mut a1 = hub.subscribe(Key::Global, Some(a)).unwrap();
         let _a2 = hub.subscribe(Key::Global, Some(a)).unwrap();
+        let _a3 = hub.subscribe(Key::Global, Some(a)).unwrap();
+        assert!(matches!(
+            a1.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+        assert_eq!(hub.open_streams(), 2);
+        // A stream larger than the share never fits.
+        let three = vec![Key::Global; 3];
         assert_eq!(
-            hub.subscribe(Key::Global, Some(a)).err(),
+            hub.subscribe_all(three, Some(b)).err(),
             Some(StreamsFull::Client(2))
         );
         let _b1 = hub.subscribe(Key::Global, Some(b)).unwrap();
-        drop(a1);
-        assert!(hub.subscribe(Key::Global, Some(a)).is_ok());
+        assert_eq!(hub.open_streams(), 3);
+    }
+
+    #[test]
+    fn at_the_process_cap_the_address_holding_most_gives_way_whole_streams() {
+        let limits = StreamLimits {
+            total: 6,
+            per_list: 10,
+            per_client: 4,
+        };
+        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits, budget());
+        let ip = |n: u8| Some(IpAddr::from([127, 0, 0, n]));
+        let keys = |n: usize| -> Vec<Key> {
+            (0..n)
+                .map(|i| Key::Scope(Scope::Team, format!("t{i}")))
+                .collect()
+        };
+        let mut old = hub.subscribe_all(keys(2), ip(2)).unwrap();
+        let _new = hub.subscribe_all(keys(2), ip(2)).unwrap();
+        let _other = hub.subscribe_all(keys(2), ip(3)).unwrap();
+        // 127.0.0.4 (none) takes 127.0.0.2's oldest stream, both its subs.
+        let _third = hub.subscribe_all(keys(2), ip(4)).unwrap();
+        for sub in &mut old {
+            assert!(matches!(
+                sub.try_recv(),
+                Err(mpsc::error::TryRecvError::Disconnected)
+            ));
+        }
+        assert_eq!(hub.open_streams(), 6);
+        assert_eq!(hub.stats.evicted_for_fairness.load(Ordering::Relaxed), 1);
+        // Two each now: nobody gives way to a third stream of anyone.
+        for client in [ip(2), ip(3), ip(5), None] {
+            assert_eq!(
+                hub.subscribe_all(keys(2), client).err(),
+                Some(StreamsFull::Process(6)),
+                "{client:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_buffer_that_finds_no_room_in_the_stream_budget_is_full() {
+        // A `queued` share of 16 KiB: two frames of about 3 KB each (each
+        // holding twice its JSON).
+        let budget = Arc::new(StreamBudget::new(64 << 10));
+        let hub = Hub::new(
+            1024,
+            1 << 20,
+            LagPolicy::Disconnect,
+            UNCAPPED,
+            Arc::clone(&budget),
+        );
+        let key = || Key::Scope(Scope::Session, "s".into());
+        let mut slow = hub.subscribe(key(), None).unwrap();
+        hub.publish(&team_message(1, 3_000));
+        hub.publish(&team_message(2, 3_000));
+        assert!(budget.queued.held_bytes() >= 12_000);
+        // A reader that keeps up still gets every frame (an empty buffer
+        // takes one), while the one that reads nothing is ended.
+        let mut quick = hub.subscribe(key(), None).unwrap();
+        for seq in 3..=5 {
+            hub.publish(&team_message(seq, 3_000));
+            assert_eq!(quick.try_recv().unwrap().env.seq, Some(seq));
+        }
+        let got: Vec<_> = std::iter::from_fn(|| slow.try_recv().ok())
+            .map(|f| f.env.seq.unwrap())
+            .collect();
+        assert!(matches!(
+            slow.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+        assert!(got.len() < 5, "{got:?}");
+        assert_eq!(budget.queued.held_bytes(), 0);
+        assert_eq!(hub.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
     }
 }

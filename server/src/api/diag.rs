@@ -127,6 +127,7 @@ pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {
         "streams_open": get(&app.streams_open),
         "refused": get(&s.refused),
         "evicted_for_fairness": get(&s.evicted_for_fairness),
+        "stream_buffer_queued_full": get(&s.budget_full),
         "subscriptions_total": get(&s.subscriptions_total),
         "lagged": get(&s.lagged_disconnects),
         "skipped_durable": get(&s.skipped_durable),

@@ -43,20 +43,28 @@ pub(super) async fn multiplexed(
         )
     })?;
     let subs = subs::parse(&pairs)?;
-    // Subscribe to every scope before any backlog is read (§4.6).
-    // Each scope counts towards the stream caps; one over a cap refuses the
-    // whole request (503, its subscriptions released as they drop).
+    // Subscribe to every scope before any backlog is read (§4.6), as one
+    // stream: all its scopes count towards the stream caps, and one over a
+    // cap refuses the whole request (503); a stream that gives way to
+    // another ends whole.
+    let live = |sub: &Sub| matches!(sub.start, Start::Live | Start::After(_));
+    let keys = subs
+        .iter()
+        .filter(|s| live(s))
+        .map(|s| Key::Scope(s.scope, s.id.clone()))
+        .collect();
+    let mut subscriptions = super::stream::subscribe_all(&app, keys, peer)?.into_iter();
     let subscribed: Vec<(Sub, Option<Subscription>)> = subs
         .into_iter()
         .map(|sub| {
-            let live = matches!(sub.start, Start::Live | Start::After(_))
-                .then(|| {
-                    super::stream::subscribe(&app, Key::Scope(sub.scope, sub.id.clone()), peer)
-                })
-                .transpose()?;
-            Ok((sub, live))
+            let got = if live(&sub) {
+                subscriptions.next()
+            } else {
+                None
+            };
+            (sub, got)
         })
-        .collect::<Result<_, ApiError>>()?;
+        .collect();
     let (tx, rx) = super::stream::channel();
     let writer = Writer::new(Arc::clone(&app), tx, false);
     let open = app.streams_open.clone();

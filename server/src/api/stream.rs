@@ -83,14 +83,30 @@ const FULL_RETRY_AFTER_S: u64 = 2;
 /// Subscribes the client at `peer`, or `503 too_many_streams` with
 /// `Retry-After` at a cap.
 pub(super) fn subscribe(app: &App, key: Key, peer: SocketAddr) -> Result<Subscription, ApiError> {
-    app.log.hub.subscribe(key, Some(peer.ip())).map_err(|full| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_streams",
-            format!("{full} (--max-streams, --max-streams-per-scope, --max-streams-per-client)"),
-        )
-        .retry_after(Some(FULL_RETRY_AFTER_S))
-    })
+    let mut subs = subscribe_all(app, vec![key], peer)?;
+    Ok(subs.pop().expect("one subscription per key"))
+}
+
+/// Subscribes one stream of the client at `peer` to every log in `keys`
+/// (all or none: `503 too_many_streams` at a cap).
+pub(super) fn subscribe_all(
+    app: &App,
+    keys: Vec<Key>,
+    peer: SocketAddr,
+) -> Result<Vec<Subscription>, ApiError> {
+    app.log
+        .hub
+        .subscribe_all(keys, Some(peer.ip()))
+        .map_err(|full| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_streams",
+                format!(
+                    "{full} (--max-streams, --max-streams-per-scope, --max-streams-per-client)"
+                ),
+            )
+            .retry_after(Some(FULL_RETRY_AFTER_S))
+        })
 }
 
 /// Refuses a cursor above the head (§4.3). The head from memory is the
