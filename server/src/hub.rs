@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use replay_core::protocol::{Envelope, Scope};
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use crate::budget::StreamBudget;
 
@@ -126,6 +126,17 @@ struct Sub {
     tx: mpsc::Sender<Queued>,
     /// Bytes of frames in `tx` not yet received.
     queued: Arc<AtomicUsize>,
+    /// Set when the hub lets go of any subscription of this one's stream.
+    let_go: Arc<watch::Sender<bool>>,
+}
+
+impl Drop for Sub {
+    /// The hub lets go (lag, a stream ended for another, `close_all`, or
+    /// the subscription dropped): its stream's writer stops waiting for a
+    /// peer that takes nothing, so what it holds is freed at once.
+    fn drop(&mut self) {
+        self.let_go.send_replace(true);
+    }
 }
 
 /// Open subscriptions, counted until each [`Subscription`] is dropped (or
@@ -283,6 +294,7 @@ pub struct Subscription {
     /// Frames in publish order; ends when the hub lets go of this subscriber.
     rx: mpsc::Receiver<Queued>,
     queued: Arc<AtomicUsize>,
+    let_go: watch::Receiver<bool>,
     id: u64,
     key: Key,
     hub: Arc<Hub>,
@@ -305,6 +317,12 @@ impl Subscription {
     pub fn try_recv(&mut self) -> Result<Arc<Frame>, mpsc::error::TryRecvError> {
         let q = self.rx.try_recv()?;
         Ok(self.took(q))
+    }
+
+    /// Becomes true once the hub has let go of this subscription or of
+    /// another of its stream.
+    pub fn let_go(&self) -> watch::Receiver<bool> {
+        self.let_go.clone()
     }
 
     fn took(&self, (frame, _room): Queued) -> Arc<Frame> {
@@ -406,8 +424,11 @@ impl Hub {
             return Ok(Vec::new());
         }
         let group = self.next_id.fetch_add(n as u64 + 1, Ordering::Relaxed);
+        // Held until the new subscriptions are on their lists: a stream
+        // ended for another one that is still subscribing is then surely
+        // let go of.
+        let mut open = self.open.lock().expect("hub lock");
         let ended = {
-            let mut open = self.open.lock().expect("hub lock");
             let ended = self.make_room(&mut open, &keys, client);
             let ended = match ended {
                 Ok(ended) => ended,
@@ -444,6 +465,8 @@ impl Hub {
         self.stats
             .evicted_for_fairness
             .fetch_add(ended.0, Ordering::Relaxed);
+        let (let_go, let_go_rx) = watch::channel(false);
+        let let_go = Arc::new(let_go);
         let mut subs = self.subs.lock().expect("hub lock");
         let subscribed = keys
             .into_iter()
@@ -456,10 +479,12 @@ impl Hub {
                     id,
                     tx,
                     queued: Arc::clone(&queued),
+                    let_go: Arc::clone(&let_go),
                 });
                 Subscription {
                     rx,
                     queued,
+                    let_go: let_go_rx.clone(),
                     id,
                     key,
                     hub: Arc::clone(self),
@@ -467,6 +492,7 @@ impl Hub {
             })
             .collect();
         drop(subs);
+        drop(open);
         self.stats
             .subscribers
             .fetch_add(n as u64, Ordering::Relaxed);

@@ -131,13 +131,14 @@ async fn open_until(
 }
 
 /// Reads a stream's response to its end (the last chunk, or the
-/// connection's end) in a task, counting it in `open` until then.
-fn read_to_end(mut sock: TcpStream, open: &Arc<AtomicUsize>) {
+/// connection's end) in a task, counting it in `open` until then; `read`
+/// is what was read of it before.
+fn read_to_end(mut sock: TcpStream, read: &str, open: &Arc<AtomicUsize>) {
     open.fetch_add(1, Ordering::Relaxed);
     let open = Arc::clone(open);
+    let mut tail = read.as_bytes().to_vec();
     tokio::spawn(async move {
         let mut buf = vec![0u8; 65536];
-        let mut tail = Vec::new();
         while let Ok(n) = sock.read(&mut buf).await {
             if n == 0 {
                 break;
@@ -150,6 +151,18 @@ fn read_to_end(mut sock: TcpStream, open: &Arc<AtomicUsize>) {
         }
         open.fetch_sub(1, Ordering::Relaxed);
     });
+}
+
+/// The count of `open` once `done` holds of it, or after `within`.
+async fn settled(open: &AtomicUsize, within: Duration, done: impl Fn(usize) -> bool) -> usize {
+    let t0 = Instant::now();
+    loop {
+        let held = open.load(Ordering::Relaxed);
+        if done(held) || t0.elapsed() > within {
+            return held;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// One address opens `streams` multiplexed streams of `subs` subs each, all
@@ -169,15 +182,14 @@ async fn one_address_shape(s: &Bin, streams: usize, subs: usize, share: usize) -
             .unwrap_or("unanswered")
             .to_owned();
         if status == "HTTP/1.1 200" {
-            read_to_end(sock, &open);
+            read_to_end(sock, got.as_deref().unwrap_or(""), &open);
         }
         *statuses.entry(status).or_default() += 1;
     }
     eprintln!("attacker's {streams} streams: {statuses:?}");
-    // Let the streams that were ended to make room be read to their end.
-    tokio::time::sleep(SEC / 2).await;
+    // The streams that were ended to make room are read to their end.
+    let held = settled(&open, 3 * SEC, |held| held * subs <= share).await;
     let mut failures = Vec::new();
-    let held = open.load(Ordering::Relaxed);
     eprintln!("attacker's streams still open: {held}");
     if held * subs > share {
         failures.push(format!(
@@ -231,8 +243,9 @@ async fn at_the_process_cap_a_new_address_ends_the_oldest_stream_of_the_most_rep
     {
         for _ in 0..2 {
             let (sock, got, _) = open_until(from, s.addr, &request, "event: hello", 3 * SEC).await;
-            assert!(got.is_some_and(|t| t.contains("event: hello")), "{from}");
-            read_to_end(sock, &open[i]);
+            let got = got.unwrap_or_default();
+            assert!(got.contains("event: hello"), "{from}");
+            read_to_end(sock, &got, &open[i]);
         }
     }
     let (_v, got, took) = open_until(
@@ -248,7 +261,7 @@ async fn at_the_process_cap_a_new_address_ends_the_oldest_stream_of_the_most_rep
         got.as_deref().is_some_and(|t| t.contains("event: hello")) && took <= SEC,
         "the new address's stream did not open within 1 s ({took:?}): {got:?}"
     );
-    tokio::time::sleep(SEC / 2).await;
+    settled(&open[0], 3 * SEC, |held| held == 1).await;
     let held: Vec<usize> = open.iter().map(|o| o.load(Ordering::Relaxed)).collect();
     assert_eq!(held, [1, 2, 2, 2], "streams still open per address");
 }

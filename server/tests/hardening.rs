@@ -567,7 +567,11 @@ async fn streams_are_capped_per_scope_and_per_process() {
 async fn a_stream_whose_peer_reads_nothing_ends_on_close_and_restart() {
     let s = server_with(|c| {
         c.max_streams_per_scope = 1;
-        c.subscriber_buffer = 8;
+        // Room for the whole flood: a stream cut for lag whose peer takes
+        // nothing ends at once; this one must be held by its peer alone.
+        c.subscriber_buffer = 1024;
+        c.subscriber_buffer_bytes = 16 << 20;
+        c.max_stream_buffer_bytes = 256 << 20;
     })
     .await;
     let path = "/v1/teams/t1/events";
@@ -590,9 +594,11 @@ async fn a_stream_whose_peer_reads_nothing_ends_on_close_and_restart() {
 async fn a_stream_whose_peer_reads_nothing_times_out() {
     let s = server_with(|c| {
         c.max_streams_per_scope = 1;
-        // Room for the whole flood: the stream is never cut for lag, only
-        // for its peer reading nothing.
+        // Room for the whole flood: the stream is never cut for lag (which
+        // would end it at once), only for its peer reading nothing.
         c.subscriber_buffer = 1024;
+        c.subscriber_buffer_bytes = 16 << 20;
+        c.max_stream_buffer_bytes = 256 << 20;
         // Long enough for a slow machine to finish the flood before it.
         c.write_timeout_ms = 4000;
     })

@@ -66,7 +66,10 @@ pub(super) async fn multiplexed(
         })
         .collect();
     let (tx, rx) = super::stream::channel();
-    let writer = Writer::new(Arc::clone(&app), tx, false);
+    let mut writer = Writer::new(Arc::clone(&app), tx, false);
+    if let Some(sub) = subscribed.iter().find_map(|(_, s)| s.as_ref()) {
+        writer.end_when_let_go(sub);
+    }
     let open = app.streams_open.clone();
     tokio::spawn(async move {
         let _ = run(app, writer, subscribed).await;

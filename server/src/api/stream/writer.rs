@@ -90,6 +90,9 @@ pub(in crate::api) struct Writer {
     /// When the last durable frame was taken to be written (whether this
     /// stream is busy, [`BUSY`]).
     last_durable: Option<Instant>,
+    /// Whether the hub has let go of the stream's subscriptions
+    /// ([`Writer::end_when_let_go`]).
+    let_go: Option<watch::Receiver<bool>>,
 }
 
 /// The share of the stream budget a write is paid from.
@@ -126,7 +129,16 @@ impl Writer {
             opening: true,
             gathered: None,
             last_durable: None,
+            let_go: None,
         }
+    }
+
+    /// From now on, a wait for the peer or for room ends the stream once
+    /// the hub has let go of `sub`'s stream (lag, or ended for another
+    /// stream): the frames it still holds are for a peer that is not
+    /// taking them, and its client resumes from its cursor.
+    pub(in crate::api) fn end_when_let_go(&mut self, sub: &Subscription) {
+        self.let_go = Some(sub.let_go());
     }
 
     /// A scoped or global stream from `retry:` to its end: `hello` and the
@@ -138,6 +150,7 @@ impl Writer {
         epoch: String,
         head: u64,
     ) -> Result<(), End> {
+        self.end_when_let_go(&sub);
         self.write_retry().await?;
         self.open(&mut feed, epoch, head).await?;
         let heartbeat = self.heartbeat();
@@ -359,6 +372,7 @@ impl Writer {
             p = permits.acquire_many_owned(units) => p.map_err(|_| End::Closed)?,
             _ = self.close.changed() => return Err(End::Closed),
             _ = self.tx.closed() => return Err(End::Closed),
+            _ = let_go(&mut self.let_go) => return Err(End::Closed),
             _ = tokio::time::sleep(timeout) => {
                 app.streams.starved.fetch_add(1, Ordering::Relaxed);
                 return Err(End::Closed);
@@ -434,6 +448,7 @@ impl Writer {
         tokio::select! {
             sent = self.tx.send((bytes, held)) => sent.map_err(|_| End::Closed),
             _ = self.close.changed() => Err(End::Closed),
+            _ = let_go(&mut self.let_go) => Err(End::Closed),
             _ = tokio::time::sleep(timeout) => Err(End::Closed),
         }
     }
@@ -456,6 +471,16 @@ impl Writer {
             }
         }
         Ok(())
+    }
+}
+
+/// Resolves once the hub has let go of the stream (never without a
+/// subscription to watch).
+async fn let_go(watch: &mut Option<watch::Receiver<bool>>) {
+    match watch {
+        // An error: the hub dropped it, which it does only after setting it.
+        Some(w) => drop(w.wait_for(|gone| *gone).await),
+        None => std::future::pending().await,
     }
 }
 

@@ -152,6 +152,7 @@ impl Writer {
         tokio::select! {
             r = self.tx.reserve_many(all) => r.map(drop).map_err(|_| End::Closed),
             _ = self.close.changed() => Err(End::Closed),
+            _ = super::let_go(&mut self.let_go) => Err(End::Closed),
         }
     }
 
