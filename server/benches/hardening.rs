@@ -1,5 +1,6 @@
-//! Issue 34's server probes at the issue's scale (findings 2, 3 and 4),
-//! against the real binary with its default limits on loopback; the
+//! Issue 34's server probes at the issue's scale (findings 2, 3 and 4) and
+//! the multiplexed stream's (one address's stream slots, unread streams'
+//! live frames), against the real binary with its default limits on loopback; the
 //! attackers and victims are distinct loopback addresses (127.0.0.2, …).
 //! Prints `hardening_* N` lines for `cargo xtask bench`, and on stderr
 //! what each shape saw and the machine's load average beside it.
@@ -7,7 +8,7 @@
 //! Bounded: fixed counts, every wait has a deadline, each shape runs its
 //! own server, killed at its end. About a minute.
 //!
-//! Run: `cargo bench -p replay-server --bench hardening [-- slow|conns|log]`
+//! Run: `cargo bench -p replay-server --bench hardening [-- slow|conns|log|mux]`
 //! (one argument: those shapes only). `REPLAY_BENCH_SERVER=path` measures
 //! another build.
 
@@ -19,7 +20,7 @@ use std::time::Instant;
 
 use hardening_probes::gauges::load_average;
 use hardening_probes::net::Tally;
-use hardening_probes::{per_log, slow, starve};
+use hardening_probes::{mux, per_log, slow, starve};
 
 /// Raises the soft file descriptor limit to the hard one: the shapes hold
 /// over 2 000 sockets, and the server (a child) inherits the limit.
@@ -124,6 +125,41 @@ fn aimed_at_logs(loads: &mut Vec<f64>) {
     }
 }
 
+fn multiplexed(loads: &mut Vec<f64>) {
+    loads.push(load_average());
+    let started = Instant::now();
+    let s = runtime().block_on(mux::slots());
+    eprintln!(
+        "mux_slots: attacker {} of 32 streams answered 200, its new one {}; victim {} of 5; {:.1} s, load {:.2}",
+        s.attacker_ok,
+        if s.attacker_new_ok { "opened" } else { "refused" },
+        s.victim_ok,
+        started.elapsed().as_secs_f64(),
+        load_average()
+    );
+    figure("mux_slots_victim_max_ms", s.victim_max_ms);
+    figure("mux_slots_victim_ok", s.victim_ok as f64);
+    figure(
+        "mux_slots_attacker_new_ok",
+        f64::from(u8::from(s.attacker_new_ok)),
+    );
+    figure("mux_slots_held_streams", s.held_streams as f64);
+    loads.push(load_average());
+    let started = Instant::now();
+    let u = runtime().block_on(mux::unread());
+    eprintln!(
+        "mux_unread: {} events appended; victim {} of 5; {:.1} s, load {:.2}",
+        u.appended,
+        u.victim_ok,
+        started.elapsed().as_secs_f64(),
+        load_average()
+    );
+    figure("mux_unread_rss_mb", u.rss_mb);
+    figure("mux_unread_victim_max_ms", u.victim_max_ms);
+    figure("mux_unread_victim_ok", u.victim_ok as f64);
+    figure("mux_unread_events", u.appended as f64);
+}
+
 /// A fresh runtime per shape: nothing of one shape's tasks outlives it.
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -150,6 +186,9 @@ fn main() {
     }
     if runs("log") {
         aimed_at_logs(&mut loads);
+    }
+    if runs("mux") {
+        multiplexed(&mut loads);
     }
     loads.push(load_average());
     let max_load = loads.iter().copied().fold(0.0, f64::max);

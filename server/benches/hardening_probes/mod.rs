@@ -1,7 +1,9 @@
-//! The shapes of issue 34's server probes (findings 2, 3 and 4), each
-//! against a fresh release server with the default limits, on loopback.
+//! The shapes of issue 34's server probes (findings 2, 3 and 4) and of the
+//! multiplexed stream's slots and memory, each against a fresh release
+//! server with the default limits, on loopback.
 
 pub mod gauges;
+pub mod mux;
 pub mod net;
 pub mod per_log;
 pub mod slow;

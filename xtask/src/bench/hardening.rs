@@ -6,7 +6,7 @@ use super::{Figure, Goal};
 
 /// The bench's label (`--hardening` runs it alone).
 pub const LABEL: &str =
-    "bench: hardening (issue 34's probes: slow readers, one address's connections, streams aimed at one log)";
+    "bench: hardening (issue 34's probes: slow readers, one address's connections, streams aimed at one log; the multiplexed stream's slots and unread live frames)";
 
 /// Its command.
 pub const ARGV: &[&str] = &["bench", "-q", "-p", "replay-server", "--bench", "hardening"];
@@ -60,5 +60,13 @@ pub const FIGURES: &[Figure] = &[
     figure("hardening_log_mux_victim_ok", "of 5", "the same: victim streams that got their `hello` (a `503 too_many_streams` is not)", None),
     figure("hardening_log_mux_attacker_subs", "subs", "the same: the attackers' subscriptions at the end", None),
     figure("hardening_log_mux_attacker_refused", "streams", "the same: the attackers' multiplexed streams answered `503`", None),
+    figure("hardening_mux_slots_victim_max_ms", "ms", "one address's multiplexed streams: 32 streams × 64 subs from 127.0.0.2 one after the other, every one read (its share: 512 subs); then a stream of 1 sub from 127.0.0.1, slowest `hello` of 5", SECOND),
+    figure("hardening_mux_slots_victim_ok", "of 5", "the same: victim streams that got their `hello`", FIVE_OF_FIVE),
+    figure("hardening_mux_slots_attacker_new_ok", "of 1", "the same: the attacker's own new stream got its `hello` (its oldest stream ended for it, not a `503`)", Some((Goal::AtLeast, 1.0))),
+    figure("hardening_mux_slots_held_streams", "streams", "the same: streams open on the server at the end (the attacker's 8 and its new one's, less the one it ended)", None),
+    figure("hardening_mux_unread_rss_mb", "MB", "unread multiplexed streams: 24 × 64 subs from 127.0.0.2 to .4, none read (4 KiB receive buffer, given up and reopened from seq 0 every 10 s), four writers appending 60 KB events round robin to the 64 logs for 25 s: server peak `RssAnon`", Some((Goal::AtMost, 200.0))),
+    figure("hardening_mux_unread_victim_max_ms", "ms", "the same: a stream of 1 sub from 127.0.0.5, slowest `hello` of 5 (from the 3rd second, 4 s apart)", SECOND),
+    figure("hardening_mux_unread_victim_ok", "of 5", "the same: victim streams that got their `hello`", FIVE_OF_FIVE),
+    figure("hardening_mux_unread_events", "events", "the same: events appended in the 25 s", None),
     figure("hardening_load_avg_max", "", "the machine's 1-minute load average, highest at the start of a shape or the end (2 cores, shared)", None),
 ];
