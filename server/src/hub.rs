@@ -126,15 +126,17 @@ struct Sub {
     tx: mpsc::Sender<Queued>,
     /// Bytes of frames in `tx` not yet received.
     queued: Arc<AtomicUsize>,
-    /// Set when the hub lets go of any subscription of this one's stream.
+    /// Set when the hub lets go of any subscription of this one's stream
+    /// for lag or to make room for another stream.
     let_go: Arc<watch::Sender<bool>>,
 }
 
-impl Drop for Sub {
-    /// The hub lets go (lag, a stream ended for another, `close_all`, or
-    /// the subscription dropped): its stream's writer stops waiting for a
-    /// peer that takes nothing, so what it holds is freed at once.
-    fn drop(&mut self) {
+impl Sub {
+    /// The hub lets go of it for lag or for another stream: its stream's
+    /// writer stops waiting for a peer that takes nothing, so what it
+    /// holds is freed at once. (Not when its own stream drops it: a
+    /// multiplexed stream goes on without a scope it could not open.)
+    fn let_go(&self) {
         self.let_go.send_replace(true);
     }
 }
@@ -338,7 +340,7 @@ impl Drop for Subscription {
             .lock()
             .expect("hub lock")
             .forget(&self.key, self.id);
-        self.hub.leave(&self.key, self.id);
+        self.hub.leave(&self.key, self.id, false);
     }
 }
 
@@ -377,12 +379,18 @@ impl Hub {
     }
 
     /// Takes subscriber `id` off list `key` (its stream ends after what is
-    /// buffered).
-    fn leave(&self, key: &Key, id: u64) {
+    /// buffered), telling its stream when `let_go` ([`Sub::let_go`]).
+    fn leave(&self, key: &Key, id: u64, let_go: bool) {
         let mut subs = self.subs.lock().expect("hub lock");
         if let Some(list) = subs.get_mut(key) {
             let before = list.len();
-            list.retain(|s| s.id != id);
+            list.retain(|s| {
+                let this = s.id == id;
+                if this && let_go {
+                    s.let_go();
+                }
+                !this
+            });
             if list.len() < before {
                 self.stats.subscribers.fetch_sub(1, Ordering::Relaxed);
             }
@@ -460,7 +468,7 @@ impl Hub {
             ended
         };
         for (key, id) in &ended.1 {
-            self.leave(key, *id);
+            self.leave(key, *id, true);
         }
         self.stats
             .evicted_for_fairness
@@ -638,6 +646,7 @@ impl Hub {
                         LagPolicy::Disconnect => {
                             stats.lagged_disconnects.fetch_add(1, Ordering::Relaxed);
                             stats.subscribers.fetch_sub(1, Ordering::Relaxed);
+                            s.let_go();
                             false
                         }
                         LagPolicy::Skip if frame.env.is_durable() => {
@@ -650,6 +659,7 @@ impl Hub {
                         LagPolicy::Skip => {
                             stats.lagged_disconnects.fetch_add(1, Ordering::Relaxed);
                             stats.subscribers.fetch_sub(1, Ordering::Relaxed);
+                            s.let_go();
                             false
                         }
                     }
@@ -920,6 +930,24 @@ mod tests {
                 "{client:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_stream_is_told_when_the_hub_lets_go_not_when_it_drops_a_scope() {
+        let hub = Hub::new(1, usize::MAX, LagPolicy::Disconnect, UNCAPPED, budget());
+        let keys = vec![
+            Key::Scope(Scope::Session, "s".into()),
+            Key::Scope(Scope::Team, "t".into()),
+        ];
+        let mut subs = hub.subscribe_all(keys, None).unwrap();
+        let let_go = subs[0].let_go();
+        // A multiplexed stream drops a scope it could not open: it goes on.
+        drop(subs.pop());
+        assert!(!*let_go.borrow());
+        // Its other scope lags: the stream is told.
+        hub.publish(&durable(1));
+        hub.publish(&durable(2));
+        assert!(*let_go.borrow());
     }
 
     #[test]
