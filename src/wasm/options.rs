@@ -87,7 +87,9 @@ pub struct Options {
     /// `fetch`'s arguments.
     pub fetch: Option<Function>,
     /// The base URL is not the page's origin: a 401 without
-    /// [`Credentials::Include`] or a token says how to send some.
+    /// [`Credentials::Include`] or a token says how to send some. Read
+    /// from the page by `ReplayClient.connect`; false unless a Rust caller
+    /// sets it.
     pub cross_origin: bool,
     /// Where the state is kept between page loads.
     pub storage: StorageChoice,
@@ -134,7 +136,8 @@ impl Options {
 
     /// What a 401 answer's message adds: how to send credentials to a
     /// runtime at another origin, when none were (no cookies with fetch's
-    /// default `same-origin`, no token). `has_token`: a `getToken` is set (`get_token` is not read).
+    /// default `same-origin`, no token). `has_token`: a `getToken` is set
+    /// (`get_token` is not read).
     pub fn unauthorized_hint(&self, has_token: bool) -> Option<String> {
         let bearer = self
             .headers
