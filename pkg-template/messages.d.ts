@@ -12,10 +12,10 @@ export type SchemaVersion = 1;
 
 /**
  * What a page may ask a worker to connect: `ConnectOptions` without
- * functions or credentials (the worker script gives `getToken`, `headers`
- * and storage adapters to `serve()` / `serveShared()`).
+ * functions or credentials (the worker script gives `getToken`, `headers`,
+ * `credentials`, `fetch` and storage adapters to `serve()` / `serveShared()`).
  */
-export type PageConnectOptions = Omit<ConnectOptions, "getToken" | "storage" | "headers"> & {
+export type PageConnectOptions = Omit<ConnectOptions, "getToken" | "storage" | "headers" | "credentials" | "fetch"> & {
   storage?: Exclude<StorageKind, "local" | "session">;
 };
 

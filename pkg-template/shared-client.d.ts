@@ -29,7 +29,7 @@ export declare class SharedClient {
    * are missing, the worker does not start or answer within
    * `connectTimeoutMs` (default 10 s), or it speaks another version of the
    * messages, the client runs on this page with `options` and then
-   * `pageOptions` (where `getToken`, `headers` and `storage` go for that
+   * `pageOptions` (where `getToken`, `headers`, `credentials`, `fetch` and `storage` go for that
    * case). Rejects with the host's `ReplayError` when it refused the
    * options (`invalid_options`).
    */

@@ -11,7 +11,7 @@ export interface SharedHost {
  * SharedWorker script the app owns: one client per (base URL, scope, scope
  * id), shared by every tab that follows it and closed with the last one.
  * `defaults` apply under every tab's options. The credentials (`getToken`,
- * `headers`) and the storage are given here only: a tab naming them is
+ * `headers`, `credentials`), `fetch` and the storage are given here only: a tab naming them is
  * refused with `invalid_options`, and with a `baseUrl` here a tab may follow
  * no other. Storage defaults to `"indexeddb"`. Resolves once it serves.
  */

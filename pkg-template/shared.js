@@ -15,9 +15,10 @@ import { Host, instance, ready } from "./host.js";
 
 /** @typedef {import("./index.js").ConnectOptions} ConnectOptions */
 
-// What a tab may not set: the host's credentials and storage are the worker
-// script's alone, so a tab cannot widen what the host sends, or where.
-const HOST_ONLY = ["getToken", "headers", "storage"];
+// What a tab may not set: the host's credentials, fetch and storage are the
+// worker script's alone, so a tab cannot widen what the host sends, or
+// where (and the tabs following one log share its one client).
+const HOST_ONLY = ["getToken", "headers", "credentials", "fetch", "storage"];
 
 /** @param {string} text */
 const invalid = (text) => Object.assign(new Error(text), { code: "invalid_options" });
@@ -26,7 +27,8 @@ const invalid = (text) => Object.assign(new Error(text), { code: "invalid_option
  * Serves `SharedClient.connect` from every tab of this origin, in a
  * SharedWorker script the app owns. `defaults` apply under every tab's
  * options; the credentials (`getToken`, `headers`) and the storage are
- * given here only (a tab's attach naming them is refused), and with a
+ * given here only, as are `credentials` and `fetch` (a tab's attach naming
+ * them is refused), and with a
  * `baseUrl` here a tab may follow no other. Storage defaults to
  * `"indexeddb"`. Resolves once this worker serves; returns the host's
  * counts for devtools (`scopes`, `attachments`).

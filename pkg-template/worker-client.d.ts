@@ -3,10 +3,11 @@ import type { HostInfo } from "./messages.js";
 
 /**
  * What a page passes to a client in a worker: `ConnectOptions` without
- * functions (they cannot cross to a worker; give `getToken` or a storage
- * adapter to `serve()` there). `storage` defaults to `"indexeddb"`.
+ * functions (they cannot cross to a worker; give `getToken`, `fetch` or a
+ * storage adapter to `serve()` there); `credentials` crosses. `storage`
+ * defaults to `"indexeddb"`.
  */
-export type WorkerConnectOptions = Omit<ConnectOptions, "getToken" | "storage"> & {
+export type WorkerConnectOptions = Omit<ConnectOptions, "getToken" | "storage" | "fetch"> & {
   storage?: Exclude<StorageKind, "local" | "session">;
 };
 

@@ -9,8 +9,8 @@ import { Host, ready } from "./host.js";
 /**
  * Serves `WorkerClient.connect` calls from the page that started this
  * dedicated worker. `defaults` apply under every page's options; a
- * `getToken` function or a storage adapter can only be given here (functions
- * do not cross to a worker). Storage defaults to `"indexeddb"`: a worker has
+ * `getToken` or `fetch` function or a storage adapter can only be given here
+ * (functions do not cross to a worker). Storage defaults to `"indexeddb"`: a worker has
  * no `localStorage`.
  * @param {Partial<import("./index.js").ConnectOptions>} [defaults]
  */

@@ -18,6 +18,10 @@ pub struct Config {
     /// CORS origins (`*` for any); empty: no CORS headers. The host of each
     /// listed origin (not `*`) is also an allowed `Host`.
     pub allow_origins: Vec<String>,
+    /// CORS answers say `Access-Control-Allow-Credentials: true`, so pages
+    /// of the listed origins may send cookies (the [`TOKEN_COOKIE`]); needs
+    /// explicit origins, never `*`.
+    pub allow_credentials: bool,
     /// More allowed `Host` names (besides loopback names and the origins' hosts).
     pub allow_hosts: Vec<String>,
     /// Directory served at `/`.
@@ -100,7 +104,35 @@ pub struct Config {
     pub no_multiplex: bool,
 }
 
+/// The cookie the `--token` check accepts instead of `Authorization:
+/// Bearer`, for pages whose runtime authenticates with a cookie.
+pub const TOKEN_COOKIE: &str = "replay_token";
+
 impl Config {
+    /// Refuses `--allow-credentials` without explicit origins: a browser
+    /// ignores credentialed answers that allow `*`, and a server that sent
+    /// them would let every page read with its visitors' cookies.
+    pub fn check_cors(&self) -> Result<(), String> {
+        if !self.allow_credentials {
+            return Ok(());
+        }
+        if self.allow_origins.iter().any(|o| o == "*") {
+            return Err(
+                "refusing --allow-credentials with --allow-origin '*': credentials need \
+                 the pages' explicit origins (e.g. --allow-origin http://localhost:5173)"
+                    .into(),
+            );
+        }
+        if self.allow_origins.is_empty() {
+            return Err(
+                "--allow-credentials needs the pages' origins: give --allow-origin \
+                 (e.g. --allow-origin http://localhost:5173)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     /// Refuses a token that would protect nothing: an empty one
     /// (`--token ""`, `REPLAY_TOKEN=`) or one of whitespace only, which
     /// no `Authorization` header can carry (its value is trimmed).
@@ -124,6 +156,7 @@ impl Default for Config {
             synchronous: Synchronous::Full,
             token: None,
             allow_origins: Vec::new(),
+            allow_credentials: false,
             allow_hosts: Vec::new(),
             static_dir: None,
             faults: false,

@@ -122,6 +122,7 @@ impl Running {
 /// network.
 fn check_exposure(config: &Config, addr: SocketAddr) -> Result<(), ServerError> {
     config.check_token().map_err(ServerError::Insecure)?;
+    config.check_cors().map_err(ServerError::Insecure)?;
     if addr.ip().is_loopback() || config.token.is_some() {
         return Ok(());
     }
@@ -160,7 +161,7 @@ pub async fn start(config: Config) -> Result<Running, ServerError> {
     tracing::info!(%addr, boot_id = %app.worker().boot_id, "replay-server started");
     let refused = Arc::new(refusal::Refusals::new(
         hosts.clone(),
-        api::cors(&app.cfg.allow_origins),
+        api::cors(&app.cfg.allow_origins, app.cfg.allow_credentials),
     ));
     let router = api::router(Arc::clone(&app), hosts);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

@@ -56,6 +56,10 @@ struct Args {
         value_delimiter = ','
     )]
     allow_origin: Vec<String>,
+    /// CORS with credentials: pages of the `--allow-origin` origins (never
+    /// `*`) may send cookies, such as the `replay_token` cookie.
+    #[arg(long, env = "REPLAY_ALLOW_CREDENTIALS")]
+    allow_credentials: bool,
     /// One more allowed Host name (besides loopback names and the origins' hosts), repeatable.
     #[arg(
         long,
@@ -208,6 +212,7 @@ impl Args {
             },
             token,
             allow_origins: self.allow_origin,
+            allow_credentials: self.allow_credentials,
             allow_hosts: self.allow_host,
             static_dir: self.static_dir,
             faults: self.faults,

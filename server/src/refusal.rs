@@ -235,7 +235,7 @@ mod tests {
     fn refusals() -> Refusals {
         let bound = "127.0.0.1:8787".parse().unwrap();
         let origins = ["http://app.example".to_owned()];
-        let cors = crate::api::cors(&origins);
+        let cors = crate::api::cors(&origins, false);
         Refusals::new(HostAllowList::new(bound, &origins, &[]), cors)
     }
 

@@ -41,6 +41,21 @@ export interface ConnectOptions {
    * next call gets `{ refresh: true }`, once: a provider that caches its token must fetch a new one then.
    */
   getToken?: (request: TokenRequest) => string | Promise<string>;
+  /**
+   * Whether the browser sends cookies with every request (fetch's `credentials`); default
+   * `"same-origin"`: none to a runtime at another origin (another port counts). A runtime that
+   * authenticates with a cookie (replay-server: `--token` with the `replay_token` cookie) at
+   * another origin needs `"include"`, and must allow it (`--allow-credentials` and the page's
+   * `--allow-origin`, never `*`). A 401 from another origin without it says so.
+   */
+  credentials?: "omit" | "same-origin" | "include";
+  /**
+   * Called instead of the global `fetch` for every request the client makes (JSON pages, writes,
+   * the live stream, the multiplexed stream), with fetch's arguments: a wrapper adding trace
+   * headers, a test double, a desktop shell's or Service Worker's own fetch. The multiplexed stream
+   * goes through the first connected client's.
+   */
+  fetch?: (input: string, init: RequestInit) => Promise<Response>;
   /** Default `"local"`. Quota errors or missing storage fall back to memory with a notice. */
   storage?: StorageKind | StorageAdapter;
   /**
@@ -62,8 +77,8 @@ export interface ConnectOptions {
   seed?: number;
   /**
    * Receive the live events over the one multiplexed stream (protocol §4.6) this page or worker holds
-   * for `baseUrl`, shared with every client connected with `multiplex: true` (the stream is sent with
-   * the first one's `headers` and `getToken`); default false: a stream of its own. The shared host
+   * for `baseUrl` and `credentials`, shared with every client connected so with `multiplex: true` (the
+   * stream is sent with the first one's `headers`, `getToken` and `fetch`); default false: a stream of its own. The shared host
    * (`serveShared`) connects every tab's clients this way. `scope: "global"` keeps its own stream.
    */
   multiplex?: boolean;

@@ -62,7 +62,8 @@ impl ReplayClient {
     /// Connection status.
     #[wasm_bindgen(unchecked_return_type = "Status")]
     pub fn status(&self) -> JsValue {
-        view::status_js(&self.client.status())
+        let hint = self.client.driver().io().hint();
+        view::status_js(&hint.status(self.client.status()))
     }
 
     /// Status, counters, position, storage in use and the live stream's
@@ -71,7 +72,8 @@ impl ReplayClient {
     pub fn diagnostics(&self) -> JsValue {
         let driver = self.client.driver();
         let (storage, transport) = (driver.storage_label(), driver.transport());
-        driver.with_machine(|m| view::diagnostics_js(m, storage, transport))
+        let hint = driver.io().hint();
+        driver.with_machine(|m| view::diagnostics_js(m, storage, transport, hint))
     }
 
     /// The canonical transcript (PROTOCOL.md §7); throws for non-session scopes.
@@ -143,8 +145,10 @@ impl ReplayClient {
         let mut settle = None;
         let promise = Promise::new(&mut |resolve, reject| settle = Some((resolve, reject)));
         if let Some((resolve, reject)) = settle {
+            let hint = self.client.driver().io().hint().clone();
             let done = Box::new(move |outcome: Result<WriteOutcome, _>| {
-                let settled = match outcome.map_err(WasmError::from).and_then(resolved) {
+                let outcome = outcome.map_err(|e| hint.error(WasmError::from(e)));
+                let settled = match outcome.and_then(resolved) {
                     Ok(v) => resolve.call1(&JsValue::UNDEFINED, &v),
                     Err(e) => reject.call1(&JsValue::UNDEFINED, &e.into()),
                 };

@@ -15,6 +15,7 @@
 // wasm.
 const SCOPES = ["session", "team", "process", "worktree", "system", "global"];
 const STORAGES = ["local", "session", "indexeddb", "memory"];
+const CREDENTIALS = ["omit", "same-origin", "include"];
 
 export function connectOptions(o) {
   const bad = (message) => { throw new Error(message); };
@@ -35,13 +36,15 @@ export function connectOptions(o) {
   if (scope === "system") scopeId ??= "runtime";
   if (scope === "global") scopeId = undefined;
   else if (!scopeId) bad("sessionId or scopeId is required for this scope");
-  const { headers, getToken, storage, notify, multiplex } = o;
+  const { headers, getToken, storage, notify, multiplex, credentials, fetch } = o;
   let pairs = [];
   if (isObject(headers)) {
     pairs = Object.entries(headers);
     if (pairs.some(([, v]) => typeof v !== "string")) bad("headers values must be strings");
   } else if (headers !== undefined) bad("headers must be an object");
   if (getToken !== undefined && typeof getToken !== "function") bad("getToken must be a function");
+  if (credentials !== undefined && !CREDENTIALS.includes(credentials)) bad('credentials must be "omit", "same-origin" or "include"');
+  if (fetch !== undefined && typeof fetch !== "function") bad("fetch must be a function");
   if (typeof storage === "string" && !STORAGES.includes(storage)) bad("unknown storage kind");
   if (storage !== undefined && typeof storage !== "string"
     && !(isObject(storage) && ["get", "set", "remove"].every((m) => typeof storage[m] === "function"))) {
@@ -56,8 +59,12 @@ export function connectOptions(o) {
     if (v !== undefined && (typeof v !== "number" || !Number.isFinite(v) || v < 0)) bad(name + " must be a number >= 0");
     return v;
   };
+  // A page's cookies go to another origin only with "include": a 401 from
+  // there names that fix (options.rs `unauthorized_hint`).
+  let crossOrigin = true;
+  try { crossOrigin = new URL(baseUrl).origin !== globalThis.location?.origin; } catch { bad("baseUrl is not a valid URL"); }
   return {
-    baseUrl, scope, scopeId, headers: pairs, getToken, storage, notify, multiplex,
+    baseUrl, scope, scopeId, headers: pairs, getToken, storage, notify, multiplex, credentials, fetch, crossOrigin,
     connectTimeoutMs: number("connectTimeoutMs"), prefetchDepth: number("prefetchDepth"), seed: number("seed"),
   };
 }
@@ -192,7 +199,9 @@ export function idbRemove(key) {
 // reads them (`Machine::handle_response`): no status is looked at here, and
 // no deadline is armed (the machine aborts a request that does not answer).
 //
-// `http` is [baseUrl, headers as [name, value] pairs, getToken or null]; its
+// `http` is [baseUrl, headers as [name, value] pairs, getToken or null,
+// credentials (a RequestCredentials, or undefined for fetch's default),
+// the fetch to call (the `fetch` option, or undefined for the global)]; its
 // frame pacing is added here (see paceOf), and `refresh` (set by
 // refreshToken). getToken({ refresh }) is awaited for every request;
 // `refresh` is true for the first one after the machine asked for fresh
@@ -204,7 +213,10 @@ export function idbRemove(key) {
 // [kind, message], kind one of "credentials", "options", "cors", "network". Only a
 // stream's chunks may be held (`stream`).
 async function exchange(http, method, path, accept, body, lastEventId, ctl, stream, head, chunk, held) {
-  const [base, pairs, getToken] = http;
+  const [base, pairs, getToken, credentials, fetchOption] = http;
+  // Called unbound: a `fetch` taken off `globalThis` throws "Illegal
+  // invocation" when called on another object (this array).
+  const send = fetchOption ?? fetch;
   const guard = (kind, f) => {
     try { return f(); } catch (e) { throw [kind, text(e)]; }
   };
@@ -222,7 +234,10 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, stre
     if (lastEventId != null) headers.set("Last-Event-ID", lastEventId);
     if (body != null) headers.set("Content-Type", "application/json");
     const url = base + path;
-    const r = await fetch(url, { method, headers, body, signal: ctl.signal }).catch((e) => noAnswer(url, ctl, e));
+    const init = { method, headers, body, signal: ctl.signal };
+    if (credentials) init.credentials = credentials;
+    // A `fetch` option may return a value, not a Promise.
+    const r = await Promise.resolve(send(url, init)).catch((e) => noAnswer(send, url, ctl, e));
     if (!head(r.status, r.headers.get("content-type"), r.headers.get("retry-after"))) {
       if (r.body) r.body.cancel().catch(() => {});
       return false;
@@ -245,10 +260,11 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, stre
 // offline), or the browser hid one without CORS headers for this page's
 // origin. A `no-cors` request of the same URL tells the two apart: it
 // resolves (opaquely) whenever the server answers at all. Rejects
-// ["cors", origin] for the second.
-async function noAnswer(url, ctl, e) {
+// ["cors", origin] for the second. The probe goes through `send` too: the
+// `fetch` option sees every request the client makes.
+async function noAnswer(send, url, ctl, e) {
   const probe = { method: "HEAD", mode: "no-cors", credentials: "omit", signal: ctl.signal };
-  if (!ctl.signal.aborted && e instanceof TypeError && (await fetch(url, probe).then(() => true, () => false))) {
+  if (!ctl.signal.aborted && e instanceof TypeError && (await Promise.resolve(send(url, probe)).then(() => true, () => false))) {
     throw ["cors", globalThis.location?.origin];
   }
   throw e;

@@ -9,6 +9,7 @@ use std::rc::Rc;
 use js_sys::Function;
 use wasm_bindgen::JsValue;
 
+use super::error::UnauthorizedHint;
 use super::frames;
 use super::http::Http;
 use super::hub::{BrowserHub, BrowserMux};
@@ -61,6 +62,8 @@ pub struct BrowserIo {
     js_view: RefCell<Option<ViewCache>>,
     /// The hub serving this client's live stream, and its key there.
     shared: RefCell<Option<(Rc<BrowserHub>, u64)>>,
+    /// What a 401's message adds for the application.
+    hint: UnauthorizedHint,
 }
 
 impl BrowserIo {
@@ -71,6 +74,7 @@ impl BrowserIo {
         callbacks: Callbacks,
         target: Target,
         with_js_view: bool,
+        hint: UnauthorizedHint,
     ) -> Self {
         BrowserIo {
             http,
@@ -81,7 +85,13 @@ impl BrowserIo {
             target,
             js_view: RefCell::new(with_js_view.then(ViewCache::default)),
             shared: RefCell::new(None),
+            hint,
         }
+    }
+
+    /// What a 401's message adds for the application.
+    pub fn hint(&self) -> &UnauthorizedHint {
+        &self.hint
     }
 
     /// The live stream comes from `hub` (this client is `key` there).
@@ -122,7 +132,7 @@ impl BrowserIo {
     pub fn js_view(&self, m: &mut Machine) -> JsValue {
         let mut view = self.js_view.borrow_mut();
         let view = view.get_or_insert_with(ViewCache::default);
-        view.get(m, &self.target)
+        view.get(m, &self.target, &self.hint)
     }
 }
 

@@ -141,9 +141,11 @@ impl Client {
         with_view(&self.driver, f)
     }
 
-    /// Connection status.
+    /// Connection status (a 401's message says how to send credentials
+    /// when none were: `Options::unauthorized_hint`).
     pub fn status(&self) -> Status {
-        self.driver.with_machine(Machine::status)
+        let hint = self.driver.io().hint();
+        hint.status(self.driver.with_machine(Machine::status))
     }
 
     /// Running totals.
@@ -163,8 +165,11 @@ impl Client {
 
     /// Notices so far (the last 50).
     pub fn notices(&self) -> Vec<ClientNotice> {
-        self.driver
-            .with_machine(|m| m.recent_notices().iter().cloned().collect())
+        let hint = self.driver.io().hint();
+        self.driver.with_machine(|m| {
+            let notices = m.recent_notices().iter();
+            notices.map(|n| hint.notice(n).into_owned()).collect()
+        })
     }
 
     /// What is followed.

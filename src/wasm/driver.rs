@@ -9,6 +9,7 @@ use js_sys::Function;
 use wasm_bindgen::prelude::*;
 
 use super::browser_io::{BrowserIo, Callbacks};
+use super::error::UnauthorizedHint;
 use super::frames;
 use super::http::Http;
 use super::hub::hub_for;
@@ -96,7 +97,10 @@ impl Executor<BrowserIo> {
         });
         let driver = Executor::new(Machine::load(config, now), |weak| {
             let http = Http::new(&o, get_token, reports(weak.clone()));
-            let io = BrowserIo::new(http, store, callbacks(weak), o.target.clone(), with_js_view);
+            let has_token = !get_token.is_null() && !get_token.is_undefined();
+            let hint = UnauthorizedHint(o.unauthorized_hint(has_token));
+            let target = o.target.clone();
+            let io = BrowserIo::new(http, store, callbacks(weak), target, with_js_view, hint);
             if o.multiplex {
                 let hub = hub_for(&o, get_token);
                 let key = hub.attach(weak);

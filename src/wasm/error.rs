@@ -1,9 +1,11 @@
 //! The browser layer's one error type, and its JS form (`ReplayError`).
 
+use std::borrow::Cow;
+
 use wasm_bindgen::JsValue;
 
 use super::js;
-use crate::core::machine::CoreError;
+use crate::core::machine::{ClientNotice, CoreError, ErrorInfo, Status};
 
 /// Everything the browser layer itself can fail with. Protocol failures of
 /// the followed stream are the core's [`CoreError`](crate::core::machine::CoreError)
@@ -121,6 +123,53 @@ impl From<CoreError> for WasmError {
             CoreError::BadJson(why) => WasmError::BadJson(why),
             e => WasmError::Network(e.to_string()),
         }
+    }
+}
+
+/// How a 401 reaches the application: its message followed by `hint`
+/// (`Options::unauthorized_hint`: how to send credentials, when none were).
+/// Codes stay as they are.
+#[derive(Clone, Debug, Default)]
+pub struct UnauthorizedHint(pub Option<String>);
+
+impl UnauthorizedHint {
+    /// A 401 whatever it refused (the stream, a restore's page, a write).
+    fn add(&self, status: Option<u16>, message: &mut String) {
+        if let (Some(hint), Some(401)) = (&self.0, status) {
+            message.push_str(hint);
+        }
+    }
+
+    /// A status whose last error may be a 401.
+    pub fn status(&self, mut s: Status) -> Status {
+        if let Some(e) = s.last_error.as_mut() {
+            self.info(e);
+        }
+        s
+    }
+
+    /// An error's summary.
+    pub fn info(&self, e: &mut ErrorInfo) {
+        self.add(e.status, &mut e.message);
+    }
+
+    /// A notice (copied only when a hint may apply: the view lists every
+    /// notice kept at each change).
+    pub fn notice<'a>(&self, n: &'a ClientNotice) -> Cow<'a, ClientNotice> {
+        if self.0.is_none() || n.status != Some(401) {
+            return Cow::Borrowed(n);
+        }
+        let mut n = n.clone();
+        self.add(n.status, &mut n.message);
+        Cow::Owned(n)
+    }
+
+    /// A write's failure.
+    pub fn error(&self, mut e: WasmError) -> WasmError {
+        if let WasmError::Unauthorized(status, message) = &mut e {
+            self.add(Some(*status), message);
+        }
+        e
     }
 }
 

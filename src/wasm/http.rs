@@ -64,7 +64,7 @@ pub struct Reports {
 
 /// How requests are addressed, authenticated and reported.
 pub struct Http {
-    /// `[baseUrl, headers, getToken]` as `request` (`browser.js`) takes
+    /// `[baseUrl, headers, getToken, credentials, fetch]` as `request` (`browser.js`) takes
     /// it; `paceHold` keeps the body's holding beside it.
     config: JsValue,
     /// `[opened, chunk, settled, failed, held]`.
@@ -103,14 +103,22 @@ impl<'a> Request<'a> {
 
 impl Http {
     /// From the connect options; `get_token` is a JS function (or null)
-    /// awaited before every request; outcomes go to `reports`.
+    /// awaited before every request; every request goes through
+    /// `o.fetch` when set, with `o.credentials`; outcomes go to `reports`.
     pub fn new(o: &Options, get_token: &JsValue, reports: Reports) -> Self {
         let headers: Array = o
             .headers
             .iter()
             .map(|(k, v)| JsValue::from(Array::of2(&k.into(), &v.into())))
             .collect();
-        let config = Array::of3(&o.base_url.as_str().into(), &headers, get_token);
+        let fetch = o.fetch.as_ref().map_or(JsValue::UNDEFINED, JsValue::from);
+        let config = Array::of5(
+            &o.base_url.as_str().into(),
+            &headers,
+            get_token,
+            &o.credentials.as_str().into(),
+            &fetch,
+        );
         Http {
             config: config.into(),
             reports: Array::of5(

@@ -12,7 +12,7 @@ use wasm_bindgen::prelude::*;
 
 use super::http::{Http, Request};
 use super::js;
-use super::options::Options;
+use super::options::{Credentials, Options};
 use super::reports::{self, Reported};
 use super::requests::{self, Fetch};
 use super::timer::Timer;
@@ -79,18 +79,23 @@ fn call_back(weak: &Weak<BrowserHub>, f: fn(&Rc<BrowserHub>)) -> Function {
 }
 
 thread_local! {
-    /// The hubs of this context by base URL, alive while a client holds one.
-    static HUBS: RefCell<Vec<(String, Weak<BrowserHub>)>> = const { RefCell::new(Vec::new()) };
+    /// The hubs of this context by base URL and credentials mode (clients
+    /// share a stream only with the same credentials identity: protocol
+    /// §6 rule 12), alive while a client holds one.
+    static HUBS: RefCell<Vec<(String, Credentials, Weak<BrowserHub>)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The hub of `o.base_url`, made (with `o`'s headers and `get_token`) for
+/// The hub of `o.base_url` and `o.credentials`, made (with `o`'s headers,
+/// `get_token` and `fetch`) for
 /// the first client that asks; dropped, and its connection closed, with the
 /// last client.
 pub fn hub_for(o: &Options, get_token: &JsValue) -> Rc<BrowserHub> {
     let found = HUBS.with_borrow_mut(|hubs| {
-        hubs.retain(|h| h.1.strong_count() > 0);
-        let hub = hubs.iter().find(|h| h.0 == o.base_url);
-        hub.and_then(|h| h.1.upgrade())
+        hubs.retain(|h| h.2.strong_count() > 0);
+        let hub = hubs
+            .iter()
+            .find(|h| h.0 == o.base_url && h.1 == o.credentials);
+        hub.and_then(|h| h.2.upgrade())
     });
     if let Some(hub) = found {
         return hub;
@@ -108,6 +113,7 @@ pub fn hub_for(o: &Options, get_token: &JsValue) -> Rc<BrowserHub> {
             drive: call_back(weak, |h| h.drive()),
         }
     });
-    HUBS.with_borrow_mut(|hubs| hubs.push((o.base_url.clone(), Rc::downgrade(&hub))));
+    let key = (o.base_url.clone(), o.credentials);
+    HUBS.with_borrow_mut(|hubs| hubs.push((key.0, key.1, Rc::downgrade(&hub))));
     hub
 }

@@ -46,6 +46,30 @@ pub enum StorageChoice {
     Custom(Object),
 }
 
+/// Whether the browser sends cookies (and HTTP authentication) with the
+/// client's requests: fetch's `RequestCredentials`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Credentials {
+    /// Never.
+    Omit,
+    /// To the page's own origin only (fetch's default).
+    #[default]
+    SameOrigin,
+    /// To any origin; the runtime must allow it (CORS with credentials).
+    Include,
+}
+
+impl Credentials {
+    /// fetch's name of it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Credentials::Omit => "omit",
+            Credentials::SameOrigin => "same-origin",
+            Credentials::Include => "include",
+        }
+    }
+}
+
 /// Options of [`Client::connect`](super::Client::connect).
 #[derive(Clone)]
 pub struct Options {
@@ -57,6 +81,16 @@ pub struct Options {
     pub headers: Vec<(String, String)>,
     /// Bearer token source, called for every request.
     pub get_token: Option<TokenSource>,
+    /// Whether cookies go with every request (fetch's `credentials`).
+    pub credentials: Credentials,
+    /// Called instead of the global `fetch` for every request, with
+    /// `fetch`'s arguments.
+    pub fetch: Option<Function>,
+    /// The base URL is not the page's origin: a 401 without
+    /// [`Credentials::Include`] or a token says how to send some. Read
+    /// from the page by `ReplayClient.connect`; false unless a Rust caller
+    /// sets it.
+    pub cross_origin: bool,
     /// Where the state is kept between page loads.
     pub storage: StorageChoice,
     /// Subscriber notification pacing.
@@ -88,6 +122,9 @@ impl Options {
             target,
             headers: Vec::new(),
             get_token: None,
+            credentials: Credentials::SameOrigin,
+            fetch: None,
+            cross_origin: false,
             storage: StorageChoice::Local,
             notify: Notify::Frame,
             connect_timeout_ms: Config::DEFAULT_CONNECT_TIMEOUT_MS as u32,
@@ -95,6 +132,27 @@ impl Options {
             seed: None,
             multiplex: false,
         }
+    }
+
+    /// What a 401 answer's message adds: how to send credentials to a
+    /// runtime at another origin, when none were (no cookies with fetch's
+    /// default `same-origin`, no token). `has_token`: a `getToken` is set
+    /// (`get_token` is not read).
+    pub fn unauthorized_hint(&self, has_token: bool) -> Option<String> {
+        let bearer = self
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+        let sent_none = self.credentials != Credentials::Include && !has_token && !bearer;
+        (self.cross_origin && sent_none).then(|| {
+            format!(
+                "; the runtime {} is at another origin than this page, which sends it no cookies \
+                 unless connected with credentials: \"include\" (the runtime must allow them, \
+                 e.g. replay-server --allow-credentials --allow-origin <this page's origin>), \
+                 or pass getToken for a bearer token",
+                self.base_url
+            )
+        })
     }
 
     /// Parses a JS `ConnectOptions` object (checked by `connectOptions` in
@@ -132,6 +190,13 @@ impl Options {
             ));
         }
         let get_token = js::get(&o, "getToken").dyn_into::<Function>().ok();
+        opts.credentials = match text(&o, "credentials").as_str() {
+            "omit" => Credentials::Omit,
+            "include" => Credentials::Include,
+            _ => Credentials::SameOrigin,
+        };
+        opts.fetch = js::get(&o, "fetch").dyn_into::<Function>().ok();
+        opts.cross_origin = js::get(&o, "crossOrigin").is_truthy();
         // `connectOptions` has checked every value; the arms that reject
         // keep a disagreement between it and this reader from passing silently.
         let storage = js::get(&o, "storage");

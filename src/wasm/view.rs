@@ -16,6 +16,7 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
+use super::error::UnauthorizedHint;
 use super::items::{item_to_js, items_to_js};
 use super::js;
 use super::stage::Staged;
@@ -169,8 +170,13 @@ pub fn status_js(s: &Status) -> JsValue {
 }
 
 /// The JS `Diagnostics` object; `storage` is the label of the storage in use.
-pub fn diagnostics_js(m: &Machine, storage: &str, transport: Transport) -> JsValue {
-    let status = m.status();
+pub fn diagnostics_js(
+    m: &Machine,
+    storage: &str,
+    transport: Transport,
+    hint: &UnauthorizedHint,
+) -> JsValue {
+    let status = hint.status(m.status());
     let boot = m
         .view()
         .as_session()
@@ -290,7 +296,7 @@ impl Default for ViewCache {
 impl ViewCache {
     /// The current snapshot: the same object until the machine's revision
     /// moved.
-    pub fn get(&mut self, m: &mut Machine, target: &Target) -> JsValue {
+    pub fn get(&mut self, m: &mut Machine, target: &Target, hint: &UnauthorizedHint) -> JsValue {
         if self.revision == Some(m.revision()) {
             return self.view.clone();
         }
@@ -308,7 +314,7 @@ impl ViewCache {
             }
             View::Log(l) => self.log(l, &change, full),
         }
-        self.view = self.assemble(m, target);
+        self.view = self.assemble(m, target, hint);
         self.revision = Some(m.revision());
         self.view.clone()
     }
@@ -428,7 +434,7 @@ impl ViewCache {
         self.log_first = first;
     }
 
-    fn assemble(&mut self, m: &Machine, target: &Target) -> JsValue {
+    fn assemble(&mut self, m: &Machine, target: &Target, hint: &UnauthorizedHint) -> JsValue {
         let (scope, scope_id) = match target {
             Target::Scoped { scope, scope_id } => (scope.as_str(), scope_id.as_str()),
             Target::Global => ("global", ""),
@@ -456,8 +462,8 @@ impl ViewCache {
                 tasks: self.tasks.json(tasks, false),
             };
         }
-        let status = m.status();
-        let notices: Vec<_> = m.recent_notices().iter().collect();
+        let status = hint.status(m.status());
+        let notices: Vec<_> = m.recent_notices().iter().map(|n| hint.notice(n)).collect();
         let p = &self.painted;
         view_object(
             &self.scope.str(scope),

@@ -484,6 +484,11 @@ test("the host refuses another schema version and a tab's credentials with clear
     window.t.rejects(() => window.t.connect({ sessionId: "ses_x", headers: { authorization: "Bearer stolen" } })),
   );
   assert.deepEqual([widened.isReplayError, widened.code], [true, "invalid_options"], widened.message);
+  // So is whether cookies go (the tabs of one log share its client).
+  const cookies = await tab.evaluate(() =>
+    window.t.rejects(() => window.t.connect({ sessionId: "ses_x", credentials: "include" })),
+  );
+  assert.deepEqual([cookies.code, /serveShared\(\)/.test(cookies.message)], ["invalid_options", true], cookies.message);
   const elsewhere = await tab.evaluate(() =>
     window.t.rejects(() => window.t.connect({ sessionId: "ses_x", baseUrl: "http://127.0.0.2:9" })),
   );

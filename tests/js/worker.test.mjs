@@ -138,6 +138,32 @@ test("one worker serves several clients, each on its own port; closing one leave
   assert.deepEqual(pageErrors, []);
 });
 
+test("serve() takes a fetch and credentials: every request of the worker's client goes through that fetch", async () => {
+  const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: "worker fetch" });
+  await page.evaluate((s) => window.t.connectThroughFetch({ sessionId: s, storage: "memory" }), sessionId);
+  await until("live", () => page.evaluate(() => window.t.others.fetch.status().state === "live"));
+  await page.evaluate(() => window.t.others.fetch.send("/tool through the worker's fetch"));
+  await until("the turn's end", () =>
+    page.evaluate(() => window.t.others.fetch.view().items.some((i) => i.kind === "turn_end")),
+  );
+  const fetched = await page.evaluate(() => window.t.fetched);
+  const kinds = new Set(fetched.map((f) => (f.accept.includes("event-stream") ? "stream" : f.method)));
+  assert.deepEqual([...kinds].sort(), ["GET", "POST", "stream"], JSON.stringify(fetched));
+  assert.ok(fetched.every((f) => f.credentials === "omit"), `serve()'s credentials: ${JSON.stringify(fetched)}`);
+  await page.evaluate(() => window.t.others.fetch.close());
+  // The page's `credentials` cross (data), over serve()'s.
+  const before = await page.evaluate(() => window.t.fetched.length);
+  await page.evaluate((s) => window.t.connectThroughFetch({ sessionId: s, storage: "memory", credentials: "include" }), sessionId);
+  await until("live", () => page.evaluate(() => window.t.others.fetch.status().state === "live"));
+  const later = (await page.evaluate(() => window.t.fetched)).slice(before);
+  assert.ok(later.length > 0 && later.every((f) => f.credentials === "include"), JSON.stringify(later));
+  // A `fetch` from the page cannot cross: refused with the place to give it.
+  const refused = await page.evaluate(() => window.t.connectTo("./worker.js", { sessionId: "ses_x", fetch: () => null }));
+  assert.deepEqual([refused.code, /serve\(\)/.test(refused.message)], ["invalid_options", true], refused.message);
+  await page.evaluate(() => window.t.others.fetch.close());
+  assert.deepEqual(pageErrors, []);
+});
+
 test("the demo page with ?worker: the client runs in a worker and the page ends equal to the server", async () => {
   const demo = await openPage(browser, url + "/?worker", pageErrors);
   await until("the demo's client to go live", () =>

@@ -225,6 +225,20 @@ fn in_chromium(only: Option<&str>) -> Result {
     cmd::run("cargo", &["build", "-p", "replay-server"])?;
     let server = test_server(&[])?;
     println!("replay-server for the browser suites: {}", server.url);
+    // `browser_credentials.rs`: a runtime at another origin than the test
+    // page that takes a cookie, so it names the page's origin (CORS with
+    // credentials allows no `*`): the page's address is chosen here.
+    let page = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("a free port for the test page: {e}"))?;
+    let page_origin = format!("http://{page}");
+    let credentials_server = test_server_without_cors(&[
+        "--token",
+        CREDENTIALS_TOKEN,
+        "--allow-credentials",
+        "--allow-origin",
+        &page_origin,
+    ])?;
     let path = path_with(&[setup::js_dir().join("node_modules/.bin")]);
     let tmp = setup::browser_tmp()?;
     let mut args = vec![
@@ -251,10 +265,16 @@ fn in_chromium(only: Option<&str>) -> Result {
             ("CHROMEDRIVER", setup::CHROMEDRIVER),
             ("WASM_BINDGEN_TEST_TIMEOUT", "300"),
             ("REPLAY_SERVER_URL", &server.url),
+            ("REPLAY_CREDENTIALS_URL", &credentials_server.url),
+            ("REPLAY_CREDENTIALS_TOKEN", CREDENTIALS_TOKEN),
+            ("WASM_BINDGEN_TEST_ADDRESS", &page.to_string()),
             ("TMPDIR", tmp.to_str().expect("utf-8 path")),
         ],
     )
 }
+
+/// The `--token` of the runtime `browser_credentials.rs` sends a cookie to.
+const CREDENTIALS_TOKEN: &str = "cookie-token";
 
 /// Packs the package, installs the tarball into a consumer, type-checks and bundles it.
 fn package() -> Result {

@@ -4,13 +4,14 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, Method, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use crate::app::App;
+use crate::config::TOKEN_COOKIE;
 use crate::faults::Route;
 use crate::head::HostAllowList;
 
@@ -38,26 +39,43 @@ pub(super) async fn host_layer(
     }
 }
 
+/// With `--token`, a request carries it as `Authorization: Bearer` or as
+/// the [`TOKEN_COOKIE`] (a page whose runtime authenticates with a cookie:
+/// its `fetch` cannot add a header the page does not know).
 pub(super) async fn auth_layer(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     if let Some(token) = &app.cfg.token {
-        let ok = req
-            .headers()
+        // Constant time in the bytes compared: the answer's timing does not
+        // tell how much of a guess was right.
+        let right = |t: &str| bool::from(t.as_bytes().ct_eq(token.as_bytes()));
+        let headers = req.headers();
+        let bearer = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-            // Constant time in the bytes compared: the answer's timing
-            // does not tell how much of a guess was right.
-            .is_some_and(|t| bool::from(t.as_bytes().ct_eq(token.as_bytes())));
-        if !ok {
+            .is_some_and(right);
+        if !bearer && !token_cookies(headers).any(right) {
             return ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
-                "missing or wrong bearer token",
+                "missing or wrong bearer token (Authorization: Bearer, or the replay_token cookie)",
             )
             .into_response();
         }
     }
     next.run(req).await
+}
+
+/// The values of every [`TOKEN_COOKIE`] in the request's `Cookie` headers
+/// (a browser may send one per path that set it).
+fn token_cookies(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .filter(|(name, _)| *name == TOKEN_COOKIE)
+        .map(|(_, value)| value.trim_matches('"'))
 }
 
 /// Writes must say `Content-Type: application/json`: a cross-origin page

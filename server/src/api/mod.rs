@@ -109,7 +109,7 @@ pub fn router(app: Arc<App>, hosts: HostAllowList) -> Router {
             tower_http::services::ServeDir::new(dir).append_index_html_on_directories(true),
         );
     }
-    if let Some(cors) = cors(&app.cfg.allow_origins) {
+    if let Some(cors) = cors(&app.cfg.allow_origins, app.cfg.allow_credentials) {
         root = root.layer(cors);
     }
     // Outermost: a foreign Host gets nothing, not even CORS headers.
@@ -137,7 +137,9 @@ const COMPRESS_MIN: u16 = 1024;
 
 /// The CORS layer of `--allow-origin` (`None`: none given): every route's,
 /// and the `503 too_many_connections` of a connection with no slot's.
-pub(crate) fn cors(origins: &[String]) -> Option<CorsLayer> {
+/// With `credentials` (`--allow-credentials`, explicit origins only:
+/// `Config::check_cors`) pages of those origins may send cookies.
+pub(crate) fn cors(origins: &[String], credentials: bool) -> Option<CorsLayer> {
     if origins.is_empty() {
         return None;
     }
@@ -162,6 +164,7 @@ pub(crate) fn cors(origins: &[String]) -> Option<CorsLayer> {
             header::HeaderName::from_static("last-event-id"),
         ])
         .expose_headers([header::CONTENT_TYPE, header::RETRY_AFTER])
-        .max_age(Duration::from_secs(600));
+        .max_age(Duration::from_secs(600))
+        .allow_credentials(credentials);
     Some(layer)
 }

@@ -87,11 +87,26 @@ ReplayClient.connect({
   },
 }).close();
 
+// Cookies and your own fetch (README): the global fetch fits the option.
+ReplayClient.connect({ baseUrl: "http://localhost:8787", sessionId: "ses_123", credentials: "include", fetch }).close();
+ReplayClient.connect({
+  baseUrl: "http://localhost:8787",
+  sessionId: "ses_123",
+  credentials: "omit",
+  fetch: (input, init) => fetch(input, { ...init, headers: { ...Object.fromEntries(new Headers(init.headers)), traceparent: "00-1-2-01" } }),
+}).close();
+// @ts-expect-error: fetch's credentials modes only
+ReplayClient.connect({ baseUrl: "http://localhost:8787", sessionId: "ses_123", credentials: "cookies" });
+
 // Off the main thread (README): the worker half and the page half, typed.
 import { serve } from "replay-client/worker";
 import { WorkerClient, type WorkerConnectOptions } from "replay-client/worker-client";
 
-serve({ getToken: async () => "my-token" });
+serve({ getToken: async () => "my-token", credentials: "include", fetch });
+// @ts-expect-error: a function does not cross to the worker; give it to serve()
+const workerFetch: WorkerConnectOptions = { baseUrl: "http://127.0.0.1:8787", sessionId: "ses_123", fetch };
+const workerCookies: WorkerConnectOptions = { baseUrl: "http://127.0.0.1:8787", sessionId: "ses_123", credentials: "include" };
+console.log(workerFetch, workerCookies);
 
 const workerOptions: WorkerConnectOptions = { baseUrl: "http://127.0.0.1:8787", sessionId: "ses_123" };
 const worker = new Worker(new URL("./replay.worker.ts", import.meta.url), { type: "module" });
@@ -118,6 +133,9 @@ import { SharedClient, type HostInfo, type SharedConnectOptions } from "replay-c
 const sharedHost: SharedHost = await serveShared({ baseUrl: "http://127.0.0.1:8787", getToken: async () => "my-token" });
 console.log(sharedHost.counts.scopes, sharedHost.counts.attachments);
 const sharedOptions: SharedConnectOptions = { baseUrl: "http://127.0.0.1:8787", sessionId: "ses_123" };
+// @ts-expect-error: the host's credentials are serveShared()'s
+const sharedCookies: SharedConnectOptions = { ...sharedOptions, credentials: "include" };
+console.log(sharedCookies);
 const shared: SharedClient = await SharedClient.connect(
   () => new SharedWorker(new URL("./replay.shared.ts", import.meta.url), { type: "module", name: "replay" }),
   sharedOptions,

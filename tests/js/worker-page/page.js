@@ -65,6 +65,13 @@ window.t = {
   connectTo(script, options) {
     return this.rejects(() => connectIn(startWorker(script), options));
   },
+  // A client in `fetch-worker.js`, whose `fetch` reports each request here.
+  fetched: [],
+  async connectThroughFetch(options) {
+    this.seen ??= new BroadcastChannel("replay-fetch-worker");
+    this.seen.onmessage = ({ data }) => this.fetched.push(data);
+    this.others.fetch = await connectIn(startWorker("./fetch-worker.js"), options);
+  },
   // Options with a function (which cannot be cloned to a worker).
   connectWithFunction() {
     return this.rejects(() => connectIn(worker, { sessionId: "ses_x", getToken: () => "t" }));
