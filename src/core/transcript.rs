@@ -12,6 +12,14 @@ use crate::protocol::{Envelope, PendingPrompt, Transcript};
 /// repeated `seq`s are ignored) into the transcript. Its `tasks` are the
 /// default: tasks travel in snapshots, not in the log.
 pub fn fold(epoch: &str, events: &[Envelope]) -> Transcript {
+    let (view, cursor) = fold_view(events);
+    view.transcript(epoch, cursor)
+}
+
+/// The session view [`fold`] reads its transcript from, and the last `seq`
+/// applied: the oracle of the folded parts that are not in a transcript
+/// (`session`, `extras`).
+pub fn fold_view(events: &[Envelope]) -> (SessionView, u64) {
     let mut view = SessionView::default();
     let mut change = ViewChange::default();
     let mut cursor = 0;
@@ -23,7 +31,7 @@ pub fn fold(epoch: &str, events: &[Envelope]) -> Transcript {
         cursor = seq;
         view.apply_durable(&mut env.clone(), &mut change);
     }
-    view.transcript(epoch, cursor)
+    (view, cursor)
 }
 
 /// Transcript equality (PROTOCOL.md §6): items equal, and the persisted

@@ -4,10 +4,12 @@ use std::mem::take;
 
 use serde::{Deserialize, Serialize};
 
+use super::extras::{self, Extra, ToolInput};
 use super::hash::{IdMap, IdSet};
 use super::overlay::{InterruptedTurn, Overlay};
+use super::session_info::SessionInfo;
 use super::ViewChange;
-use crate::json::{FromJson, JsonError, Reader};
+use crate::json::{FromJson, JsonError, RawJson, Reader};
 use crate::protocol::{
     Envelope, Event, LiveTurn, PendingPrompt, QuestionAsked, TasksSnapshot, ToolStatus, Transcript,
     TranscriptItem, REASON_WORKER_RESTART,
@@ -18,8 +20,9 @@ pub const REASON_BOOT_CHANGED: &str = "boot_changed";
 
 /// Persisted part of a [`SessionView`] (rule 1: what the log and the
 /// runtime's snapshots gave): the items, the open questions as they were
-/// asked, the last tasks snapshot, the runtime run that served them. The
-/// indices are rebuilt on load. Not part of it: the live overlay and what
+/// asked, the last tasks snapshot, the runtime run that served them, what
+/// the runtime said of the session, and the newest events of types the fold
+/// does not know. The indices are rebuilt on load. Not part of it: the live overlay and what
 /// the client saw of it (interrupted turns' partial text): a restore gets
 /// the runtime's own `live_turn`.
 #[derive(Deserialize)]
@@ -28,6 +31,9 @@ struct SessionData {
     prompts: Vec<QuestionAsked>,
     tasks: TasksSnapshot,
     boot_id: String,
+    session: SessionInfo,
+    extras: Vec<Extra>,
+    tool_inputs: Vec<ToolInput>,
 }
 
 /// A session folded for display.
@@ -40,6 +46,13 @@ pub struct SessionView {
     prompts: Vec<QuestionAsked>,
     tasks: TasksSnapshot,
     boot_id: String,
+    /// Title and state (`session.created`, `.closed`, `.failed`).
+    session: SessionInfo,
+    /// Durable events of types the fold does not know, newest last
+    /// (at most [`extras::EXTRAS_MAX`]).
+    extras: Vec<Extra>,
+    /// Each tool card's `input`, in card order.
+    tool_inputs: Vec<ToolInput>,
     // The rest is not persisted (`SessionData`).
     #[serde(skip)]
     overlay: Option<Overlay>,
@@ -51,6 +64,9 @@ pub struct SessionView {
     resolved_questions: IdSet,
     #[serde(skip)]
     tool_index: IdMap<usize>,
+    /// Call id -> index in `tool_inputs`.
+    #[serde(skip)]
+    input_index: IdMap<usize>,
     #[serde(skip)]
     committed_messages: IdSet,
     #[serde(skip)]
@@ -64,8 +80,14 @@ impl From<SessionData> for SessionView {
             prompts: d.prompts,
             tasks: d.tasks,
             boot_id: d.boot_id,
+            session: d.session,
+            extras: d.extras,
+            tool_inputs: d.tool_inputs,
             ..SessionView::default()
         };
+        for (i, t) in v.tool_inputs.iter().enumerate() {
+            v.input_index.insert(t.call_id.clone(), i);
+        }
         for (i, item) in v.items.iter().enumerate() {
             match item {
                 TranscriptItem::Message { message_id, .. } => {
@@ -110,6 +132,22 @@ impl SessionView {
     /// The runtime run last seen.
     pub fn boot_id(&self) -> &str {
         &self.boot_id
+    }
+
+    /// The session's title and state.
+    pub fn session(&self) -> &SessionInfo {
+        &self.session
+    }
+
+    /// Durable events of types the fold does not know, newest last.
+    pub fn extras(&self) -> &[Extra] {
+        &self.extras
+    }
+
+    /// The `input` of a tool card's call (`None`: no card of that call).
+    pub fn tool_input(&self, call_id: &str) -> Option<&RawJson> {
+        let &i = self.input_index.get(call_id)?;
+        Some(&self.tool_inputs[i].input)
     }
 
     /// Unanswered questions: persisted ones in order, then the live pending
@@ -264,6 +302,12 @@ impl SessionView {
                     return;
                 }
                 self.tool_index.insert(t.call_id.clone(), self.items.len());
+                self.input_index
+                    .insert(t.call_id.clone(), self.tool_inputs.len());
+                self.tool_inputs.push(ToolInput {
+                    call_id: t.call_id.clone(),
+                    input: take(&mut t.input),
+                });
                 if let Some(o) = self.overlay.as_mut() {
                     ch.overlay |= drop_durable_tools(o, &self.tool_index);
                 }
@@ -311,7 +355,19 @@ impl SessionView {
             Event::TurnCompleted(t) => self.end_turn(&t.turn_id, "completed", None, ch),
             Event::TurnCancelled(t) => self.end_turn(&t.turn_id, "cancelled", None, ch),
             Event::TurnFailed(t) => self.end_turn(&t.turn_id, "failed", Some(&t.reason), ch),
-            _ => {}
+            // Kept as received for the app: a runtime's own types (plans,
+            // artifacts, usage). Read as text: the client types only the
+            // fold's vocabulary.
+            Event::Unknown { type_name, data } => {
+                let extra = Extra {
+                    seq: env.seq.unwrap_or_default(),
+                    type_name: take(type_name),
+                    data: take(data),
+                };
+                extras::push(&mut self.extras, extra);
+                ch.extras = true;
+            }
+            event => ch.session |= self.session.apply(event),
         }
     }
 
@@ -431,10 +487,144 @@ crate::json_struct!(SessionData {
     prompts: req,
     tasks: req,
     boot_id: req,
+    session: req,
+    extras: req,
+    tool_inputs: req,
 });
 
 impl FromJson for SessionView {
     fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
         SessionData::read(r).map(SessionView::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fold::{SessionState, EXTRAS_MAX};
+    use crate::protocol::Scope;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// A durable event as a client reads it off the wire (the types the
+    /// fold does not know stay text).
+    fn durable(seq: u64, ty: &str, data: &str) -> Envelope {
+        Envelope {
+            id: Some(seq),
+            scope: Scope::Session,
+            scope_id: "s".into(),
+            seq: Some(seq),
+            after_seq: None,
+            critical: true,
+            ts: String::new(),
+            event: Event::read_client_data(ty, Some(data)).unwrap(),
+        }
+    }
+
+    fn apply(v: &mut SessionView, seq: u64, ty: &str, data: &str) -> ViewChange {
+        let mut ch = ViewChange::default();
+        v.apply_durable(&mut durable(seq, ty, data), &mut ch);
+        ch
+    }
+
+    #[test]
+    fn the_session_lifecycle_reaches_the_view_and_notifies() {
+        let mut v = SessionView::default();
+        assert_eq!(v.session().state, SessionState::Open);
+        let ch = apply(&mut v, 1, "session.created", r#"{"title":"Trip plan"}"#);
+        assert!(ch.session, "{ch:?}");
+        assert_eq!(v.session().title, "Trip plan");
+        assert_eq!(v.session().state, SessionState::Open);
+        let ch = apply(&mut v, 2, "session.failed", r#"{"reason":"worker_lost"}"#);
+        assert!(ch.session && !ch.extras, "{ch:?}");
+        assert_eq!(v.session().state, SessionState::Failed);
+        assert_eq!(v.session().reason.as_deref(), Some("worker_lost"));
+        assert_eq!(v.session().title, "Trip plan", "the title stays");
+        let ch = apply(&mut v, 3, "session.closed", "{}");
+        assert!(ch.session);
+        assert_eq!(v.session().state, SessionState::Closed);
+        assert_eq!(v.session().reason, None);
+        assert_eq!(
+            crate::json::to_string(v.session()).unwrap(),
+            r#"{"title":"Trip plan","state":"closed"}"#
+        );
+    }
+
+    #[test]
+    fn unknown_durable_types_are_kept_newest_last_within_the_bound() {
+        let mut v = SessionView::default();
+        let ch = apply(&mut v, 1, "plan.updated", r#"{"steps": ["a", {"b": 1}]}"#);
+        assert!(ch.extras && ch.items_appended_from.is_none(), "{ch:?}");
+        assert_eq!(v.extras().len(), 1);
+        let e = &v.extras()[0];
+        assert_eq!((e.seq, e.type_name.as_str()), (1, "plan.updated"));
+        assert_eq!(
+            e.data,
+            RawJson::parse(r#"{"steps":["a",{"b":1}]}"#).unwrap()
+        );
+        // Another scope's type on a session is not the fold's either.
+        apply(&mut v, 2, "process.started", r#"{"process_id":"p"}"#);
+        assert_eq!(v.extras()[1].type_name, "process.started");
+        // A known type the fold shows elsewhere is not an extra.
+        apply(&mut v, 3, "turn.started", r#"{"turn_id":"t"}"#);
+        assert_eq!(v.extras().len(), 2);
+        for seq in 4..4 + EXTRAS_MAX as u64 {
+            apply(&mut v, seq, "usage", &format!(r#"{{"tokens":{seq}}}"#));
+        }
+        assert_eq!(v.extras().len(), EXTRAS_MAX);
+        assert_eq!(v.extras()[0].seq, 4, "the two oldest went");
+        let last = v.extras().last().unwrap();
+        assert_eq!(last.seq, 3 + EXTRAS_MAX as u64);
+        assert_eq!(
+            crate::json::to_string(last).unwrap(),
+            format!(
+                r#"{{"seq":{0},"type":"usage","data":{{"tokens":{0}}}}}"#,
+                last.seq
+            )
+        );
+    }
+
+    #[test]
+    fn a_tool_card_keeps_its_input() {
+        let mut v = SessionView::default();
+        let input = r#"{"cmd":"ls -la","env":{"A":"1"}}"#;
+        apply(
+            &mut v,
+            1,
+            "tool.started",
+            &format!(r#"{{"turn_id":"t","call_id":"c","name":"shell","input":{input}}}"#),
+        );
+        apply(
+            &mut v,
+            2,
+            "tool.completed",
+            r#"{"turn_id":"t","call_id":"c","status":"ok","output":"x"}"#,
+        );
+        assert!(matches!(&v.items()[0], TranscriptItem::Tool { status, .. } if status == "ok"));
+        assert_eq!(v.tool_input("c").map(RawJson::as_str), Some(input));
+        assert_eq!(v.tool_input("other"), None);
+    }
+
+    #[test]
+    fn session_extras_and_inputs_are_in_the_stored_form() {
+        let mut v = SessionView::default();
+        apply(&mut v, 1, "session.created", r#"{"title":"T"}"#);
+        apply(
+            &mut v,
+            2,
+            "tool.started",
+            r#"{"turn_id":"t","call_id":"c","name":"n","input":[1,"two"]}"#,
+        );
+        apply(&mut v, 3, "artifact.saved", r#"{"name":"a.txt"}"#);
+        apply(&mut v, 4, "session.failed", r#"{"reason":"r"}"#);
+        let text = crate::json::to_string(&v).unwrap();
+        let back: SessionView = crate::json::from_str(&text).unwrap();
+        assert_eq!(back, v);
+        assert_eq!(back.session().reason.as_deref(), Some("r"));
+        assert_eq!(back.extras().len(), 1);
+        assert_eq!(
+            back.tool_input("c").map(RawJson::as_str),
+            Some(r#"[1,"two"]"#)
+        );
     }
 }

@@ -8,8 +8,11 @@ use super::types::Target;
 use crate::fold::View;
 use crate::json;
 
-/// Version of the stored format; another version is discarded.
-pub const STORAGE_VERSION: u32 = 1;
+/// Version of the stored format; another version is discarded (the
+/// machine says so in a `storage_discarded` notice and replays from 0).
+/// 2: the session view keeps `session`, `extras` and tool inputs, which a
+/// state of version 1 never saw and cannot be given back.
+pub const STORAGE_VERSION: u32 = 2;
 
 /// The last durable event applied, kept to verify gap repair (rule 4).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
