@@ -7,7 +7,14 @@
 use js_sys::Array;
 use wasm_bindgen::prelude::*;
 
+use crate::core::json::RawJson;
 use crate::core::protocol::TranscriptItem;
+
+/// A tool card's `input` by its call id ([`SessionView::tool_input`]): the
+/// canonical item has none, the view's card does.
+///
+/// [`SessionView::tool_input`]: crate::core::fold::SessionView::tool_input
+pub type Inputs<'a> = &'a dyn Fn(&str) -> Option<&'a RawJson>;
 
 #[wasm_bindgen(module = "/src/wasm/browser.js")]
 extern "C" {
@@ -40,7 +47,7 @@ impl Batch {
         }
     }
 
-    fn item(&mut self, item: &TranscriptItem) {
+    fn item(&mut self, item: &TranscriptItem, inputs: Inputs<'_>) {
         match item {
             TranscriptItem::Message {
                 message_id,
@@ -67,6 +74,8 @@ impl Batch {
                 self.str(name);
                 self.str(status);
                 self.opt(output.as_deref());
+                // JSON text, parsed in JS.
+                self.opt(inputs(call_id).map(RawJson::as_str));
             }
             TranscriptItem::TurnEnd {
                 turn_id,
@@ -120,18 +129,19 @@ fn utf16_len(s: &str) -> u32 {
     bytes.len() as u32 - continuation + four_byte_leads
 }
 
-/// `items` as a JS array of plain objects, equal to their JSON.
-pub fn items_to_js(items: &[TranscriptItem]) -> Array {
+/// `items` as a JS array of plain objects, equal to their JSON, a tool
+/// card with its `input` added (`null` when unknown).
+pub fn items_to_js(items: &[TranscriptItem], inputs: Inputs<'_>) -> Array {
     let mut batch = Batch::default();
     for item in items {
-        batch.item(item);
+        batch.item(item, inputs);
     }
     build_items(&batch.text, &batch.layout)
 }
 
-/// One item as a JS object, equal to its JSON.
-pub fn item_to_js(item: &TranscriptItem) -> JsValue {
-    items_to_js(std::slice::from_ref(item)).get(0)
+/// One item as a JS object, as [`items_to_js`] makes it.
+pub fn item_to_js(item: &TranscriptItem, inputs: Inputs<'_>) -> JsValue {
+    items_to_js(std::slice::from_ref(item), inputs).get(0)
 }
 
 #[cfg(test)]
@@ -186,13 +196,26 @@ mod tests {
                 reason: Some(s("worker restarted ✓")),
             },
         ];
-        let all = items_to_js(&items);
-        assert_eq!(stringify(&all), serde_json::to_string(&items).unwrap());
+        let input = RawJson::parse(r#"{"cmd":"ls","n":[1,"é"]}"#).unwrap();
+        let inputs = |call_id: &str| (call_id == "c1").then_some(&input);
+        // Each item's JSON, a tool card with its input (`null`: none known).
+        let json = |item: &TranscriptItem| {
+            let mut text = serde_json::to_string(item).unwrap();
+            if let TranscriptItem::Tool { call_id, .. } = item {
+                text.pop();
+                let input = inputs(call_id).map_or("null", RawJson::as_str);
+                text.push_str(&format!(r#","input":{input}}}"#));
+            }
+            text
+        };
+        let all = items_to_js(&items, &inputs);
+        let want: Vec<String> = items.iter().map(json).collect();
+        assert_eq!(stringify(&all), format!("[{}]", want.join(",")));
         for item in &items {
-            let one = item_to_js(item);
-            assert_eq!(stringify(&one), serde_json::to_string(item).unwrap());
+            let one = item_to_js(item, &inputs);
+            assert_eq!(stringify(&one), json(item));
         }
-        assert_eq!(items_to_js(&[]).length(), 0);
+        assert_eq!(items_to_js(&[], &inputs).length(), 0);
     }
 
     #[test]

@@ -31,6 +31,7 @@ impl Staged {
             return;
         };
         let items = s.items();
+        let inputs = |call_id: &str| s.tool_input(call_id);
         let have = staged.length() as usize;
         if have > items.len() {
             // Only a reset shrinks the view, and it restages; be safe anyway.
@@ -38,10 +39,10 @@ impl Staged {
             return;
         }
         for &i in p.items_updated.iter().filter(|&&i| i < have) {
-            staged.set(i as u32, item_to_js(&items[i]));
+            staged.set(i as u32, item_to_js(&items[i], &inputs));
         }
         if have < items.len() {
-            let appended = items_to_js(&items[have..]);
+            let appended = items_to_js(&items[have..], &inputs);
             *staged = staged.concat(&appended);
         }
     }

@@ -3,7 +3,7 @@
 //! updated items are converted; parts the change did not touch keep their
 //! JS objects (structural sharing: `live.tools`, `pendingPrompts`, `tasks`,
 //! `status`, `notices` are the same objects until their value changed, so a
-//! UI can skip them by identity). The same frozen object is returned until
+//! UI can skip them by identity; so are `session` and `extras`). The same frozen object is returned until
 //! something changed. Built on `view()`, never per chunk: a streamed answer
 //! costs one build per notification (one per animation frame). The view and
 //! its `live` object are each made by one JS call (`viewObject`,
@@ -44,6 +44,8 @@ extern "C" {
         tasks: &JsValue,
         status: &JsValue,
         notices: &JsValue,
+        session: &JsValue,
+        extras: &JsValue,
     ) -> JsValue;
     /// The view's `live` object, built in one call.
     #[wasm_bindgen(js_name = liveObject)]
@@ -239,6 +241,11 @@ pub struct ViewCache {
     tools: Shared,
     question: Shared,
     interrupted: JsValue,
+    /// `session` (`null` on a log view) and `extras` (`[]` there).
+    session: JsValue,
+    session_json: Shared,
+    extras: JsValue,
+    extras_json: Shared,
     prompts: Shared,
     tasks: Shared,
     status: Shared,
@@ -278,6 +285,10 @@ impl Default for ViewCache {
             tools: Shared::default(),
             question: Shared::default(),
             interrupted: empty_array(),
+            session: JsValue::NULL,
+            session_json: Shared::default(),
+            extras: empty_array(),
+            extras_json: Shared::default(),
             prompts: Shared::default(),
             tasks: Shared::default(),
             status: Shared::default(),
@@ -327,6 +338,7 @@ impl ViewCache {
 
     fn session(&mut self, s: &SessionView, ch: &ViewChange, full: bool, staged: Option<Array>) {
         let items = s.items();
+        let inputs = |call_id: &str| s.tool_input(call_id);
         if let Some(staged) = staged {
             // A whole repaint whose items were converted while they arrived.
             self.items = frozen(staged);
@@ -341,12 +353,12 @@ impl ViewCache {
             };
             let next = self.items.slice(0, keep as u32);
             for &i in ch.items_updated.iter().filter(|&&i| i < keep && !full) {
-                next.set(i as u32, item_to_js(&items[i]));
+                next.set(i as u32, item_to_js(&items[i], &inputs));
             }
             // One crossing for all appended items: a restore appends
             // thousands, and per-item crossings dominate.
             if keep < items.len() {
-                let appended = items_to_js(&items[keep..]);
+                let appended = items_to_js(&items[keep..], &inputs);
                 self.items = frozen(next.concat(&appended));
             } else {
                 self.items = frozen(next);
@@ -369,6 +381,12 @@ impl ViewCache {
                 })
                 .collect();
             self.interrupted = frozen(js::to_js(&list).into()).into();
+        }
+        if full || ch.session {
+            self.session = self.session_json.json(s.session(), true);
+        }
+        if full || ch.extras {
+            self.extras = self.extras_json.json(s.extras(), true);
         }
     }
 
@@ -472,6 +490,8 @@ impl ViewCache {
             &p.tasks,
             &self.status.json(&StatusJs::of(&status), false),
             &self.notices.json(&notices, true),
+            &self.session,
+            &self.extras,
         )
     }
 }

@@ -17,6 +17,8 @@ wire_enum! {
     }
 }
 
+// `wire_enum!` takes no `#[default]` on a variant.
+#[allow(clippy::derivable_impls)]
 impl Default for SessionState {
     fn default() -> Self {
         SessionState::Open
