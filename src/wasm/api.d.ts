@@ -287,7 +287,9 @@ export interface Counters {
  * `session.failed`.
  */
 export interface SessionInfo {
+  /** The title `session.created` gave (empty until one did). */
   readonly title: string;
+  /** `open` until the runtime said `session.closed` or `session.failed`. */
   readonly state: "open" | "closed" | "failed";
   /** Why it failed (`failed` only). */
   readonly reason?: string;
