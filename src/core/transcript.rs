@@ -120,7 +120,7 @@ mod tests {
             concat!(
                 r#"{"epoch":"e_91c2","cursor":12,"items":["#,
                 r#"{"kind":"message","message_id":"m1","turn_id":"t1","role":"user","text":"hi"},"#,
-                r#"{"kind":"tool","call_id":"c1","turn_id":"t1","name":"shell","status":"ok","output":"..."},"#,
+                r#"{"kind":"tool","call_id":"c1","turn_id":"t1","name":"shell","status":"ok","output":"...","input":{}},"#,
                 r#"{"kind":"question","question_id":"q0","turn_id":"t1","prompt":"Go?","outcome":"answered","answer":"yes"},"#,
                 r#"{"kind":"turn_end","turn_id":"t1","outcome":"completed"},"#,
                 r#"{"kind":"turn_end","turn_id":"t2","outcome":"failed","reason":"worker_restart"}],"#,
@@ -184,6 +184,7 @@ mod tests {
             name: name.into(),
             status: status.into(),
             output: output.map(Into::into),
+            input: crate::json::RawJson::empty_object(),
         }
     }
 

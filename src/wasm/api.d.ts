@@ -153,12 +153,8 @@ export interface Notice {
 /** One committed item of a transcript (PROTOCOL.md §7). */
 export type TranscriptItem =
   | { kind: "message"; message_id: string; turn_id: string; role: "user" | "assistant"; text: string }
-  /**
-   * A tool card. `input` is the call's input as `tool.started` gave it (any
-   * JSON; `null` when it had none) on `view.items`; `transcript()`'s
-   * canonical items have no `input`.
-   */
-  | { kind: "tool"; call_id: string; turn_id: string; name: string; status: "running" | "ok" | "error"; output: string | null; input?: unknown }
+  /** A tool card; `input` is the call's input as `tool.started` gave it (any JSON; `null` when it had none). */
+  | { kind: "tool"; call_id: string; turn_id: string; name: string; status: "running" | "ok" | "error"; output: string | null; input: unknown }
   | { kind: "turn_end"; turn_id: string; outcome: "completed" | "failed" | "cancelled"; reason?: string }
   /** A question once answered or declined, at its end's place; while open it is in `pendingPrompts`. */
   | { kind: "question"; question_id: string; turn_id: string; prompt: string; outcome: "answered" | "declined"; answer?: string; reason?: string };

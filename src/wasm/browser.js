@@ -106,13 +106,10 @@ export function buildItems(bytes, layout) {
       case 0:
         items.push({ kind: "message", message_id: next(), turn_id: next(), role: next(), text: next() });
         break;
-      case 1: {
-        const item = { kind: "tool", call_id: next(), turn_id: next(), name: next(), status: next(), output: next() };
-        const input = next();
-        item.input = input === null ? null : JSON.parse(input);
-        items.push(item);
+      case 1:
+        // `input` crosses as its JSON text.
+        items.push({ kind: "tool", call_id: next(), turn_id: next(), name: next(), status: next(), output: next(), input: JSON.parse(next()) });
         break;
-      }
       case 2: {
         const item = { kind: "turn_end", turn_id: next(), outcome: next() };
         const reason = next();

@@ -7,14 +7,7 @@
 use js_sys::Array;
 use wasm_bindgen::prelude::*;
 
-use crate::core::json::RawJson;
 use crate::core::protocol::TranscriptItem;
-
-/// A tool card's `input` by its call id ([`SessionView::tool_input`]): the
-/// canonical item has none, the view's card does.
-///
-/// [`SessionView::tool_input`]: crate::core::fold::SessionView::tool_input
-pub type Inputs<'a> = &'a dyn Fn(&str) -> Option<&'a RawJson>;
 
 #[wasm_bindgen(module = "/src/wasm/browser.js")]
 extern "C" {
@@ -47,7 +40,7 @@ impl Batch {
         }
     }
 
-    fn item(&mut self, item: &TranscriptItem, inputs: Inputs<'_>) {
+    fn item(&mut self, item: &TranscriptItem) {
         match item {
             TranscriptItem::Message {
                 message_id,
@@ -67,6 +60,7 @@ impl Batch {
                 name,
                 status,
                 output,
+                input,
             } => {
                 self.layout.push(1);
                 self.str(call_id);
@@ -75,7 +69,7 @@ impl Batch {
                 self.str(status);
                 self.opt(output.as_deref());
                 // JSON text, parsed in JS.
-                self.opt(inputs(call_id).map(RawJson::as_str));
+                self.str(input.as_str());
             }
             TranscriptItem::TurnEnd {
                 turn_id,
@@ -129,19 +123,18 @@ fn utf16_len(s: &str) -> u32 {
     bytes.len() as u32 - continuation + four_byte_leads
 }
 
-/// `items` as a JS array of plain objects, equal to their JSON, a tool
-/// card with its `input` added (`null` when unknown).
-pub fn items_to_js(items: &[TranscriptItem], inputs: Inputs<'_>) -> Array {
+/// `items` as a JS array of plain objects, equal to their JSON.
+pub fn items_to_js(items: &[TranscriptItem]) -> Array {
     let mut batch = Batch::default();
     for item in items {
-        batch.item(item, inputs);
+        batch.item(item);
     }
     build_items(&batch.text, &batch.layout)
 }
 
-/// One item as a JS object, as [`items_to_js`] makes it.
-pub fn item_to_js(item: &TranscriptItem, inputs: Inputs<'_>) -> JsValue {
-    items_to_js(std::slice::from_ref(item), inputs).get(0)
+/// One item as a JS object, equal to its JSON.
+pub fn item_to_js(item: &TranscriptItem) -> JsValue {
+    items_to_js(std::slice::from_ref(item)).get(0)
 }
 
 #[cfg(test)]
@@ -149,6 +142,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+    use crate::core::json::RawJson;
     use crate::core::protocol::Role;
 
     fn stringify(v: &JsValue) -> String {
@@ -177,6 +171,7 @@ mod tests {
                 name: s("sh"),
                 status: s("running"),
                 output: None,
+                input: RawJson::parse(r#"{"cmd":"ls","n":[1,"é"]}"#).unwrap(),
             },
             TranscriptItem::Tool {
                 call_id: s("c2"),
@@ -184,6 +179,7 @@ mod tests {
                 name: s("読む"),
                 status: s("ok"),
                 output: Some(s("😀")),
+                input: RawJson::null(),
             },
             TranscriptItem::TurnEnd {
                 turn_id: s("t1"),
@@ -196,26 +192,13 @@ mod tests {
                 reason: Some(s("worker restarted ✓")),
             },
         ];
-        let input = RawJson::parse(r#"{"cmd":"ls","n":[1,"é"]}"#).unwrap();
-        let inputs = |call_id: &str| (call_id == "c1").then_some(&input);
-        // Each item's JSON, a tool card with its input (`null`: none known).
-        let json = |item: &TranscriptItem| {
-            let mut text = serde_json::to_string(item).unwrap();
-            if let TranscriptItem::Tool { call_id, .. } = item {
-                text.pop();
-                let input = inputs(call_id).map_or("null", RawJson::as_str);
-                text.push_str(&format!(r#","input":{input}}}"#));
-            }
-            text
-        };
-        let all = items_to_js(&items, &inputs);
-        let want: Vec<String> = items.iter().map(json).collect();
-        assert_eq!(stringify(&all), format!("[{}]", want.join(",")));
+        let all = items_to_js(&items);
+        assert_eq!(stringify(&all), serde_json::to_string(&items).unwrap());
         for item in &items {
-            let one = item_to_js(item, &inputs);
-            assert_eq!(stringify(&one), json(item));
+            let one = item_to_js(item);
+            assert_eq!(stringify(&one), serde_json::to_string(item).unwrap());
         }
-        assert_eq!(items_to_js(&[], &inputs).length(), 0);
+        assert_eq!(items_to_js(&[]).length(), 0);
     }
 
     #[test]

@@ -31,7 +31,6 @@ impl Staged {
             return;
         };
         let items = s.items();
-        let inputs = |call_id: &str| s.tool_input(call_id);
         let have = staged.length() as usize;
         if have > items.len() {
             // Only a reset shrinks the view, and it restages; be safe anyway.
@@ -39,10 +38,10 @@ impl Staged {
             return;
         }
         for &i in p.items_updated.iter().filter(|&&i| i < have) {
-            staged.set(i as u32, item_to_js(&items[i], &inputs));
+            staged.set(i as u32, item_to_js(&items[i]));
         }
         if have < items.len() {
-            let appended = items_to_js(&items[have..], &inputs);
+            let appended = items_to_js(&items[have..]);
             *staged = staged.concat(&appended);
         }
     }
@@ -138,14 +137,16 @@ mod tests {
         }
         assert_eq!(sent, 3);
         assert!(!m.is_restoring());
-        let items = m.view().as_session().unwrap().items();
+        let view = m.view().as_session().unwrap();
+        let items = view.items();
         let staged = staged.take(items.len()).expect("staged for this restore");
-        let shown = js_sys::JSON::stringify(&staged)
-            .unwrap()
-            .as_string()
-            .unwrap();
+        let json = |a: &Array| js_sys::JSON::stringify(a).unwrap().as_string().unwrap();
+        let shown = json(&staged);
         // The tool card staged as running on page 1 was completed on page 2.
-        assert!(shown.contains(r#""status":"ok""#), "{shown}");
+        assert!(
+            shown.contains(r#""status":"ok","output":"done","input":null"#),
+            "{shown}"
+        );
         assert_eq!(shown, serde_json::to_string(items).unwrap());
     }
 }

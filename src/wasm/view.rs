@@ -338,7 +338,6 @@ impl ViewCache {
 
     fn session(&mut self, s: &SessionView, ch: &ViewChange, full: bool, staged: Option<Array>) {
         let items = s.items();
-        let inputs = |call_id: &str| s.tool_input(call_id);
         if let Some(staged) = staged {
             // A whole repaint whose items were converted while they arrived.
             self.items = frozen(staged);
@@ -353,12 +352,12 @@ impl ViewCache {
             };
             let next = self.items.slice(0, keep as u32);
             for &i in ch.items_updated.iter().filter(|&&i| i < keep && !full) {
-                next.set(i as u32, item_to_js(&items[i], &inputs));
+                next.set(i as u32, item_to_js(&items[i]));
             }
             // One crossing for all appended items: a restore appends
             // thousands, and per-item crossings dominate.
             if keep < items.len() {
-                let appended = items_to_js(&items[keep..], &inputs);
+                let appended = items_to_js(&items[keep..]);
                 self.items = frozen(next.concat(&appended));
             } else {
                 self.items = frozen(next);

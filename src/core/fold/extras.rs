@@ -1,7 +1,6 @@
-//! What the runtime said that the canonical transcript does not carry:
-//! `view.extras`, the newest durable session events of types the fold does
+//! `view.extras`: the newest durable session events of types the fold does
 //! not know (a runtime's own plans, artifacts, usage), kept as they came so
-//! an app can render what its runtime adds; and each tool call's `input`.
+//! an app can render what its runtime adds.
 
 use serde::{Deserialize, Serialize};
 
@@ -38,18 +37,3 @@ pub(super) fn push(extras: &mut Vec<Extra>, extra: Extra) {
     }
     extras.push(extra);
 }
-
-/// The `input` of a tool call, kept beside its card: the canonical
-/// transcript's tool item (PROTOCOL.md §7) has no `input`, the view's card does.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolInput {
-    /// The call.
-    pub call_id: String,
-    /// Its `input` as `tool.started` gave it.
-    pub input: RawJson,
-}
-
-crate::json_struct!(ToolInput {
-    call_id: req,
-    input: req,
-});

@@ -12,7 +12,7 @@ mod overlay;
 mod session;
 mod session_info;
 
-pub use extras::{Extra, ToolInput, EXTRAS_MAX};
+pub use extras::{Extra, EXTRAS_MAX};
 pub use log::{LogEntry, LogView};
 pub use overlay::{InterruptedTurn, Overlay};
 pub use session::{SessionView, REASON_BOOT_CHANGED};

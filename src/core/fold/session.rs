@@ -4,12 +4,12 @@ use std::mem::take;
 
 use serde::{Deserialize, Serialize};
 
-use super::extras::{self, Extra, ToolInput};
+use super::extras::{self, Extra};
 use super::hash::{IdMap, IdSet};
 use super::overlay::{InterruptedTurn, Overlay};
 use super::session_info::SessionInfo;
 use super::ViewChange;
-use crate::json::{FromJson, JsonError, RawJson, Reader};
+use crate::json::{FromJson, JsonError, Reader};
 use crate::protocol::{
     Envelope, Event, LiveTurn, PendingPrompt, QuestionAsked, TasksSnapshot, ToolStatus, Transcript,
     TranscriptItem, REASON_WORKER_RESTART,
@@ -33,7 +33,6 @@ struct SessionData {
     boot_id: String,
     session: SessionInfo,
     extras: Vec<Extra>,
-    tool_inputs: Vec<ToolInput>,
 }
 
 /// A session folded for display.
@@ -51,8 +50,6 @@ pub struct SessionView {
     /// Durable events of types the fold does not know, newest last
     /// (at most [`extras::EXTRAS_MAX`]).
     extras: Vec<Extra>,
-    /// Each tool card's `input`, in card order.
-    tool_inputs: Vec<ToolInput>,
     // The rest is not persisted (`SessionData`).
     #[serde(skip)]
     overlay: Option<Overlay>,
@@ -64,9 +61,6 @@ pub struct SessionView {
     resolved_questions: IdSet,
     #[serde(skip)]
     tool_index: IdMap<usize>,
-    /// Call id -> index in `tool_inputs`.
-    #[serde(skip)]
-    input_index: IdMap<usize>,
     #[serde(skip)]
     committed_messages: IdSet,
     #[serde(skip)]
@@ -82,12 +76,8 @@ impl From<SessionData> for SessionView {
             boot_id: d.boot_id,
             session: d.session,
             extras: d.extras,
-            tool_inputs: d.tool_inputs,
             ..SessionView::default()
         };
-        for (i, t) in v.tool_inputs.iter().enumerate() {
-            v.input_index.insert(t.call_id.clone(), i);
-        }
         for (i, item) in v.items.iter().enumerate() {
             match item {
                 TranscriptItem::Message { message_id, .. } => {
@@ -142,12 +132,6 @@ impl SessionView {
     /// Durable events of types the fold does not know, newest last.
     pub fn extras(&self) -> &[Extra] {
         &self.extras
-    }
-
-    /// The `input` of a tool card's call (`None`: no card of that call).
-    pub fn tool_input(&self, call_id: &str) -> Option<&RawJson> {
-        let &i = self.input_index.get(call_id)?;
-        Some(&self.tool_inputs[i].input)
     }
 
     /// Unanswered questions: persisted ones in order, then the live pending
@@ -302,12 +286,6 @@ impl SessionView {
                     return;
                 }
                 self.tool_index.insert(t.call_id.clone(), self.items.len());
-                self.input_index
-                    .insert(t.call_id.clone(), self.tool_inputs.len());
-                self.tool_inputs.push(ToolInput {
-                    call_id: t.call_id.clone(),
-                    input: take(&mut t.input),
-                });
                 if let Some(o) = self.overlay.as_mut() {
                     ch.overlay |= drop_durable_tools(o, &self.tool_index);
                 }
@@ -318,6 +296,7 @@ impl SessionView {
                         name: take(&mut t.name),
                         status: "running".to_owned(),
                         output: None,
+                        input: take(&mut t.input),
                     },
                     ch,
                 );
@@ -489,7 +468,6 @@ crate::json_struct!(SessionData {
     boot_id: req,
     session: req,
     extras: req,
-    tool_inputs: req,
 });
 
 impl FromJson for SessionView {
@@ -502,6 +480,7 @@ impl FromJson for SessionView {
 mod tests {
     use super::*;
     use crate::fold::{SessionState, EXTRAS_MAX};
+    use crate::json::RawJson;
     use crate::protocol::Scope;
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -600,9 +579,13 @@ mod tests {
             "tool.completed",
             r#"{"turn_id":"t","call_id":"c","status":"ok","output":"x"}"#,
         );
-        assert!(matches!(&v.items()[0], TranscriptItem::Tool { status, .. } if status == "ok"));
-        assert_eq!(v.tool_input("c").map(RawJson::as_str), Some(input));
-        assert_eq!(v.tool_input("other"), None);
+        let TranscriptItem::Tool {
+            status, input: got, ..
+        } = &v.items()[0]
+        else {
+            panic!("{:?}", v.items());
+        };
+        assert_eq!((status.as_str(), got.as_str()), ("ok", input));
     }
 
     #[test]
@@ -622,9 +605,9 @@ mod tests {
         assert_eq!(back, v);
         assert_eq!(back.session().reason.as_deref(), Some("r"));
         assert_eq!(back.extras().len(), 1);
-        assert_eq!(
-            back.tool_input("c").map(RawJson::as_str),
-            Some(r#"[1,"two"]"#)
-        );
+        let TranscriptItem::Tool { input, .. } = &back.items()[0] else {
+            panic!("{:?}", back.items());
+        };
+        assert_eq!(input.as_str(), r#"[1,"two"]"#);
     }
 }
