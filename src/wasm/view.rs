@@ -2,9 +2,9 @@
 //! cached items array is copied by reference (`slice`) and only appended or
 //! updated items are converted; parts the change did not touch keep their
 //! JS objects (structural sharing: `live.tools`, `pendingPrompts`, `tasks`,
-//! `status`, `notices` are the same objects until their value changed, so a
-//! UI can skip them by identity; so are `session` and `extras`). The same frozen object is returned until
-//! something changed. Built on `view()`, never per chunk: a streamed answer
+//! `status`, `notices`, `session`, `extras` are the same objects until their
+//! value changed, so a UI can skip them by identity). The same frozen object
+//! is returned until something changed. Built on `view()`, never per chunk: a streamed answer
 //! costs one build per notification (one per animation frame). The view and
 //! its `live` object are each made by one JS call (`viewObject`,
 //! `liveObject`) from values kept as JS while unchanged, strings included:

@@ -22,9 +22,9 @@ pub const REASON_BOOT_CHANGED: &str = "boot_changed";
 /// runtime's snapshots gave): the items, the open questions as they were
 /// asked, the last tasks snapshot, the runtime run that served them, what
 /// the runtime said of the session, and the newest events of types the fold
-/// does not know. The indices are rebuilt on load. Not part of it: the live overlay and what
-/// the client saw of it (interrupted turns' partial text): a restore gets
-/// the runtime's own `live_turn`.
+/// does not know. The indices are rebuilt on load. Not part of it: the live
+/// overlay and what the client saw of it (interrupted turns' partial text):
+/// a restore gets the runtime's own `live_turn`.
 #[derive(Deserialize)]
 struct SessionData {
     items: Vec<TranscriptItem>,
