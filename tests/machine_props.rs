@@ -123,9 +123,10 @@ proptest! {
 }
 
 #[test]
-fn generated_scripts_cover_restarts_questions_and_tools() {
+fn generated_scripts_cover_restarts_questions_tools_extras_and_ends() {
     // Guards the generator itself: over a few seeds every feature shows up.
     let (mut restarts, mut questions, mut tools, mut epochs) = (0, 0, 0, 0);
+    let (mut extras, mut closed, mut failed) = (0, 0, 0);
     for seed in 0..200 {
         let mut c = Chooser {
             schedule: Default::default(),
@@ -137,9 +138,13 @@ fn generated_scripts_cover_restarts_questions_and_tools() {
                 Step::AskLive(_) => questions += 1,
                 Step::NewEpoch => epochs += 1,
                 Step::Durable(e) if e.type_name() == "tool.started" => tools += 1,
+                Step::Durable(e) if e.type_name() == "plan.updated" => extras += 1,
+                Step::Durable(e) if e.type_name() == "session.closed" => closed += 1,
+                Step::Durable(e) if e.type_name() == "session.failed" => failed += 1,
                 _ => {}
             }
         }
     }
     assert!(restarts > 10 && questions > 10 && tools > 10 && epochs > 5);
+    assert!(extras > 10 && closed > 10 && failed > 10);
 }

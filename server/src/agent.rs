@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use replay_core::protocol::Empty;
 use replay_core::protocol::{
     Event, LiveTool, LiveTurn, LiveTurnState, MessageCommitted, OutputStream, PendingQuestion,
     ProcessExited, ProcessOutput, ProcessStarted, QuestionAnswered, QuestionAsked,
@@ -37,7 +38,7 @@ pub enum DirectiveError {
     #[error("/long {0} is above the limit of {LONG_MAX} scalars")]
     TooLong(String),
     /// More than [`STEPS_MAX`] steps.
-    #[error("{0} steps (/tool, /ask, /bg) are above the limit of {STEPS_MAX} per message")]
+    #[error("{0} steps (/tool, /ask, /bg, /plan) are above the limit of {STEPS_MAX} per message")]
     TooManySteps(usize),
 }
 
@@ -50,6 +51,18 @@ pub enum Step {
     Ask,
     /// A background task that outlives the turn.
     Bg,
+    /// A durable event of the runtime's own type (`plan.updated`), which no
+    /// client folds: what a runtime adds to the protocol.
+    Plan,
+}
+
+/// How the runtime ends the session after the turn (`/close`, `/crash`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// `session.closed`.
+    Closed,
+    /// `session.failed {reason: "scripted_failure"}`.
+    Failed,
 }
 
 /// What a user message asks the scripted agent to do.
@@ -59,6 +72,8 @@ pub struct Directives {
     pub steps: Vec<Step>,
     /// End with `turn.failed`.
     pub fail: bool,
+    /// End the session after the turn.
+    pub end: Option<SessionEnd>,
     /// Reply length in scalars.
     pub long: Option<usize>,
     /// Ten times slower deltas.
@@ -92,6 +107,15 @@ impl Directives {
                 "/tool" => Some(Step::Tool),
                 "/ask" => Some(Step::Ask),
                 "/bg" => Some(Step::Bg),
+                "/plan" => Some(Step::Plan),
+                "/close" => {
+                    d.end = Some(SessionEnd::Closed);
+                    None
+                }
+                "/crash" => {
+                    d.end = Some(SessionEnd::Failed);
+                    None
+                }
                 "/fail" => {
                     d.fail = true;
                     None
@@ -131,7 +155,7 @@ impl Directives {
 }
 
 fn is_step(word: &str) -> bool {
-    matches!(word, "/tool" | "/ask" | "/bg")
+    matches!(word, "/tool" | "/ask" | "/bg" | "/plan")
 }
 
 const WORDS: &[&str] = &[
@@ -347,6 +371,10 @@ impl Turn {
                 Step::Tool => self.tool(d.delta_factor()).await?,
                 Step::Ask => self.ask().await?,
                 Step::Bg => self.background()?,
+                Step::Plan => self.append(Event::Unknown {
+                    type_name: "plan.updated".into(),
+                    data: json!({"turn_id": self.turn_id, "steps": ["read", "answer"]}).into(),
+                })?,
             }
         }
         self.stream(&reply[split..], &mut offset, &mut rng, d.delta_factor())
@@ -354,10 +382,11 @@ impl Turn {
         if d.fail {
             self.app
                 .edit_live(&self.worker, &self.session_id, true, |lt| *lt = None);
-            return self.append(Event::TurnFailed(TurnFailed {
+            self.append(Event::TurnFailed(TurnFailed {
                 turn_id: self.turn_id.clone(),
                 reason: "scripted_failure".into(),
-            }));
+            }))?;
+            return self.end_session(d.end);
         }
         let committed = Event::MessageCommitted(MessageCommitted {
             message_id: self.reply_id.clone(),
@@ -376,7 +405,21 @@ impl Turn {
         result?;
         self.append(Event::TurnCompleted(TurnRef {
             turn_id: self.turn_id.clone(),
-        }))
+        }))?;
+        self.end_session(d.end)
+    }
+
+    /// `/close` and `/crash`: the runtime ends the session once the turn
+    /// has ended (what a runtime does when its user leaves, or its worker
+    /// cannot go on).
+    fn end_session(&self, end: Option<SessionEnd>) -> StoreResult<()> {
+        match end {
+            Some(SessionEnd::Closed) => self.append(Event::SessionClosed(Empty {})),
+            Some(SessionEnd::Failed) => self.append(Event::SessionFailed(WithReason {
+                reason: "scripted_failure".into(),
+            })),
+            None => Ok(()),
+        }
     }
 
     async fn stream(&self, text: &[char], offset: &mut u64, rng: &mut Rng, factor: u64) {
@@ -694,6 +737,11 @@ mod tests {
         assert!(b.burst);
         assert_eq!(b.delta_factor(), 0, "a burst wins over /slow");
         assert_eq!(Directives::parse("hello").unwrap(), Directives::default());
+        let p = Directives::parse("/plan /tool /close").unwrap();
+        assert_eq!(p.steps, vec![Step::Plan, Step::Tool]);
+        assert_eq!(p.end, Some(SessionEnd::Closed));
+        let c = Directives::parse("/close /crash").unwrap();
+        assert_eq!(c.end, Some(SessionEnd::Failed), "the last word wins");
         assert_eq!(Directives::default().delta_factor(), 1);
     }
 

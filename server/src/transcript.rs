@@ -84,7 +84,7 @@ mod tests {
             json["items"],
             json!([
                 {"kind": "message", "message_id": "m1", "turn_id": "t1", "role": "user", "text": "hi"},
-                {"kind": "tool", "call_id": "c1", "turn_id": "t1", "name": "shell", "status": "error", "output": "boom"},
+                {"kind": "tool", "call_id": "c1", "turn_id": "t1", "name": "shell", "status": "error", "output": "boom", "input": {}},
                 {"kind": "question", "question_id": "q1", "turn_id": "t1", "prompt": "ok?", "outcome": "answered", "answer": "yes"},
                 {"kind": "turn_end", "turn_id": "t1", "outcome": "failed", "reason": "worker_restart"}
             ])

@@ -26,6 +26,7 @@ fn tool(call_id: &str, name: &str, status: &str, output: Option<&str>) -> Transc
         name: name.into(),
         status: status.into(),
         output: output.map(Into::into),
+        input: replay_core::json::RawJson::empty_object(),
     }
 }
 

@@ -12,6 +12,14 @@ use crate::protocol::{Envelope, PendingPrompt, Transcript};
 /// repeated `seq`s are ignored) into the transcript. Its `tasks` are the
 /// default: tasks travel in snapshots, not in the log.
 pub fn fold(epoch: &str, events: &[Envelope]) -> Transcript {
+    let (view, cursor) = fold_view(events);
+    view.transcript(epoch, cursor)
+}
+
+/// The session view [`fold`] reads its transcript from, and the last `seq`
+/// applied: the oracle of the folded parts that are not in a transcript
+/// (`session`, `extras`).
+pub fn fold_view(events: &[Envelope]) -> (SessionView, u64) {
     let mut view = SessionView::default();
     let mut change = ViewChange::default();
     let mut cursor = 0;
@@ -23,7 +31,7 @@ pub fn fold(epoch: &str, events: &[Envelope]) -> Transcript {
         cursor = seq;
         view.apply_durable(&mut env.clone(), &mut change);
     }
-    view.transcript(epoch, cursor)
+    (view, cursor)
 }
 
 /// Transcript equality (PROTOCOL.md §6): items equal, and the persisted
@@ -112,7 +120,7 @@ mod tests {
             concat!(
                 r#"{"epoch":"e_91c2","cursor":12,"items":["#,
                 r#"{"kind":"message","message_id":"m1","turn_id":"t1","role":"user","text":"hi"},"#,
-                r#"{"kind":"tool","call_id":"c1","turn_id":"t1","name":"shell","status":"ok","output":"..."},"#,
+                r#"{"kind":"tool","call_id":"c1","turn_id":"t1","name":"shell","status":"ok","output":"...","input":{}},"#,
                 r#"{"kind":"question","question_id":"q0","turn_id":"t1","prompt":"Go?","outcome":"answered","answer":"yes"},"#,
                 r#"{"kind":"turn_end","turn_id":"t1","outcome":"completed"},"#,
                 r#"{"kind":"turn_end","turn_id":"t2","outcome":"failed","reason":"worker_restart"}],"#,
@@ -176,6 +184,7 @@ mod tests {
             name: name.into(),
             status: status.into(),
             output: output.map(Into::into),
+            input: crate::json::RawJson::empty_object(),
         }
     }
 

@@ -168,7 +168,8 @@ export interface Notice {
 /** One committed item of a transcript (PROTOCOL.md §7). */
 export type TranscriptItem =
   | { kind: "message"; message_id: string; turn_id: string; role: "user" | "assistant"; text: string }
-  | { kind: "tool"; call_id: string; turn_id: string; name: string; status: "running" | "ok" | "error"; output: string | null }
+  /** A tool card; `input` is the call's input as `tool.started` gave it (any JSON; `null` when it had none). */
+  | { kind: "tool"; call_id: string; turn_id: string; name: string; status: "running" | "ok" | "error"; output: string | null; input: unknown }
   | { kind: "turn_end"; turn_id: string; outcome: "completed" | "failed" | "cancelled"; reason?: string }
   /** A question once answered or declined, at its end's place; while open it is in `pendingPrompts`. */
   | { kind: "question"; question_id: string; turn_id: string; prompt: string; outcome: "answered" | "declined"; answer?: string; reason?: string };
@@ -291,6 +292,33 @@ export interface Counters {
   restores: number;
 }
 
+/**
+ * A session as its runtime described it: the title of its `session.created`,
+ * and `closed` after `session.closed`, `failed` (with the `reason`) after
+ * `session.failed`.
+ */
+export interface SessionInfo {
+  /** The title `session.created` gave (empty until one did). */
+  readonly title: string;
+  /** `open` until the runtime said `session.closed` or `session.failed`. */
+  readonly state: "open" | "closed" | "failed";
+  /** Why it failed (`failed` only). */
+  readonly reason?: string;
+}
+
+/**
+ * A durable session event of a type the client does not fold (a runtime's
+ * own plans, artifacts, usage), as the runtime wrote it.
+ */
+export interface ExtraEvent {
+  /** Its `seq` in the session. */
+  readonly seq: number;
+  /** Its type, e.g. `"plan.updated"`. */
+  readonly type: string;
+  /** Its data, any JSON. */
+  readonly data: unknown;
+}
+
 /** For the other scopes: the most recent durable events. */
 export interface EventLogEntry {
   /** The event's `seq` in its scope (on the `global` list: its row id). */
@@ -325,6 +353,13 @@ export interface View {
   readonly tasks: TasksState;
   /** Non-session scopes: recent durable events. */
   readonly events: readonly EventLogEntry[];
+  /** Sessions: the title and whether it is open; `null` on other scopes. */
+  readonly session: SessionInfo | null;
+  /**
+   * Sessions: the newest 64 durable events of types the client does not
+   * fold, newest last (`[]` on other scopes).
+   */
+  readonly extras: readonly ExtraEvent[];
   /** The connection status (as `status()`). */
   readonly status: Status;
   /** What the application should know, newest last (the last 50). */

@@ -88,8 +88,8 @@ const NONE = 0xffffffff;
 
 // The view and its `live` part, built by Rust in one call each (see view.rs),
 // with the keys in the order of api.d.ts.
-export function viewObject(scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices) {
-  return Object.freeze({ scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices });
+export function viewObject(scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices, session, extras) {
+  return Object.freeze({ scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices, session, extras });
 }
 
 export function liveObject(turn_id, message_id, text_offset, state, tools, pending_question, stale, text) {
@@ -114,7 +114,8 @@ export function buildItems(bytes, layout) {
         items.push({ kind: "message", message_id: next(), turn_id: next(), role: next(), text: next() });
         break;
       case 1:
-        items.push({ kind: "tool", call_id: next(), turn_id: next(), name: next(), status: next(), output: next() });
+        // `input` crosses as its JSON text.
+        items.push({ kind: "tool", call_id: next(), turn_id: next(), name: next(), status: next(), output: next(), input: JSON.parse(next()) });
         break;
       case 2: {
         const item = { kind: "turn_end", turn_id: next(), outcome: next() };

@@ -60,6 +60,7 @@ impl Batch {
                 name,
                 status,
                 output,
+                input,
             } => {
                 self.layout.push(1);
                 self.str(call_id);
@@ -67,6 +68,8 @@ impl Batch {
                 self.str(name);
                 self.str(status);
                 self.opt(output.as_deref());
+                // JSON text, parsed in JS.
+                self.str(input.as_str());
             }
             TranscriptItem::TurnEnd {
                 turn_id,
@@ -139,6 +142,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+    use crate::core::json::RawJson;
     use crate::core::protocol::Role;
 
     fn stringify(v: &JsValue) -> String {
@@ -167,6 +171,7 @@ mod tests {
                 name: s("sh"),
                 status: s("running"),
                 output: None,
+                input: RawJson::parse(r#"{"cmd":"ls","n":[1,"é"]}"#).unwrap(),
             },
             TranscriptItem::Tool {
                 call_id: s("c2"),
@@ -174,6 +179,7 @@ mod tests {
                 name: s("読む"),
                 status: s("ok"),
                 output: Some(s("😀")),
+                input: RawJson::null(),
             },
             TranscriptItem::TurnEnd {
                 turn_id: s("t1"),

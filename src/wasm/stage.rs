@@ -137,14 +137,16 @@ mod tests {
         }
         assert_eq!(sent, 3);
         assert!(!m.is_restoring());
-        let items = m.view().as_session().unwrap().items();
+        let view = m.view().as_session().unwrap();
+        let items = view.items();
         let staged = staged.take(items.len()).expect("staged for this restore");
-        let shown = js_sys::JSON::stringify(&staged)
-            .unwrap()
-            .as_string()
-            .unwrap();
+        let json = |a: &Array| js_sys::JSON::stringify(a).unwrap().as_string().unwrap();
+        let shown = json(&staged);
         // The tool card staged as running on page 1 was completed on page 2.
-        assert!(shown.contains(r#""status":"ok""#), "{shown}");
+        assert!(
+            shown.contains(r#""status":"ok","output":"done","input":null"#),
+            "{shown}"
+        );
         assert_eq!(shown, serde_json::to_string(items).unwrap());
     }
 }

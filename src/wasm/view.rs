@@ -2,9 +2,9 @@
 //! cached items array is copied by reference (`slice`) and only appended or
 //! updated items are converted; parts the change did not touch keep their
 //! JS objects (structural sharing: `live.tools`, `pendingPrompts`, `tasks`,
-//! `status`, `notices` are the same objects until their value changed, so a
-//! UI can skip them by identity). The same frozen object is returned until
-//! something changed. Built on `view()`, never per chunk: a streamed answer
+//! `status`, `notices`, `session`, `extras` are the same objects until their
+//! value changed, so a UI can skip them by identity). The same frozen object
+//! is returned until something changed. Built on `view()`, never per chunk: a streamed answer
 //! costs one build per notification (one per animation frame). The view and
 //! its `live` object are each made by one JS call (`viewObject`,
 //! `liveObject`) from values kept as JS while unchanged, strings included:
@@ -45,6 +45,8 @@ extern "C" {
         tasks: &JsValue,
         status: &JsValue,
         notices: &JsValue,
+        session: &JsValue,
+        extras: &JsValue,
     ) -> JsValue;
     /// The view's `live` object, built in one call.
     #[wasm_bindgen(js_name = liveObject)]
@@ -245,6 +247,11 @@ pub struct ViewCache {
     tools: Shared,
     question: Shared,
     interrupted: JsValue,
+    /// `session` (`null` on a log view) and `extras` (`[]` there).
+    session: JsValue,
+    session_json: Shared,
+    extras: JsValue,
+    extras_json: Shared,
     prompts: Shared,
     tasks: Shared,
     status: Shared,
@@ -284,6 +291,10 @@ impl Default for ViewCache {
             tools: Shared::default(),
             question: Shared::default(),
             interrupted: empty_array(),
+            session: JsValue::NULL,
+            session_json: Shared::default(),
+            extras: empty_array(),
+            extras_json: Shared::default(),
             prompts: Shared::default(),
             tasks: Shared::default(),
             status: Shared::default(),
@@ -375,6 +386,12 @@ impl ViewCache {
                 })
                 .collect();
             self.interrupted = frozen(js::to_js(&list).into()).into();
+        }
+        if full || ch.session {
+            self.session = self.session_json.json(s.session(), true);
+        }
+        if full || ch.extras {
+            self.extras = self.extras_json.json(s.extras(), true);
         }
     }
 
@@ -478,6 +495,8 @@ impl ViewCache {
             &p.tasks,
             &self.status.json(&StatusJs::of(&status), false),
             &self.notices.json(&notices, true),
+            &self.session,
+            &self.extras,
         )
     }
 }

@@ -135,6 +135,30 @@ async function failHostRequests() {
   }
 }
 
+test("the session's title and end and a runtime's own event type reach every tab, as parts of the view", async () => {
+  await noStreams();
+  const sessionId = await newSession("shared said");
+  const tabs = await openTabs(2, () => ({ sessionId }));
+  await allLive(tabs);
+  await tabs[0].evaluate(() => window.t.client.send("/plan /tool /close"));
+  await converged(tabs, () => sessionId);
+  for (const tab of tabs) {
+    const v = await until("the session closed on the tab", async () => {
+      const s = await tab.evaluate(() => window.t.state());
+      return s.session?.state === "closed" ? s : null;
+    });
+    assert.deepEqual(v.session, { title: "shared said", state: "closed" });
+    assert.equal(v.extras.length, 1, JSON.stringify(v.extras));
+    assert.equal(v.extras[0].type, "plan.updated");
+    assert.deepEqual(v.extras[0].data.steps, ["read", "answer"]);
+    const tool = v.items.find((i) => i.kind === "tool");
+    assert.equal(typeof tool.input.command, "string", JSON.stringify(tool));
+  }
+  await closeAll(tabs);
+  await noStreams();
+  assert.deepEqual(pageErrors, []);
+});
+
 test("a second tab on a followed session paints from the worker's memory, without a request", async () => {
   await noStreams();
   const sessionId = await newSession("shared second tab");

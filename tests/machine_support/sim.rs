@@ -15,7 +15,7 @@ use replay_client::core::machine::{
 };
 use replay_client::core::protocol::Transcript;
 use replay_client::core::protocol::*;
-use replay_client::core::transcript::{fold, transcript_eq};
+use replay_client::core::transcript::{fold, fold_view, transcript_eq};
 use replay_client::exec::Executor;
 
 use super::server::{Server, Step};
@@ -50,7 +50,7 @@ pub fn script(c: &mut Chooser, turns: u32, allow_epoch: bool) -> Vec<Step> {
     let d = |t: &str, v: serde_json::Value| Event::decode(t, Some(&v.to_string())).unwrap();
     out.push(Step::Durable(d(
         "session.created",
-        serde_json::json!({"title": "t"}),
+        serde_json::json!({"title": WORDS[c.pick(8) as usize]}),
     )));
     for turn in 0..turns {
         let tid = format!("t{turn}");
@@ -101,7 +101,7 @@ pub fn script(c: &mut Chooser, turns: u32, allow_epoch: bool) -> Vec<Step> {
                 let call = format!("c{turn}_{part}");
                 out.push(Step::Durable(d(
                     "tool.started",
-                    serde_json::json!({"turn_id": tid, "call_id": call, "name": "shell", "input": {}}),
+                    serde_json::json!({"turn_id": tid, "call_id": call, "name": "shell", "input": {"cmd": WORDS[c.pick(8) as usize], "n": [part]}}),
                 )));
                 for k in 0..c.pick(3) {
                     out.push(Step::Transient(
@@ -143,6 +143,13 @@ pub fn script(c: &mut Chooser, turns: u32, allow_epoch: bool) -> Vec<Step> {
             if c.chance(30) {
                 out.push(Step::TasksBump(c.pick(4) as usize));
             }
+            // A runtime's own durable type, which the fold keeps as an extra.
+            if c.chance(25) {
+                out.push(Step::Durable(d(
+                    "plan.updated",
+                    serde_json::json!({"turn_id": tid, "steps": [WORDS[c.pick(8) as usize], part]}),
+                )));
+            }
         }
         if !interrupted {
             let end = match c.pick(10) {
@@ -163,7 +170,26 @@ pub fn script(c: &mut Chooser, turns: u32, allow_epoch: bool) -> Vec<Step> {
             )));
         }
     }
+    // The session's end, said by the runtime.
+    match c.pick(4) {
+        0 => out.push(Step::Durable(d("session.closed", serde_json::json!({})))),
+        1 => out.push(Step::Durable(d(
+            "session.failed",
+            serde_json::json!({"reason": "worker_lost"}),
+        ))),
+        _ => {}
+    }
     out
+}
+
+/// What the view shows beside the transcript, the same at a cursor as the
+/// oracle's fold of the log up to it: the session's title and state, and the
+/// kept events of types the fold does not know.
+pub fn assert_said_as_the_oracle(got: &View, log: &[Envelope], at: &str) {
+    let got = got.as_session().expect("a session view");
+    let (want, _) = fold_view(log);
+    assert_eq!(got.session(), want.session(), "session at {at}");
+    assert_eq!(got.extras(), want.extras(), "extras at {at}");
 }
 
 /// Which faults the run may inject.
@@ -381,6 +407,8 @@ impl Sim {
             "restored state differs at cursor {}",
             c.cursor()
         );
+        let at = format!("restored cursor {}", c.cursor());
+        assert_said_as_the_oracle(c.view(), &log[..c.cursor() as usize], &at);
     }
 
     /// Invariants after every input.
@@ -401,6 +429,12 @@ impl Sim {
             let got = self.transcript();
             assert_eq!(got.items, want.items, "transcript at cursor {cursor}");
             assert!(transcript_eq(&got, &want), "prompts at cursor {cursor}");
+            // The state at the cursor (`view()` may be a failed restore's
+            // live view, with the live events on top), as it is persisted.
+            let state = self.exec.with_machine(Machine::persisted_value);
+            let at_cursor = Machine::new(self.cfg.clone(), Some(&state), self.now);
+            let at = format!("cursor {cursor}");
+            assert_said_as_the_oracle(at_cursor.view(), &log[..cursor as usize], &at);
         }
         if epoch.is_empty() {
             assert_eq!(cursor, 0, "a cursor without an epoch");
@@ -738,6 +772,7 @@ impl Sim {
         );
         assert_eq!(got.tasks, self.server.tasks, "tasks snapshot lost");
         self.exec.with_machine(|m| {
+            assert_said_as_the_oracle(m.view(), self.server.log(), "the end");
             if let (Some(live), View::Session(v)) = (&self.server.live, m.view()) {
                 if let Some(o) = v
                     .overlay()

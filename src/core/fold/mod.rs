@@ -5,14 +5,18 @@
 //! [`LogView`]. Each applied event costs O(1) amortised and records what it
 //! touched in a [`ViewChange`], so the UI re-reads only the changed parts.
 
+mod extras;
 mod hash;
 mod log;
 mod overlay;
 mod session;
+mod session_info;
 
+pub use extras::{Extra, EXTRAS_MAX};
 pub use log::{LogEntry, LogView};
 pub use overlay::{InterruptedTurn, Overlay};
 pub use session::{SessionView, REASON_BOOT_CHANGED};
+pub use session_info::{SessionInfo, SessionState};
 
 use serde::{Deserialize, Serialize};
 
@@ -115,6 +119,10 @@ pub struct ViewChange {
     pub prompts: bool,
     /// Interrupted turns changed.
     pub interrupted: bool,
+    /// The session's title or state changed.
+    pub session: bool,
+    /// An event of a type the fold does not know was kept.
+    pub extras: bool,
     /// Connection status changed.
     pub status: bool,
     /// A restore finished: repaint everything once.
@@ -161,6 +169,8 @@ impl ViewChange {
         self.tasks |= later.tasks;
         self.prompts |= later.prompts;
         self.interrupted |= later.interrupted;
+        self.session |= later.session;
+        self.extras |= later.extras;
         self.status |= later.status;
         self.restore_completed |= later.restore_completed;
         self.reset |= later.reset;

@@ -4,8 +4,10 @@ use std::mem::take;
 
 use serde::{Deserialize, Serialize};
 
+use super::extras::{self, Extra};
 use super::hash::{IdMap, IdSet};
 use super::overlay::{InterruptedTurn, Overlay};
+use super::session_info::SessionInfo;
 use super::ViewChange;
 use crate::json::{FromJson, JsonError, Reader};
 use crate::protocol::{
@@ -18,16 +20,19 @@ pub const REASON_BOOT_CHANGED: &str = "boot_changed";
 
 /// Persisted part of a [`SessionView`] (rule 1: what the log and the
 /// runtime's snapshots gave): the items, the open questions as they were
-/// asked, the last tasks snapshot, the runtime run that served them. The
-/// indices are rebuilt on load. Not part of it: the live overlay and what
-/// the client saw of it (interrupted turns' partial text): a restore gets
-/// the runtime's own `live_turn`.
+/// asked, the last tasks snapshot, the runtime run that served them, what
+/// the runtime said of the session, and the newest events of types the fold
+/// does not know. The indices are rebuilt on load. Not part of it: the live
+/// overlay and what the client saw of it (interrupted turns' partial text):
+/// a restore gets the runtime's own `live_turn`.
 #[derive(Deserialize)]
 struct SessionData {
     items: Vec<TranscriptItem>,
     prompts: Vec<QuestionAsked>,
     tasks: TasksSnapshot,
     boot_id: String,
+    session: SessionInfo,
+    extras: Vec<Extra>,
 }
 
 /// A session folded for display.
@@ -40,6 +45,11 @@ pub struct SessionView {
     prompts: Vec<QuestionAsked>,
     tasks: TasksSnapshot,
     boot_id: String,
+    /// Title and state (`session.created`, `.closed`, `.failed`).
+    session: SessionInfo,
+    /// Durable events of types the fold does not know, newest last
+    /// (at most [`extras::EXTRAS_MAX`]).
+    extras: Vec<Extra>,
     // The rest is not persisted (`SessionData`).
     #[serde(skip)]
     overlay: Option<Overlay>,
@@ -64,6 +74,8 @@ impl From<SessionData> for SessionView {
             prompts: d.prompts,
             tasks: d.tasks,
             boot_id: d.boot_id,
+            session: d.session,
+            extras: d.extras,
             ..SessionView::default()
         };
         for (i, item) in v.items.iter().enumerate() {
@@ -110,6 +122,16 @@ impl SessionView {
     /// The runtime run last seen.
     pub fn boot_id(&self) -> &str {
         &self.boot_id
+    }
+
+    /// The session's title and state.
+    pub fn session(&self) -> &SessionInfo {
+        &self.session
+    }
+
+    /// Durable events of types the fold does not know, newest last.
+    pub fn extras(&self) -> &[Extra] {
+        &self.extras
     }
 
     /// Unanswered questions: persisted ones in order, then the live pending
@@ -274,6 +296,7 @@ impl SessionView {
                         name: take(&mut t.name),
                         status: "running".to_owned(),
                         output: None,
+                        input: take(&mut t.input),
                     },
                     ch,
                 );
@@ -311,7 +334,19 @@ impl SessionView {
             Event::TurnCompleted(t) => self.end_turn(&t.turn_id, "completed", None, ch),
             Event::TurnCancelled(t) => self.end_turn(&t.turn_id, "cancelled", None, ch),
             Event::TurnFailed(t) => self.end_turn(&t.turn_id, "failed", Some(&t.reason), ch),
-            _ => {}
+            // Kept as received for the app: a runtime's own types (plans,
+            // artifacts, usage). Read as text: the client types only the
+            // fold's vocabulary.
+            Event::Unknown { type_name, data } => {
+                let extra = Extra {
+                    seq: env.seq.unwrap_or_default(),
+                    type_name: take(type_name),
+                    data: take(data),
+                };
+                extras::push(&mut self.extras, extra);
+                ch.extras = true;
+            }
+            event => ch.session |= self.session.apply(event),
         }
     }
 
@@ -431,10 +466,148 @@ crate::json_struct!(SessionData {
     prompts: req,
     tasks: req,
     boot_id: req,
+    session: req,
+    extras: req,
 });
 
 impl FromJson for SessionView {
     fn read(r: &mut Reader<'_>) -> Result<Self, JsonError> {
         SessionData::read(r).map(SessionView::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fold::{SessionState, EXTRAS_MAX};
+    use crate::json::RawJson;
+    use crate::protocol::Scope;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// A durable event as a client reads it off the wire (the types the
+    /// fold does not know stay text).
+    fn durable(seq: u64, ty: &str, data: &str) -> Envelope {
+        Envelope {
+            id: Some(seq),
+            scope: Scope::Session,
+            scope_id: "s".into(),
+            seq: Some(seq),
+            after_seq: None,
+            critical: true,
+            ts: String::new(),
+            event: Event::read_client_data(ty, Some(data)).unwrap(),
+        }
+    }
+
+    fn apply(v: &mut SessionView, seq: u64, ty: &str, data: &str) -> ViewChange {
+        let mut ch = ViewChange::default();
+        v.apply_durable(&mut durable(seq, ty, data), &mut ch);
+        ch
+    }
+
+    #[test]
+    fn the_session_lifecycle_reaches_the_view_and_notifies() {
+        let mut v = SessionView::default();
+        assert_eq!(v.session().state, SessionState::Open);
+        let ch = apply(&mut v, 1, "session.created", r#"{"title":"Trip plan"}"#);
+        assert!(ch.session, "{ch:?}");
+        assert_eq!(v.session().title, "Trip plan");
+        assert_eq!(v.session().state, SessionState::Open);
+        let ch = apply(&mut v, 2, "session.failed", r#"{"reason":"worker_lost"}"#);
+        assert!(ch.session && !ch.extras, "{ch:?}");
+        assert_eq!(v.session().state, SessionState::Failed);
+        assert_eq!(v.session().reason.as_deref(), Some("worker_lost"));
+        assert_eq!(v.session().title, "Trip plan", "the title stays");
+        let ch = apply(&mut v, 3, "session.closed", "{}");
+        assert!(ch.session);
+        assert_eq!(v.session().state, SessionState::Closed);
+        assert_eq!(v.session().reason, None);
+        assert_eq!(
+            crate::json::to_string(v.session()).unwrap(),
+            r#"{"title":"Trip plan","state":"closed"}"#
+        );
+    }
+
+    #[test]
+    fn unknown_durable_types_are_kept_newest_last_within_the_bound() {
+        let mut v = SessionView::default();
+        let ch = apply(&mut v, 1, "plan.updated", r#"{"steps": ["a", {"b": 1}]}"#);
+        assert!(ch.extras && ch.items_appended_from.is_none(), "{ch:?}");
+        assert_eq!(v.extras().len(), 1);
+        let e = &v.extras()[0];
+        assert_eq!((e.seq, e.type_name.as_str()), (1, "plan.updated"));
+        assert_eq!(
+            e.data,
+            RawJson::parse(r#"{"steps":["a",{"b":1}]}"#).unwrap()
+        );
+        // Another scope's type on a session is not the fold's either.
+        apply(&mut v, 2, "process.started", r#"{"process_id":"p"}"#);
+        assert_eq!(v.extras()[1].type_name, "process.started");
+        // A known type the fold shows elsewhere is not an extra.
+        apply(&mut v, 3, "turn.started", r#"{"turn_id":"t"}"#);
+        assert_eq!(v.extras().len(), 2);
+        for seq in 4..4 + EXTRAS_MAX as u64 {
+            apply(&mut v, seq, "usage", &format!(r#"{{"tokens":{seq}}}"#));
+        }
+        assert_eq!(v.extras().len(), EXTRAS_MAX);
+        assert_eq!(v.extras()[0].seq, 4, "the two oldest went");
+        let last = v.extras().last().unwrap();
+        assert_eq!(last.seq, 3 + EXTRAS_MAX as u64);
+        assert_eq!(
+            crate::json::to_string(last).unwrap(),
+            format!(
+                r#"{{"seq":{0},"type":"usage","data":{{"tokens":{0}}}}}"#,
+                last.seq
+            )
+        );
+    }
+
+    #[test]
+    fn a_tool_card_keeps_its_input() {
+        let mut v = SessionView::default();
+        let input = r#"{"cmd":"ls -la","env":{"A":"1"}}"#;
+        apply(
+            &mut v,
+            1,
+            "tool.started",
+            &format!(r#"{{"turn_id":"t","call_id":"c","name":"shell","input":{input}}}"#),
+        );
+        apply(
+            &mut v,
+            2,
+            "tool.completed",
+            r#"{"turn_id":"t","call_id":"c","status":"ok","output":"x"}"#,
+        );
+        let TranscriptItem::Tool {
+            status, input: got, ..
+        } = &v.items()[0]
+        else {
+            panic!("{:?}", v.items());
+        };
+        assert_eq!((status.as_str(), got.as_str()), ("ok", input));
+    }
+
+    #[test]
+    fn session_extras_and_inputs_are_in_the_stored_form() {
+        let mut v = SessionView::default();
+        apply(&mut v, 1, "session.created", r#"{"title":"T"}"#);
+        apply(
+            &mut v,
+            2,
+            "tool.started",
+            r#"{"turn_id":"t","call_id":"c","name":"n","input":[1,"two"]}"#,
+        );
+        apply(&mut v, 3, "artifact.saved", r#"{"name":"a.txt"}"#);
+        apply(&mut v, 4, "session.failed", r#"{"reason":"r"}"#);
+        let text = crate::json::to_string(&v).unwrap();
+        let back: SessionView = crate::json::from_str(&text).unwrap();
+        assert_eq!(back, v);
+        assert_eq!(back.session().reason.as_deref(), Some("r"));
+        assert_eq!(back.extras().len(), 1);
+        let TranscriptItem::Tool { input, .. } = &back.items()[0] else {
+            panic!("{:?}", back.items());
+        };
+        assert_eq!(input.as_str(), r#"[1,"two"]"#);
     }
 }

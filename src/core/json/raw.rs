@@ -106,10 +106,37 @@ impl Serialize for RawJson {
 }
 
 // Only serde_json deserialises these (server, tests); the wasm reads with
-// `FromJson`, so none of this is linked there.
+// `FromJson`, so none of this is linked there. Asked for as serde_json's
+// `RawValue` is, so that serde_json hands over the text as it came. A value
+// serde buffered first (inside an internally tagged enum: a transcript
+// tool item's `input`) arrives as that buffer and is written out again: the
+// same JSON value, its numbers spelt as serde_json spells them and its
+// objects' keys sorted (`serde_json::Value`'s order).
 impl<'de> Deserialize<'de> for RawJson {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
-        Ok(RawJson(compact(raw.get()).into()))
+        struct Raw;
+        impl<'de> serde::de::Visitor<'de> for Raw {
+            type Value = RawJson;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any valid JSON value")
+            }
+
+            // serde_json's raw value: one entry, the text.
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<RawJson, A::Error> {
+                let (_, raw) = m
+                    .next_entry::<serde::de::IgnoredAny, std::borrow::Cow<'de, str>>()?
+                    .ok_or_else(|| serde::de::Error::custom("no raw JSON value"))?;
+                Ok(RawJson(compact(&raw).into()))
+            }
+
+            fn visit_newtype_struct<E: Deserializer<'de>>(self, d: E) -> Result<RawJson, E::Error> {
+                serde_json::Value::deserialize(d).map(RawJson::from)
+            }
+        }
+        d.deserialize_newtype_struct(RAW_TOKEN, Raw)
     }
 }

@@ -8,8 +8,11 @@ use super::types::Target;
 use crate::fold::View;
 use crate::json;
 
-/// Version of the stored format; another version is discarded.
-pub const STORAGE_VERSION: u32 = 1;
+/// Version of the stored format; another version is discarded (the
+/// machine says so in a `storage_discarded` notice and replays from 0).
+/// 2: the session view keeps `session`, `extras` and tool inputs, which a
+/// state of version 1 never saw and cannot be given back.
+pub const STORAGE_VERSION: u32 = 2;
 
 /// The last durable event applied, kept to verify gap repair (rule 4).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -254,6 +257,27 @@ mod tests {
         let stored = encode(&target, &pos, &View::empty(true, 10));
         assert!(!supersedes(&value("e1", 6), &stored));
         assert!(supersedes(&value("e1", 7), &stored));
+    }
+
+    #[test]
+    fn a_state_of_the_first_version_is_discarded_not_read_short() {
+        // Stored before the view kept the session, extras and tool inputs:
+        // read, it would show a session without them for good.
+        let target = Target::Scoped {
+            scope: crate::protocol::Scope::Session,
+            scope_id: "s".into(),
+        };
+        let v1 = br#"{"v":1,"target":"session:s","epoch":"e1","cursor":3,"last":null,"state":{"session":{"items":[],"prompts":[],"tasks":{"version":0,"tasks":[],"background_wait":null},"boot_id":"b"}}}"#;
+        let err = super::decode(v1, &target).unwrap_err();
+        assert!(err.to_string().contains("storage version 1"), "{err}");
+        // This version's own form of the same state reads.
+        let pos = Position {
+            epoch: Some("e1".into()),
+            cursor: 3,
+            last: None,
+        };
+        let stored = encode(&target, &pos, &View::empty(true, 10));
+        assert!(super::decode(&stored, &target).is_ok());
     }
 
     #[test]

@@ -737,9 +737,12 @@ impl Machine {
             if self.stream.as_ref().is_some_and(|s| s.hello_seen) {
                 self.went_live(now);
             }
-            let status = std::mem::take(&mut self.change.status);
+            // A new session's backlog is its `session.created`: its title is
+            // reported as a change of its own, not as a restore.
+            let (status, session) = (self.change.status, self.change.session);
+            (self.change.status, self.change.session) = (false, false);
             let unchanged = self.change.is_empty();
-            self.change.status = status;
+            (self.change.status, self.change.session) = (status, session);
             if self.shown.take().is_some() {
                 // The live view is replaced: painted and staged anew.
                 self.change.reset = true;

@@ -54,6 +54,8 @@ wire_tagged! {
             status: String,
             /// Output once completed.
             output: Option<String> = default,
+            /// The call's `input` as `tool.started` gave it (any JSON).
+            input: RawJson = default,
         },
         /// A question once answered or declined (while open it is in
         /// `pending_prompts`), at its answer's place in durable order.

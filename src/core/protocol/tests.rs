@@ -96,6 +96,7 @@ fn transcript_serialises_keys_in_canonical_order() {
                 name: "shell".into(),
                 status: "ok".into(),
                 output: Some("x".into()),
+                input: RawJson::parse(r#"{"cmd":"ls"}"#).unwrap(),
             },
             TranscriptItem::TurnEnd {
                 turn_id: "t1".into(),
@@ -108,7 +109,7 @@ fn transcript_serialises_keys_in_canonical_order() {
     };
     assert_eq!(
         serde_json::to_string(&t).unwrap(),
-        r#"{"epoch":"e","cursor":2,"items":[{"kind":"tool","call_id":"c1","turn_id":"t1","name":"shell","status":"ok","output":"x"},{"kind":"turn_end","turn_id":"t1","outcome":"completed"}],"pending_prompts":[],"tasks":{"version":0,"tasks":[],"background_wait":null}}"#
+        r#"{"epoch":"e","cursor":2,"items":[{"kind":"tool","call_id":"c1","turn_id":"t1","name":"shell","status":"ok","output":"x","input":{"cmd":"ls"}},{"kind":"turn_end","turn_id":"t1","outcome":"completed"}],"pending_prompts":[],"tasks":{"version":0,"tasks":[],"background_wait":null}}"#
     );
 }
 
@@ -150,8 +151,15 @@ mod round_trip {
     use crate::json::arb::Arb;
     use crate::json::FromJson;
 
-    /// Both writers write the same text, and both readers read the value back.
-    fn round_trip<T>(v: &T) -> Result<(), TestCaseError>
+    /// Types whose raw JSON serde reads from its own buffer (an internally
+    /// tagged enum's fields: a tool item's `input`), not from the text.
+    const BUFFERED: &[&str] = &["Transcript", "TranscriptItem"];
+
+    /// Both writers write the same text, and both readers read the value
+    /// back; serde, of a `BUFFERED` type, the same JSON value (its numbers
+    /// spelt its way), or nothing where a `serde_json::Value` holds nothing
+    /// either (a number beyond f64).
+    fn round_trip<T>(v: &T, buffered: bool) -> Result<(), TestCaseError>
     where
         T: Serialize + DeserializeOwned + FromJson + PartialEq + Debug,
     {
@@ -163,12 +171,25 @@ mod round_trip {
             "{}",
             text
         );
-        prop_assert_eq!(
-            &serde_json::from_str::<T>(&text).expect("serde reads it"),
-            v,
-            "{}",
-            text
-        );
+        if buffered {
+            let value = serde_json::from_str::<serde_json::Value>(&text);
+            match serde_json::from_str::<T>(&text) {
+                Ok(back) => prop_assert_eq!(
+                    serde_json::to_value(&back).expect("serde writes it"),
+                    value.expect("a JSON value"),
+                    "{}",
+                    text
+                ),
+                Err(e) => prop_assert!(value.is_err(), "serde refused {}: {}", text, e),
+            }
+        } else {
+            prop_assert_eq!(
+                &serde_json::from_str::<T>(&text).expect("serde reads it"),
+                v,
+                "{}",
+                text
+            );
+        }
         read_over(v, v)
     }
 
@@ -236,7 +257,7 @@ mod round_trip {
                     #[test]
                     #[allow(non_snake_case)]
                     fn $ty(v in <$ty as Arb>::arb()) {
-                        round_trip(&v)?;
+                        round_trip(&v, BUFFERED.contains(&stringify!($ty)))?;
                     }
                 )*
             }

@@ -28,7 +28,7 @@ function describe(item: TranscriptItem): string {
     case "message":
       return `${item.role}: ${item.text}`;
     case "tool":
-      return `${item.name} ${item.status} ${item.output ?? ""}`;
+      return `${item.name} ${JSON.stringify(item.input ?? null)} ${item.status} ${item.output ?? ""}`;
     case "question":
       return `${item.prompt} ${item.outcome === "answered" ? `-> ${item.answer ?? ""}` : `declined (${item.reason ?? ""})`}`;
     case "turn_end":
@@ -41,6 +41,11 @@ function render(view: View): string {
   if (view.live) lines.push(`typing: ${view.live.text} stale=${view.live.stale}`);
   for (const prompt of view.pendingPrompts) lines.push(`${prompt.prompt} ${prompt.options.join("/")}`);
   for (const task of view.tasks.tasks) lines.push(`${task.title}: ${task.state}`);
+  if (view.session) {
+    const state: "open" | "closed" | "failed" = view.session.state;
+    lines.push(`${view.session.title}: ${state} ${view.session.reason ?? ""}`);
+  }
+  for (const extra of view.extras) lines.push(`${extra.seq} ${extra.type} ${JSON.stringify(extra.data)}`);
   const status: Status = view.status;
   lines.push(status.state, String(status.nextRetryAt ?? ""), status.lastError?.code ?? "");
   return lines.join("\n");

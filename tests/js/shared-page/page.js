@@ -32,6 +32,8 @@ window.t = {
       cursor: view.cursor,
       items: view.items,
       live: view.live,
+      session: view.session,
+      extras: view.extras,
       host: this.client.diagnostics().host,
     };
   },
