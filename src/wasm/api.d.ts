@@ -90,6 +90,10 @@ export type ReplayErrorCode =
   | "stream_ended_early"
   | "stalled" | "network" | "corrupt_storage" | "storage_fallback"
   | "closed" | "invalid_options" | "timeout"
+  /** A queued message was not accepted within `outboxMaxAgeMs` of its sending: never sent. */
+  | "expired"
+  /** The message was discarded (`discard(messageId)`) before the runtime accepted it. */
+  | "discarded"
   /** The server answered, but without CORS headers for this page's origin (`--allow-origin`). */
   | "cors"
   /** `ReplayClient.connect` was called before the wasm was loaded (`await init()` first). */

@@ -115,6 +115,9 @@ pub struct ViewChange {
     pub prompts: bool,
     /// Interrupted turns changed.
     pub interrupted: bool,
+    /// The outbox's pending messages changed (the machine's, not the
+    /// fold's: a commit that ends one is in the same change as its item).
+    pub pending: bool,
     /// Connection status changed.
     pub status: bool,
     /// A restore finished: repaint everything once.
@@ -161,6 +164,7 @@ impl ViewChange {
         self.tasks |= later.tasks;
         self.prompts |= later.prompts;
         self.interrupted |= later.interrupted;
+        self.pending |= later.pending;
         self.status |= later.status;
         self.restore_completed |= later.restore_completed;
         self.reset |= later.reset;

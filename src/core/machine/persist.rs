@@ -1,15 +1,19 @@
 //! The persisted value: epoch, cursor and folded state in ONE JSON value
-//! (rule 1), so a cursor can never be stored without the state it describes.
+//! (rule 1), so a cursor can never be stored without the state it describes,
+//! and the outbox beside them (rule 13), so a message is never stored apart
+//! from the state that says whether it was committed.
 
 use serde::{Deserialize, Serialize};
 
 use super::error::CoreError;
+use super::outbox::StoredMessage;
 use super::types::Target;
 use crate::fold::View;
 use crate::json;
 
-/// Version of the stored format; another version is discarded.
-pub const STORAGE_VERSION: u32 = 1;
+/// Version of the stored format. Version 1 (no outbox) is read as one
+/// with an empty outbox; any other version is discarded.
+pub const STORAGE_VERSION: u32 = 2;
 
 /// The last durable event applied, kept to verify gap repair (rule 4).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +48,7 @@ struct StoredRef<'a> {
     cursor: u64,
     last: &'a Option<LastApplied>,
     state: &'a View,
+    outbox: &'a [StoredMessage],
 }
 
 struct Stored {
@@ -52,6 +57,14 @@ struct Stored {
     cursor: u64,
     last: Option<LastApplied>,
     state: View,
+    outbox: Vec<StoredMessage>,
+}
+
+/// What a stored value holds.
+pub(super) struct Decoded {
+    pub(super) pos: Position,
+    pub(super) view: View,
+    pub(super) outbox: Vec<StoredMessage>,
 }
 
 crate::json_struct!(LastApplied { seq: req, id: def, type_name = "type": req });
@@ -60,11 +73,17 @@ crate::json_struct!(Stored {
     epoch: def,
     cursor: req,
     last: def,
-    state: req
+    state: req,
+    outbox: def
 });
 
-/// Encodes position and view as one value.
-pub fn encode(target: &Target, pos: &Position, view: &View) -> Vec<u8> {
+/// Encodes position, view and outbox as one value.
+pub(super) fn encode(
+    target: &Target,
+    pos: &Position,
+    view: &View,
+    outbox: &[StoredMessage],
+) -> Vec<u8> {
     let stored = StoredRef {
         v: STORAGE_VERSION,
         target: target.key(),
@@ -72,6 +91,7 @@ pub fn encode(target: &Target, pos: &Position, view: &View) -> Vec<u8> {
         cursor: pos.cursor,
         last: &pos.last,
         state: view,
+        outbox,
     };
     json::to_string(&stored)
         .expect("the state holds no floats or non-string keys")
@@ -80,12 +100,13 @@ pub fn encode(target: &Target, pos: &Position, view: &View) -> Vec<u8> {
 
 /// Decodes a stored value for `target`; anything unusable is an error (the
 /// caller then starts from 0).
-pub fn decode(bytes: &[u8], target: &Target) -> Result<(Position, View), CoreError> {
+pub(super) fn decode(bytes: &[u8], target: &Target) -> Result<Decoded, CoreError> {
     // The version first, so that a future format is not misreported as bad
     // JSON (read with the head, which the writer puts first: the state is
     // not read for it).
     match StoredHead::of(bytes).map(|h| h.version) {
-        Some(v) if v == u64::from(STORAGE_VERSION) => {}
+        // Version 1 had no outbox: read as an empty one.
+        Some(v) if v == u64::from(STORAGE_VERSION) || v == 1 => {}
         Some(v) => {
             return Err(CoreError::CorruptStorage(format!(
                 "unknown storage version {v}"
@@ -114,7 +135,11 @@ pub fn decode(bytes: &[u8], target: &Target) -> Result<(Position, View), CoreErr
         cursor: s.cursor,
         last: s.last,
     };
-    Ok((pos, s.state))
+    Ok(Decoded {
+        pos,
+        view: s.state,
+        outbox: s.outbox,
+    })
 }
 
 /// Where an encoded value stands: its epoch and cursor, read from the head
@@ -251,7 +276,7 @@ mod tests {
             cursor: 7,
             last: None,
         };
-        let stored = encode(&target, &pos, &View::empty(true, 10));
+        let stored = encode(&target, &pos, &View::empty(true, 10), &[]);
         assert!(!supersedes(&value("e1", 6), &stored));
         assert!(supersedes(&value("e1", 7), &stored));
     }
