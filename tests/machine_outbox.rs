@@ -346,3 +346,33 @@ fn no_second_request_while_one_is_in_flight_and_close_keeps_the_message_stored()
     let next = Rig::with(Config::session(SES), Some(&stored));
     assert_eq!(pending(&next).len(), 1, "sent by the next client");
 }
+
+#[test]
+fn a_repeat_of_a_committed_message_resolves_and_leaves_pending() {
+    let mut r = Rig::live_with(&simple_log(1));
+    send(&mut r, "m1");
+    let p = posts(&r.pump());
+    accept(&mut r, p[0].0, "t1");
+    r.send(&[user_msg(2, "m1", "text of m1")]);
+    assert!(pending(&r).is_empty());
+    done(&mut r);
+    // The same message_id again: the runtime answers with the same turn.
+    let again = send(&mut r, "m1");
+    let p = posts(&r.pump());
+    accept(&mut r, p[0].0, "t1");
+    r.pump();
+    assert_eq!(done(&mut r)[0].id, again);
+    assert!(pending(&r).is_empty(), "no second commit will come");
+}
+
+#[test]
+fn a_failed_client_still_sends_for_the_runtime_to_answer() {
+    let mut r = Rig::new();
+    r.open_ok();
+    r.http_error(true, 404, None, &error_body("not_found"));
+    let w = send(&mut r, "m1");
+    let p = posts(&r.pump());
+    assert_eq!(p.len(), 1, "sent although the client failed");
+    r.c.handle_http_error(p[0].0, 404, None, &error_body("not_found"), r.now);
+    assert_eq!(done(&mut r)[0].id, w);
+}

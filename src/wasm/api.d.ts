@@ -58,6 +58,12 @@ export interface ConnectOptions {
    * lower it when several clients restore at once on one HTTP/1.1 origin.
    */
   prefetchDepth?: number;
+  /**
+   * A message `send` queued (offline, server unreachable) and not accepted
+   * this long after it was sent becomes `failed` with `expired` instead of
+   * being sent long after the user meant it (default 86 400 000: a day).
+   */
+  outboxMaxAgeMs?: number;
   /** Seed of the reconnect jitter (tests); random by default. */
   seed?: number;
   /**
@@ -292,6 +298,24 @@ export interface EventLogEntry {
   data: unknown;
 }
 
+/** A message of the outbox (`View.pending`), between `send` and its commit. */
+export interface PendingMessage {
+  /** Its idempotency key (`send`'s `messageId`, or one chosen for it). */
+  readonly message_id: string;
+  readonly text: string;
+  /** When it was sent (ms since the Unix epoch; `retry` sets it anew). */
+  readonly at: number;
+  /**
+   * `queued`: waiting (offline, server unreachable, behind an older
+   * message); `sending`: a request is in flight or the runtime accepted it;
+   * `failed`: retrying will not change the answer (`error`) until `retry`
+   * or `discard`.
+   */
+  readonly state: "queued" | "sending" | "failed";
+  /** Why it failed: `expired`, or the server's code (`status` beside it). */
+  readonly error?: { readonly code: ReplayErrorCode | (string & {}); readonly message: string; readonly status?: number };
+}
+
 /** An immutable snapshot: the same object until something changed. */
 export interface View {
   /** The scope followed. */
@@ -310,6 +334,11 @@ export interface View {
   readonly interrupted: readonly InterruptedTurn[];
   /** The unanswered questions. */
   readonly pendingPrompts: readonly PendingPrompt[];
+  /**
+   * Sessions: the messages sent and not yet in `items`, in send order
+   * (the outbox). Each leaves in the same view that adds its item.
+   */
+  readonly pending: readonly PendingMessage[];
   /** Background tasks as of the newest snapshot. */
   readonly tasks: TasksState;
   /** Non-session scopes: recent durable events. */

@@ -59,6 +59,7 @@ export function connectOptions(o) {
   return {
     baseUrl, scope, scopeId, headers: pairs, getToken, storage, notify, multiplex,
     connectTimeoutMs: number("connectTimeoutMs"), prefetchDepth: number("prefetchDepth"), seed: number("seed"),
+    outboxMaxAgeMs: number("outboxMaxAgeMs"),
   };
 }
 
@@ -81,8 +82,8 @@ const NONE = 0xffffffff;
 
 // The view and its `live` part, built by Rust in one call each (see view.rs),
 // with the keys in the order of api.d.ts.
-export function viewObject(scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices) {
-  return Object.freeze({ scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices });
+export function viewObject(scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices, pending) {
+  return Object.freeze({ scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices, pending });
 }
 
 export function liveObject(turn_id, message_id, text_offset, state, tools, pending_question, stale, text) {

@@ -44,6 +44,7 @@ extern "C" {
         tasks: &JsValue,
         status: &JsValue,
         notices: &JsValue,
+        pending: &JsValue,
     ) -> JsValue;
     /// The view's `live` object, built in one call.
     #[wasm_bindgen(js_name = liveObject)]
@@ -243,6 +244,9 @@ pub struct ViewCache {
     tasks: Shared,
     status: Shared,
     notices: Shared,
+    /// The outbox's messages (current even behind a restore: nothing
+    /// leaves it before the repaint that shows its item).
+    pending: Shared,
     /// The parts read from the machine, as of the last build outside a restore.
     painted: Painted,
 }
@@ -282,6 +286,7 @@ impl Default for ViewCache {
             tasks: Shared::default(),
             status: Shared::default(),
             notices: Shared::default(),
+            pending: Shared::default(),
             painted: Painted::default(),
         }
     }
@@ -458,6 +463,7 @@ impl ViewCache {
         }
         let status = m.status();
         let notices: Vec<_> = m.recent_notices().iter().collect();
+        let pending = self.pending.json(&m.pending_messages(), true);
         let p = &self.painted;
         view_object(
             &self.scope.str(scope),
@@ -472,6 +478,7 @@ impl ViewCache {
             &p.tasks,
             &self.status.json(&StatusJs::of(&status), false),
             &self.notices.json(&notices, true),
+            &pending,
         )
     }
 }

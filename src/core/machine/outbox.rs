@@ -412,7 +412,7 @@ impl Machine {
             self.dirty = true;
             self.flush_persist(now);
         }
-        if self.halted() {
+        if self.outbox_held() {
             return;
         }
         let outbox = &self.writes.outbox;
@@ -468,7 +468,7 @@ impl Machine {
         if let Some(e) = head {
             match e.request {
                 Some(_) => at(e.issued_at.saturating_add(self.cfg.fetch_timeout_ms)),
-                None if !self.halted() => at(e.retry_at),
+                None if !self.outbox_held() => at(e.retry_at),
                 None => {}
             }
         }
@@ -564,6 +564,13 @@ impl Machine {
                 e.accepted = true;
                 let waiters = std::mem::take(&mut e.waiters);
                 self.settle_waiters(waiters, Ok(&turn_id));
+                // A repeat of a message whose commit is shown already: no
+                // second commit will come for it.
+                let id = &self.writes.outbox.entries[i].message_id;
+                if self.view().as_session().is_some_and(|s| s.has_message(id)) {
+                    self.writes.outbox.entries.remove(i);
+                    self.writes.outbox.unsaved = true;
+                }
             }
             Verdict::Failed(error) => self.fail_entry(i, error),
             Verdict::Refresh => {
@@ -593,6 +600,13 @@ impl Machine {
             waiters.append(&mut e.waiters);
         }
         self.settle_waiters(waiters, Err(&CoreError::Closed));
+    }
+
+    /// Nothing is sent: offline, the page hidden for good (`pagehide`),
+    /// closed or the stored value still being read. A client that failed
+    /// still sends: the runtime's answer settles the message.
+    fn outbox_held(&self) -> bool {
+        self.closed || self.offline || self.suspended || self.loading.is_some()
     }
 
     /// The session a message goes to.

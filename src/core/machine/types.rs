@@ -181,6 +181,8 @@ pub struct Settings {
     pub persist: bool,
     /// When subscribers are told of changes.
     pub notify: Notify,
+    /// A queued message older than this is `failed` `expired`.
+    pub outbox_max_age_ms: u64,
 }
 
 impl Config {
@@ -193,6 +195,7 @@ impl Config {
             seed: s.seed,
             persist: s.persist,
             notify: s.notify,
+            outbox_max_age_ms: s.outbox_max_age_ms,
             ..Config::new(s.target)
         }
     }
