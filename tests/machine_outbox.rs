@@ -376,3 +376,19 @@ fn a_failed_client_still_sends_for_the_runtime_to_answer() {
     r.c.handle_http_error(p[0].0, 404, None, &error_body("not_found"), r.now);
     assert_eq!(done(&mut r)[0].id, w);
 }
+
+#[test]
+fn an_accepted_message_is_sent_again_when_the_log_is_recreated() {
+    let mut r = Rig::live_with(&simple_log(1));
+    send(&mut r, "m1");
+    let p = posts(&r.pump());
+    accept(&mut r, p[0].0, "t1");
+    r.pump();
+    // The stream reconnects to a recreated log: another epoch.
+    r.c.handle_stream_end(r.stream_id(), r.now);
+    r.until_reconnect();
+    r.open_ok();
+    r.send(&[hello("e2", 0, BOOT)]);
+    let again = until_post(&mut r);
+    assert_eq!(again[0].1, "m1", "its commit is not in the new log");
+}

@@ -302,6 +302,7 @@ export interface EventLogEntry {
 export interface PendingMessage {
   /** Its idempotency key (`send`'s `messageId`, or one chosen for it). */
   readonly message_id: string;
+  /** The user's text, as given to `send`. */
   readonly text: string;
   /** When it was sent (ms since the Unix epoch; `retry` sets it anew). */
   readonly at: number;

@@ -624,7 +624,9 @@ pub fn sizes(pkg: &Path) -> Result<Vec<(String, u64, u64)>> {
 
 /// Size budgets, gzipped (docs/size.md): what one context loads.
 const PAGE_HALF_BUDGET: u64 = 6 * 1024;
-const CONTEXT_BUDGET: u64 = 100 * 1024;
+/// A context with the client: room for what it must do (the durable
+/// outbox took it past 100 KB; docs/size.md).
+const CONTEXT_BUDGET: u64 = 120 * 1024;
 
 /// What each context loads from the `web` target, summed file by file
 /// (each is fetched and gzipped on its own): the page half of the shared

@@ -360,6 +360,16 @@ impl Machine {
         self.writes.outbox.unsaved = true;
     }
 
+    /// The state was discarded (another epoch, a rejected cursor): a
+    /// message accepted whose commit is not in the new state is sent again
+    /// (a log recreated may not have it; if it has, the repeat starts
+    /// nothing and its commit comes with the restore).
+    pub(super) fn outbox_log_recreated(&mut self) {
+        for e in &mut self.writes.outbox.entries {
+            e.accepted = false;
+        }
+    }
+
     /// A restore was painted: what it committed leaves `pending` with it.
     pub(super) fn painted_commits(&mut self) {
         let before = self.writes.outbox.entries.len();

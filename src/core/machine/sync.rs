@@ -264,6 +264,7 @@ impl Machine {
         };
         self.progress = self.change.clone();
         self.dirty = true;
+        self.outbox_log_recreated();
         self.zero_restarts += 1;
         self.start_restore(now);
     }
