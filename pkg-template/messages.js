@@ -53,7 +53,7 @@ export const toError = ({ code, message, status }) => new ReplayError(code, mess
 export const CONNECT_TIMEOUT_MS = 10_000;
 
 /** The `ReplayClient` methods a page may call through a worker. */
-export const CALLS = ["send", "answer", "cancel", "transcript"];
+export const CALLS = ["send", "retry", "discard", "answer", "cancel", "transcript"];
 
 /**
  * The parts of `view` that are not the same object as in `last`: all of

@@ -295,6 +295,24 @@ export class PageClient {
   }
 
   /**
+   * As `ReplayClient.retry`.
+   * @param {string} messageId
+   * @returns {Promise<{ turnId: string }>}
+   */
+  retry(messageId) {
+    return this.#call("retry", [messageId]);
+  }
+
+  /**
+   * As `ReplayClient.discard`, asked of the host.
+   * @param {string} messageId
+   * @returns {Promise<boolean>}
+   */
+  discard(messageId) {
+    return this.#call("discard", [messageId]);
+  }
+
+  /**
    * As `ReplayClient.answer`.
    * @param {string} questionId
    * @param {string} answer

@@ -73,7 +73,7 @@ export class SharedClient extends PageClient {
       shown: (view) => {
         const stored = this.#stored;
         if (stored && view.cursor < stored.cursor && !/live|failed|stopped/.test(view.status.state)) {
-          return Object.freeze({ ...stored, status: view.status });
+          return Object.freeze({ ...stored, status: view.status, pending: view.pending });
         }
         this.#stored = null;
         return view;
@@ -259,6 +259,16 @@ class OnPageClient {
    */
   send(text, messageId) {
     return this.#client.send(text, messageId);
+  }
+
+  /** @param {string} messageId */
+  retry(messageId) {
+    return this.#client.retry(messageId);
+  }
+
+  /** @param {string} messageId */
+  async discard(messageId) {
+    return this.#client.discard(messageId);
   }
 
   /**

@@ -38,6 +38,10 @@ export declare class WorkerClient {
   subscribe(listener: () => void): () => void;
   /** As `ReplayClient.send`. */
   send(text: string, messageId?: string | null): Promise<{ turnId: string }>;
+  /** As `ReplayClient.retry`. */
+  retry(messageId: string): Promise<{ turnId: string }>;
+  /** As `ReplayClient.discard`, asked of the worker. */
+  discard(messageId: string): Promise<boolean>;
   /** As `ReplayClient.answer`. */
   answer(questionId: string, answer: string): Promise<void>;
   /** As `ReplayClient.cancel`. */

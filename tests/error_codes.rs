@@ -19,7 +19,9 @@ fn read(path: &str) -> String {
 
 /// The quoted lowercase words of `text` (`"a_b"`).
 fn quoted(text: &str) -> BTreeSet<String> {
-    text.split('"')
+    // A `'"'` char literal is no string's start or end.
+    text.replace("'\"'", "")
+        .split('"')
         .skip(1)
         .step_by(2)
         .filter(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))

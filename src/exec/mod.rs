@@ -66,7 +66,16 @@ impl<I: Io> Executor<I> {
 
     /// Carries out what the machine asked for on creation.
     pub fn start(self: &Rc<Self>) {
+        self.tell_wall_clock();
         self.drive();
+    }
+
+    /// The wall clock, which the outbox's message times are on (`at`, and
+    /// the age past which a queued message expires).
+    fn tell_wall_clock(&self) {
+        let wall = self.io.wall_clock();
+        let now = self.io.now();
+        self.state.borrow_mut().machine.handle_wall_clock(wall, now);
     }
 
     /// The platform.
@@ -149,6 +158,7 @@ impl<I: Io> Executor<I> {
 
     /// The timer asked for went off.
     pub fn timeout(self: &Rc<Self>) {
+        self.tell_wall_clock();
         self.input(|m, now| m.handle_timeout(now));
     }
 
@@ -191,11 +201,43 @@ impl<I: Io> Executor<I> {
     pub fn write(self: &Rc<Self>, write: Write, done: Done) {
         {
             let mut state = self.state.borrow_mut();
+            let now = self.io.now();
+            state.machine.handle_wall_clock(self.io.wall_clock(), now);
             // Even after close(): the machine ends it with `closed`.
-            let id = state.machine.handle_write(write, self.io.now());
+            let id = state.machine.handle_write(write, now);
             state.outcomes.wait(id, done);
         }
         self.drive();
+    }
+
+    /// `retry(messageId)`: `done` gets the outcome of the message sent
+    /// again; false (and `done` dropped) when it is not pending.
+    pub fn retry_message(self: &Rc<Self>, message_id: &str, done: Done) -> bool {
+        let started = {
+            let mut state = self.state.borrow_mut();
+            let now = self.io.now();
+            state.machine.handle_wall_clock(self.io.wall_clock(), now);
+            match state.machine.retry_message(message_id, now) {
+                Some(id) => {
+                    state.outcomes.wait(id, done);
+                    true
+                }
+                None => false,
+            }
+        };
+        self.drive();
+        started
+    }
+
+    /// `discard(messageId)`: whether the message left the outbox unsent.
+    pub fn discard_message(self: &Rc<Self>, message_id: &str) -> bool {
+        let discarded = {
+            let mut state = self.state.borrow_mut();
+            let now = self.io.now();
+            state.machine.discard_message(message_id, now)
+        };
+        self.drive();
+        discarded
     }
 
     /// Adds a subscriber; returns its id for [`unsubscribe`](Self::unsubscribe).

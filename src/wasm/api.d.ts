@@ -73,6 +73,12 @@ export interface ConnectOptions {
    * lower it when several clients restore at once on one HTTP/1.1 origin.
    */
   prefetchDepth?: number;
+  /**
+   * A message `send` queued (offline, server unreachable) and not accepted
+   * this long after it was sent becomes `failed` with `expired` instead of
+   * being sent long after the user meant it (default 86 400 000: a day).
+   */
+  outboxMaxAgeMs?: number;
   /** Seed of the reconnect jitter (tests); random by default. */
   seed?: number;
   /**
@@ -105,6 +111,10 @@ export type ReplayErrorCode =
   | "stream_ended_early"
   | "stalled" | "network" | "corrupt_storage" | "storage_fallback"
   | "closed" | "invalid_options" | "timeout"
+  /** A queued message was not accepted within `outboxMaxAgeMs` of its sending: never sent. */
+  | "expired"
+  /** The message was discarded (`discard(messageId)`) before the runtime accepted it. */
+  | "discarded"
   /** The server answered, but without CORS headers for this page's origin (`--allow-origin`). */
   | "cors"
   /** `ReplayClient.connect` was called before the wasm was loaded (`await init()` first). */
@@ -331,6 +341,25 @@ export interface EventLogEntry {
   data: unknown;
 }
 
+/** A message of the outbox (`View.pending`), between `send` and its commit. */
+export interface PendingMessage {
+  /** Its idempotency key (`send`'s `messageId`, or one chosen for it). */
+  readonly message_id: string;
+  /** The user's text, as given to `send`. */
+  readonly text: string;
+  /** When it was sent (ms since the Unix epoch; `retry` sets it anew). */
+  readonly at: number;
+  /**
+   * `queued`: waiting (offline, server unreachable, behind an older
+   * message); `sending`: a request is in flight or the runtime accepted it;
+   * `failed`: retrying will not change the answer (`error`) until `retry`
+   * or `discard`.
+   */
+  readonly state: "queued" | "sending" | "failed";
+  /** Why it failed: `expired`, or the server's code (`status` beside it). */
+  readonly error?: { readonly code: ReplayErrorCode | (string & {}); readonly message: string; readonly status?: number };
+}
+
 /** An immutable snapshot: the same object until something changed. */
 export interface View {
   /** The scope followed. */
@@ -349,6 +378,11 @@ export interface View {
   readonly interrupted: readonly InterruptedTurn[];
   /** The unanswered questions. */
   readonly pendingPrompts: readonly PendingPrompt[];
+  /**
+   * Sessions: the messages sent and not yet in `items`, in send order
+   * (the outbox). Each leaves in the same view that adds its item.
+   */
+  readonly pending: readonly PendingMessage[];
   /** Background tasks as of the newest snapshot. */
   readonly tasks: TasksState;
   /** Non-session scopes: recent durable events. */

@@ -6,7 +6,7 @@ use js_sys::{Function, Object, Promise};
 use wasm_bindgen::prelude::*;
 
 use super::client::{self, Client};
-use super::error::WasmError;
+use super::error::{UnauthorizedHint, WasmError};
 use super::js;
 use super::options::Options;
 use super::view;
@@ -88,23 +88,41 @@ impl ReplayClient {
         Ok(js::to_js(&self.client.transcript().unwrap_or_default()))
     }
 
-    /// Sends a user message; retried with the same `messageId` on network
-    /// errors and 5xx, so the turn starts once.
+    /// Sends a user message through the outbox: shown in `view.pending` at
+    /// once, stored with the state before its request, sent with the same
+    /// `messageId` until the runtime accepts it (so the turn starts once).
+    /// Resolves when accepted; rejects only when it becomes `failed`.
     #[wasm_bindgen(unchecked_return_type = "Promise<{ turnId: string }>")]
     pub fn send(
         &self,
         text: String,
         #[wasm_bindgen(js_name = messageId)] message_id: Option<String>,
     ) -> Promise {
-        self.write(client::send_write(&text, message_id), |outcome| {
-            let o = Object::new();
-            js::set(
-                &o,
-                "turnId",
-                &JsValue::from_str(&client::sent_turn(outcome)?),
-            );
-            Ok(o.into())
-        })
+        self.write(client::send_write(&text, message_id), sent_js)
+    }
+
+    /// Sends a `failed` message of `view.pending` again; settles as `send`.
+    /// Rejects with `invalid_options` when no such message is pending.
+    #[wasm_bindgen(unchecked_return_type = "Promise<{ turnId: string }>")]
+    pub fn retry(&self, #[wasm_bindgen(js_name = messageId)] message_id: String) -> Promise {
+        let mut settle = None;
+        let promise = Promise::new(&mut |resolve, reject| settle = Some((resolve, reject)));
+        if let Some((resolve, reject)) = settle {
+            let hint = self.client.driver().io().hint().clone();
+            let done = settle_with(hint, resolve, reject.clone(), sent_js);
+            if !self.client.driver().retry_message(&message_id, done) {
+                let e = WasmError::InvalidOptions(format!("no pending message {message_id}"));
+                drop(reject.call1(&JsValue::UNDEFINED, &e.into()));
+            }
+        }
+        promise
+    }
+
+    /// Removes a message of `view.pending` that the runtime has not
+    /// accepted: it is never sent again (one in flight is aborted). Returns
+    /// whether it was removed; its `send` rejects with `discarded`.
+    pub fn discard(&self, #[wasm_bindgen(js_name = messageId)] message_id: String) -> bool {
+        self.client.driver().discard_message(&message_id)
     }
 
     /// Answers a pending question.
@@ -146,17 +164,41 @@ impl ReplayClient {
         let promise = Promise::new(&mut |resolve, reject| settle = Some((resolve, reject)));
         if let Some((resolve, reject)) = settle {
             let hint = self.client.driver().io().hint().clone();
-            let done = Box::new(move |outcome: Result<WriteOutcome, _>| {
-                let outcome = outcome.map_err(|e| hint.error(WasmError::from(e)));
-                let settled = match outcome.and_then(resolved) {
-                    Ok(v) => resolve.call1(&JsValue::UNDEFINED, &v),
-                    Err(e) => reject.call1(&JsValue::UNDEFINED, &e.into()),
-                };
-                // Settling a promise runs no code now: it cannot throw.
-                drop(settled);
-            });
-            self.client.driver().write(write, done);
+            self.client
+                .driver()
+                .write(write, settle_with(hint, resolve, reject, resolved));
         }
         promise
     }
+}
+
+/// A write's callback that settles a Promise with `resolved(outcome)`, or
+/// rejects it with the machine's error as a `ReplayError` (a 401 naming
+/// the fix: `hint`).
+fn settle_with(
+    hint: UnauthorizedHint,
+    resolve: js_sys::Function,
+    reject: js_sys::Function,
+    resolved: fn(WriteOutcome) -> Result<JsValue, WasmError>,
+) -> crate::exec::Done {
+    Box::new(move |outcome: Result<WriteOutcome, _>| {
+        let outcome = outcome.map_err(|e| hint.error(WasmError::from(e)));
+        let settled = match outcome.and_then(resolved) {
+            Ok(v) => resolve.call1(&JsValue::UNDEFINED, &v),
+            Err(e) => reject.call1(&JsValue::UNDEFINED, &e.into()),
+        };
+        // Settling a promise runs no code now: it cannot throw.
+        drop(settled);
+    })
+}
+
+/// `send`'s and `retry`'s value: `{ turnId }`.
+fn sent_js(outcome: WriteOutcome) -> Result<JsValue, WasmError> {
+    let o = Object::new();
+    js::set(
+        &o,
+        "turnId",
+        &JsValue::from_str(&client::sent_turn(outcome)?),
+    );
+    Ok(o.into())
 }

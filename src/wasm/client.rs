@@ -11,7 +11,7 @@ use super::error::WasmError;
 use super::options::{self, Options};
 use crate::core::fold::View;
 use crate::core::machine::{
-    ClientNotice, Counters, Machine, Position, Status, Target, Write, WriteOutcome,
+    ClientNotice, Counters, Machine, PendingMessage, Position, Status, Target, Write, WriteOutcome,
 };
 use crate::core::protocol::Transcript;
 use crate::exec::WriteFuture;
@@ -192,6 +192,29 @@ impl Client {
     ) -> impl Future<Output = Result<String, WasmError>> + 'static {
         let done = self.write(send_write(text, message_id));
         async move { sent_turn(done.await?) }
+    }
+
+    /// The outbox: messages sent and not yet committed, in send order.
+    pub fn pending(&self) -> Vec<PendingMessage> {
+        self.driver.with_machine(Machine::pending_messages)
+    }
+
+    /// Sends a `failed` message of [`pending`](Self::pending) again;
+    /// resolves as [`send`](Self::send). `None` when it is not pending.
+    pub fn retry(
+        &self,
+        message_id: &str,
+    ) -> Option<impl Future<Output = Result<String, WasmError>> + 'static> {
+        let (future, done) = WriteFuture::new();
+        self.driver
+            .retry_message(message_id, done)
+            .then_some(async move { sent_turn(future.await?) })
+    }
+
+    /// Removes a message the runtime has not accepted from the outbox: it
+    /// is never sent again. Whether it was removed.
+    pub fn discard(&self, message_id: &str) -> bool {
+        self.driver.discard_message(message_id)
     }
 
     /// Answers a pending question. A retry whose first try was committed

@@ -94,6 +94,7 @@ impl Executor<BrowserIo> {
             // Nothing to persist into: the machine need not encode its state.
             persist: !store.keeps_nothing(),
             notify: o.notify,
+            outbox_max_age_ms: o.outbox_max_age_ms,
         });
         let driver = Executor::new(Machine::load(config, now), |weak| {
             let http = Http::new(&o, get_token, reports(weak.clone()));

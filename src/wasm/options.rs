@@ -102,6 +102,9 @@ pub struct Options {
     pub prefetch_depth: u8,
     /// Seed of the reconnect jitter; random when `None`.
     pub seed: Option<u64>,
+    /// A queued message older than this is `failed` `expired`, never sent
+    /// (`Config::outbox_max_age_ms`).
+    pub outbox_max_age_ms: u64,
     /// The live stream comes over the one multiplexed stream (PROTOCOL
     /// §4.6) this context holds for the base URL, shared with every other
     /// client connected so (the stream is sent with the first one's
@@ -130,6 +133,7 @@ impl Options {
             connect_timeout_ms: Config::DEFAULT_CONNECT_TIMEOUT_MS as u32,
             prefetch_depth: Config::DEFAULT_PREFETCH_DEPTH,
             seed: None,
+            outbox_max_age_ms: Config::DEFAULT_OUTBOX_MAX_AGE_MS,
             multiplex: false,
         }
     }
@@ -224,6 +228,9 @@ impl Options {
             opts.prefetch_depth = n.min(8.0) as u8;
         }
         opts.seed = js::get(&o, "seed").as_f64().map(|s| s as u64);
+        if let Some(ms) = js::get(&o, "outboxMaxAgeMs").as_f64() {
+            opts.outbox_max_age_ms = ms as u64;
+        }
         opts.multiplex = js::get(&o, "multiplex").is_truthy();
         Ok((opts, get_token))
     }

@@ -47,6 +47,7 @@ extern "C" {
         notices: &JsValue,
         session: &JsValue,
         extras: &JsValue,
+        pending: &JsValue,
     ) -> JsValue;
     /// The view's `live` object, built in one call.
     #[wasm_bindgen(js_name = liveObject)]
@@ -256,6 +257,9 @@ pub struct ViewCache {
     tasks: Shared,
     status: Shared,
     notices: Shared,
+    /// The outbox's messages (current even behind a restore: nothing
+    /// leaves it before the repaint that shows its item).
+    pending: Shared,
     /// The parts read from the machine, as of the last build outside a restore.
     painted: Painted,
 }
@@ -299,6 +303,7 @@ impl Default for ViewCache {
             tasks: Shared::default(),
             status: Shared::default(),
             notices: Shared::default(),
+            pending: Shared::default(),
             painted: Painted::default(),
         }
     }
@@ -481,6 +486,7 @@ impl ViewCache {
         }
         let status = hint.status(m.status());
         let notices: Vec<_> = m.recent_notices().iter().map(|n| hint.notice(n)).collect();
+        let pending = self.pending.json(&m.pending_messages(), true);
         let p = &self.painted;
         view_object(
             &self.scope.str(scope),
@@ -497,6 +503,7 @@ impl ViewCache {
             &self.notices.json(&notices, true),
             &self.session,
             &self.extras,
+            &pending,
         )
     }
 }

@@ -107,6 +107,29 @@ test("errors cross as ReplayError with their code", async () => {
   assert.deepEqual(pageErrors, []);
 });
 
+test("send, retry and discard cross to the worker, and the page's view shows the outbox", async () => {
+  const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: "worker outbox" });
+  await page.evaluate((s) => window.t.connect({ sessionId: s, storage: "memory" }), sessionId);
+  await until("live", () => page.evaluate(() => window.t.client.status().state === "live"));
+  await api("POST", "/v1/admin/faults", { kind: "fail_requests", route: "messages", status: 400, error: "refused_here" });
+  const failed = await page.evaluate(() => window.t.rejects(() => window.t.client.send("hello", "wk_1")));
+  assert.deepEqual([failed.isReplayError, failed.code, failed.status], [true, "refused_here", 400], failed.message);
+  await until("shown failed", () =>
+    page.evaluate(() => window.t.client.view().pending.some((p) => p.message_id === "wk_1" && p.state === "failed")),
+  );
+  assert.equal(await page.evaluate(() => window.t.client.discard("wk_none")), false);
+  const turn = await page.evaluate(() => window.t.client.retry("wk_1"));
+  assert.equal(typeof turn.turnId, "string");
+  await until("committed once, pending empty", () =>
+    page.evaluate(() => {
+      const v = window.t.client.view();
+      return v.pending.length === 0 && v.items.filter((i) => i.message_id === "wk_1").length === 1;
+    }),
+  );
+  await page.evaluate(() => window.t.client.close());
+  assert.deepEqual(pageErrors, []);
+});
+
 test("one worker serves several clients, each on its own port; closing one leaves the others following", async () => {
   const sessions = [];
   for (const title of ["worker a", "worker b"]) sessions.push((await api("POST", "/v1/sessions", { title })).session_id);

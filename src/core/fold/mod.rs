@@ -123,6 +123,9 @@ pub struct ViewChange {
     pub session: bool,
     /// An event of a type the fold does not know was kept.
     pub extras: bool,
+    /// The outbox's pending messages changed (the machine's, not the
+    /// fold's: a commit that ends one is in the same change as its item).
+    pub pending: bool,
     /// Connection status changed.
     pub status: bool,
     /// A restore finished: repaint everything once.
@@ -171,6 +174,7 @@ impl ViewChange {
         self.interrupted |= later.interrupted;
         self.session |= later.session;
         self.extras |= later.extras;
+        self.pending |= later.pending;
         self.status |= later.status;
         self.restore_completed |= later.restore_completed;
         self.reset |= later.reset;

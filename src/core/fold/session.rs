@@ -119,6 +119,11 @@ impl SessionView {
         &self.interrupted
     }
 
+    /// Whether the message `message_id` is committed.
+    pub fn has_message(&self, message_id: &str) -> bool {
+        self.committed_messages.contains(message_id)
+    }
+
     /// The runtime run last seen.
     pub fn boot_id(&self) -> &str {
         &self.boot_id

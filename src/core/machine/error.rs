@@ -145,6 +145,16 @@ pub enum CoreError {
     /// The storage failed or did not answer; state is kept in memory.
     #[error("storage unavailable, keeping state in memory: {0}")]
     StorageUnavailable(String),
+    /// A queued message was not accepted within `Config::outbox_max_age_ms`
+    /// of its sending: it is not sent long after the user meant it.
+    #[error("the message was not sent within {max_age_ms} ms")]
+    Expired {
+        /// The bound.
+        max_age_ms: u64,
+    },
+    /// The application discarded the message before the runtime accepted it.
+    #[error("the message was discarded")]
+    Discarded,
 }
 
 impl CoreError {
@@ -178,6 +188,8 @@ impl CoreError {
             CoreError::Closed => "closed",
             CoreError::NotASession => "invalid_options",
             CoreError::StorageUnavailable(_) => "storage_fallback",
+            CoreError::Expired { .. } => "expired",
+            CoreError::Discarded => "discarded",
         }
     }
 

@@ -24,6 +24,7 @@ mod error;
 mod feed;
 mod held;
 mod io;
+mod outbox;
 mod pace;
 pub(crate) mod paths;
 mod persist;
@@ -36,6 +37,7 @@ pub use answers::{Response, StreamEvent};
 pub use backoff::{parse_retry_after, Backoff, SplitMix64, MAX_RETRY_HINT_MS};
 pub use error::{CoreError, ErrorInfo};
 pub use feed::{ClientNotice, NOTICE_CAPACITY};
+pub use outbox::{PendingMessage, PendingState};
 pub use pace::{Frames, Notify, Pace, FRAME_WAIT_MS};
 pub use persist::{supersedes, LastApplied, Position, StoredHead, STORAGE_VERSION};
 pub use types::{
@@ -290,9 +292,10 @@ impl Machine {
     fn begin(&mut self, stored: Option<&[u8]>, now: u64) {
         if let Some(b) = stored {
             match persist::decode(b, &self.cfg.target) {
-                Ok((pos, view)) => {
-                    self.pos = pos;
-                    self.view = view;
+                Ok(d) => {
+                    self.pos = d.pos;
+                    self.view = d.view;
+                    self.restore_outbox(d.outbox);
                 }
                 Err(e) => {
                     self.notices
@@ -524,6 +527,15 @@ impl Machine {
     pub fn handle_lifecycle(&mut self, event: Lifecycle, now: u64) {
         if !self.closed {
             self.on_lifecycle(event, now);
+            if matches!(
+                event,
+                Lifecycle::Online
+                    | Lifecycle::Visible
+                    | Lifecycle::Resume
+                    | Lifecycle::PageShow { .. }
+            ) {
+                self.outbox_kick(now);
+            }
             self.after_input(now);
         }
     }
@@ -576,6 +588,7 @@ impl Machine {
         }
         at(self.loading);
         at(self.writes.deadline(self.cfg.fetch_timeout_ms));
+        at(self.outbox_deadline());
         at(self.answers.deadline());
         at(self.pace_deadline());
         if !self.halted() {
@@ -622,6 +635,16 @@ impl Machine {
     /// be read the live view is: a change with `reset`, then per input.
     #[must_use]
     pub fn poll_view_change(&mut self) -> Option<ViewChange> {
+        if self.withheld() && self.change.pending {
+            // The outbox is shown at once, a restore or not: nothing leaves
+            // it while one is withheld (`Machine::message_committed`).
+            self.change.pending = false;
+            self.feed.view_change_taken();
+            return Some(ViewChange {
+                pending: true,
+                ..ViewChange::default()
+            });
+        }
         if self.withheld() || self.change.is_empty() {
             return None;
         }
@@ -711,7 +734,8 @@ impl Machine {
 
     /// The value a `Persist` would carry now.
     pub fn persisted_value(&self) -> Vec<u8> {
-        persist::encode(&self.cfg.target, &self.pos, &self.view)
+        let outbox = self.writes.outbox.stored();
+        persist::encode(&self.cfg.target, &self.pos, &self.view, &outbox)
     }
 
     fn halted(&self) -> bool {
@@ -742,6 +766,7 @@ impl Machine {
     /// status.
     fn after_input(&mut self, now: u64) {
         self.maybe_prefetch(now);
+        self.pump_outbox(now);
         self.track_answers(now);
         if self.dirty && now >= self.persist_due() {
             self.flush_persist(now);
@@ -753,6 +778,9 @@ impl Machine {
             self.change.status = true;
             if state == State::Live {
                 self.last_error = None;
+                // The runtime answers again: a message backing off goes now.
+                self.outbox_kick(now);
+                self.pump_outbox(now);
             }
         }
         self.record_for_feed(now);
@@ -765,7 +793,7 @@ impl Machine {
             self.feed.notice(n, now);
         }
         self.notices_recorded += unrecorded;
-        if !self.withheld() && !self.change.is_empty() {
+        if (!self.withheld() && !self.change.is_empty()) || self.change.pending {
             self.feed.view_changed();
         }
         // Every input (each stream chunk) passes here: compare by reference

@@ -1,9 +1,12 @@
 //! The persisted value: epoch, cursor and folded state in ONE JSON value
-//! (rule 1), so a cursor can never be stored without the state it describes.
+//! (rule 1), so a cursor can never be stored without the state it describes,
+//! and the outbox beside them (rule 13), so a message is never stored apart
+//! from the state that says whether it was committed.
 
 use serde::{Deserialize, Serialize};
 
 use super::error::CoreError;
+use super::outbox::StoredMessage;
 use super::types::Target;
 use crate::fold::View;
 use crate::json;
@@ -11,7 +14,8 @@ use crate::json;
 /// Version of the stored format; another version is discarded (the
 /// machine says so in a `storage_discarded` notice and replays from 0).
 /// 2: the session view keeps `session`, `extras` and tool inputs, which a
-/// state of version 1 never saw and cannot be given back.
+/// state of version 1 never saw and cannot be given back, and the outbox
+/// is stored beside the state.
 pub const STORAGE_VERSION: u32 = 2;
 
 /// The last durable event applied, kept to verify gap repair (rule 4).
@@ -47,6 +51,7 @@ struct StoredRef<'a> {
     cursor: u64,
     last: &'a Option<LastApplied>,
     state: &'a View,
+    outbox: &'a [StoredMessage],
 }
 
 struct Stored {
@@ -55,6 +60,15 @@ struct Stored {
     cursor: u64,
     last: Option<LastApplied>,
     state: View,
+    outbox: Vec<StoredMessage>,
+}
+
+/// What a stored value holds.
+#[derive(Debug)]
+pub(super) struct Decoded {
+    pub(super) pos: Position,
+    pub(super) view: View,
+    pub(super) outbox: Vec<StoredMessage>,
 }
 
 crate::json_struct!(LastApplied { seq: req, id: def, type_name = "type": req });
@@ -63,11 +77,17 @@ crate::json_struct!(Stored {
     epoch: def,
     cursor: req,
     last: def,
-    state: req
+    state: req,
+    outbox: def
 });
 
-/// Encodes position and view as one value.
-pub fn encode(target: &Target, pos: &Position, view: &View) -> Vec<u8> {
+/// Encodes position, view and outbox as one value.
+pub(super) fn encode(
+    target: &Target,
+    pos: &Position,
+    view: &View,
+    outbox: &[StoredMessage],
+) -> Vec<u8> {
     let stored = StoredRef {
         v: STORAGE_VERSION,
         target: target.key(),
@@ -75,6 +95,7 @@ pub fn encode(target: &Target, pos: &Position, view: &View) -> Vec<u8> {
         cursor: pos.cursor,
         last: &pos.last,
         state: view,
+        outbox,
     };
     json::to_string(&stored)
         .expect("the state holds no floats or non-string keys")
@@ -83,7 +104,7 @@ pub fn encode(target: &Target, pos: &Position, view: &View) -> Vec<u8> {
 
 /// Decodes a stored value for `target`; anything unusable is an error (the
 /// caller then starts from 0).
-pub fn decode(bytes: &[u8], target: &Target) -> Result<(Position, View), CoreError> {
+pub(super) fn decode(bytes: &[u8], target: &Target) -> Result<Decoded, CoreError> {
     // The version first, so that a future format is not misreported as bad
     // JSON (read with the head, which the writer puts first: the state is
     // not read for it).
@@ -117,7 +138,11 @@ pub fn decode(bytes: &[u8], target: &Target) -> Result<(Position, View), CoreErr
         cursor: s.cursor,
         last: s.last,
     };
-    Ok((pos, s.state))
+    Ok(Decoded {
+        pos,
+        view: s.state,
+        outbox: s.outbox,
+    })
 }
 
 /// Where an encoded value stands: its epoch and cursor, read from the head
@@ -254,7 +279,7 @@ mod tests {
             cursor: 7,
             last: None,
         };
-        let stored = encode(&target, &pos, &View::empty(true, 10));
+        let stored = encode(&target, &pos, &View::empty(true, 10), &[]);
         assert!(!supersedes(&value("e1", 6), &stored));
         assert!(supersedes(&value("e1", 7), &stored));
     }
@@ -276,7 +301,7 @@ mod tests {
             cursor: 3,
             last: None,
         };
-        let stored = encode(&target, &pos, &View::empty(true, 10));
+        let stored = encode(&target, &pos, &View::empty(true, 10), &[]);
         assert!(super::decode(&stored, &target).is_ok());
     }
 

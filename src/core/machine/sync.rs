@@ -37,6 +37,25 @@ fn show(shown: &mut Option<(View, u64)>, global: bool, change: &mut ViewChange, 
     }
 }
 
+/// The `(message_id, turn_id)` of a `message.committed` frame that [`show`]
+/// will apply to the live view of a failed restore.
+fn shown_commit<'a>(
+    shown: &Option<(View, u64)>,
+    global: bool,
+    frame: &'a Frame,
+) -> Option<(&'a String, &'a String)> {
+    let (Frame::Event(env), Some((_, last))) = (frame, shown) else {
+        return None;
+    };
+    let key = if global { env.id } else { env.seq };
+    match &env.event {
+        Event::MessageCommitted(m) if key.is_some_and(|k| k > *last) => {
+            Some((&m.message_id, &m.turn_id))
+        }
+        _ => None,
+    }
+}
+
 /// What one restore or repair has read, against its budget
 /// ([`Config::restore_max_events`], [`Config::restore_max_bytes`]).
 #[derive(Debug, Default)]
@@ -115,16 +134,22 @@ impl Machine {
             // A copy through the persisted form: a `Clone` of the view would
             // be new code in the wasm, this is code it has.
             let copy = persist::decode(&self.persisted_value(), &self.cfg.target);
-            let (pos, view) = copy.expect("a persisted value reads back");
-            self.shown = Some((view, pos.cursor));
+            let copy = copy.expect("a persisted value reads back");
+            self.shown = Some((copy.view, copy.pos.cursor));
             // The copy is painted whole (what is staged from the progress
             // meanwhile is restaged at the restore's end: `drain`).
             self.change.reset = true;
             let global = matches!(self.cfg.target, Target::Global);
             let mut i = 0;
             while let Some(f) = self.buffer.get_mut(i) {
+                let commit = shown_commit(&self.shown, global, f)
+                    .filter(|c| self.writes.outbox.awaits(c.0))
+                    .map(|(m, t)| (m.clone(), t.clone()));
                 show(&mut self.shown, global, &mut self.change, f);
                 i += 1;
+                if let Some((m, t)) = commit {
+                    self.message_committed(&m, &t, true);
+                }
             }
         } else if !final_ {
             return;
@@ -239,6 +264,7 @@ impl Machine {
         };
         self.progress = self.change.clone();
         self.dirty = true;
+        self.outbox_log_recreated();
         self.zero_restarts += 1;
         self.start_restore(now);
     }
@@ -364,7 +390,13 @@ impl Machine {
     fn route(&mut self, mut frame: Frame, bytes: usize, now: u64) {
         if self.mode != Mode::Follow {
             let global = matches!(self.cfg.target, Target::Global);
+            let commit = shown_commit(&self.shown, global, &frame)
+                .filter(|c| self.writes.outbox.awaits(c.0))
+                .map(|(m, t)| (m.clone(), t.clone()));
             show(&mut self.shown, global, &mut self.change, &mut frame);
+            if let Some((m, t)) = commit {
+                self.message_committed(&m, &t, true);
+            }
             // A given-up restore holds nothing: the frame was only shown.
             if !matches!(self.mode, Mode::Unrestored) {
                 self.hold(frame, bytes);
@@ -458,7 +490,20 @@ impl Machine {
                 })
             }
         }
+        // Before the fold spends the event: the outbox's message it commits.
+        let commit = match &env.event {
+            Event::MessageCommitted(m) if self.writes.outbox.awaits(&m.message_id) => {
+                Some((m.message_id.clone(), m.turn_id.clone()))
+            }
+            _ => None,
+        };
         self.with_view(true, |v, ch| v.apply_durable(env, ch));
+        if let Some((m, t)) = commit {
+            // Left in the same view change that adds the item, when that
+            // change is painted.
+            let painted = self.shown.is_none() && self.restore.is_none();
+            self.message_committed(&m, &t, painted);
+        }
         self.pos.cursor = key;
         self.dirty = true;
         Step::Done
@@ -734,6 +779,8 @@ impl Machine {
             }
         }
         if let Some(from_cursor) = self.restore.take() {
+            // Painted with the items of this restore.
+            self.painted_commits();
             if self.stream.as_ref().is_some_and(|s| s.hello_seen) {
                 self.went_live(now);
             }

@@ -144,6 +144,9 @@ pub struct Config {
     pub write_attempts: u32,
     /// Pacing of write retries.
     pub write_backoff: BackoffConfig,
+    /// A queued message not accepted this long after it was sent (wall
+    /// clock) becomes `failed` with `expired` instead of being sent.
+    pub outbox_max_age_ms: u64,
     /// Frames held by a barrier (restore or repair) above which droppable
     /// events are dropped and the others are summarised, newest per kind
     /// (durable ones as a gap; see `docs/architecture.md`).
@@ -178,6 +181,8 @@ pub struct Settings {
     pub persist: bool,
     /// When subscribers are told of changes.
     pub notify: Notify,
+    /// A queued message older than this is `failed` `expired`.
+    pub outbox_max_age_ms: u64,
 }
 
 impl Config {
@@ -190,6 +195,7 @@ impl Config {
             seed: s.seed,
             persist: s.persist,
             notify: s.notify,
+            outbox_max_age_ms: s.outbox_max_age_ms,
             ..Config::new(s.target)
         }
     }
@@ -201,6 +207,9 @@ impl Config {
     /// The default [`prefetch_depth`](Self::prefetch_depth), also the JS
     /// option `prefetchDepth`'s.
     pub const DEFAULT_PREFETCH_DEPTH: u8 = 2;
+
+    /// The default [`outbox_max_age_ms`](Self::outbox_max_age_ms): a day.
+    pub const DEFAULT_OUTBOX_MAX_AGE_MS: u64 = 24 * 60 * 60 * 1000;
 
     /// Defaults for a target.
     pub fn new(target: Target) -> Self {
@@ -228,6 +237,7 @@ impl Config {
                 max_ms: 4_000,
                 multiplier: 2.0,
             },
+            outbox_max_age_ms: Config::DEFAULT_OUTBOX_MAX_AGE_MS,
             buffer_limit: 10_000,
             buffer_bytes_limit: 16 << 20,
             log_capacity: 1_000,

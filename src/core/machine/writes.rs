@@ -10,15 +10,17 @@
 use super::backoff::Backoff;
 use super::classify::{classify, HttpClass};
 use super::error::CoreError;
+use super::outbox::Outbox;
 use super::types::{Action, RequestId};
 use super::{paths, Machine};
 use crate::json;
-use crate::protocol::{AnswerQuestion, CancelAccepted, CancelTurn, MessageAccepted, PostMessage};
+use crate::protocol::{AnswerQuestion, CancelAccepted, CancelTurn};
 
 /// A write the application asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Write {
-    /// `POST /v1/sessions/{id}/messages`: starts a turn once per `message_id`.
+    /// `POST /v1/sessions/{id}/messages`: starts a turn once per
+    /// `message_id`; goes through the outbox (`outbox.rs`).
     Send {
         /// Client-chosen idempotency key, kept across retries.
         message_id: String,
@@ -74,7 +76,6 @@ pub struct WriteDone {
 /// What kind of write is pending, for reading its answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
-    Send,
     Answer,
     Cancel,
 }
@@ -100,11 +101,18 @@ pub(super) struct PendingWrite {
 #[derive(Debug, Default)]
 pub(super) struct Writes {
     pending: Vec<PendingWrite>,
-    done: std::collections::VecDeque<WriteDone>,
+    pub(super) done: std::collections::VecDeque<WriteDone>,
     next_id: u64,
+    /// The messages (`Write::Send`) until their commit: `outbox.rs`.
+    pub(super) outbox: Outbox,
 }
 
 impl Writes {
+    pub(super) fn next_write_id(&mut self) -> WriteId {
+        self.next_id += 1;
+        WriteId(self.next_id)
+    }
+
     /// The earliest time a write needs the timer (retry or attempt timeout).
     pub(super) fn deadline(&self, timeout_ms: u64) -> Option<u64> {
         self.pending
@@ -122,7 +130,7 @@ impl Writes {
 
     /// True when `request` is an attempt of a pending write.
     pub(super) fn owns(&self, request: RequestId) -> bool {
-        self.position(request).is_some()
+        self.position(request).is_some() || self.outbox.owns(request)
     }
 }
 
@@ -144,8 +152,7 @@ impl Machine {
     /// with `closed`. A `Cancel` without a turn names the turn the view shows
     /// live, so that a retried cancel can never stop the turn after it.
     pub fn handle_write(&mut self, write: Write, now: u64) -> WriteId {
-        self.writes.next_id += 1;
-        let id = WriteId(self.writes.next_id);
+        let id = self.writes.next_write_id();
         let session = match &self.cfg.target {
             super::Target::Scoped { scope_id, .. } if self.cfg.target.is_session() => {
                 Some(scope_id.clone())
@@ -165,11 +172,11 @@ impl Machine {
             return id;
         };
         let (kind, path, body) = match write {
-            Write::Send { message_id, text } => (
-                Kind::Send,
-                paths::post_message(&session),
-                json::to_string(&PostMessage { message_id, text }),
-            ),
+            Write::Send { message_id, text } => {
+                self.enqueue_message(id, message_id, text, now);
+                self.after_input(now);
+                return id;
+            }
             Write::Answer {
                 question_id,
                 answer,
@@ -214,7 +221,10 @@ impl Machine {
     /// The 2xx answer to an [`Action::Post`], with its body.
     pub fn handle_post_answer(&mut self, id: RequestId, body: &[u8], now: u64) {
         self.answers.answered(id);
-        if let Some(i) = self.writes.position(id) {
+        if self.writes.outbox.owns(id) {
+            self.outbox_accepted(id, body, now);
+            self.after_input(now);
+        } else if let Some(i) = self.writes.position(id) {
             let kind = self.writes.pending[i].kind;
             self.settle_write(i, Verdict::Done(read_success(kind, body)), now);
             self.after_input(now);
@@ -249,6 +259,10 @@ impl Machine {
 
     /// A transport failure or timeout of a write attempt.
     pub(super) fn write_failed(&mut self, id: RequestId, error: CoreError, now: u64) -> bool {
+        if self.writes.outbox.owns(id) {
+            self.outbox_failed(id, error, now);
+            return true;
+        }
         let Some(i) = self.writes.position(id) else {
             return false;
         };
@@ -272,6 +286,10 @@ impl Machine {
         body: &[u8],
         now: u64,
     ) -> bool {
+        if self.writes.outbox.owns(id) {
+            self.outbox_http_error(id, status, retry_after, body, now);
+            return true;
+        }
         let Some(i) = self.writes.position(id) else {
             return false;
         };
@@ -358,10 +376,13 @@ impl Machine {
         for id in due {
             self.send_write(id, now);
         }
+        self.outbox_timers(now);
     }
 
-    /// `close()`: every pending write ends with `closed`, its request aborted.
+    /// `close()`: every pending write ends with `closed`, its request
+    /// aborted; the outbox's messages stay stored for the next client.
     pub(super) fn close_writes(&mut self) {
+        self.close_outbox();
         for w in std::mem::take(&mut self.writes.pending) {
             if let Some(id) = w.request {
                 self.actions.push_back(Action::Abort { id });
@@ -375,14 +396,7 @@ impl Machine {
 }
 
 fn read_success(kind: Kind, body: &[u8]) -> Result<WriteOutcome, CoreError> {
-    let bad = |e: json::JsonError| CoreError::BadJson(e.to_string());
     match kind {
-        Kind::Send => {
-            let accepted: MessageAccepted = json::from_slice(body).map_err(bad)?;
-            Ok(WriteOutcome::Sent {
-                turn_id: accepted.turn_id,
-            })
-        }
         Kind::Answer => Ok(WriteOutcome::Answered),
         Kind::Cancel => {
             let reply: CancelAccepted = json::from_slice(body).unwrap_or_default();

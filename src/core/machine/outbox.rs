@@ -1,0 +1,631 @@
+//! The outbox: the user's messages from `send` until their
+//! `message.committed` is in the view (docs/protocol.md §6, rule 13).
+//!
+//! A message enters the view at once (`pending`, in send order) and the
+//! persisted value (with the scope's state, in one write) before any
+//! request for it goes out, so a reload, a closed tab or a browser restart
+//! loses nothing: whichever client next restores the scope sends what is
+//! queued. Its `message_id` makes a repeat start nothing at the runtime, so
+//! what is queued is sent until the runtime accepts it: transport failures,
+//! timeouts, 408/429/5xx and `offline` keep it queued (backoff without an
+//! attempt limit, sent again at once on `online`, on visibility and when the
+//! scope is live again); 401/403 refresh the credentials once; any other
+//! 4xx, or an age past [`Config::outbox_max_age_ms`](super::Config), makes
+//! it `failed` until the application retries or discards it. One message
+//! of a scope is in flight at a time, the oldest queued first: sends go out
+//! in order and never twice at once.
+
+use serde::Serialize;
+
+use super::backoff::Backoff;
+use super::classify::{classify, HttpClass};
+use super::error::{CoreError, ErrorInfo};
+use super::types::{Action, RequestId};
+use super::writes::{WriteDone, WriteId, WriteOutcome};
+use super::{paths, Machine};
+use crate::json;
+use crate::protocol::{MessageAccepted, PostMessage};
+
+/// Where a pending message stands, as the view shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PendingState {
+    /// Waiting to be sent (offline, backing off, behind an older message).
+    Queued,
+    /// A request for it is in flight, or the runtime accepted it and its
+    /// `message.committed` has not reached the view yet.
+    Sending,
+    /// Retrying will not change the answer (a 4xx, or `expired`): it waits
+    /// for [`Machine::retry_message`] or [`Machine::discard_message`].
+    Failed,
+}
+
+/// A message of the outbox, as the view shows it (`view.pending`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PendingMessage {
+    /// Its idempotency key.
+    pub message_id: String,
+    /// The user's text.
+    pub text: String,
+    /// When it was sent, ms of the wall clock.
+    pub at: u64,
+    /// Where it stands.
+    pub state: PendingState,
+    /// Why it failed (`expired`, or the server's code).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+}
+
+/// A message's persisted form: what it takes to send it after a reload.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(super) struct StoredMessage {
+    message_id: String,
+    text: String,
+    at: u64,
+    /// Why it failed: a failed message stays failed after a reload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed: Option<StoredFailure>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+struct StoredFailure {
+    code: String,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u64>,
+}
+
+crate::json_struct!(StoredMessage {
+    message_id: req,
+    text: req,
+    at: req,
+    failed: def
+});
+crate::json_struct!(StoredFailure {
+    code: req,
+    message: def,
+    status: def
+});
+
+/// One message between `send` and its commit.
+#[derive(Debug)]
+struct Entry {
+    message_id: String,
+    text: String,
+    at: u64,
+    failed: Option<ErrorInfo>,
+    /// The attempt in flight.
+    request: Option<RequestId>,
+    issued_at: u64,
+    /// No attempt before this time.
+    retry_at: u64,
+    backoff: Backoff,
+    refreshed: bool,
+    /// The runtime accepted it: nothing more is sent.
+    accepted: bool,
+    /// Its `message.committed` was folded into a view not painted yet (a
+    /// restore's): it leaves `pending` when that view is painted.
+    committed: bool,
+    /// The writes waiting for its outcome (`send`, `retry`).
+    waiters: Vec<WriteId>,
+}
+
+impl Entry {
+    fn new(message_id: String, text: String, at: u64, failed: Option<ErrorInfo>) -> Self {
+        Entry {
+            message_id,
+            text,
+            at,
+            failed,
+            request: None,
+            issued_at: 0,
+            retry_at: 0,
+            backoff: Backoff::default(),
+            refreshed: false,
+            accepted: false,
+            committed: false,
+            waiters: Vec::new(),
+        }
+    }
+
+    /// Still to be sent.
+    fn queued(&self) -> bool {
+        self.failed.is_none() && !self.accepted && !self.committed
+    }
+
+    fn shown(&self) -> PendingMessage {
+        let state = if self.failed.is_some() {
+            PendingState::Failed
+        } else if self.request.is_some() || self.accepted || self.committed {
+            PendingState::Sending
+        } else {
+            PendingState::Queued
+        };
+        PendingMessage {
+            message_id: self.message_id.clone(),
+            text: self.text.clone(),
+            at: self.at,
+            state,
+            error: self.failed.clone(),
+        }
+    }
+
+    fn stored(&self) -> StoredMessage {
+        StoredMessage {
+            message_id: self.message_id.clone(),
+            text: self.text.clone(),
+            at: self.at,
+            failed: self.failed.as_ref().map(|e| StoredFailure {
+                code: e.code.clone(),
+                message: e.message.clone(),
+                status: e.status.map(u64::from),
+            }),
+        }
+    }
+}
+
+/// The messages of one scope between `send` and their commit, in send order.
+#[derive(Debug, Default)]
+pub(super) struct Outbox {
+    entries: Vec<Entry>,
+    /// An entry changed since the last `Persist`: written before any send.
+    unsaved: bool,
+}
+
+impl Outbox {
+    /// True when `request` is an attempt of an outbox message.
+    pub(super) fn owns(&self, request: RequestId) -> bool {
+        self.position(request).is_some()
+    }
+
+    fn position(&self, request: RequestId) -> Option<usize> {
+        self.entries.iter().position(|e| e.request == Some(request))
+    }
+
+    fn find(&self, message_id: &str) -> Option<usize> {
+        self.entries.iter().position(|e| e.message_id == message_id)
+    }
+
+    /// The persisted form of the outbox.
+    pub(super) fn stored(&self) -> Vec<StoredMessage> {
+        self.entries.iter().map(Entry::stored).collect()
+    }
+
+    /// Whether `message_id` is pending (an empty outbox answers at once:
+    /// a restore folds thousands of commits).
+    pub(super) fn awaits(&self, message_id: &str) -> bool {
+        !self.entries.is_empty() && self.find(message_id).is_some()
+    }
+
+    /// Whether anything is pending.
+    pub(super) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// What an answer means for the message in flight.
+enum Verdict {
+    Accepted(String),
+    Failed(CoreError),
+    Retry(Option<u64>),
+    Refresh,
+    Resend,
+}
+
+impl Machine {
+    /// `view.pending`: the outbox in send order.
+    pub fn pending_messages(&self) -> Vec<PendingMessage> {
+        self.writes
+            .outbox
+            .entries
+            .iter()
+            .map(Entry::shown)
+            .collect()
+    }
+
+    /// Puts a message in the outbox (or, when its `message_id` is there
+    /// already, waits for that one): shown at once, persisted before its
+    /// first request.
+    pub(super) fn enqueue_message(
+        &mut self,
+        id: WriteId,
+        message_id: String,
+        text: String,
+        now: u64,
+    ) {
+        match self.writes.outbox.find(&message_id) {
+            // A send of a message already pending waits for it (a failed
+            // one is retried).
+            Some(i) => self.retry_entry(i, id, now),
+            None => {
+                let mut e = Entry::new(message_id, text, self.wall_now(now), None);
+                e.waiters.push(id);
+                self.writes.outbox.entries.push(e);
+                self.writes.outbox.unsaved = true;
+                self.change.pending = true;
+            }
+        }
+    }
+
+    /// `retry(messageId)`: a failed message is queued again (its age runs
+    /// anew: the user asked for it now). `None` when it is not pending.
+    pub fn retry_message(&mut self, message_id: &str, now: u64) -> Option<WriteId> {
+        let i = self.writes.outbox.find(message_id)?;
+        let id = self.writes.next_write_id();
+        self.retry_entry(i, id, now);
+        self.after_input(now);
+        Some(id)
+    }
+
+    fn retry_entry(&mut self, i: usize, id: WriteId, now: u64) {
+        let wall = self.wall_now(now);
+        let e = &mut self.writes.outbox.entries[i];
+        e.waiters.push(id);
+        if e.failed.take().is_some() {
+            e.at = wall;
+            e.backoff.reset();
+            e.refreshed = false;
+            e.retry_at = now;
+            self.writes.outbox.unsaved = true;
+            self.change.pending = true;
+        }
+    }
+
+    /// `discard(messageId)`: the message leaves the outbox and is never
+    /// sent again; a request in flight is aborted (it may still have
+    /// reached the runtime). False when it is not pending or the runtime
+    /// already accepted it.
+    pub fn discard_message(&mut self, message_id: &str, now: u64) -> bool {
+        let Some(i) = self.writes.outbox.find(message_id) else {
+            return false;
+        };
+        let e = &self.writes.outbox.entries[i];
+        if e.accepted || e.committed {
+            return false;
+        }
+        let e = self.writes.outbox.entries.remove(i);
+        if let Some(id) = e.request {
+            self.actions.push_back(Action::Abort { id });
+        }
+        self.writes.outbox.unsaved = true;
+        self.change.pending = true;
+        self.dirty = true;
+        for w in e.waiters {
+            self.writes.done.push_back(WriteDone {
+                id: w,
+                result: Err(CoreError::Discarded),
+            });
+        }
+        self.after_input(now);
+        true
+    }
+
+    /// The messages of a stored value: those not committed in its state
+    /// are pending again, before any sent since (their first requests wait
+    /// for the stored value: `Machine::load`).
+    pub(super) fn restore_outbox(&mut self, stored: Vec<StoredMessage>) {
+        let committed = |id: &str| self.view.as_session().is_some_and(|s| s.has_message(id));
+        let mut entries: Vec<Entry> = stored
+            .into_iter()
+            .filter(|m| !committed(&m.message_id))
+            .map(|m| {
+                let failed = m.failed.map(|f| ErrorInfo {
+                    code: f.code,
+                    message: f.message,
+                    status: f.status.and_then(|s| u16::try_from(s).ok()),
+                });
+                Entry::new(m.message_id, m.text, m.at, failed)
+            })
+            .collect();
+        let newer = std::mem::take(&mut self.writes.outbox.entries);
+        for e in newer {
+            match entries.iter_mut().find(|s| s.message_id == e.message_id) {
+                Some(s) => s.waiters.extend(e.waiters),
+                None => {
+                    self.writes.outbox.unsaved = true;
+                    entries.push(e);
+                }
+            }
+        }
+        if !entries.is_empty() {
+            self.change.pending = true;
+        }
+        self.writes.outbox.entries = entries;
+    }
+
+    /// A `message.committed` for `message_id` was folded: its message is
+    /// sent; it leaves `pending` in this view change when that view is
+    /// painted (`painted`), else when the restore that folded it is.
+    pub(super) fn message_committed(&mut self, message_id: &str, turn_id: &str, painted: bool) {
+        let Some(i) = self.writes.outbox.find(message_id) else {
+            return;
+        };
+        if painted {
+            let e = self.writes.outbox.entries.remove(i);
+            if let Some(id) = e.request {
+                self.actions.push_back(Action::Abort { id });
+            }
+            self.settle_waiters(e.waiters, Ok(turn_id));
+            self.change.pending = true;
+        } else {
+            let e = &mut self.writes.outbox.entries[i];
+            e.committed = true;
+            if let Some(id) = e.request.take() {
+                self.actions.push_back(Action::Abort { id });
+            }
+            let waiters = std::mem::take(&mut e.waiters);
+            self.settle_waiters(waiters, Ok(turn_id));
+        }
+        // Stored with the state that holds its commit.
+        self.writes.outbox.unsaved = true;
+    }
+
+    /// The state was discarded (another epoch, a rejected cursor): a
+    /// message accepted whose commit is not in the new state is sent again
+    /// (a log recreated may not have it; if it has, the repeat starts
+    /// nothing and its commit comes with the restore).
+    pub(super) fn outbox_log_recreated(&mut self) {
+        for e in &mut self.writes.outbox.entries {
+            e.accepted = false;
+        }
+    }
+
+    /// A restore was painted: what it committed leaves `pending` with it.
+    pub(super) fn painted_commits(&mut self) {
+        let before = self.writes.outbox.entries.len();
+        self.writes.outbox.entries.retain(|e| !e.committed);
+        if self.writes.outbox.entries.len() != before {
+            self.change.pending = true;
+        }
+    }
+
+    /// Ends the waiting `send`s and `retry`s: with the turn the message
+    /// started, or the error that failed it.
+    fn settle_waiters(&mut self, waiters: Vec<WriteId>, outcome: Result<&str, &CoreError>) {
+        for id in waiters {
+            let result = match outcome {
+                Ok(turn_id) => Ok(WriteOutcome::Sent {
+                    turn_id: turn_id.to_owned(),
+                }),
+                Err(e) => Err(e.clone()),
+            };
+            self.writes.done.push_back(WriteDone { id, result });
+        }
+    }
+
+    /// After every input: expiry, the write that makes a new message
+    /// durable, then the next send.
+    pub(super) fn pump_outbox(&mut self, now: u64) {
+        if self.writes.outbox.is_empty() || self.closed || self.loading.is_some() {
+            return;
+        }
+        let wall = self.wall_now(now);
+        let max_age = self.cfg.outbox_max_age_ms;
+        let expired: Vec<usize> = (self.writes.outbox.entries.iter().enumerate())
+            .filter(|(_, e)| {
+                e.queued() && e.request.is_none() && wall.saturating_sub(e.at) >= max_age
+            })
+            .map(|(i, _)| i)
+            .collect();
+        for i in expired {
+            self.fail_entry(
+                i,
+                CoreError::Expired {
+                    max_age_ms: max_age,
+                },
+            );
+        }
+        if self.writes.outbox.unsaved {
+            self.writes.outbox.unsaved = false;
+            // Forced past the throttle: the message is stored before it is
+            // sent, in the same value as the state.
+            self.dirty = true;
+            self.flush_persist(now);
+        }
+        if self.outbox_held() {
+            return;
+        }
+        let outbox = &self.writes.outbox;
+        let Some(i) = outbox.entries.iter().position(Entry::queued) else {
+            return;
+        };
+        let e = &outbox.entries[i];
+        if e.request.is_some() || now < e.retry_at {
+            return;
+        }
+        // Every message before it was accepted or failed.
+        self.send_entry(i, now);
+    }
+
+    fn send_entry(&mut self, i: usize, now: u64) {
+        let request = self.alloc_id();
+        let Some(session) = self.session_id() else {
+            return;
+        };
+        let e = &mut self.writes.outbox.entries[i];
+        e.request = Some(request);
+        e.issued_at = now;
+        let body = json::to_string(&PostMessage {
+            message_id: e.message_id.clone(),
+            text: e.text.clone(),
+        })
+        .unwrap_or_default();
+        self.change.pending = true;
+        self.actions.push_back(Action::Post {
+            id: request,
+            path_and_query: paths::post_message(&session),
+            body,
+        });
+    }
+
+    fn fail_entry(&mut self, i: usize, error: CoreError) {
+        let e = &mut self.writes.outbox.entries[i];
+        e.request = None;
+        e.failed = Some(error.info());
+        let waiters = std::mem::take(&mut e.waiters);
+        self.writes.outbox.unsaved = true;
+        self.change.pending = true;
+        self.settle_waiters(waiters, Err(&error));
+    }
+
+    /// The earliest time the outbox needs the timer: a retry, an attempt's
+    /// timeout, a queued message's expiry.
+    pub(super) fn outbox_deadline(&self) -> Option<u64> {
+        let outbox = &self.writes.outbox;
+        let mut next = None::<u64>;
+        let mut at = |t: u64| next = Some(next.map_or(t, |n| n.min(t)));
+        let head = outbox.entries.iter().find(|e| e.queued());
+        if let Some(e) = head {
+            match e.request {
+                Some(_) => at(e.issued_at.saturating_add(self.cfg.fetch_timeout_ms)),
+                None if !self.outbox_held() => at(e.retry_at),
+                None => {}
+            }
+        }
+        for e in outbox.entries.iter().filter(|e| e.queued()) {
+            // The wall clock's expiry, on the machine's clock.
+            let wall_due = e.at.saturating_add(self.cfg.outbox_max_age_ms);
+            at(wall_due.saturating_add_signed(self.wall_offset.saturating_neg()));
+        }
+        next
+    }
+
+    /// Timer work: an attempt past the timeout is aborted and retried.
+    pub(super) fn outbox_timers(&mut self, now: u64) {
+        let timeout = self.cfg.fetch_timeout_ms;
+        let late = self.writes.outbox.entries.iter().find_map(|e| {
+            let waited = now.saturating_sub(e.issued_at);
+            e.request.filter(|_| waited >= timeout).map(|r| (r, waited))
+        });
+        if let Some((request, waited)) = late {
+            self.actions.push_back(Action::Abort { id: request });
+            self.outbox_failed(request, CoreError::Timeout { after_ms: waited }, now);
+        }
+    }
+
+    /// The scope is reachable again (`online`, visible, live): a queued
+    /// message waiting for its backoff is sent now.
+    pub(super) fn outbox_kick(&mut self, now: u64) {
+        if let Some(e) = self.writes.outbox.entries.iter_mut().find(|e| e.queued()) {
+            if e.request.is_none() {
+                e.retry_at = now;
+                e.backoff.reset();
+            }
+        }
+    }
+
+    /// A transport failure or timeout of an attempt: queued again.
+    pub(super) fn outbox_failed(&mut self, request: RequestId, error: CoreError, now: u64) {
+        let verdict = match error {
+            CoreError::Credentials(_) => Verdict::Failed(error),
+            _ => Verdict::Retry(None),
+        };
+        self.settle_entry(request, verdict, now);
+    }
+
+    /// A non-2xx answer to an attempt (rule 9's classifier).
+    pub(super) fn outbox_http_error(
+        &mut self,
+        request: RequestId,
+        status: u16,
+        retry_after: Option<&str>,
+        body: &[u8],
+        now: u64,
+    ) {
+        let Some(i) = self.writes.outbox.position(request) else {
+            return;
+        };
+        let refreshed = self.writes.outbox.entries[i].refreshed;
+        let verdict = match classify(status, retry_after, body, self.wall_now(now)) {
+            HttpClass::RefreshCredentials { .. }
+                if !self.sent_with_current_credentials(request) =>
+            {
+                Verdict::Resend
+            }
+            HttpClass::RefreshCredentials { .. } if !refreshed => Verdict::Refresh,
+            HttpClass::Retry { after, .. } => Verdict::Retry(after),
+            HttpClass::RefreshCredentials { error }
+            | HttpClass::CursorRejected { error }
+            | HttpClass::Fail(error) => Verdict::Failed(error),
+        };
+        self.settle_entry(request, verdict, now);
+    }
+
+    /// The 2xx answer to an attempt: accepted, once however often sent.
+    pub(super) fn outbox_accepted(&mut self, request: RequestId, body: &[u8], now: u64) {
+        // An answer that cannot be read is asked for again: the message is
+        // idempotent, and the next answer names its turn.
+        let verdict = match json::from_slice::<MessageAccepted>(body) {
+            Ok(a) => Verdict::Accepted(a.turn_id),
+            Err(_) => Verdict::Retry(None),
+        };
+        self.settle_entry(request, verdict, now);
+    }
+
+    fn settle_entry(&mut self, request: RequestId, verdict: Verdict, now: u64) {
+        let Some(i) = self.writes.outbox.position(request) else {
+            return;
+        };
+        self.change.pending = true;
+        let e = &mut self.writes.outbox.entries[i];
+        e.request = None;
+        match verdict {
+            Verdict::Accepted(turn_id) => {
+                e.accepted = true;
+                let waiters = std::mem::take(&mut e.waiters);
+                self.settle_waiters(waiters, Ok(&turn_id));
+                // A repeat of a message whose commit is shown already: no
+                // second commit will come for it.
+                let id = &self.writes.outbox.entries[i].message_id;
+                if self.view().as_session().is_some_and(|s| s.has_message(id)) {
+                    self.writes.outbox.entries.remove(i);
+                    self.writes.outbox.unsaved = true;
+                }
+            }
+            Verdict::Failed(error) => self.fail_entry(i, error),
+            Verdict::Refresh => {
+                e.refreshed = true;
+                self.refresh_credentials();
+                self.send_entry(i, now);
+            }
+            Verdict::Resend => self.send_entry(i, now),
+            Verdict::Retry(hint) => {
+                let delay =
+                    e.backoff
+                        .next_delay(&self.cfg.backoff, &mut self.rng, hint.unwrap_or(0));
+                e.retry_at = now.saturating_add(delay);
+            }
+        }
+    }
+
+    /// `close()`: the waiting writes end with `closed`, a request in flight
+    /// is aborted; the messages stay stored, for the next client of the
+    /// scope to send.
+    pub(super) fn close_outbox(&mut self) {
+        let mut waiters = Vec::new();
+        for e in &mut self.writes.outbox.entries {
+            if let Some(id) = e.request.take() {
+                self.actions.push_back(Action::Abort { id });
+            }
+            waiters.append(&mut e.waiters);
+        }
+        self.settle_waiters(waiters, Err(&CoreError::Closed));
+    }
+
+    /// Nothing is sent: offline, the page hidden for good (`pagehide`),
+    /// closed or the stored value still being read. A client that failed
+    /// still sends: the runtime's answer settles the message.
+    fn outbox_held(&self) -> bool {
+        self.closed || self.offline || self.suspended || self.loading.is_some()
+    }
+
+    /// The session a message goes to.
+    fn session_id(&self) -> Option<String> {
+        match &self.cfg.target {
+            super::Target::Scoped { scope_id, .. } if self.cfg.target.is_session() => {
+                Some(scope_id.clone())
+            }
+            _ => None,
+        }
+    }
+}

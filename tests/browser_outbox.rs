@@ -1,0 +1,222 @@
+//! The outbox in Chromium against a real replay-server: a message sent
+//! while the server cannot be reached is shown pending, survives a reload
+//! through the storage, and is committed once when a client reaches the
+//! server; messages queued together are committed in order; a 4xx fails a
+//! message until `retry`; a discarded or expired message is never sent.
+//! "The server down" is a client of an address nothing listens on, sharing
+//! its storage slot with the client of the live server (the slot ignores
+//! the key, which names the base URL).
+#![cfg(target_arch = "wasm32")]
+
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
+#[path = "browser_support/mod.rs"]
+mod support;
+
+use js_sys::Object;
+use replay_client::core::machine::{PendingMessage, PendingState};
+use replay_client::wasm::{Client, Options, StorageChoice};
+use serde_json::{json, Value};
+use support::*;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_test::wasm_bindgen_test;
+
+#[wasm_bindgen(inline_js = r#"
+export function oneSlot() {
+  const slot = { value: null, get() { return slot.value; }, set(_k, v) { slot.value = v; }, remove() { slot.value = null; } };
+  return slot;
+}
+"#)]
+extern "C" {
+    #[wasm_bindgen(js_name = oneSlot)]
+    fn one_slot() -> Object;
+}
+
+/// Nothing listens there: every request fails at the transport.
+const DOWN: &str = "http://127.0.0.1:9";
+
+fn client(base: &str, session: &str, slot: &Object) -> Client {
+    let mut o = Options::session(base, session);
+    o.storage = StorageChoice::Custom(slot.clone());
+    o.seed = Some(7);
+    Client::connect(o)
+}
+
+fn pending(c: &Client) -> Vec<(String, PendingState)> {
+    c.pending()
+        .into_iter()
+        .map(|p: PendingMessage| (p.message_id, p.state))
+        .collect()
+}
+
+/// Sends without waiting for the outcome (it settles when accepted).
+fn send(c: &Client, id: &str) {
+    let sent = c.send(&format!("text of {id}"), Some(id.to_owned()));
+    wasm_bindgen_futures::spawn_local(async move {
+        let _ = sent.await;
+    });
+}
+
+/// The user messages of the server's transcript, by `message_id`.
+async fn server_messages(session: &str) -> Vec<String> {
+    let t = server_transcript(session).await;
+    t["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "message" && i["role"] == "user")
+        .map(|i| i["message_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn client_messages(c: &Client) -> Vec<String> {
+    client_transcript(c)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "message" && i["role"] == "user")
+        .map(|i| i["message_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Waits until `c` shows `ids` committed and nothing pending.
+async fn committed(c: &Client, ids: &[&str]) {
+    let ok = wait_until(20_000, || {
+        c.pending().is_empty() && client_messages(c) == ids.to_vec()
+    })
+    .await;
+    assert!(
+        ok,
+        "pending {:?}, items {:?}, status {:?}",
+        pending(c),
+        client_messages(c),
+        c.status()
+    );
+}
+
+#[wasm_bindgen_test]
+async fn a_message_sent_with_the_server_down_survives_a_reload_and_is_committed_once() {
+    let session = create_session().await;
+    let slot = one_slot();
+    let down = client(DOWN, &session, &slot);
+    send(&down, "out_1");
+    assert_eq!(pending(&down).len(), 1, "shown at once");
+    assert!(
+        wait_until(5_000, || pending(&down)
+            == vec![("out_1".to_owned(), PendingState::Queued)])
+        .await
+    );
+    sleep(300).await;
+    down.close();
+    // A reload, the server still down: still shown, still queued.
+    let again = client(DOWN, &session, &slot);
+    assert!(wait_until(5_000, || pending(&again).len() == 1).await);
+    assert_eq!(pending(&again)[0].0, "out_1");
+    sleep(300).await;
+    again.close();
+    // The server is back: committed once, shown once, pending empty.
+    let up = client(server(), &session, &slot);
+    committed(&up, &["out_1"]).await;
+    assert_eq!(server_messages(&session).await, vec!["out_1"]);
+    up.close();
+}
+
+#[wasm_bindgen_test]
+async fn three_messages_queued_while_down_are_committed_in_order() {
+    let session = create_session().await;
+    let slot = one_slot();
+    let down = client(DOWN, &session, &slot);
+    for id in ["q1", "q2", "q3"] {
+        send(&down, id);
+    }
+    sleep(300).await;
+    down.close();
+    let up = client(server(), &session, &slot);
+    committed(&up, &["q1", "q2", "q3"]).await;
+    assert_eq!(server_messages(&session).await, vec!["q1", "q2", "q3"]);
+    up.close();
+}
+
+#[wasm_bindgen_test]
+async fn a_4xx_fails_the_message_and_a_retry_commits_it_once() {
+    let session = create_session().await;
+    let c = client(server(), &session, &one_slot());
+    // Wait for the client to be live, so the fault meets its send.
+    assert!(
+        wait_until(10_000, || c.status().state
+            == replay_client::core::machine::State::Live)
+        .await
+    );
+    fault(json!({"kind": "fail_requests", "route": "messages", "status": 400, "error": "refused_here"})).await;
+    let sent = c.send("text of f1", Some("f1".into()));
+    let err = sent.await.expect_err("rejected when failed");
+    assert_eq!(err.code(), "refused_here");
+    let shown = c.pending();
+    assert_eq!(shown[0].state, PendingState::Failed);
+    assert_eq!(shown[0].error.as_ref().unwrap().code, "refused_here");
+    assert!(server_messages(&session).await.is_empty());
+    let turn = c.retry("f1").expect("pending").await.expect("accepted");
+    assert!(!turn.is_empty());
+    committed(&c, &["f1"]).await;
+    assert_eq!(server_messages(&session).await, vec!["f1"]);
+    c.close();
+}
+
+#[wasm_bindgen_test]
+async fn a_discarded_or_expired_message_is_never_sent() {
+    let session = create_session().await;
+    let slot = one_slot();
+    let mut o = Options::session(DOWN, &session);
+    o.storage = StorageChoice::Custom(slot.clone());
+    o.outbox_max_age_ms = 500;
+    let down = Client::connect(o);
+    send(&down, "gone");
+    send(&down, "late");
+    assert!(wait_until(5_000, || pending(&down).len() == 2).await);
+    assert!(down.discard("gone"));
+    assert_eq!(pending(&down)[0].0, "late");
+    let expired = wait_until(5_000, || {
+        down.pending()
+            .first()
+            .and_then(|p| p.error.clone())
+            .is_some_and(|e| e.code == "expired")
+    })
+    .await;
+    assert!(expired, "{:?}", down.pending());
+    down.close();
+    // A client of the live server: the expired one is shown failed, never sent.
+    let up = client(server(), &session, &slot);
+    assert!(
+        wait_until(10_000, || up.status().state
+            == replay_client::core::machine::State::Live)
+        .await
+    );
+    sleep(500).await;
+    assert_eq!(
+        pending(&up),
+        vec![("late".to_owned(), PendingState::Failed)]
+    );
+    assert!(server_messages(&session).await.is_empty());
+    let _: Value = server_transcript(&session).await;
+    up.close();
+}
+
+#[wasm_bindgen_test]
+async fn the_js_view_shows_a_send_in_pending_at_once_and_discard_removes_it() {
+    let session = create_session().await;
+    let c = connect(json!({"baseUrl": DOWN, "sessionId": session, "storage": "memory"}));
+    let before = c.view();
+    let _sent = c.send("text of js1".into(), Some("js1".into()));
+    // The same tick: no await between the send and the view.
+    let after = c.view();
+    assert!(!before.loose_eq(&after), "a new snapshot");
+    let shown = json_of(&get(&after, "pending"));
+    assert_eq!(shown[0]["message_id"], "js1");
+    assert_eq!(shown[0]["text"], "text of js1");
+    assert!(["queued", "sending"].contains(&shown[0]["state"].as_str().unwrap()));
+    assert!(shown[0]["at"].as_f64().unwrap() > 1.6e12, "wall-clock ms");
+    assert!(c.discard("js1".into()));
+    assert_eq!(json_of(&get(&c.view(), "pending")), json!([]));
+    assert!(!c.discard("js1".into()));
+    c.close();
+}

@@ -1,0 +1,387 @@
+//! The outbox (docs/protocol.md §6, rule 13), driven by hand on the
+//! simulated clock: a message is shown and stored at once, sent once at a
+//! time in send order until the runtime accepts it, and leaves `pending`
+//! in the view change that adds its item.
+
+#[cfg(target_arch = "wasm32")]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+mod machine_support;
+
+use machine_support::events::*;
+use machine_support::rig::*;
+use replay_client::core::machine::{
+    Action, Config, CoreError, Lifecycle, Machine, PendingState, RequestId, Write, WriteDone,
+    WriteId, WriteOutcome,
+};
+
+fn send(r: &mut Rig, mid: &str) -> WriteId {
+    let write = Write::Send {
+        message_id: mid.into(),
+        text: format!("text of {mid}"),
+    };
+    r.c.handle_write(write, r.now)
+}
+
+/// The POSTs among `actions`: (request, message_id).
+fn posts(actions: &[Action]) -> Vec<(RequestId, String)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Post { id, body, .. } => {
+                let v: serde_json::Value = serde_json::from_str(body).unwrap();
+                Some((*id, v["message_id"].as_str().unwrap().to_owned()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn pending(r: &Rig) -> Vec<(String, PendingState)> {
+    r.c.pending_messages()
+        .into_iter()
+        .map(|p| (p.message_id, p.state))
+        .collect()
+}
+
+fn done(r: &mut Rig) -> Vec<WriteDone> {
+    std::iter::from_fn(|| r.c.poll_write_done()).collect()
+}
+
+fn accept(r: &mut Rig, id: RequestId, turn: &str) {
+    let body = format!(r#"{{"turn_id":"{turn}"}}"#);
+    r.c.handle_post_answer(id, body.as_bytes(), r.now);
+}
+
+/// Runs timers until the outbox sends; the POSTs of that step.
+fn until_post(r: &mut Rig) -> Vec<(RequestId, String)> {
+    for _ in 0..1_000 {
+        let t = r.c.poll_timeout().expect("a timer is armed");
+        r.now = r.now.max(t);
+        r.c.handle_timeout(r.now);
+        let p = posts(&r.pump());
+        if !p.is_empty() {
+            return p;
+        }
+    }
+    panic!("no send after 1 000 timers");
+}
+
+#[test]
+fn a_send_is_shown_and_stored_in_the_same_input_before_its_request() {
+    let mut r = Rig::live_with(&simple_log(2));
+    send(&mut r, "m1");
+    let actions = r.pump();
+    let change = r.c.poll_view_change().expect("painted at once");
+    assert!(change.pending, "{change:?}");
+    assert_eq!(pending(&r), vec![("m1".to_owned(), PendingState::Sending)]);
+    let persist = actions
+        .iter()
+        .position(|a| matches!(a, Action::Persist(v) if String::from_utf8_lossy(v).contains(r#""message_id":"m1""#)))
+        .expect("the message is stored with the state");
+    let post = actions
+        .iter()
+        .position(|a| matches!(a, Action::Post { .. }))
+        .expect("and sent");
+    assert!(persist < post, "stored before it is sent: {actions:?}");
+}
+
+#[test]
+fn the_commit_swaps_the_pending_message_for_its_item_in_one_view_change() {
+    let mut r = Rig::live_with(&simple_log(2));
+    let w = send(&mut r, "m1");
+    let p = posts(&r.pump());
+    r.changes();
+    accept(&mut r, p[0].0, "turn_9");
+    assert_eq!(
+        done(&mut r),
+        vec![WriteDone {
+            id: w,
+            result: Ok(WriteOutcome::Sent {
+                turn_id: "turn_9".into()
+            })
+        }],
+        "the Promise resolves on acceptance"
+    );
+    // Accepted, not yet committed: still shown, never sent again.
+    assert_eq!(pending(&r), vec![("m1".to_owned(), PendingState::Sending)]);
+    r.changes();
+    r.send(&[user_msg(3, "m1", "text of m1")]);
+    let changes = r.changes();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert!(changes[0].pending && changes[0].items_appended_from == Some(2));
+    assert!(pending(&r).is_empty());
+    let items = r.c.view().as_session().unwrap().items().len();
+    assert_eq!(items, 3);
+    for _ in 0..10 {
+        r.advance(10_000);
+    }
+    assert_eq!(posts(&r.log).len(), 1, "sent once: {:?}", posts(&r.log));
+}
+
+#[test]
+fn messages_go_out_in_order_one_at_a_time_and_transient_failures_never_drop_them() {
+    let mut r = Rig::live_with(&simple_log(1));
+    let w1 = send(&mut r, "m1");
+    send(&mut r, "m2");
+    send(&mut r, "m3");
+    let mut sent = posts(&r.pump());
+    assert_eq!(sent.len(), 1, "one in flight: {sent:?}");
+    // Far more failures than a plain write's attempts: still queued.
+    for i in 0..20 {
+        let (id, mid) = sent[0].clone();
+        assert_eq!(mid, "m1");
+        match i % 4 {
+            0 => r.c.handle_network_error(id, "reset", r.now),
+            1 => r.c.handle_http_error(id, 503, None, b"", r.now),
+            2 => r.c.handle_http_error(id, 429, Some("1"), b"", r.now),
+            _ => {
+                r.c.handle_request_failed(id, CoreError::Timeout { after_ms: 1 }, r.now)
+            }
+        }
+        assert!(posts(&r.pump()).is_empty(), "not at once, not the next one");
+        assert!(done(&mut r).is_empty(), "the Promise does not reject");
+        assert_eq!(pending(&r)[0], ("m1".to_owned(), PendingState::Queued));
+        sent = until_post(&mut r);
+        assert_eq!(sent.len(), 1);
+    }
+    let mut order = Vec::new();
+    for turn in ["t1", "t2", "t3"] {
+        let (id, mid) = sent[0].clone();
+        order.push(mid);
+        accept(&mut r, id, turn);
+        sent = posts(&r.pump());
+    }
+    assert_eq!(order, vec!["m1", "m2", "m3"]);
+    assert_eq!(done(&mut r)[0].id, w1);
+}
+
+#[test]
+fn offline_keeps_messages_queued_until_online() {
+    let mut r = Rig::live_with(&simple_log(1));
+    r.c.handle_lifecycle(Lifecycle::Offline, r.now);
+    r.pump();
+    send(&mut r, "m1");
+    assert!(posts(&r.pump()).is_empty());
+    assert_eq!(pending(&r), vec![("m1".to_owned(), PendingState::Queued)]);
+    r.advance(600_000);
+    assert!(posts(&r.pump()).is_empty(), "nothing while offline");
+    r.c.handle_lifecycle(Lifecycle::Online, r.now);
+    let sent = posts(&r.pump());
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].1, "m1");
+}
+
+#[test]
+fn a_4xx_fails_the_message_with_the_servers_code_until_it_is_retried() {
+    let mut r = Rig::live_with(&simple_log(1));
+    let w = send(&mut r, "m1");
+    send(&mut r, "m2");
+    let sent = posts(&r.pump());
+    let body = error_body_with("directive_limit", "too much");
+    r.c.handle_http_error(sent[0].0, 400, None, &body, r.now);
+    let out = done(&mut r);
+    assert_eq!(out[0].id, w);
+    assert_eq!(out[0].result.clone().unwrap_err().code(), "directive_limit");
+    let shown = r.c.pending_messages();
+    assert_eq!(shown[0].state, PendingState::Failed);
+    assert_eq!(shown[0].error.as_ref().unwrap().code, "directive_limit");
+    assert_eq!(shown[0].error.as_ref().unwrap().status, Some(400));
+    // The next message is not held behind a failed one.
+    let next = posts(&r.pump());
+    assert_eq!(next[0].1, "m2");
+    accept(&mut r, next[0].0, "t2");
+    r.pump();
+    done(&mut r);
+    let retry = r.c.retry_message("m1", r.now).expect("pending");
+    let again = posts(&r.pump());
+    assert_eq!(again[0].1, "m1");
+    accept(&mut r, again[0].0, "t1");
+    assert_eq!(
+        done(&mut r),
+        vec![WriteDone {
+            id: retry,
+            result: Ok(WriteOutcome::Sent {
+                turn_id: "t1".into()
+            })
+        }]
+    );
+    assert!(r.c.retry_message("nope", r.now).is_none());
+}
+
+#[test]
+fn a_discarded_message_is_never_sent() {
+    let mut r = Rig::live_with(&simple_log(1));
+    r.c.handle_lifecycle(Lifecycle::Offline, r.now);
+    let w = send(&mut r, "m1");
+    r.pump();
+    r.changes();
+    assert!(r.c.discard_message("m1", r.now));
+    assert!(r.changes().iter().any(|c| c.pending));
+    assert!(pending(&r).is_empty());
+    assert_eq!(done(&mut r)[0].id, w);
+    r.c.handle_lifecycle(Lifecycle::Online, r.now);
+    r.advance(60_000);
+    assert!(posts(&r.log).is_empty(), "{:?}", r.log);
+    assert!(!r.c.discard_message("m1", r.now));
+}
+
+#[test]
+fn a_message_older_than_the_bound_fails_expired_and_is_never_sent() {
+    let mut cfg = Config::session(SES);
+    cfg.outbox_max_age_ms = 60_000;
+    let mut r = Rig::with(cfg, None);
+    r.c.handle_lifecycle(Lifecycle::Offline, r.now);
+    let w = send(&mut r, "m1");
+    r.pump();
+    r.run_timers_until(|r| r.now >= 60_000);
+    let shown = r.c.pending_messages();
+    assert_eq!(shown[0].state, PendingState::Failed);
+    assert_eq!(shown[0].error.as_ref().unwrap().code, "expired");
+    let out = done(&mut r);
+    assert_eq!(out[0].id, w);
+    assert_eq!(
+        out[0].result,
+        Err(CoreError::Expired { max_age_ms: 60_000 })
+    );
+    r.c.handle_lifecycle(Lifecycle::Online, r.now);
+    r.advance(10_000);
+    assert!(posts(&r.log).is_empty());
+}
+
+#[test]
+fn whoever_restores_the_scope_sends_what_is_queued_and_drops_what_is_committed() {
+    let mut r = Rig::live_with(&simple_log(1));
+    r.c.handle_lifecycle(Lifecycle::Offline, r.now);
+    send(&mut r, "m1");
+    send(&mut r, "m2");
+    r.pump();
+    let stored = r.c.persisted_value();
+    // The next client of the scope (a reload, another tab) shows and sends them.
+    let next = Rig::with(Config::session(SES), Some(&stored));
+    assert_eq!(
+        pending(&next),
+        vec![
+            ("m1".to_owned(), PendingState::Sending),
+            ("m2".to_owned(), PendingState::Queued)
+        ]
+    );
+    let sent = posts(&next.log);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].1, "m1");
+    // A stored state that holds a message's commit drops it from the outbox.
+    let mut r = Rig::live_with(&simple_log(1));
+    send(&mut r, "m1");
+    let p = posts(&r.pump());
+    accept(&mut r, p[0].0, "t1");
+    r.send(&[user_msg(2, "m1", "text of m1")]);
+    let stored = r.c.persisted_value();
+    let text = String::from_utf8_lossy(&stored).into_owned();
+    assert!(text.contains(r#""outbox":[]"#), "{text}");
+    let next = Rig::with(Config::session(SES), Some(&stored));
+    assert!(pending(&next).is_empty());
+    drop(next);
+}
+
+#[test]
+fn a_send_during_a_restore_is_shown_and_a_commit_it_folds_leaves_with_its_repaint() {
+    let log = simple_log(2);
+    let stored = Rig::live_with(&log).c.persisted_value();
+    let mut r = Rig::with(Config::session(SES), Some(&stored));
+    assert!(r.c.is_restoring());
+    send(&mut r, "m1");
+    let p = posts(&r.pump());
+    let changes = r.changes();
+    assert_eq!(changes.len(), 1, "shown although the restore is withheld");
+    assert!(changes[0].pending && changes[0].items_appended_from.is_none());
+    accept(&mut r, p[0].0, "t1");
+    r.pump();
+    r.changes();
+    // The backlog holds its commit: shown pending until the restore paints it.
+    r.open_ok();
+    r.send(&[hello(EPOCH, 4, BOOT)]);
+    let mut history = log.clone();
+    history.push(user_msg(3, "m1", "text of m1"));
+    history.push(user_msg(4, "m2", "someone else's"));
+    let first = replay_page(EPOCH, BOOT, 2, &history[2..3], 4, true, None, None);
+    r.answer(&first);
+    assert!(r.c.is_restoring());
+    // Its item is folded, not painted: the message is still shown pending.
+    assert!(r.changes().iter().all(|c| !c.pending));
+    assert_eq!(pending(&r), vec![("m1".to_owned(), PendingState::Sending)]);
+    let last = replay_page(EPOCH, BOOT, 3, &history[3..], 4, false, None, None);
+    r.answer(&last);
+    let changes = r.changes();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert!(changes[0].restore_completed && changes[0].pending);
+    assert!(pending(&r).is_empty());
+}
+
+#[test]
+fn no_second_request_while_one_is_in_flight_and_close_keeps_the_message_stored() {
+    let mut r = Rig::live_with(&simple_log(1));
+    let w = send(&mut r, "m1");
+    let again = send(&mut r, "m1");
+    let sent = posts(&r.pump());
+    assert_eq!(sent.len(), 1, "one message, one request");
+    r.c.handle_lifecycle(Lifecycle::Online, r.now);
+    r.c.handle_lifecycle(Lifecycle::Visible, r.now);
+    r.advance(1_000);
+    assert_eq!(posts(&r.log).len(), 1, "a kick does not send twice");
+    r.c.close(r.now);
+    let actions = r.pump();
+    assert!(actions.contains(&Action::Abort { id: sent[0].0 }));
+    let out = done(&mut r);
+    assert_eq!(out.iter().map(|d| d.id).collect::<Vec<_>>(), vec![w, again]);
+    let stored = r.c.persisted_value();
+    let next = Rig::with(Config::session(SES), Some(&stored));
+    assert_eq!(pending(&next).len(), 1, "sent by the next client");
+}
+
+#[test]
+fn a_repeat_of_a_committed_message_resolves_and_leaves_pending() {
+    let mut r = Rig::live_with(&simple_log(1));
+    send(&mut r, "m1");
+    let p = posts(&r.pump());
+    accept(&mut r, p[0].0, "t1");
+    r.send(&[user_msg(2, "m1", "text of m1")]);
+    assert!(pending(&r).is_empty());
+    done(&mut r);
+    // The same message_id again: the runtime answers with the same turn.
+    let again = send(&mut r, "m1");
+    let p = posts(&r.pump());
+    accept(&mut r, p[0].0, "t1");
+    r.pump();
+    assert_eq!(done(&mut r)[0].id, again);
+    assert!(pending(&r).is_empty(), "no second commit will come");
+}
+
+#[test]
+fn a_failed_client_still_sends_for_the_runtime_to_answer() {
+    let mut r = Rig::new();
+    r.open_ok();
+    r.http_error(true, 404, None, &error_body("not_found"));
+    let w = send(&mut r, "m1");
+    let p = posts(&r.pump());
+    assert_eq!(p.len(), 1, "sent although the client failed");
+    r.c.handle_http_error(p[0].0, 404, None, &error_body("not_found"), r.now);
+    assert_eq!(done(&mut r)[0].id, w);
+}
+
+#[test]
+fn an_accepted_message_is_sent_again_when_the_log_is_recreated() {
+    let mut r = Rig::live_with(&simple_log(1));
+    send(&mut r, "m1");
+    let p = posts(&r.pump());
+    accept(&mut r, p[0].0, "t1");
+    r.pump();
+    // The stream reconnects to a recreated log: another epoch.
+    r.c.handle_stream_end(r.stream_id(), r.now);
+    r.until_reconnect();
+    r.open_ok();
+    r.send(&[hello("e2", 0, BOOT)]);
+    let again = until_post(&mut r);
+    assert_eq!(again[0].1, "m1", "its commit is not in the new log");
+}
