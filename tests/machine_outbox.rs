@@ -13,8 +13,8 @@ mod machine_support;
 use machine_support::events::*;
 use machine_support::rig::*;
 use replay_client::core::machine::{
-    Action, Config, CoreError, Lifecycle, Machine, PendingState, RequestId, Write, WriteDone,
-    WriteId, WriteOutcome,
+    Action, Config, CoreError, Lifecycle, PendingState, RequestId, Write, WriteDone, WriteId,
+    WriteOutcome,
 };
 
 fn send(r: &mut Rig, mid: &str) -> WriteId {
