@@ -1,4 +1,4 @@
-//! Which transport follows the log (docs/protocol.md §6, rule 12): the live
+//! Which transport follows the log (docs/protocol.md §6, rule 13): the live
 //! stream, or polling the backlog's endpoint after the cursor when
 //! something between the client and the runtime mutes the stream (a proxy
 //! that buffers or compresses `text/event-stream`: its headers come, its
