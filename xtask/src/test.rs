@@ -24,7 +24,7 @@
 
 use crate::cmd::{self, path_with, root, run_in, Result};
 use crate::server::Server;
-use crate::{demo, pkg, postgres, quickstarts, redis, setup, size_table};
+use crate::{demo, nginx, pkg, postgres, quickstarts, redis, setup, size_table};
 use std::fs;
 use std::path::Path;
 
@@ -225,6 +225,8 @@ fn in_chromium(only: Option<&str>) -> Result {
     cmd::run("cargo", &["build", "-p", "replay-server"])?;
     let server = test_server(&[])?;
     println!("replay-server for the browser suites: {}", server.url);
+    // `browser_proxy.rs`: the same runtime behind a proxy that mutes streams.
+    let proxy = nginx::TempNginx::start(&server.url)?;
     let path = path_with(&[setup::js_dir().join("node_modules/.bin")]);
     let tmp = setup::browser_tmp()?;
     let mut args = vec![
@@ -251,6 +253,7 @@ fn in_chromium(only: Option<&str>) -> Result {
             ("CHROMEDRIVER", setup::CHROMEDRIVER),
             ("WASM_BINDGEN_TEST_TIMEOUT", "300"),
             ("REPLAY_SERVER_URL", &server.url),
+            (nginx::URL_VAR, &proxy.url),
             ("TMPDIR", tmp.to_str().expect("utf-8 path")),
         ],
     )
