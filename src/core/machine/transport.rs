@@ -5,11 +5,12 @@
 //! events never do) while the runtime's JSON answers still come.
 //!
 //! - A stream *try* is muted when it ends without an event after its
-//!   `hello` for a reason a muting proxy gives: no first byte or no event
-//!   in time (`timeout`, `stalled`), or bytes that never complete one
-//!   (`body_too_large`). Any other end (a network error, an HTTP status, a
-//!   clean end) starts the count again: that runtime is down or
-//!   restarting, and is retried with backoff as before, never polled.
+//!   `hello` for a reason a muting proxy gives: no first byte in time
+//!   (`timeout`), or no event in time (`stalled`: bytes that never complete
+//!   one do not count as one). Any other end (a network error, an HTTP
+//!   status, a clean end, a flood of bytes past the body budget) starts the
+//!   count again: that runtime is down, restarting or hostile, and is
+//!   retried with backoff as before, never polled.
 //! - After [`MUTED_TRIES`] muted tries in a row the machine polls once to
 //!   check the runtime; when a page answers after the first muted try, it
 //!   follows by polling (with one [`Notice::StreamMuted`]).
@@ -119,9 +120,7 @@ pub fn poll_interval(busy: bool, idle_polls: u32, hidden: bool) -> u64 {
 fn mutes(err: Option<&CoreError>) -> bool {
     matches!(
         err,
-        Some(
-            CoreError::Timeout { .. } | CoreError::Stalled { .. } | CoreError::BodyTooLarge { .. }
-        )
+        Some(CoreError::Timeout { .. } | CoreError::Stalled { .. })
     )
 }
 
@@ -224,10 +223,7 @@ impl Machine {
             return;
         }
         if self.fetch.is_none() && self.link.poll_at.is_none() {
-            // Beside a stream that has not shown itself yet, at the busy
-            // pace: a turn started just after the page loaded shows.
-            let busy = self.busy() || !self.link.polling;
-            let wait = poll_interval(busy, self.link.idle_polls, self.link.hidden);
+            let wait = poll_interval(self.busy(), self.link.idle_polls, self.link.hidden);
             self.link.poll_at = Some(now.saturating_add(wait));
         }
     }
