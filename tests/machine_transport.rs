@@ -461,3 +461,23 @@ fn other_scopes_poll_event_pages_after_the_cursor() {
     assert!(r.c.polling(), "{:?}", r.log);
     assert_eq!(r.c.cursor(), head);
 }
+
+#[test]
+fn a_runtime_that_stops_under_a_polling_client_is_backoff_and_polled_again_when_back() {
+    let mut n = Net::new(true);
+    n.run_until(60_000);
+    assert!(switched(&n));
+    n.down = true;
+    n.run_until(70_000);
+    assert_eq!(n.r.c.status().state, State::Backoff);
+    n.run_until(190_000);
+    // Failed polls back off (full jitter up to 30 s): no storm.
+    let late = n.polls_between(130_000, 190_000);
+    assert!(late.len() <= 8, "{late:?}");
+    n.down = false;
+    n.commit(user_msg(3, "u3", "three"));
+    n.run_until(230_000);
+    assert_eq!(n.r.c.status().state, State::Live);
+    assert!(n.r.c.polling());
+    assert_eq!(n.r.c.cursor(), 3);
+}
