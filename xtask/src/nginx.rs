@@ -3,8 +3,8 @@
 //! a proxy holds while every JSON answer comes through): it compresses
 //! `text/event-stream` and ignores the runtime's `X-Accel-Buffering: no`.
 //! Debian's `nginx-light` on a free loopback port, its prefix, config and
-//! logs in a temp folder, `daemon off` in this process's group, stopped
-//! when dropped.
+//! logs in a temp folder, `daemon off` and one process (`master_process
+//! off`: killing it leaves no worker behind), stopped when dropped.
 
 use crate::cmd::{output, Result};
 use std::net::{TcpListener, TcpStream};
@@ -35,7 +35,7 @@ pub struct TempNginx {
 fn config(dir: &str, port: u16, upstream: &str) -> String {
     format!(
         "daemon off;
-worker_processes 1;
+master_process off;
 pid {dir}/nginx.pid;
 error_log {dir}/error.log;
 events {{ worker_connections 256; }}
