@@ -1,4 +1,4 @@
-//! The outbox (docs/protocol.md §6, rule 13), driven by hand on the
+//! The outbox (docs/protocol.md §6, rule 14), driven by hand on the
 //! simulated clock: a message is shown and stored at once, sent once at a
 //! time in send order until the runtime accepts it, and leaves `pending`
 //! in the view change that adds its item.

@@ -375,3 +375,39 @@ fn a_failed_connection_reaches_every_machine_with_its_own_error() {
         );
     }
 }
+
+#[test]
+fn a_muted_multiplexed_stream_is_followed_by_polling_per_scope_and_left_when_it_flows() {
+    use replay_client::core::machine::REPROBE_MS;
+    let mut w = World::new(&[("a", 5), ("b", 3), ("c", 0)]);
+    w.server.muted = true;
+    let t = w.add_ctx();
+    let ms: Vec<u64> = ["a", "b", "c"]
+        .into_iter()
+        .map(|sid| w.follow(t, sid, None))
+        .collect();
+    // The connection's head comes, its events never: each machine's
+    // deadline counts its tries, and its pages answer.
+    w.advance(60_000);
+    for m in &ms {
+        assert!(w.machine(t, *m).polling(), "machine {m} polls");
+        assert_eq!(w.machine(t, *m).status().state, State::Live);
+    }
+    // What is committed meanwhile reaches every machine by its polls.
+    for i in 0..6 {
+        w.server.append(["a", "b", "c"][i % 3]);
+    }
+    w.advance(12_000);
+    w.assert_converged();
+    // The proxy is fixed: within the re-probe period every machine is
+    // back on the one connection.
+    w.server.muted = false;
+    w.advance(REPROBE_MS + 20_000);
+    for m in &ms {
+        assert!(!w.machine(t, *m).polling(), "machine {m} streams again");
+        assert_eq!(w.machine(t, *m).status().state, State::Live);
+    }
+    w.server.append("a");
+    w.advance(10);
+    w.assert_converged();
+}

@@ -166,7 +166,7 @@ export interface Notice {
   code:
     | ReplayErrorCode
     | "restore_failed" | "storage_fallback" | "cursor_reset" | "restored"
-    | "gap_repaired" | "turn_interrupted";
+    | "gap_repaired" | "turn_interrupted" | "stream_muted";
   /** The same in words. */
   message: string;
   /** Milliseconds on the client's monotonic clock (see `Status`). */
@@ -425,7 +425,8 @@ export interface Diagnostics {
    * How the live stream comes: `"multiplexed"` through the one multiplexed
    * stream of `multiplex: true` (PROTOCOL §4.6), `"scoped"` on this client's
    * own stream (without `multiplex`, or against a runtime whose
-   * `GET /v1/stream` answered 404, 405 or 501).
+   * `GET /v1/stream` answered 404, 405 or 501), `"polling"` while a stream
+   * that a proxy mutes is followed by polling (notice `stream_muted`).
    */
-  transport: "multiplexed" | "scoped";
+  transport: "multiplexed" | "scoped" | "polling";
 }

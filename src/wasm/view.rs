@@ -151,7 +151,8 @@ struct DiagnosticsJs<'a> {
     #[serde(rename = "bootId")]
     boot_id: Option<&'a str>,
     storage: &'a str,
-    /// `multiplexed` or `scoped` (a string: a serde enum costs more wasm).
+    /// `multiplexed`, `scoped` or `polling` (a string: a serde enum costs
+    /// more wasm).
     transport: &'static str,
 }
 
@@ -193,6 +194,9 @@ pub fn diagnostics_js(
         boot_id: boot,
         storage,
         transport: match transport {
+            // The machine's own choice comes first: a muted stream is
+            // followed by polling, on the page and in a shared host alike.
+            _ if m.polling() => "polling",
             Transport::Multiplexed => "multiplexed",
             Transport::Scoped => "scoped",
         },

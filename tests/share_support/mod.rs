@@ -73,6 +73,8 @@ pub struct Conn {
 pub struct Server {
     pub logs: BTreeMap<String, Vec<Envelope>>,
     pub conns: Vec<Conn>,
+    /// A proxy mutes every connection: heads come, bytes are held back.
+    pub muted: bool,
     /// Every path opened, in order.
     pub opened: Vec<(usize, String)>,
 }
@@ -412,6 +414,9 @@ impl World {
                     None,
                     now,
                 );
+            }
+            if self.server.muted {
+                continue;
             }
             let c = &mut self.server.conns[i];
             if !c.out.is_empty() {

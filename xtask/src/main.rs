@@ -17,6 +17,7 @@ mod cycles;
 mod debug_fmt;
 mod demo;
 mod names;
+mod nginx;
 mod pkg;
 mod postgres;
 mod proxy;

@@ -36,6 +36,10 @@ pub fn ensure_all() -> Result {
         "setup: redis-server (the cluster's live tail)",
         crate::redis::ensure,
     )?;
+    cmd::step(
+        "setup: nginx-light (a proxy that mutes event streams)",
+        crate::nginx::ensure,
+    )?;
     ensure_browser()?;
     cmd::step(
         "setup: firefox, webkitgtk, wpe (engine layer)",

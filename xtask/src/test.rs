@@ -24,7 +24,7 @@
 
 use crate::cmd::{self, path_with, root, run_in, Result};
 use crate::server::Server;
-use crate::{demo, pkg, postgres, quickstarts, redis, setup, size_table};
+use crate::{demo, nginx, pkg, postgres, quickstarts, redis, setup, size_table};
 use std::fs;
 use std::path::Path;
 
@@ -239,6 +239,8 @@ fn in_chromium(only: Option<&str>) -> Result {
         "--allow-origin",
         &page_origin,
     ])?;
+    // `browser_proxy.rs`: the same runtime behind a proxy that mutes streams.
+    let proxy = nginx::TempNginx::start(&server.url)?;
     let path = path_with(&[setup::js_dir().join("node_modules/.bin")]);
     let tmp = setup::browser_tmp()?;
     let mut args = vec![
@@ -268,6 +270,7 @@ fn in_chromium(only: Option<&str>) -> Result {
             ("REPLAY_CREDENTIALS_URL", &credentials_server.url),
             ("REPLAY_CREDENTIALS_TOKEN", CREDENTIALS_TOKEN),
             ("WASM_BINDGEN_TEST_ADDRESS", &page.to_string()),
+            (nginx::URL_VAR, &proxy.url),
             ("TMPDIR", tmp.to_str().expect("utf-8 path")),
         ],
     )

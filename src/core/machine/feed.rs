@@ -76,6 +76,9 @@ impl ClientNotice {
             Notice::TurnInterrupted { reason, .. } => {
                 Self::new("turn_interrupted", interrupted_words(reason), at)
             }
+            Notice::StreamMuted { tries, waited_ms } => {
+                Self::new("stream_muted", muted_words(*tries, *waited_ms), at)
+            }
             Notice::Retrying { .. } => return None,
         })
     }
@@ -100,6 +103,18 @@ fn restored_words(from: u64, to: u64) -> String {
     } else {
         "caught up: ".to_owned() + &n.to_string() + noun + " loaded"
     }
+}
+
+/// What was seen of a muted stream, and what the operator can change.
+fn muted_words(tries: u32, waited_ms: u64) -> String {
+    "the live stream delivered no event within ".to_owned()
+        + &waited_ms.to_string()
+        + " ms on "
+        + &tries.to_string()
+        + " tries while JSON requests succeeded: following by polling (about every second \
+        while an answer runs). A proxy is likely buffering or compressing text/event-stream: \
+        have it honour `X-Accel-Buffering: no` (nginx: do not set proxy_ignore_headers \
+        X-Accel-Buffering) or exclude text/event-stream from compression (nginx gzip_types)"
 }
 
 /// Why the shown answer stopped, in words (rule 7's two reasons).

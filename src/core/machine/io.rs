@@ -301,7 +301,14 @@ impl Machine {
     /// server's hint (`Retry-After`, else the stream's `retry:`, at least
     /// the backoff's first ceiling: `retry: 0` would be no floor at all).
     fn stream_retry(&mut self, err: Option<CoreError>, hint: Option<u64>, now: u64) {
+        let reprobe = self.link_stream_ended(err.as_ref());
         self.stream = None;
+        if let Some(wait) = reprobe {
+            // Polling: the next try is the next probe, and a failed probe
+            // is no retry to report.
+            self.stream_retry_at = Some(now.saturating_add(wait.max(hint.unwrap_or(0))));
+            return;
+        }
         let sse_retry = self.sse_retry.map(|ms| ms.max(self.cfg.backoff.initial_ms));
         let floor = hint.or(sse_retry).unwrap_or(0);
         let delay = self
@@ -314,6 +321,7 @@ impl Machine {
 
     pub(super) fn fetch_retry(&mut self, err: CoreError, hint: Option<u64>, now: u64) {
         self.restore_failed(&err, false);
+        self.link_page_failed();
         let delay =
             self.fetch_backoff
                 .next_delay(&self.cfg.backoff, &mut self.rng, hint.unwrap_or(0));
@@ -563,6 +571,7 @@ impl Machine {
                 }
             }
             Lifecycle::Visible | Lifecycle::Resume => {
+                self.link_hidden(false, now);
                 if self.halted() {
                     return;
                 }
@@ -579,7 +588,8 @@ impl Machine {
                     self.send_fetch(now);
                 }
             }
-            Lifecycle::Hidden | Lifecycle::Freeze => {}
+            Lifecycle::Hidden => self.link_hidden(true, now),
+            Lifecycle::Freeze => {}
             Lifecycle::PageHide => {
                 if !self.suspended {
                     self.suspended = true;

@@ -30,6 +30,7 @@ pub(crate) mod paths;
 mod persist;
 mod prefetch;
 mod sync;
+mod transport;
 mod types;
 mod writes;
 
@@ -40,6 +41,9 @@ pub use feed::{ClientNotice, NOTICE_CAPACITY};
 pub use outbox::{PendingMessage, PendingState};
 pub use pace::{Frames, Notify, Pace, FRAME_WAIT_MS};
 pub use persist::{supersedes, LastApplied, Position, StoredHead, STORAGE_VERSION};
+pub use transport::{
+    poll_interval, HIDDEN_FACTOR, MUTED_TRIES, POLL_BUSY_MS, POLL_IDLE_MAX_MS, REPROBE_MS,
+};
 pub use types::{
     Action, BackoffConfig, Config, Counters, FetchKind, Lifecycle, Notice, RequestId, Settings,
     State, Status, Target,
@@ -219,6 +223,8 @@ pub struct Machine {
     writes: writes::Writes,
     /// Answers in progress: first-byte deadlines, bodies read whole.
     answers: answers::Answers,
+    /// Stream or polling (`transport.rs`).
+    link: transport::Link,
 }
 
 impl Machine {
@@ -366,6 +372,7 @@ impl Machine {
             pacer,
             writes: writes::Writes::default(),
             answers: answers::Answers::default(),
+            link: transport::Link::default(),
         }
     }
 
@@ -519,6 +526,7 @@ impl Machine {
             self.answer_timeouts(now);
             self.pace_timeout(now);
             self.on_timeout(now);
+            self.link_timeout(now);
             self.after_input(now);
         }
     }
@@ -602,6 +610,7 @@ impl Machine {
                 at(f.id.map(|_| f.issued_at.saturating_add(self.cfg.fetch_timeout_ms)));
             }
             at(self.prefetch_deadline());
+            at(self.link_deadline());
         }
         next
     }
@@ -765,6 +774,7 @@ impl Machine {
     /// Bookkeeping after every input: speculative page, throttled persist,
     /// status.
     fn after_input(&mut self, now: u64) {
+        self.link_after_input(now);
         self.maybe_prefetch(now);
         self.pump_outbox(now);
         self.track_answers(now);
@@ -828,6 +838,9 @@ impl Machine {
         }
         if self.offline {
             return State::Offline;
+        }
+        if let Some(state) = self.link_state() {
+            return state;
         }
         // A failed request, waiting or being retried, shows as such even
         // behind a barrier (see `Machine::reach`).

@@ -1,5 +1,5 @@
 //! The outbox: the user's messages from `send` until their
-//! `message.committed` is in the view (docs/protocol.md §6, rule 13).
+//! `message.committed` is in the view (docs/protocol.md §6, rule 14).
 //!
 //! A message enters the view at once (`pending`, in send order) and the
 //! persisted value (with the scope's state, in one write) before any

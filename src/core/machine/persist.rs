@@ -1,6 +1,6 @@
 //! The persisted value: epoch, cursor and folded state in ONE JSON value
 //! (rule 1), so a cursor can never be stored without the state it describes,
-//! and the outbox beside them (rule 13), so a message is never stored apart
+//! and the outbox beside them (rule 14), so a message is never stored apart
 //! from the state that says whether it was committed.
 
 use serde::{Deserialize, Serialize};

@@ -366,6 +366,7 @@ impl Machine {
             }
             None => return,
         };
+        self.link_hello();
         self.refresh_unproven = false;
         if !self.check_epoch(&h.epoch, now) {
             return;
@@ -524,6 +525,9 @@ impl Machine {
 
     /// A replay or event page arrived.
     pub(super) fn on_page(&mut self, id: super::RequestId, kind: FetchKind, body: &[u8], now: u64) {
+        if self.fetch_kind(id).is_some() {
+            self.link_page_answered(now);
+        }
         if self.keep_prefetched(id, kind, body) {
             return;
         }
@@ -717,7 +721,10 @@ impl Machine {
         }
         let verify = match &mut self.mode {
             Mode::Restore { verify } | Mode::Repair { verify, .. } => std::mem::take(verify),
-            Mode::Follow | Mode::Unrestored => return,
+            // A poll (`transport.rs`): the page after the cursor, as the
+            // stream would have carried it.
+            Mode::Follow => false,
+            Mode::Unrestored => return,
         };
         let mut skip = 0;
         if verify {

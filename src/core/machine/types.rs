@@ -404,6 +404,15 @@ pub enum Notice {
         /// `worker_restart` or `boot_changed`.
         reason: String,
     },
+    /// The live stream was muted (no event within the connect deadline
+    /// on `tries` tries in a row, while the runtime's JSON answers came):
+    /// following by polling until a stream shows its `hello` again.
+    StreamMuted {
+        /// Muted tries in a row.
+        tries: u32,
+        /// Each try's deadline, in ms.
+        waited_ms: u64,
+    },
     /// A transient failure; retrying at `retry_at`.
     Retrying {
         /// What failed.
