@@ -46,9 +46,8 @@ pub use transport::{
 };
 pub use types::{
     Action, BackoffConfig, Config, Counters, FetchKind, Lifecycle, Notice, RequestId, Settings,
-    State, Status, Target,
+    State, Status, Target, Write, WriteDone, WriteId, WriteOutcome,
 };
-pub use writes::{Write, WriteDone, WriteId, WriteOutcome};
 
 use std::collections::VecDeque;
 

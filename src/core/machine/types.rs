@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::error::ErrorInfo;
+use super::error::{CoreError, ErrorInfo};
 use super::pace::Notify;
 use crate::protocol::Scope;
 
@@ -486,4 +486,61 @@ pub struct Counters {
     pub events: u64,
     /// Restores started (the first one included).
     pub restores: u64,
+}
+
+/// A write the application asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Write {
+    /// `POST /v1/sessions/{id}/messages`: starts a turn once per
+    /// `message_id`; goes through the outbox (`outbox.rs`).
+    Send {
+        /// Client-chosen idempotency key, kept across retries.
+        message_id: String,
+        /// The user's text.
+        text: String,
+    },
+    /// `POST /v1/sessions/{id}/questions/{question_id}/answer`.
+    Answer {
+        /// The pending question.
+        question_id: String,
+        /// The answer.
+        answer: String,
+    },
+    /// `POST /v1/sessions/{id}/cancel`: stops `turn_id`, or, when `None`, the
+    /// turn the view shows as live (see [`Machine::handle_write`](super::Machine::handle_write)).
+    Cancel {
+        /// The turn to stop.
+        turn_id: Option<String>,
+    },
+}
+
+/// How a successful write ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The message was accepted (once, however often it was sent).
+    Sent {
+        /// The turn it started.
+        turn_id: String,
+    },
+    /// The answer was committed.
+    Answered,
+    /// The cancel was accepted; `turn_id` is the turn it stopped, `None` when
+    /// that turn was no longer running.
+    Cancelled {
+        /// The stopped turn.
+        turn_id: Option<String>,
+    },
+}
+
+/// Identifies one write across its retries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WriteId(pub u64);
+
+/// A write that ended, for good or not.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WriteDone {
+    /// The write, as [`Machine::handle_write`](super::Machine::handle_write) returned it.
+    pub id: WriteId,
+    /// Its outcome, or the error that ended it.
+    pub result: Result<WriteOutcome, CoreError>,
 }

@@ -11,67 +11,10 @@ use super::backoff::Backoff;
 use super::classify::{classify, HttpClass};
 use super::error::CoreError;
 use super::outbox::Outbox;
-use super::types::{Action, RequestId};
+use super::types::{Action, RequestId, Write, WriteDone, WriteId, WriteOutcome};
 use super::{paths, Machine};
 use crate::json;
 use crate::protocol::{AnswerQuestion, CancelAccepted, CancelTurn};
-
-/// A write the application asks for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Write {
-    /// `POST /v1/sessions/{id}/messages`: starts a turn once per
-    /// `message_id`; goes through the outbox (`outbox.rs`).
-    Send {
-        /// Client-chosen idempotency key, kept across retries.
-        message_id: String,
-        /// The user's text.
-        text: String,
-    },
-    /// `POST /v1/sessions/{id}/questions/{question_id}/answer`.
-    Answer {
-        /// The pending question.
-        question_id: String,
-        /// The answer.
-        answer: String,
-    },
-    /// `POST /v1/sessions/{id}/cancel`: stops `turn_id`, or, when `None`, the
-    /// turn the view shows as live (see [`Machine::handle_write`]).
-    Cancel {
-        /// The turn to stop.
-        turn_id: Option<String>,
-    },
-}
-
-/// How a successful write ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WriteOutcome {
-    /// The message was accepted (once, however often it was sent).
-    Sent {
-        /// The turn it started.
-        turn_id: String,
-    },
-    /// The answer was committed.
-    Answered,
-    /// The cancel was accepted; `turn_id` is the turn it stopped, `None` when
-    /// that turn was no longer running.
-    Cancelled {
-        /// The stopped turn.
-        turn_id: Option<String>,
-    },
-}
-
-/// Identifies one write across its retries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct WriteId(pub u64);
-
-/// A write that ended, for good or not.
-#[derive(Clone, Debug, PartialEq)]
-pub struct WriteDone {
-    /// The write, as [`Machine::handle_write`] returned it.
-    pub id: WriteId,
-    /// Its outcome, or the error that ended it.
-    pub result: Result<WriteOutcome, CoreError>,
-}
 
 /// What kind of write is pending, for reading its answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
