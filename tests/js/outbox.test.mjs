@@ -163,6 +163,15 @@ async function openDemo(context, query = "", sessionId = "") {
   return page;
 }
 
+/** The demo's stored values of `page`'s origin (the session's state), joined. */
+const storedValue = (page) =>
+  page.evaluate(() =>
+    Object.keys(localStorage)
+      .filter((k) => k !== "replay-demo:sessions")
+      .map((k) => localStorage.getItem(k))
+      .join(""),
+  );
+
 const live = (page) => page.evaluate(() => window.__replay.client.status().state === "live");
 
 /** What the page shows in its outbox list: `[{ id, state, text }]`. */
@@ -243,15 +252,12 @@ test("two tabs with on-page clients each send while the runtime is stopped: each
 
   const a = await sendFromComposer(first, "/tool from the first tab");
   const b = await sendFromComposer(second, "/tool from the second tab");
-  // One stored value per session for both tabs: which outbox it holds now
-  // (each tab keeps its own in memory until it is committed).
-  const stored = await first.evaluate(() =>
-    Object.keys(localStorage)
-      .filter((k) => k !== "replay-demo:sessions")
-      .map((k) => localStorage.getItem(k))
-      .join(""),
-  );
-  console.log(`stored outbox holds first: ${stored.includes(a)}, second: ${stored.includes(b)}`);
+  // One stored value per session for both tabs, and a save at an equal
+  // cursor replaces it: it holds the outbox of the tab that saved last, the
+  // other tab's message lives in that tab's memory only (the todo below).
+  const stored = await storedValue(first);
+  assert.ok(stored.includes(b), "the second tab's message is stored");
+  assert.ok(!stored.includes(a), "the first tab's message is no longer stored (if it is now, update the README)");
 
   await startRuntime();
   for (const [page, name] of [
@@ -269,6 +275,47 @@ test("two tabs with on-page clients each send while the runtime is stopped: each
   assert.equal(front.accepted[b], 1, "the second tab's message accepted once");
   await context.close();
 });
+
+test(
+  "two tabs with on-page clients: the first reloads before the runtime is back, its message is still sent",
+  {
+    todo:
+      "the second tab's save replaced the stored outbox, so the first tab's message was in its memory only and " +
+      "is lost with the reload; the reloaded tab restores the second tab's message and may send it too (seen: two " +
+      "accepted sends, one turn: the runtime's message_id)",
+  },
+  async () => {
+    const context = await browser.newContext();
+    const first = await openDemo(context, "?page");
+    const sessionId = await first.evaluate(() => window.__replay.sessionId);
+    const second = await openDemo(context, "?page", sessionId);
+    await until("both clients live", async () => (await live(first)) && (await live(second)));
+    await stopRuntime();
+    await until("both clients to see the runtime gone", async () => !(await live(first)) && !(await live(second)));
+    const a = await sendFromComposer(first, "/tool from the first tab, reloaded");
+    const b = await sendFromComposer(second, "/tool from the second tab, kept open");
+    await first.reload();
+    await until("the reloaded page's client", () => first.evaluate(() => !!window.__replay));
+    await startRuntime();
+    try {
+      await until(
+        "both messages committed, nothing pending in either tab",
+        async () =>
+          (await shownPending(first)).length === 0 &&
+          (await shownPending(second)).length === 0 &&
+          (await shownItems(second, a)) === 1 &&
+          (await shownItems(second, b)) === 1,
+        10_000,
+      );
+    } finally {
+      // Whatever was lost, nothing was sent twice.
+      assert.ok((front.accepted[b] ?? 0) <= 1, `the second tab's message accepted ${front.accepted[b]} times`);
+      assert.ok((front.accepted[a] ?? 0) <= 1, `the first tab's message accepted ${front.accepted[a]} times`);
+      await context.close();
+    }
+    assert.equal((await commits(sessionId))[a], 1);
+  },
+);
 
 test("shared mode: the SharedWorker ends with a send in flight; a tab opened after sends it, committed once", async () => {
   const context = await browser.newContext();
