@@ -65,10 +65,11 @@ async function serveFile(urlPath, res) {
  * The page's origin. `/v1/` goes to the runtime on `front.port`; with no
  * runtime (`port` null) the connection is cut, as a stopped server's. A
  * message the runtime accepted counts in `accepted[message_id]`. While
- * `holdSends` is set a send is kept, unanswered and not forwarded, in `held`.
+ * `holdSends` is set a send is kept, unanswered and not forwarded, in `held`;
+ * while `rejectSends` (`{ status, error }`) is set a send is answered with it.
  */
 function startFront() {
-  const state = { port: null, accepted: {}, holdSends: false, held: [] };
+  const state = { port: null, accepted: {}, holdSends: false, held: [], rejectSends: null };
   const server = http.createServer(async (req, res) => {
     const urlPath = new URL(req.url, "http://front").pathname;
     if (!urlPath.startsWith("/v1/")) return serveFile(urlPath, res);
@@ -76,6 +77,11 @@ function startFront() {
     for await (const chunk of req) chunks.push(chunk);
     const body = Buffer.concat(chunks);
     const isSend = req.method === "POST" && urlPath.endsWith("/messages");
+    if (isSend && state.rejectSends) {
+      const { status, error } = state.rejectSends;
+      res.writeHead(status, { "Content-Type": "application/json" });
+      return res.end(JSON.stringify({ error, message: "refused by the test's front" }));
+    }
     if (isSend && state.holdSends) {
       const entry = { messageId: JSON.parse(body).message_id, aborted: false, res };
       res.on("close", () => (entry.aborted = true));
@@ -341,4 +347,33 @@ test("shared mode: the SharedWorker ends with a send in flight; a tab opened aft
   assert.equal(front.accepted[id], 1, "the runtime accepted one send of it");
   await context.close();
   assert.deepEqual(pageErrors, []);
+});
+
+test("shared mode: a send the runtime refuses is shown failed with its code; Discard removes it, Retry sends it once", async () => {
+  const context = await browser.newContext();
+  const page = await openDemo(context);
+  await until("the client to go live", () => live(page));
+  const sessionId = await page.evaluate(() => window.__replay.sessionId);
+  front.rejectSends = { status: 400, error: "invalid_message" };
+  const failedRow = (id) => `#pending li[data-message-id="${id}"][data-state="failed"]`;
+
+  const dropped = await sendFromComposer(page, "/tool refused, then discarded");
+  await page.waitForSelector(failedRow(dropped));
+  assert.match(await page.textContent(`${failedRow(dropped)} .badge`), /invalid_message/);
+  await page.click(`${failedRow(dropped)} button.discard`);
+  await until("the discarded message gone from the list", async () => (await shownPending(page)).length === 0);
+
+  const kept = await sendFromComposer(page, "/tool refused, then retried");
+  await page.waitForSelector(failedRow(kept));
+  front.rejectSends = null;
+  await page.click(`${failedRow(kept)} button.retry`);
+  await until("the retried message committed, nothing pending", async () =>
+    (await shownPending(page)).length === 0 && (await shownItems(page, kept)) === 1,
+  );
+  const counts = await commits(sessionId);
+  assert.equal(counts[kept], 1, "the retried message committed once");
+  assert.equal(counts[dropped], undefined, "the discarded message never reached the runtime");
+  assert.equal(front.accepted[kept], 1);
+  assert.equal(front.accepted[dropped], undefined);
+  await context.close();
 });
