@@ -2,9 +2,10 @@
 // demo page, served by a front of this test (the site's files, and `/v1/`
 // forwarded to a replay-server it starts and kills on one SQLite file), so
 // the page still loads and reloads while the runtime is down. The front
-// counts, per `message_id`, the sends the runtime accepted, and can hold a
-// send in flight. `cargo xtask test` passes OUTBOX_SERVER (the replay-server
-// binary) and OUTBOX_SITE (the demo site).
+// counts, per `message_id`, the sends the runtime accepted, and can hold or
+// refuse a send. The runtime takes `--faults` for its `/v1/admin/events` (a
+// session's failure, written as a runtime would). `cargo xtask test` passes
+// OUTBOX_SERVER (the replay-server binary) and OUTBOX_SITE (the demo site).
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -121,7 +122,7 @@ async function startRuntime() {
     SERVER,
     [
       ...["--listen", "127.0.0.1:0", "--db", path.join(dir, "outbox.sqlite")],
-      ...["--heartbeat-ms", "500", "--delta-ms", "5"],
+      ...["--heartbeat-ms", "500", "--delta-ms", "5", "--faults"],
     ],
     { stdio: ["ignore", "pipe", "inherit"] },
   );
@@ -375,5 +376,23 @@ test("shared mode: a send the runtime refuses is shown failed with its code; Dis
   assert.equal(counts[dropped], undefined, "the discarded message never reached the runtime");
   assert.equal(front.accepted[kept], 1);
   assert.equal(front.accepted[dropped], undefined);
+  await context.close();
+});
+
+test("the demo shows the session's title, and a failed session's reason", async () => {
+  const context = await browser.newContext();
+  const page = await openDemo(context);
+  await until("the client to go live", () => live(page));
+  const sessionId = await page.evaluate(() => window.__replay.sessionId);
+  await until("the title shown", async () => (await page.textContent("#session-title")) === "demo");
+  assert.equal(await page.textContent("#session-state"), "open");
+  const res = await fetch(`${front.url}/v1/admin/events`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ scope: "session", scope_id: sessionId, type: "session.failed", data: { reason: "quota_exceeded" } }),
+  });
+  assert.ok(res.ok, `admin/events: ${res.status}`);
+  await until("the failure shown", async () => (await page.textContent("#session-state")) === "failed");
+  assert.equal(await page.textContent("#session-reason"), "reason: quota_exceeded");
   await context.close();
 });
