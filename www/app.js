@@ -74,6 +74,7 @@ async function open(id) {
   history.replaceState(null, "", "#" + id);
   remember(id);
   renderedItems = [];
+  renderedPending = null;
   lastView = null;
   $("transcript").replaceChildren();
   const next = await Promise.resolve()
@@ -93,6 +94,7 @@ async function open(id) {
 // ---- rendering -----------------------------------------------------------
 
 let renderedItems = [];
+let renderedPending = null;
 let lastView = null;
 
 function el(tag, className, text) {
@@ -200,6 +202,40 @@ function renderTasks(tasks) {
   if (wait) $("bg-wait").textContent = `waiting on ${wait.task_ids.length} background task(s)`;
 }
 
+// The outbox: what the user sent that the runtime has not committed yet
+// (queued, sending, or failed with the server's code and a way out).
+function renderPending(pending) {
+  $("pending").replaceChildren(
+    ...pending.map((m) => {
+      const li = el("li", "item pending " + m.state);
+      li.dataset.messageId = m.message_id;
+      li.dataset.state = m.state;
+      li.append(el("p", "bubble user", m.text));
+      const words = { queued: "waiting to send", sending: "sending", failed: "not sent" }[m.state] ?? m.state;
+      li.append(el("span", "badge" + (m.state === "failed" ? " warn" : ""), m.error ? `${words}: ${m.error.code}` : words));
+      if (m.state === "failed") {
+        const retry = el("button", "retry", "Retry");
+        retry.type = "button";
+        retry.onclick = () => client.retry(m.message_id).catch(showError);
+        const discard = el("button", "discard secondary", "Discard");
+        discard.type = "button";
+        discard.onclick = () => Promise.resolve(client.discard(m.message_id)).catch(showError);
+        li.append(retry, discard);
+      }
+      return li;
+    }),
+  );
+}
+
+function renderSession(session) {
+  $("session").hidden = !session;
+  if (!session) return;
+  $("session-title").textContent = session.title ?? "";
+  $("session-state").textContent = session.state;
+  $("session").dataset.state = session.state;
+  $("session-reason").textContent = session.reason ? `reason: ${session.reason}` : "";
+}
+
 function renderStatus(status) {
   const box = $("status");
   box.dataset.state = status.state;
@@ -241,6 +277,14 @@ function render(view) {
   if (view.live !== previous?.live) renderLive(view.live);
   if (view.pendingPrompts !== previous?.pendingPrompts) renderPrompts(view.pendingPrompts);
   if (view.tasks !== previous?.tasks) renderTasks(view.tasks);
+  // Compared by value: a view from a worker is a new object each time, and a
+  // rebuilt list would replace the Retry button under a person's pointer.
+  const pending = JSON.stringify(view.pending);
+  if (pending !== renderedPending) {
+    renderedPending = pending;
+    renderPending(view.pending);
+  }
+  if (JSON.stringify(view.session) !== JSON.stringify(previous?.session)) renderSession(view.session);
   renderStatus(view.status);
   renderNotices(view.notices);
   renderDiagnostics();

@@ -527,6 +527,7 @@ fn e2e() -> Result {
         test_server(&["--static", site.to_str().expect("utf-8"), "--no-multiplex"])?;
     // `newcomer.test.mjs`: a runtime that forgot the page's origin.
     let no_cors_server = test_server_without_cors(&[])?;
+    let server_binary = server_binary();
     let artifacts = root().join("tests/artifacts");
     fs::create_dir_all(&artifacts).map_err(|e| e.to_string())?;
     let js = setup::js_dir();
@@ -540,6 +541,9 @@ fn e2e() -> Result {
         "scoped.test.mjs",
         // A newcomer's first mistakes with the packaged client (issue 35).
         "newcomer.test.mjs",
+        // The demo's outbox with the runtime stopped (the test starts and
+        // kills its own server on one SQLite file, behind a front of its own).
+        "outbox.test.mjs",
         // No browser, no server: the JS halves' target rule.
         "targets.test.mjs",
     ] {
@@ -554,6 +558,8 @@ fn e2e() -> Result {
                 ("E2E_TOKEN", token),
                 ("E2E_NO_MUX_URL", &no_mux_server.url),
                 ("E2E_NO_CORS_URL", &no_cors_server.url),
+                ("OUTBOX_SERVER", server_binary.to_str().expect("utf-8 path")),
+                ("OUTBOX_SITE", site.to_str().expect("utf-8 path")),
                 ("E2E_ARTIFACTS", artifacts.to_str().expect("utf-8")),
                 ("E2E_CHROMIUM", setup::CHROMIUM),
             ],

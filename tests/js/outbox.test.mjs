@@ -1,0 +1,398 @@
+// The demo's outbox with the runtime really stopped: headless Chromium on the
+// demo page, served by a front of this test (the site's files, and `/v1/`
+// forwarded to a replay-server it starts and kills on one SQLite file), so
+// the page still loads and reloads while the runtime is down. The front
+// counts, per `message_id`, the sends the runtime accepted, and can hold or
+// refuse a send. The runtime takes `--faults` for its `/v1/admin/events` (a
+// session's failure, written as a runtime would). `cargo xtask test` passes
+// OUTBOX_SERVER (the replay-server binary) and OUTBOX_SITE (the demo site).
+import { test, after, before } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import fs from "node:fs/promises";
+import http from "node:http";
+import os from "node:os";
+import path from "node:path";
+import readline from "node:readline";
+import { launchChromium, until as waitUntil } from "./support.mjs";
+
+const SERVER = process.env.OUTBOX_SERVER;
+const SITE = process.env.OUTBOX_SITE;
+
+let dir;
+let runtime = null;
+let front;
+let browser;
+const pageErrors = [];
+
+// The page a test watches: a timeout says what it shows.
+let watched = null;
+const describe = async () => {
+  if (!watched || watched.isClosed()) return "";
+  const shown = await watched
+    .evaluate(() => {
+      const view = window.__replay?.client.view();
+      return view && { pending: view.pending, status: view.status.state, items: view.items.length };
+    })
+    .catch((err) => String(err));
+  return `; the page shows ${JSON.stringify(shown)}; the front's accepted sends ${JSON.stringify(front.accepted)}`;
+};
+const until = (what, predicate, timeoutMs = 30_000) => waitUntil(what, predicate, { timeoutMs, describe });
+
+const TYPES = {
+  ".html": "text/html",
+  ".js": "text/javascript",
+  ".mjs": "text/javascript",
+  ".wasm": "application/wasm",
+  ".css": "text/css",
+  ".json": "application/json",
+};
+
+/** The site's file at `urlPath`, or 404. */
+async function serveFile(urlPath, res) {
+  const file = path.join(SITE, decodeURIComponent(urlPath === "/" ? "/index.html" : urlPath));
+  if (!file.startsWith(SITE + path.sep)) return res.writeHead(404).end();
+  try {
+    const body = await fs.readFile(file);
+    res.writeHead(200, { "Content-Type": TYPES[path.extname(file)] ?? "application/octet-stream", "Cache-Control": "no-store" });
+    res.end(body);
+  } catch {
+    res.writeHead(404).end();
+  }
+}
+
+/**
+ * The page's origin. `/v1/` goes to the runtime on `front.port`; with no
+ * runtime (`port` null) the connection is cut, as a stopped server's. A
+ * message the runtime accepted counts in `accepted[message_id]`. While
+ * `holdSends` is set a send is kept, unanswered and not forwarded, in `held`;
+ * while `rejectSends` (`{ status, error }`) is set a send is answered with it.
+ */
+function startFront() {
+  const state = { port: null, accepted: {}, holdSends: false, held: [], rejectSends: null };
+  const server = http.createServer(async (req, res) => {
+    const urlPath = new URL(req.url, "http://front").pathname;
+    if (!urlPath.startsWith("/v1/")) return serveFile(urlPath, res);
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    const body = Buffer.concat(chunks);
+    const isSend = req.method === "POST" && urlPath.endsWith("/messages");
+    if (isSend && state.rejectSends) {
+      const { status, error } = state.rejectSends;
+      res.writeHead(status, { "Content-Type": "application/json" });
+      return res.end(JSON.stringify({ error, message: "refused by the test's front" }));
+    }
+    if (isSend && state.holdSends) {
+      const entry = { messageId: JSON.parse(body).message_id, aborted: false, res };
+      res.on("close", () => (entry.aborted = true));
+      state.held.push(entry);
+      return;
+    }
+    if (state.port === null) return res.destroy();
+    const upstream = http.request(
+      { host: "127.0.0.1", port: state.port, method: req.method, path: req.url, headers: req.headers, agent: false },
+      (answer) => {
+        if (isSend && answer.statusCode < 300) {
+          const id = JSON.parse(body).message_id;
+          state.accepted[id] = (state.accepted[id] ?? 0) + 1;
+        }
+        res.writeHead(answer.statusCode, answer.headers);
+        answer.pipe(res);
+        // A runtime killed mid-answer ends the page's connection too.
+        answer.on("close", () => {
+          if (!answer.complete) res.destroy();
+        });
+      },
+    );
+    upstream.on("error", () => res.destroy());
+    res.on("close", () => upstream.destroy());
+    upstream.end(body);
+  });
+  return new Promise((resolve) =>
+    server.listen(0, "127.0.0.1", () =>
+      resolve(Object.assign(state, { server, url: `http://127.0.0.1:${server.address().port}` })),
+    ),
+  );
+}
+
+/** A replay-server on the test's SQLite file, behind the front once it listens. */
+async function startRuntime() {
+  const child = spawn(
+    SERVER,
+    [
+      ...["--listen", "127.0.0.1:0", "--db", path.join(dir, "outbox.sqlite")],
+      ...["--heartbeat-ms", "500", "--delta-ms", "5", "--faults"],
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  const port = await new Promise((resolve, reject) => {
+    const lines = readline.createInterface({ input: child.stdout });
+    lines.on("line", (line) => {
+      const url = line.split("listening on ")[1];
+      if (url) resolve(Number(new URL(url.trim()).port));
+    });
+    child.on("exit", (code) => reject(new Error(`replay-server exited (${code}) before it listened`)));
+  });
+  runtime = child;
+  front.port = port;
+}
+
+/** Kills the runtime (as a crash): the front cuts every connection to it. */
+async function stopRuntime() {
+  front.port = null;
+  const child = runtime;
+  runtime = null;
+  child.kill("SIGKILL");
+  if (child.exitCode === null && child.signalCode === null) await once(child, "exit");
+}
+
+/** The runtime's `message.committed` events of `sessionId`, as `message_id -> count`. */
+async function commits(sessionId) {
+  const res = await fetch(`${front.url}/v1/sessions/${sessionId}/replay?after_cursor=0`);
+  assert.ok(res.ok, `replay: ${res.status}`);
+  const page = await res.json();
+  assert.equal(page.has_more, false, "one page holds the session");
+  const counts = {};
+  for (const event of page.history) {
+    if (event.type === "message.committed") counts[event.data.message_id] = (counts[event.data.message_id] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/** A new page of `context` at the demo's `query` (and `#sessionId`), its client live or not. */
+async function openDemo(context, query = "", sessionId = "") {
+  const page = await context.newPage();
+  page.on("pageerror", (err) => pageErrors.push(String(err)));
+  await page.goto(`${front.url}/${query}${sessionId ? "#" + sessionId : ""}`);
+  watched = page;
+  await until("the demo's client", () => page.evaluate(() => !!window.__replay));
+  return page;
+}
+
+/** The demo's stored values of `page`'s origin (the session's state), joined. */
+const storedValue = (page) =>
+  page.evaluate(() =>
+    Object.keys(localStorage)
+      .filter((k) => k !== "replay-demo:sessions")
+      .map((k) => localStorage.getItem(k))
+      .join(""),
+  );
+
+const live = (page) => page.evaluate(() => window.__replay.client.status().state === "live");
+
+/** What the page shows in its outbox list: `[{ id, state, text }]`. */
+const shownPending = (page) =>
+  page.$$eval("#pending li", (lis) =>
+    lis.map((li) => ({ id: li.dataset.messageId, state: li.dataset.state, text: li.querySelector(".bubble").textContent })),
+  );
+
+/** Types `text` into the demo's composer and sends it; returns its `message_id`, read from the pending list. */
+async function sendFromComposer(page, text) {
+  await page.fill("#message", text);
+  await page.click("#composer button[type=submit]");
+  const shown = await until(`"${text}" in the pending list`, async () =>
+    (await shownPending(page)).find((m) => m.text === text),
+  );
+  return shown.id;
+}
+
+/** How often the page's view holds an item with `messageId`. */
+const shownItems = (page, messageId) =>
+  page.evaluate((id) => window.__replay.client.view().items.filter((i) => i.message_id === id).length, messageId);
+
+before(async () => {
+  assert.ok(SERVER && SITE, "OUTBOX_SERVER and OUTBOX_SITE are set by cargo xtask test");
+  dir = await fs.mkdtemp(path.join(os.tmpdir(), "replay-outbox-"));
+  front = await startFront();
+  await startRuntime();
+  browser = await launchChromium();
+});
+
+after(async () => {
+  await browser?.close();
+  if (runtime) await stopRuntime();
+  front?.server.closeAllConnections();
+  front?.server.close();
+  if (dir) await fs.rm(dir, { recursive: true, force: true });
+});
+
+test("shared mode: a message sent with the runtime stopped is shown pending, survives a reload and is committed once", async () => {
+  const context = await browser.newContext();
+  const page = await openDemo(context);
+  await until("the client to go live", () => live(page));
+  const sessionId = await page.evaluate(() => window.__replay.sessionId);
+  await stopRuntime();
+  await until("the client to see the runtime gone", async () => !(await live(page)));
+
+  const id = await sendFromComposer(page, "/tool sent while the runtime is down");
+  const before = (await shownPending(page)).find((m) => m.id === id);
+  assert.ok(["queued", "sending"].includes(before.state), `shown as ${before.state}`);
+
+  await page.reload();
+  await until("the reloaded page's client", () => page.evaluate(() => !!window.__replay));
+  const restored = await until("the message still pending after the reload", async () =>
+    (await shownPending(page)).find((m) => m.id === id),
+  );
+  assert.notEqual(restored.state, "failed");
+  assert.deepEqual(await commits(sessionId).catch(() => "down"), "down", "the runtime is still stopped");
+
+  await startRuntime();
+  await until("the message committed and the pending list empty", async () =>
+    (await shownPending(page)).length === 0 && (await shownItems(page, id)) === 1,
+  );
+  assert.equal((await commits(sessionId))[id], 1, "one message.committed at the runtime");
+  assert.equal(front.accepted[id], 1, "the runtime accepted one send of it");
+  assert.equal(await shownItems(page, id), 1, "shown once");
+  assert.equal(await page.textContent("#session-title"), "demo", "the session's title is shown");
+  await context.close();
+});
+
+test("two tabs with on-page clients each send while the runtime is stopped: each message committed once", async () => {
+  const context = await browser.newContext();
+  const first = await openDemo(context, "?page");
+  const sessionId = await first.evaluate(() => window.__replay.sessionId);
+  const second = await openDemo(context, "?page", sessionId);
+  await until("both clients live", async () => (await live(first)) && (await live(second)));
+  await stopRuntime();
+  await until("both clients to see the runtime gone", async () => !(await live(first)) && !(await live(second)));
+
+  const a = await sendFromComposer(first, "/tool from the first tab");
+  const b = await sendFromComposer(second, "/tool from the second tab");
+  // One stored value per session for both tabs, and a save at an equal
+  // cursor replaces it: it holds the outbox of the tab that saved last, the
+  // other tab's message lives in that tab's memory only (the todo below).
+  const stored = await storedValue(first);
+  assert.ok(stored.includes(b), "the second tab's message is stored");
+  assert.ok(!stored.includes(a), "the first tab's message is no longer stored (if it is now, update the README)");
+
+  await startRuntime();
+  for (const [page, name] of [
+    [first, "first"],
+    [second, "second"],
+  ]) {
+    await until(`both messages committed and nothing pending in the ${name} tab`, async () =>
+      (await shownPending(page)).length === 0 && (await shownItems(page, a)) === 1 && (await shownItems(page, b)) === 1,
+    );
+  }
+  const counts = await commits(sessionId);
+  assert.equal(counts[a], 1, "the first tab's message committed once");
+  assert.equal(counts[b], 1, "the second tab's message committed once");
+  assert.equal(front.accepted[a], 1, "the first tab's message accepted once");
+  assert.equal(front.accepted[b], 1, "the second tab's message accepted once");
+  await context.close();
+});
+
+test(
+  "two tabs with on-page clients: the first reloads before the runtime is back, its message is still sent",
+  {
+    todo:
+      "the second tab's save replaced the stored outbox, so the first tab's message was in its memory only and " +
+      "is lost with the reload; the reloaded tab restores the second tab's message and may send it too (seen: two " +
+      "accepted sends, one turn: the runtime's message_id)",
+  },
+  async () => {
+    const context = await browser.newContext();
+    const first = await openDemo(context, "?page");
+    const sessionId = await first.evaluate(() => window.__replay.sessionId);
+    const second = await openDemo(context, "?page", sessionId);
+    await until("both clients live", async () => (await live(first)) && (await live(second)));
+    await stopRuntime();
+    await until("both clients to see the runtime gone", async () => !(await live(first)) && !(await live(second)));
+    const a = await sendFromComposer(first, "/tool from the first tab, reloaded");
+    const b = await sendFromComposer(second, "/tool from the second tab, kept open");
+    await first.reload();
+    await until("the reloaded page's client", () => first.evaluate(() => !!window.__replay));
+    await startRuntime();
+    try {
+      await until(
+        "both messages committed, nothing pending in either tab",
+        async () =>
+          (await shownPending(first)).length === 0 &&
+          (await shownPending(second)).length === 0 &&
+          (await shownItems(second, a)) === 1 &&
+          (await shownItems(second, b)) === 1,
+        10_000,
+      );
+    } finally {
+      // Whatever was lost, nothing was sent twice.
+      assert.ok((front.accepted[b] ?? 0) <= 1, `the second tab's message accepted ${front.accepted[b]} times`);
+      assert.ok((front.accepted[a] ?? 0) <= 1, `the first tab's message accepted ${front.accepted[a]} times`);
+      await context.close();
+    }
+    assert.equal((await commits(sessionId))[a], 1);
+  },
+);
+
+test("shared mode: the SharedWorker ends with a send in flight; a tab opened after sends it, committed once", async () => {
+  const context = await browser.newContext();
+  const page = await openDemo(context);
+  await until("the client to go live", () => live(page));
+  const sessionId = await page.evaluate(() => window.__replay.sessionId);
+
+  front.holdSends = true;
+  const id = await sendFromComposer(page, "/tool in flight when the host ends");
+  const held = await until("the send in flight at the front", () => front.held.find((h) => h.messageId === id));
+  assert.equal((await shownPending(page)).find((m) => m.id === id).state, "sending");
+  // Closing every page of the origin ends its SharedWorker, and with it the request.
+  await page.close();
+  await until("the request in flight to end with the SharedWorker", () => held.aborted);
+  front.holdSends = false;
+  assert.equal((await commits(sessionId))[id], undefined, "the runtime never saw it");
+
+  const next = await openDemo(context, "", sessionId);
+  await until("the message committed by the new tab's host, nothing pending", async () =>
+    (await shownPending(next)).length === 0 && (await shownItems(next, id)) === 1,
+  );
+  assert.equal((await commits(sessionId))[id], 1, "one message.committed at the runtime");
+  assert.equal(front.accepted[id], 1, "the runtime accepted one send of it");
+  await context.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+test("shared mode: a send the runtime refuses is shown failed with its code; Discard removes it, Retry sends it once", async () => {
+  const context = await browser.newContext();
+  const page = await openDemo(context);
+  await until("the client to go live", () => live(page));
+  const sessionId = await page.evaluate(() => window.__replay.sessionId);
+  front.rejectSends = { status: 400, error: "invalid_message" };
+  const failedRow = (id) => `#pending li[data-message-id="${id}"][data-state="failed"]`;
+
+  const dropped = await sendFromComposer(page, "/tool refused, then discarded");
+  await page.waitForSelector(failedRow(dropped));
+  assert.match(await page.textContent(`${failedRow(dropped)} .badge`), /invalid_message/);
+  await page.click(`${failedRow(dropped)} button.discard`);
+  await until("the discarded message gone from the list", async () => (await shownPending(page)).length === 0);
+
+  const kept = await sendFromComposer(page, "/tool refused, then retried");
+  await page.waitForSelector(failedRow(kept));
+  front.rejectSends = null;
+  await page.click(`${failedRow(kept)} button.retry`);
+  await until("the retried message committed, nothing pending", async () =>
+    (await shownPending(page)).length === 0 && (await shownItems(page, kept)) === 1,
+  );
+  const counts = await commits(sessionId);
+  assert.equal(counts[kept], 1, "the retried message committed once");
+  assert.equal(counts[dropped], undefined, "the discarded message never reached the runtime");
+  assert.equal(front.accepted[kept], 1);
+  assert.equal(front.accepted[dropped], undefined);
+  await context.close();
+});
+
+test("the demo shows the session's title, and a failed session's reason", async () => {
+  const context = await browser.newContext();
+  const page = await openDemo(context);
+  await until("the client to go live", () => live(page));
+  const sessionId = await page.evaluate(() => window.__replay.sessionId);
+  await until("the title shown", async () => (await page.textContent("#session-title")) === "demo");
+  assert.equal(await page.textContent("#session-state"), "open");
+  const res = await fetch(`${front.url}/v1/admin/events`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ scope: "session", scope_id: sessionId, type: "session.failed", data: { reason: "quota_exceeded" } }),
+  });
+  assert.ok(res.ok, `admin/events: ${res.status}`);
+  await until("the failure shown", async () => (await page.textContent("#session-state")) === "failed");
+  assert.equal(await page.textContent("#session-reason"), "reason: quota_exceeded");
+  await context.close();
+});
