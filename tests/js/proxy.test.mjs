@@ -183,14 +183,18 @@ test("the runtime stopped under the polling client: backoff without a storm, the
   assert.equal(await transport(tab), "polling");
   const stoppedAt = Date.now();
   await stopServer();
-  await until("the tab to back off", async () => (await state(tab)).state === "backoff", { timeoutMs: 30_000 });
-  await sleep(Math.max(0, stoppedAt + 2000 - Date.now()));
-  const from = Date.now();
-  await sleep(5000);
-  const tried = between(from, Date.now(), isRuntime);
-  console.log(`runtime down: ${tried.length} requests in 5 s (${tried.map((r) => r.status).join(" ")})`);
-  assert.ok(tried.length <= 6, `${tried.length} requests in 5 s while the runtime was down`);
-  server = await startServer();
+  try {
+    await until("the tab to back off", async () => (await state(tab)).state === "backoff", { timeoutMs: 30_000 });
+    await sleep(Math.max(0, stoppedAt + 2000 - Date.now()));
+    const from = Date.now();
+    await sleep(5000);
+    const tried = between(from, Date.now(), isRuntime);
+    console.log(`runtime down: ${tried.length} requests in 5 s (${tried.map((r) => r.status).join(" ")})`);
+    assert.ok(tried.length <= 6, `${tried.length} requests in 5 s while the runtime was down`);
+  } finally {
+    // Up again whatever happened: the next test needs it.
+    server = await startServer();
+  }
   await until("the tab live again", async () => (await state(tab)).state === "live", { timeoutMs: 60_000 });
   const back = await transport(tab);
   console.log(`back: ${back}`);
