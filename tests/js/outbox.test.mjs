@@ -5,7 +5,7 @@
 // counts, per `message_id`, the sends the runtime accepted, and can hold or
 // refuse a send. The runtime takes `--faults` for its `/v1/admin/events` (a
 // session's failure, written as a runtime would). `cargo xtask test` passes
-// OUTBOX_SERVER (the replay-server binary) and OUTBOX_SITE (the demo site).
+// E2E_SERVER (the replay-server binary) and E2E_SITE (the demo site).
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -17,8 +17,8 @@ import path from "node:path";
 import readline from "node:readline";
 import { launchChromium, until as waitUntil } from "./support.mjs";
 
-const SERVER = process.env.OUTBOX_SERVER;
-const SITE = process.env.OUTBOX_SITE;
+const SERVER = process.env.E2E_SERVER;
+const SITE = process.env.E2E_SITE;
 
 let dir;
 let runtime = null;
@@ -202,7 +202,7 @@ const shownItems = (page, messageId) =>
   page.evaluate((id) => window.__replay.client.view().items.filter((i) => i.message_id === id).length, messageId);
 
 before(async () => {
-  assert.ok(SERVER && SITE, "OUTBOX_SERVER and OUTBOX_SITE are set by cargo xtask test");
+  assert.ok(SERVER && SITE, "E2E_SERVER and E2E_SITE are set by cargo xtask test");
   dir = await fs.mkdtemp(path.join(os.tmpdir(), "replay-outbox-"));
   front = await startFront();
   await startRuntime();

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 /// The environment variable that gives the browser suites the proxy's URL.
 pub const URL_VAR: &str = "REPLAY_PROXY_URL";
+/// The access log's line: when the request ended (seconds, ms precision),
+/// its status and its URI; a test counts the runtime's requests there.
+const LOG_FORMAT: &str = "'$msec $status $request_uri'";
 /// How long a started nginx has to accept connections.
 const START_WAIT: Duration = Duration::from_secs(10);
 
@@ -25,7 +28,8 @@ pub fn ensure() -> Result {
 /// A running throwaway nginx.
 pub struct TempNginx {
     child: Child,
-    dir: PathBuf,
+    /// The prefix: `nginx.conf`, `nginx.pid`, `access.log`, `error.log`.
+    pub dir: PathBuf,
     /// `http://127.0.0.1:PORT`.
     pub url: String,
 }
@@ -40,7 +44,8 @@ pid {dir}/nginx.pid;
 error_log {dir}/error.log;
 events {{ worker_connections 256; }}
 http {{
-  access_log off;
+  log_format requests {LOG_FORMAT};
+  access_log {dir}/access.log requests;
   client_body_temp_path {dir}/body;
   proxy_temp_path {dir}/proxy;
   fastcgi_temp_path {dir}/fastcgi;

@@ -527,11 +527,22 @@ fn e2e() -> Result {
         test_server(&["--static", site.to_str().expect("utf-8"), "--no-multiplex"])?;
     // `newcomer.test.mjs`: a runtime that forgot the page's origin.
     let no_cors_server = test_server_without_cors(&[])?;
-    let server_binary = server_binary();
+    // `proxy.test.mjs`: the page and its runtime behind nginx compressing
+    // event streams. The test starts (and stops, and starts again) the
+    // runtime itself at the address nginx forwards to.
+    let upstream = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("a free port for the proxied runtime: {e}"))?
+        .to_string();
+    let proxy = nginx::TempNginx::start(&format!("http://{upstream}"))?;
+    let proxy_dir = proxy.dir.to_str().expect("utf-8 path");
+    let server_bin = server_binary();
     let artifacts = root().join("tests/artifacts");
     fs::create_dir_all(&artifacts).map_err(|e| e.to_string())?;
     let js = setup::js_dir();
     let tmp = setup::browser_tmp()?;
+    // `E2E_ONLY=FILE` runs that file of the list alone (and nothing after).
+    let only = std::env::var("E2E_ONLY").ok();
     // One file after the other: the fault schedule's faults are server-wide.
     for file in [
         "e2e.test.mjs",
@@ -544,9 +555,14 @@ fn e2e() -> Result {
         // The demo's outbox with the runtime stopped (the test starts and
         // kills its own server on one SQLite file, behind a front of its own).
         "outbox.test.mjs",
+        // Behind a proxy that mutes event streams: polling, and back.
+        "proxy.test.mjs",
         // No browser, no server: the JS halves' target rule.
         "targets.test.mjs",
-    ] {
+    ]
+    .into_iter()
+    .filter(|file| only.as_deref().is_none_or(|o| o == *file))
+    {
         run_in(
             &js,
             "node",
@@ -558,12 +574,18 @@ fn e2e() -> Result {
                 ("E2E_TOKEN", token),
                 ("E2E_NO_MUX_URL", &no_mux_server.url),
                 ("E2E_NO_CORS_URL", &no_cors_server.url),
-                ("OUTBOX_SERVER", server_binary.to_str().expect("utf-8 path")),
-                ("OUTBOX_SITE", site.to_str().expect("utf-8 path")),
+                ("E2E_PROXY_URL", &proxy.url),
+                ("E2E_PROXY_DIR", proxy_dir),
+                ("E2E_PROXY_UPSTREAM", &upstream),
+                ("E2E_SERVER", server_bin.to_str().expect("utf-8 path")),
+                ("E2E_SITE", site.to_str().expect("utf-8 path")),
                 ("E2E_ARTIFACTS", artifacts.to_str().expect("utf-8")),
                 ("E2E_CHROMIUM", setup::CHROMIUM),
             ],
         )?;
+    }
+    if only.is_some() {
+        return Ok(());
     }
     cmd::step(
         "the demo page on a two-node cluster (Postgres, Redis)",

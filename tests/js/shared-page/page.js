@@ -13,13 +13,17 @@ window.t = {
   client: null,
   // Every view this tab was given, and when it was painted first.
   views: [],
+  // When each of `views` came (Date.now()).
+  viewTimes: [],
   async connect(options) {
     const client = await SharedClient.connect(startWorker, { baseUrl: location.origin, ...options });
     this.client = client;
     this.views = [client.view()];
+    this.viewTimes = [Date.now()];
     client.subscribe(() => {
       const view = client.view();
       this.views.push(view);
+      this.viewTimes.push(Date.now());
       out.textContent = `${view.status.state} ${view.items.length}`;
     });
     return client.diagnostics().host;
@@ -66,6 +70,19 @@ window.t = {
         resolve(data.rejections);
       };
       worker.port.postMessage({ probe: "rejections" });
+    });
+  },
+  // Fires `offline` then `online` in the shared worker (its own global,
+  // not the tab's).
+  online() {
+    const worker = startWorker();
+    return new Promise((resolve) => {
+      worker.port.onmessage = ({ data }) => {
+        if (data?.online !== true) return;
+        worker.port.close();
+        resolve();
+      };
+      worker.port.postMessage({ probe: "online" });
     });
   },
   wasmLoadedHere: () => performance.getEntriesByType("resource").some((e) => e.name.endsWith(".wasm")),

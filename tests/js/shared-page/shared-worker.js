@@ -13,5 +13,12 @@ addEventListener("unhandledrejection", (event) => rejections.push(String(event.r
 addEventListener("connect", ({ ports: [port] }) => {
   port.addEventListener("message", ({ data }) => {
     if (data?.probe === "rejections") port.postMessage({ rejections });
+    // The network lost and back, as the browser says it to a worker
+    // (`online` follows an `offline`: navigator.onLine changed).
+    if (data?.probe === "online") {
+      dispatchEvent(new Event("offline"));
+      dispatchEvent(new Event("online"));
+      port.postMessage({ online: true });
+    }
   });
 });
