@@ -1,4 +1,4 @@
-//! Issue 34's server probes at the issue's scale (findings 2, 3 and 4) and
+//! The server's hardening probes at full scale (slow readers, one address's connections, streams aimed at one log) and
 //! the multiplexed stream's (one address's stream slots, unread streams'
 //! live frames), against the real binary with its default limits on loopback; the
 //! attackers and victims are distinct loopback addresses (127.0.0.2, …).

@@ -1,4 +1,4 @@
-//! The shapes of issue 34's server probes (findings 2, 3 and 4) and of the
+//! The shapes of the server's hardening probes (slow readers, one address's connections, streams aimed at one log) and of the
 //! multiplexed stream's slots and memory, each against a fresh release
 //! server with the default limits, on loopback.
 
