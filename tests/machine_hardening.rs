@@ -207,19 +207,6 @@ fn a_thousand_clients_after_a_restart_spread_over_the_backoff_window() {
 
 // ---- 3. bounded barrier buffer ----
 
-fn live_turn(rev: u64, text: &str) -> LiveTurn {
-    LiveTurn {
-        turn_id: "t1".into(),
-        message_id: "m1".into(),
-        rev,
-        state: LiveTurnState::Sampling,
-        text: text.into(),
-        text_offset: 0,
-        tools: vec![],
-        pending_question: None,
-    }
-}
-
 fn overlay(r: &Rig) -> Option<(String, bool)> {
     let v = r.c.view().as_session().unwrap();
     v.overlay().map(|o| (o.text.as_str().to_owned(), o.stale))

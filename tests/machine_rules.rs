@@ -351,20 +351,15 @@ fn rule_5_transient_is_held_until_the_cursor_reaches_after_seq() {
     assert_eq!(r.c.transcript().unwrap().tasks.version, 9);
 }
 
-fn live_turn(rev: u64, text: &str) -> LiveTurn {
+/// A sampling turn waiting on question `q9`.
+fn asking_turn(rev: u64, text: &str) -> LiveTurn {
     LiveTurn {
-        turn_id: "t1".into(),
-        message_id: "m1".into(),
-        rev,
-        state: LiveTurnState::Sampling,
-        text: text.into(),
-        text_offset: 0,
-        tools: vec![],
         pending_question: Some(PendingQuestion {
             question_id: "q9".into(),
             prompt: "ok?".into(),
             options: vec![],
         }),
+        ..live_turn(rev, text)
     }
 }
 
@@ -376,8 +371,8 @@ fn overlay_text(r: &Rig) -> Option<(String, bool)> {
 #[test]
 fn rule_5_live_turn_snapshot_keeps_the_higher_rev_and_shows_live_question() {
     let mut r = Rig::live_with(&[turn_started(1, "t1")]);
-    r.send(&[live_snapshot(1, Some(&live_turn(5, "abc")))]);
-    r.send(&[live_snapshot(1, Some(&live_turn(3, "a")))]);
+    r.send(&[live_snapshot(1, Some(&asking_turn(5, "abc")))]);
+    r.send(&[live_snapshot(1, Some(&asking_turn(3, "a")))]);
     assert_eq!(overlay_text(&r), Some(("abc".into(), false)));
     let prompts = r.c.transcript().unwrap().pending_prompts;
     assert_eq!(prompts.len(), 1);
@@ -400,7 +395,10 @@ fn rule_6_overlay_aligns_deltas_and_commit_replaces_it() {
         Some(("héllo wörld".into(), true)),
         "hole -> stale"
     );
-    r.send(&[live_snapshot(1, Some(&live_turn(7, "héllo wörld, again")))]);
+    r.send(&[live_snapshot(
+        1,
+        Some(&asking_turn(7, "héllo wörld, again")),
+    )]);
     assert_eq!(
         overlay_text(&r),
         Some(("héllo wörld, again".into(), false)),
@@ -427,7 +425,7 @@ fn rule_6_deltas_of_a_committed_message_or_an_ended_turn_add_nothing() {
     );
     // A snapshot of the committed message shows the turn without its text;
     // a delta of that message, even one that follows it, adds none.
-    r.send(&[live_snapshot(2, Some(&live_turn(3, "hi")))]);
+    r.send(&[live_snapshot(2, Some(&asking_turn(3, "hi")))]);
     assert_eq!(overlay_text(&r), Some((String::new(), false)));
     r.send(&[delta(2, "t1", "m1", 0, "hi again")]);
     assert_eq!(overlay_text(&r), Some((String::new(), false)));

@@ -198,19 +198,6 @@ impl Net {
     }
 }
 
-fn text_turn(rev: u64, text: &str) -> LiveTurn {
-    LiveTurn {
-        turn_id: "t1".into(),
-        message_id: "m1".into(),
-        rev,
-        state: LiveTurnState::Sampling,
-        text: text.into(),
-        text_offset: 0,
-        tools: vec![],
-        pending_question: None,
-    }
-}
-
 /// Until the fallback: the connect deadline on each try, plus backoff.
 fn switched(n: &Net) -> bool {
     n.r.c.polling()
@@ -245,7 +232,7 @@ fn a_turn_started_just_after_load_shows_before_the_stream_is_given_up() {
     n.run_until(1_500);
     assert!(!switched(&n), "the stream is still being tried");
     n.commit(turn_started(3, "t1"));
-    n.live = Some(text_turn(1, "Hello"));
+    n.live = Some(live_turn(1, "Hello"));
     n.run_until(3_000);
     assert_eq!(
         n.r.c.cursor(),
@@ -303,7 +290,7 @@ fn polls_are_paced_by_what_is_open_and_by_visibility() {
     assert!(gaps.iter().all(|g| *g == POLL_IDLE_MAX_MS), "{gaps:?}");
     // A turn open: every second.
     n.commit(turn_started(3, "t1"));
-    n.live = Some(text_turn(1, "a"));
+    n.live = Some(live_turn(1, "a"));
     n.run_until(130_000);
     n.run_until(140_000);
     let busy = n.polls_between(130_000, 140_000);
@@ -329,7 +316,7 @@ fn a_retry_after_on_a_poll_is_honoured() {
     n.run_until(60_000);
     assert!(switched(&n));
     n.commit(turn_started(3, "t1"));
-    n.live = Some(text_turn(1, "a"));
+    n.live = Some(live_turn(1, "a"));
     n.run_until(70_000);
     n.busy_for = Some("7");
     let t0 = n.r.now;
@@ -409,7 +396,7 @@ fn nothing_is_lost_or_doubled_across_the_switches_and_the_overlay_grows() {
             n.commit(user_msg(seq, &format!("u{seq}"), "x"));
         }
         text.push_str("word ");
-        n.live = Some(text_turn(t, &text));
+        n.live = Some(live_turn(t, &text));
         n.run_until(t);
     }
     assert!(!n.r.c.polling(), "streaming again");

@@ -699,18 +699,17 @@ mod tests {
     };
 
     fn durable(seq: u64) -> Arc<Frame> {
-        Frame::new(Envelope {
-            id: Some(seq),
-            scope: Scope::Session,
-            scope_id: "s".into(),
-            seq: Some(seq),
-            after_seq: None,
-            critical: true,
-            ts: String::new(),
-            event: Event::TurnCompleted(TurnRef {
-                turn_id: "t".into(),
-            }),
-        })
+        let event = Event::TurnCompleted(TurnRef {
+            turn_id: "t".into(),
+        });
+        Frame::new(Envelope::durable(
+            seq,
+            Scope::Session,
+            "s".into(),
+            seq,
+            String::new(),
+            event,
+        ))
     }
 
     #[test]

@@ -19,16 +19,8 @@ mod tests {
     use replay_core::protocol::{Event, Scope};
 
     fn env(seq: u64, ty: &str, data: serde_json::Value) -> Envelope {
-        Envelope {
-            id: Some(seq),
-            scope: Scope::Session,
-            scope_id: "s".into(),
-            seq: Some(seq),
-            after_seq: None,
-            critical: true,
-            ts: String::new(),
-            event: Event::decode(ty, Some(&data.to_string())).unwrap(),
-        }
+        let event = Event::decode(ty, Some(&data.to_string())).unwrap();
+        Envelope::durable(seq, Scope::Session, "s".into(), seq, String::new(), event)
     }
 
     #[test]

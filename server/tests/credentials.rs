@@ -5,8 +5,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use common::bin::binary_refuses;
 
 use common::*;
 use reqwest::{Method, StatusCode};
@@ -73,28 +72,16 @@ async fn allow_credentials_with_any_origin_or_none_is_refused_at_start() {
         assert!(err.to_string().contains(says), "{origins:?}: {err}");
     }
     // The binary says so and exits.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_replay-server"))
-        .args(["--db", ":memory:", "--listen", "127.0.0.1:0"])
-        .args(["--allow-origin", "*", "--allow-credentials"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn replay-server");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > 10 * SEC {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the server started with --allow-credentials --allow-origin '*'");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    assert!(!status.success());
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = binary_refuses(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--allow-origin",
+            "*",
+            "--allow-credentials",
+        ],
+        &[],
+    );
     assert!(
         stderr.contains("refusing --allow-credentials with --allow-origin '*'"),
         "{stderr}"

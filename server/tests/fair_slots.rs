@@ -10,58 +10,26 @@
 
 mod common;
 
-use std::net::{IpAddr, SocketAddr};
-use std::process::{Child, Command, Stdio};
+use common::bin::{connect_from, start_bin, Bin, Db};
+
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
+
+/// The binary on an in-memory log with these environment variables.
+fn start(env: &[(&str, &str)]) -> Bin {
+    let mut all = vec![("REPLAY_HEARTBEAT_MS", "300")];
+    all.extend_from_slice(env);
+    start_bin(&[], Db::Memory, &all)
+}
 
 const SEC: Duration = Duration::from_secs(1);
 
 const DIAG: &[u8] = b"GET /v1/diagnostics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 const EVENTS: &[u8] =
     b"GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n";
-
-/// The binary, killed on drop.
-struct Bin {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Bin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts the binary with these environment variables (an old binary
-/// ignores the ones it does not know).
-fn start(env: &[(&str, &str)]) -> Bin {
-    let bin = std::env::var("REPLAY_SERVER_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_replay-server").to_owned());
-    let mut cmd = Command::new(bin);
-    cmd.args(["--listen", "127.0.0.1:0", "--db", ":memory:"])
-        .env("REPLAY_HEARTBEAT_MS", "300")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let base = common::listening_base(&mut child);
-    let addr = base.strip_prefix("http://").unwrap().parse().unwrap();
-    Bin { child, addr }
-}
-
-/// A connection to `to` from the loopback address `from`.
-async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
-    let sock = TcpSocket::new_v4().unwrap();
-    sock.bind(SocketAddr::new(from.parse::<IpAddr>().unwrap(), 0))
-        .unwrap();
-    sock.connect(to).await.unwrap()
-}
 
 /// Reads one response head (and a `Content-Length` body), or everything
 /// until the peer closes; `None` when neither happens within `within`.

@@ -14,48 +14,25 @@
 
 mod common;
 
-use std::net::{IpAddr, SocketAddr};
-use std::process::{Child, Command, Stdio};
+use common::bin::{connect_from, start_bin, Bin, Db};
+
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 
 const SEC: Duration = Duration::from_secs(1);
-
-/// The binary, killed on drop.
-struct Bin {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Bin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Starts the binary (with `/v1/admin` to create logs) with these
 /// environment variables.
 fn start(env: &[(&str, String)]) -> Bin {
-    let bin = std::env::var("REPLAY_SERVER_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_replay-server").to_owned());
-    let mut cmd = Command::new(bin);
-    cmd.args(["--listen", "127.0.0.1:0", "--db", ":memory:", "--faults"])
-        .env("REPLAY_HEARTBEAT_MS", "300")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let base = common::listening_base(&mut child);
-    let addr = base.strip_prefix("http://").unwrap().parse().unwrap();
-    Bin { child, addr }
+    let mut all = vec![("REPLAY_HEARTBEAT_MS", "300".to_owned())];
+    all.extend_from_slice(env);
+    start_bin(&["--faults"], Db::Memory, &all)
 }
 
 /// Creates team logs `t0` … `t{n-1}`, one event each.
@@ -72,14 +49,6 @@ async fn create_teams(addr: SocketAddr, n: usize) {
             .unwrap();
         assert_eq!(r.status(), 201);
     }
-}
-
-/// A connection to `to` from the loopback address `from`.
-async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
-    let sock = TcpSocket::new_v4().unwrap();
-    sock.bind(SocketAddr::new(from.parse::<IpAddr>().unwrap(), 0))
-        .unwrap();
-    sock.connect(to).await.unwrap()
 }
 
 /// `GET /v1/stream` of teams `first` … `first+subs-1`, from the last

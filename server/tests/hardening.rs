@@ -9,6 +9,8 @@
 mod cluster_support;
 mod common;
 
+use common::bin::binary_refuses;
+
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -252,35 +254,6 @@ async fn a_limit_past_u64_is_clamped_like_any_large_limit() {
         assert_eq!(st, StatusCode::OK, "{limit}: {v}");
         assert_eq!(v["events"].as_array().unwrap().len(), 3, "{limit}");
     }
-}
-
-/// Runs the binary with `args` and `env`, which must refuse to start:
-/// returns what it printed on stderr (fails if it is still running after 10 s).
-fn binary_refuses(args: &[&str], env: &[(&str, &str)]) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_replay-server"))
-        .args(["--db", ":memory:"])
-        .args(args)
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn replay-server");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > 10 * SEC {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{args:?} {env:?}: the server started");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(!status.success(), "{args:?} {env:?}");
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    stderr
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

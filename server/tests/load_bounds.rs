@@ -8,8 +8,6 @@
 //! (`REPLAY_SERVER_BIN=path` measures another build of the binary, e.g. an
 //! older one; it only uses flags every version has).
 
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -23,67 +21,31 @@ const BIG: usize = 60_000;
 
 mod common;
 
-struct ServerProc {
-    child: Child,
-    addr: SocketAddr,
-    _db: tempdir::Dir,
+use common::bin::{start_bin, Bin, Db};
+
+/// The binary on a database file, with a shorter header timeout than the
+/// default so the run is short and room for the 1 000 partial heads of
+/// item 1 from one address (an older binary ignores both).
+fn start() -> Bin {
+    start_bin(
+        &["--faults", "--synchronous", "normal"],
+        Db::File("load-bounds"),
+        &[
+            ("REPLAY_HEADER_TIMEOUT_MS", "2000"),
+            ("REPLAY_MAX_CONNECTIONS_PER_ADDRESS", "1024"),
+        ],
+    )
 }
 
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The load's own requests on the started binary.
+trait Load {
+    fn base(&self) -> String;
+    fn report(&self, what: &str, peak: &Peak);
+    async fn small_socket(&self) -> TcpStream;
+    async fn get_raw(&self, path: &str, sse: bool) -> TcpStream;
 }
 
-mod tempdir {
-    /// A directory removed on drop.
-    pub struct Dir(pub std::path::PathBuf);
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-fn start() -> ServerProc {
-    let dir = std::env::temp_dir().join(format!("replay-load-bounds-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("db.sqlite");
-    let bin = std::env::var("REPLAY_SERVER_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_replay-server").to_owned());
-    let mut child = Command::new(bin)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--faults",
-            "--synchronous",
-            "normal",
-        ])
-        .arg("--db")
-        .arg(&db)
-        // Shorter than the default so the run is short; an older binary
-        // ignores it.
-        .env("REPLAY_HEADER_TIMEOUT_MS", "2000")
-        // The 1 000 partial heads of item 1 come from one address.
-        .env("REPLAY_MAX_CONNECTIONS_PER_ADDRESS", "1024")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn replay-server");
-    let addr = common::listening_base(&mut child)
-        .strip_prefix("http://")
-        .expect("an http URL")
-        .parse()
-        .unwrap();
-    ServerProc {
-        child,
-        addr,
-        _db: tempdir::Dir(dir),
-    }
-}
-
-impl ServerProc {
+impl Load for Bin {
     fn base(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -189,7 +151,7 @@ async fn fill(http: &reqwest::Client, base: &str, scope: &str, id: &str, n: usiz
 }
 
 /// Item 1: 1 000 sockets holding 300 KB partial request heads.
-async fn partial_heads(s: &ServerProc, peak: &Peak) {
+async fn partial_heads(s: &Bin, peak: &Peak) {
     let mut tasks = Vec::new();
     for _ in 0..1000 {
         let addr = s.addr;

@@ -15,10 +15,11 @@
 
 mod common;
 
+use common::bin::{rss_anon_mb, sample_peak, start_bin, Bin, Db};
+
 use std::net::{IpAddr, SocketAddr};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -26,77 +27,17 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 const SEC: Duration = Duration::from_secs(1);
-const ATTACKERS: [&str; 3] = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
-
-/// The binary, killed on drop, and its database's directory, removed then.
-struct Bin {
-    child: Child,
-    addr: SocketAddr,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Bin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// Starts the binary on a database file (an in-memory one would count the
 /// log itself in `RssAnon`).
 fn start(name: &str, env: &[(&str, String)]) -> Bin {
-    let dir = std::env::temp_dir().join(format!("replay-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let bin = std::env::var("REPLAY_SERVER_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_replay-server").to_owned());
-    let mut cmd = Command::new(bin);
-    cmd.args([
-        "--listen",
-        "127.0.0.1:0",
-        "--faults",
-        "--synchronous",
-        "normal",
-    ])
-    .arg("--db")
-    .arg(dir.join("db.sqlite"))
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let base = common::listening_base(&mut child);
-    let addr = base.strip_prefix("http://").unwrap().parse().unwrap();
-    Bin { child, addr, dir }
+    start_bin(
+        &["--faults", "--synchronous", "normal"],
+        Db::File(name),
+        env,
+    )
 }
-
-/// `RssAnon` of `pid`, in MB.
-fn rss_anon_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("RssAnon:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
-/// The highest `RssAnon` of `pid`, sampled every 50 ms until `stop`.
-fn sample_peak(pid: u32, stop: Arc<AtomicBool>) -> Arc<Mutex<f64>> {
-    let peak = Arc::new(Mutex::new(0.0f64));
-    let p = Arc::clone(&peak);
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            let now = rss_anon_mb(pid);
-            let mut m = p.lock().unwrap();
-            *m = m.max(now);
-            drop(m);
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    });
-    peak
-}
+const ATTACKERS: [&str; 3] = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
 
 /// `GET /v1/stream` of teams `t0` … `t{subs-1}`, each from `cursor`
 /// (empty: live only).

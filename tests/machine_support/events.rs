@@ -8,16 +8,14 @@ use serde_json::json;
 pub const SES: &str = "ses_1";
 
 pub fn durable(seq: u64, event: Event) -> Envelope {
-    Envelope {
-        id: Some(1000 + seq),
-        scope: Scope::Session,
-        scope_id: SES.into(),
-        seq: Some(seq),
-        after_seq: None,
-        critical: true,
-        ts: String::new(),
+    Envelope::durable(
+        1000 + seq,
+        Scope::Session,
+        SES.into(),
+        seq,
+        String::new(),
         event,
-    }
+    )
 }
 
 pub fn transient(after_seq: u64, event: Event, critical: bool) -> Envelope {
@@ -243,4 +241,18 @@ pub fn error_body(code: &str) -> Vec<u8> {
 
 pub fn error_body_with(code: &str, message: &str) -> Vec<u8> {
     serde_json::to_vec(&json!({"error": code, "message": message})).unwrap()
+}
+
+/// A sampling turn `t1` of message `m1` at `rev` with `text` so far.
+pub fn live_turn(rev: u64, text: &str) -> LiveTurn {
+    LiveTurn {
+        turn_id: "t1".into(),
+        message_id: "m1".into(),
+        rev,
+        state: LiveTurnState::Sampling,
+        text: text.into(),
+        text_offset: 0,
+        tools: vec![],
+        pending_question: None,
+    }
 }

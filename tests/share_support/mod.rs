@@ -20,16 +20,8 @@ pub const BOOT: &str = "boot1";
 pub fn message(sid: &str, seq: u64) -> Envelope {
     let data = json!({"message_id": format!("m{seq}"), "turn_id": "t", "role": "user",
                       "text": format!("{sid} says {seq}")});
-    Envelope {
-        id: Some(seq),
-        scope: Scope::Session,
-        scope_id: sid.into(),
-        seq: Some(seq),
-        after_seq: None,
-        critical: true,
-        ts: String::new(),
-        event: Event::decode("message.committed", Some(&data.to_string())).unwrap(),
-    }
+    let event = Event::decode("message.committed", Some(&data.to_string())).unwrap();
+    Envelope::durable(seq, Scope::Session, sid.into(), seq, String::new(), event)
 }
 
 /// A control event (`hello`, `heartbeat`, …) of session `sid`.

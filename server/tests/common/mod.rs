@@ -3,6 +3,8 @@
 //! parser. Real HTTP, no mocks.
 #![allow(dead_code)]
 
+pub mod bin;
+
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 

@@ -493,16 +493,8 @@ mod tests {
     /// A durable event as a client reads it off the wire (the types the
     /// fold does not know stay text).
     fn durable(seq: u64, ty: &str, data: &str) -> Envelope {
-        Envelope {
-            id: Some(seq),
-            scope: Scope::Session,
-            scope_id: "s".into(),
-            seq: Some(seq),
-            after_seq: None,
-            critical: true,
-            ts: String::new(),
-            event: Event::read_client_data(ty, Some(data)).unwrap(),
-        }
+        let event = Event::read_client_data(ty, Some(data)).unwrap();
+        Envelope::durable(seq, Scope::Session, "s".into(), seq, String::new(), event)
     }
 
     fn apply(v: &mut SessionView, seq: u64, ty: &str, data: &str) -> ViewChange {
