@@ -1,13 +1,14 @@
 //! The one target rule: what `ReplayClient.connect` builds from the
 //! normalised options (`scope`, `scopeId` of `connectOptions`, browser.js)
 //! has the core's key (`Target::key`) that `tests/fixtures/targets.json`
-//! names; `tests/js/targets.test.mjs` checks the JS halves against the same
+//! names, which the shared host's router and multiplexed stream use too; `tests/js/targets.test.mjs` checks the JS halves against the same
 //! file, so the three agree.
 
 #![cfg(not(target_arch = "wasm32"))]
 
 use replay_client::core::machine::Target;
 use replay_client::core::protocol::Scope;
+use replay_client::core::share::mux_path;
 
 #[test]
 fn every_fixture_target_has_the_key_the_js_halves_use() {
@@ -26,6 +27,17 @@ fn every_fixture_target_has_the_key_the_js_halves_use() {
                 scope_id: case["scopeId"].as_str().unwrap().to_owned(),
             }
         };
-        assert_eq!(target.key(), case["key"].as_str().unwrap(), "{case}");
+        let key = case["key"].as_str().unwrap();
+        assert_eq!(target.key(), key, "{case}");
+        if let Target::Scoped { scope, scope_id } = &target {
+            // The shared host routes a scope's events by the same key and
+            // names it in the multiplexed stream's request.
+            assert_eq!(Target::scoped_key(*scope, scope_id), key, "{case}");
+            let sub = key.replace(' ', "%20");
+            assert_eq!(
+                mux_path([(key, Some(3))]),
+                format!("/v1/stream?sub={sub}:3")
+            );
+        }
     }
 }

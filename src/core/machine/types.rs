@@ -41,13 +41,21 @@ impl Target {
         )
     }
 
-    /// A short stable key, e.g. `session:ses_1` or `global`; stored with the
-    /// persisted value so a value of another target is never used.
+    /// A short stable key, e.g. `session:ses_1`, `system:runtime` or
+    /// `global`; stored with the persisted value so a value of another
+    /// target is never used, and the name the shared host routes a scope's
+    /// events by. The one target rule: the JS halves are pinned to it by
+    /// `tests/fixtures/targets.json`.
     pub fn key(&self) -> String {
         match self {
-            Target::Scoped { scope, scope_id } => format!("{}:{}", scope.as_str(), scope_id),
+            Target::Scoped { scope, scope_id } => Self::scoped_key(*scope, scope_id),
             Target::Global => "global".to_owned(),
         }
+    }
+
+    /// The key of log `scope_id` of `scope` (see [`Target::key`]).
+    pub fn scoped_key(scope: Scope, scope_id: &str) -> String {
+        format!("{}:{}", scope.as_str(), scope_id)
     }
 }
 

@@ -3,9 +3,9 @@
 //! every hello), reconnecting.
 
 use super::mux::{Mux, MAX_SUBS};
-use super::route::{self, key_of, EndReason};
+use super::route::{self, EndReason};
 use super::{Output, Share, Subs, Transport, SET_DEBOUNCE_MS};
-use crate::machine::{CoreError, RequestId};
+use crate::machine::{CoreError, RequestId, Target};
 use crate::protocol::Event;
 use crate::sse::{SseEvent, SseItem};
 
@@ -169,7 +169,7 @@ impl Share {
         let Some(env) = route::read(&ev.data) else {
             return;
         };
-        let key = key_of(env.scope, &env.scope_id);
+        let key = Target::scoped_key(env.scope, &env.scope_id);
         let hello = matches!(env.event, Event::Hello(_));
         let refused = env.event.type_name() == "subscription.error";
         let current_has = self

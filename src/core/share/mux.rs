@@ -107,10 +107,10 @@ mod tests {
             path([
                 ("session:ses_1", Some(17)),
                 ("team:t1", None),
-                ("system:", Some(0)),
+                ("system:runtime", Some(0)),
                 ("process:p 1", Some(2)),
             ]),
-            "/v1/stream?sub=session:ses_1:17&sub=team:t1:&sub=system::0&sub=process:p%201:2"
+            "/v1/stream?sub=session:ses_1:17&sub=team:t1:&sub=system:runtime:0&sub=process:p%201:2"
         );
         assert_eq!(path([]), "/v1/stream");
     }

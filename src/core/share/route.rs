@@ -59,19 +59,10 @@ impl EndReason {
     }
 }
 
-/// The routing key of a scope: `session:ses_1`; the system scope is
-/// `system:` (its stream has no id).
-pub fn key_of(scope: Scope, scope_id: &str) -> String {
-    match scope {
-        Scope::System => "system:".to_owned(),
-        s => format!("{}:{}", s.as_str(), scope_id),
-    }
-}
-
 /// The key of a machine's target; `None` for the global list (not shared).
 pub fn target_key(target: &Target) -> Option<String> {
     match target {
-        Target::Scoped { scope, scope_id } => Some(key_of(*scope, scope_id)),
+        Target::Scoped { .. } => Some(target.key()),
         Target::Global => None,
     }
 }
@@ -308,7 +299,7 @@ impl Router {
         start: Option<Option<u64>>,
         out: &mut VecDeque<Output>,
     ) {
-        let key = key_of(env.scope, &env.scope_id);
+        let key = Target::scoped_key(env.scope, &env.scope_id);
         let t = self.track_mut(&key, env.scope);
         let is_hello = matches!(env.event, Event::Hello(_));
         // A hello goes to the machines waiting for one, and to those already
