@@ -344,3 +344,45 @@ async fn bad_credentials_or_fetch_options_are_refused() {
         assert!(message.contains(name), "{message}");
     }
 }
+
+/// A `getToken` whose promise settles later is awaited before each request
+/// and its token sent: this runtime refuses every request without it, so
+/// going live, reading the backlog and a committed write each show it (a
+/// request sent before the token came, or without it, would get 401).
+#[wasm_bindgen_test]
+async fn a_js_get_token_is_awaited_and_its_token_sent_with_every_request() {
+    set_cookie(Some(credentials_token()));
+    let session = create_cookie_session().await;
+    // From here on only the token authenticates.
+    set_cookie(None);
+    Reflect::set(&js_sys::global(), &"tokenCalls".into(), &0.into()).unwrap();
+    let get_token = Function::new_no_args(&format!(
+        "globalThis.tokenCalls++; \
+         return new Promise((resolve) => setTimeout(() => resolve({:?}), 30));",
+        credentials_token()
+    ));
+    let client = connect_with(
+        credentials_server(),
+        &session,
+        &[("getToken", get_token.into())],
+    );
+    assert!(
+        wait_until(10_000, || state(&client) == "live").await,
+        "live with the awaited token: {}",
+        json_of(&client.status())
+    );
+    let calls = || {
+        Reflect::get(&js_sys::global(), &"tokenCalls".into())
+            .unwrap()
+            .as_f64()
+            .unwrap_or(0.0)
+    };
+    let before = calls();
+    assert!(
+        before >= 2.0,
+        "the stream and the backlog each asked: {before}"
+    );
+    send_and_see_the_end(&client, "with an awaited token").await;
+    assert!(calls() > before, "the write asked too");
+    client.close();
+}

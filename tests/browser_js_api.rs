@@ -434,7 +434,7 @@ fn token_calls() -> f64 {
 }
 
 #[wasm_bindgen_test]
-async fn a_js_get_token_is_awaited_for_every_request() {
+async fn a_js_get_token_is_called_for_every_request() {
     let session = create_session().await;
     js_sys::Reflect::set(&js_sys::global(), &"tokenCalls".into(), &0.into()).unwrap();
     let client = connect_with_token(

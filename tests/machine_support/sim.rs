@@ -234,7 +234,8 @@ pub struct Sim {
     unauthorized_used: bool,
     pub closed: bool,
     pub steps: u64,
-    /// Every path the client asked for.
+    /// Every request the client made, as `METHOD path`: every kind of
+    /// request action is recorded, so a rule about requests can fail.
     pub requested: Vec<String>,
     /// Most fetches the client had in flight at once (pipelined paging).
     pub max_fetches_in_flight: usize,
@@ -368,10 +369,19 @@ impl Sim {
     pub fn pump(&mut self) {
         loop {
             for a in self.io.take() {
-                if let Action::OpenStream { path_and_query, .. }
-                | Action::Fetch { path_and_query, .. } = &a
-                {
-                    self.requested.push(path_and_query.clone());
+                match &a {
+                    Action::OpenStream { path_and_query, .. }
+                    | Action::Fetch { path_and_query, .. } => {
+                        self.requested.push(format!("GET {path_and_query}"));
+                    }
+                    Action::Post { path_and_query, .. } => {
+                        self.requested.push(format!("POST {path_and_query}"));
+                    }
+                    Action::Abort { .. }
+                    | Action::Persist(_)
+                    | Action::RefreshCredentials
+                    | Action::LoadStored
+                    | Action::RemoveStored => {}
                 }
                 if let Action::Persist(bytes) = &a {
                     self.check_restored(bytes);
