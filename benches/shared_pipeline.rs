@@ -1,5 +1,5 @@
-//! Throughput of the shared host's pipeline (issue 33, "one parse per
-//! event"): a multiplexed stream's SSE bytes in 64 KiB chunks → the share
+//! Throughput of the shared host's pipeline (the goal: one parse per
+//! event): a multiplexed stream's SSE bytes in 64 KiB chunks → the share
 //! hub (SSE parser, envelope read, routing, duplicate drop) → the session's
 //! machine (cursor checks) → its fold. What the SharedWorker does per event,
 //! natively.

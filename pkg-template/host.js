@@ -25,8 +25,8 @@ export const instance = crypto.randomUUID();
 
 // The notification pacing where the host runs no frames (a SharedWorker):
 // "frame" would tell the pages at a 0 ms timer, a post to every page per
-// stream chunk (measured: ~1 notification per event, docs/benchmarks.md
-// "Issue 24"). Paced by time instead, at most once per frame's worth,
+// stream chunk (measured: ~1 notification per event, docs/benchmarks.md,
+// the shared host). Paced by time instead, at most once per frame's worth,
 // unless the page chose.
 const FRAME_MS = 16;
 

@@ -1,4 +1,4 @@
-//! A lying server in Chromium (issue 34): the suite's own replay-server
+//! A lying server in Chromium: the suite's own replay-server
 //! with a `hostile` fault on each client's session (an epoch that flips
 //! after every restore, an endless history, a stream that ends after its
 //! `hello` with `retry: 0`, a gzip bomb on the stream). Each client ends in

@@ -294,7 +294,7 @@ async fn watch_cursor(
     }
 }
 
-/// Two tabs on one scope share its stored value (issue 12, item 4): a save
+/// Two tabs on one scope share its stored value: a save
 /// replaces an older value of the same epoch, never a newer one.
 async fn a_save_never_replaces_a_newer_value(storage: StorageChoice) {
     let session = create_session().await;

@@ -1,8 +1,8 @@
-//! The TypeScript unions of `src/wasm/api.d.ts` against what the code says
-//! (issue 35): `ReplayErrorCode` lists every code the client emits (the
-//! core's and the wasm layer's `code()` arms, the JS halves' own) and,
-//! beside them, only codes the reference server answers with;
-//! `InterruptedTurn.reason` is the fold's two reasons.
+//! The TypeScript unions of `src/wasm/api.d.ts` against what the code says,
+//! so that a program can switch on them: `ReplayErrorCode` lists every
+//! code the client emits (the core's and the wasm layer's `code()` arms,
+//! the JS halves' own) and, beside them, only codes the reference server
+//! answers with; `InterruptedTurn.reason` is the fold's two reasons.
 #![cfg(not(target_arch = "wasm32"))]
 
 use std::collections::BTreeSet;

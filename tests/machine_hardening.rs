@@ -1,7 +1,7 @@
-//! Hostile inputs and loads (issue 13, client side): huge retry hints, a
+//! Hostile inputs and loads on the client: huge retry hints, a
 //! restart that would bring every client back at once, a barrier that keeps
 //! failing, an endless overlay, a page that does not move, a proxy's plain
-//! 400, and the status while the runtime cannot be reached. Issue 26: deep
+//! 400, and the status while the runtime cannot be reached. Also: deep
 //! events in pages, epochs that disagree, held bytes, pages over their
 //! limit, and comments that must not keep a stream alive.
 
@@ -563,7 +563,7 @@ fn a_repair_that_cannot_reach_the_runtime_says_backoff() {
     assert_eq!(st.state, State::Backoff);
     assert!(st.next_retry_at.is_some());
 }
-// ---- issue 26: hardening, second round ----
+// ---- comments, epochs that disagree, deep events, held bytes, long pages ----
 
 #[test]
 fn comments_do_not_keep_a_silent_stream_alive() {

@@ -1,4 +1,4 @@
-//! A lying server (issue 34, client side): every loop it can drive the
+//! A lying server, on the client: every loop it can drive the
 //! client into is paced, and every byte it can make the client take is
 //! bounded, each case with a `lastError` code: an epoch that flips after
 //! every restore, a stream that ends right after its `hello` (with

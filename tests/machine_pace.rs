@@ -148,7 +148,7 @@ fn without_frames_a_timer_tells_what_arrived_together() {
 /// A frame's worth of a stream can be anything (a gzip bomb: tens of MiB
 /// decompressed in a frame): the reader holds at most `max_held_bytes`
 /// before it delivers what waits, so no more is copied into the wasm
-/// memory at once (issue 34).
+/// memory at once.
 #[test]
 fn held_chunks_are_bounded_by_max_held_bytes() {
     let mut r = Rig::with(

@@ -1,4 +1,4 @@
-//! What the application is told is in words a user understands (issue 35):
+//! What the application is told is in words a user understands:
 //! notices without cursor numbers or reason codes, errors that keep the
 //! server's own reason. Codes stay stable for programs.
 

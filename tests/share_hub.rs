@@ -1,4 +1,4 @@
-//! One connection per browser (issue 12): a hub serving real machines over
+//! One connection per browser: a hub serving real machines over
 //! one connection of a fake multiplexed server.
 
 mod share_support;

@@ -1,4 +1,4 @@
-//! One place for each thing on screen (issue 35): a tool call is in the
+//! One place for each thing on screen: a tool call is in the
 //! committed items once its `tool.started` is durable and in the live
 //! section only until then; an answered or declined question stays in the
 //! transcript as an item with its outcome instead of vanishing.

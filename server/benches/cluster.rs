@@ -1,4 +1,4 @@
-//! Cluster bench (issue 27): durable events/s and append-to-delivery
+//! Cluster bench: durable events/s and append-to-delivery
 //! latency (p50/p99) with 1 000 live streams (half scoped, half multiplexed,
 //! spread over the nodes), for one SQLite node and for 1, 2 and 3 nodes on
 //! one Postgres. Writers append through every node in turn; every reader on
@@ -7,13 +7,13 @@
 //! in 3 interleaved rounds and each figure is their median. The Postgres configs need
 //! `REPLAY_BENCH_POSTGRES` (a URL whose user may CREATE DATABASE; `cargo
 //! xtask bench` starts a throwaway one). With `REPLAY_BENCH_REDIS` too, the
-//! transient part (issue 32, `cluster_tail`): a long answer's deltas fanned
+//! transient part (`cluster_tail`): a long answer's deltas fanned
 //! out over 2 and 3 nodes. Prints `cluster_* N` lines.
 //!
 //! Run: `REPLAY_BENCH_POSTGRES=postgres://… REPLAY_BENCH_REDIS=redis://…
 //! cargo bench -p replay-server --bench cluster [-- durable|tail]` (one
 //! argument: that part only). The durable part also prints the CPU time
-//! of the nodes, of Postgres and of the bench per durable event (issue 32:
+//! of the nodes, of Postgres and of the bench per durable event (to tell
 //! where the ceiling is). `REPLAY_BENCH_SERVER=path` runs another build of
 //! the server (A/B runs in one period on a shared machine);
 //! `REPLAY_BENCH_EVENTS=n` appends `n` events per configuration (a longer
@@ -44,7 +44,7 @@ fn events() -> usize {
         .and_then(|n| n.parse().ok())
         .unwrap_or(EVENTS)
 }
-/// Concurrent writers (the issue 32 goals are stated for 16).
+/// Concurrent writers (the cluster's goals are stated for 16).
 const WRITERS: usize = 16;
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -375,7 +375,7 @@ async fn durable_part(pg: Option<&str>) {
             med(&|f| copies / f.node_writes.max(1) as f64)
         );
     }
-    // Issue 32's goals: one Postgres node within 2x of SQLite, and adding
+    // The cluster's goals: one Postgres node within 2x of SQLite, and adding
     // a node never lowering throughput (each round's ratio, then the median).
     for (ratio, over, under) in [
         ("pg_1_over_sqlite", "pg_1", "sqlite_1"),

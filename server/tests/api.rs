@@ -629,7 +629,7 @@ async fn bad_input_is_a_json_error_and_writes_nothing() {
         assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()));
     }
     // A client given `…/v1` as its base URL asks for `/v1/v1/…`: the 404
-    // says so (issue 35).
+    // says how to fix it.
     let (st, _, v) = raw(Method::GET, format!("/v1/v1/sessions/{sid}/replay"), vec![]).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
     let message = v["message"].as_str().unwrap_or_default();

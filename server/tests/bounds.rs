@@ -1,7 +1,7 @@
-//! What one client can make the server hold is bounded in bytes and count
-//! (issue 26): queued turns, page and transcript bytes, bytes buffered per
-//! subscriber, subscriptions per client, admin scope ids. Real server over
-//! loopback HTTP.
+//! What one client can make the server hold is bounded in bytes and count,
+//! so no client can exhaust the server's memory: queued turns, page and
+//! transcript bytes, bytes buffered per subscriber, subscriptions per
+//! client, admin scope ids. Real server over loopback HTTP.
 
 mod common;
 

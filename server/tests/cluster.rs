@@ -1,4 +1,4 @@
-//! Several `replay-server` processes on one Postgres (issue 27): a write
+//! Several `replay-server` processes on one Postgres: a write
 //! through any node reaches the live streams, scoped and multiplexed, on
 //! every node, in seq order, with dense seqs and no gap at the handoff.
 //! Needs `REPLAY_TEST_POSTGRES` (`cargo xtask test` starts a throwaway one).
@@ -105,8 +105,8 @@ async fn a_thousand_concurrent_messages_over_three_nodes_fold_to_one_transcript(
         .buffer_unordered(48)
         .collect::<Vec<String>>();
     // Both followers read while the messages go in, as a client does: a
-    // stream whose reader stops for longer than the write timeout is ended
-    // (issue 34, item 2), and the sending takes longer than that.
+    // stream whose reader stops for longer than the write timeout is ended,
+    // and the sending takes longer than that.
     let long = Duration::from_secs(240);
     let (sent, seen, muxed) = tokio::join!(
         sending,
@@ -218,7 +218,7 @@ async fn nodes_reconnect_and_catch_up_after_losing_postgres() {
 }
 
 /// Concurrent appends through one node share transactions (group commit,
-/// issue 32): fewer commits than events, every log still dense, ids dense
+/// for throughput): fewer commits than events, every log still dense, ids dense
 /// in the global list, and the node's own stream gets every event in
 /// order, published from the commit (not read back) once grouped. Another
 /// node's follower sees the same log.
@@ -294,7 +294,7 @@ async fn concurrent_appends_through_one_node_commit_in_groups_and_stay_dense() {
     assert_eq!(theirs, seen, "node B's follower: the same");
 }
 
-/// Appends waiting for their group hold no thread each (issue 32): a
+/// Appends waiting for their group hold no thread each: a
 /// blocked worker thread hands its tasks to a new one, and with 16 appends
 /// in flight a node ran ~30 threads on 2 cores, switching between them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -336,7 +336,7 @@ async fn appends_in_flight_hold_no_thread_each() {
 }
 
 /// Writes queued behind a node-wide write that waits on Postgres hold no
-/// worker thread (issue 32): a node with one worker thread keeps serving
+/// worker thread: a node with one worker thread keeps serving
 /// reads meanwhile. Here Postgres holds the session counter's row (a
 /// transaction of the test's own), so a session's creation waits there with
 /// the node's write lock, and two more wait for that lock.

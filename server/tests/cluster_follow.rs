@@ -1,4 +1,4 @@
-//! Following another node's writes from their wake-ups (issue 32, item 3):
+//! Following another node's writes from their wake-ups:
 //! each group's `NOTIFY` carries its events, so a node publishes what
 //! another node appended without reading the log when nothing was missed,
 //! and fills from the log, in order, what a lost wake-up left out. Needs

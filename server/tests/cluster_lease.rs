@@ -1,4 +1,4 @@
-//! Turns across nodes (issue 27): a turn is run by the node that accepted
+//! Turns across nodes: a turn is run by the node that accepted
 //! it, under a lease in Postgres. When that node is SIGKILLed mid-turn,
 //! another node writes the turn's honest end (`turn.failed`,
 //! `worker_restart`) once the lease has run out, exactly once although every
@@ -132,7 +132,7 @@ async fn two_nodes_never_claim_the_same_expired_turn() {
     assert_eq!(all.len(), 20);
 }
 
-/// Processes and `/bg` tasks are leased like turns (issue 32, item 4): a
+/// Processes and `/bg` tasks are leased like turns: a
 /// node SIGKILLed while it runs a turn's shell process and a background
 /// task leaves nothing running: another node fails both once
 /// (`process.failed worker_restart`; the task `failed` in the session's

@@ -1,4 +1,4 @@
-//! Leases of healthy nodes hold under load (issue 32, item 4): two nodes on
+//! Leases of healthy nodes hold under load: two nodes on
 //! one Postgres with 300 ms turn leases, 16 writers appending through both
 //! as fast as they are answered (the cluster bench's load), and turns
 //! running on both meanwhile. A node renews its leases on a task and a

@@ -1,4 +1,4 @@
-//! Postgres stopped under a writer and a follower (issue 32, item 5): two
+//! Postgres stopped under a writer and a follower: two
 //! nodes on one Postgres, a session written through node A and followed on
 //! node B, then Postgres stopped (`pg_ctl stop -m immediate`). While it is
 //! down every answer that needs the store is `503 store_unavailable` with

@@ -1,4 +1,4 @@
-//! Postgres restarted under load (issue 27): two nodes on one Postgres,
+//! Postgres restarted under load: two nodes on one Postgres,
 //! writers posting through both, live followers (scoped and multiplexed) on
 //! both, and the Postgres restarted like a crash (`pg_ctl restart -m
 //! immediate`) mid-way. Afterwards: every acknowledged message is in the

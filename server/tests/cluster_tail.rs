@@ -1,4 +1,4 @@
-//! The cluster's live tail (issue 32): a turn running on one node streams
+//! The cluster's live tail: a turn running on one node streams
 //! on every node. A stream on another node, scoped or multiplexed, carries
 //! every `turn.delta` in order and the `tasks.snapshot`s, and a replay there
 //! mid-turn returns the `live_turn`; with Redis killed mid-answer nothing

@@ -1,4 +1,4 @@
-//! A session's turns on a cluster (issue 27): whichever node a client's
+//! A session's turns on a cluster: whichever node a client's
 //! request reaches, an answer reaches the turn that asked, a cancel stops
 //! the turn wherever it runs, and a session's turns run one at a time in
 //! the order they were accepted. Needs `REPLAY_TEST_POSTGRES`.

@@ -1,8 +1,8 @@
-//! Connections are bounded before any request is read (issue 26, item 1):
+//! Connections are bounded before any request is read:
 //! a peer has `--header-timeout-ms` to send a request head (and an idle
 //! keep-alive connection as long to start the next one), and at most
 //! `--max-connections` are open at once; the next takes the slot of the
-//! one idle the longest (issue 34: it used to wait to be accepted; the
+//! one idle the longest (rather than wait to be accepted; the
 //! rest of the rule is in `fair_slots.rs`). Raw sockets on loopback
 //! against the real server.
 
@@ -142,7 +142,7 @@ async fn a_request_body_not_sent_in_time_is_refused() {
     assert!(answer.contains("body_timeout"), "{answer}");
 }
 
-/// The probe of issue 26 with 256 file descriptors: 300 idle sockets made
+/// A probe with 256 file descriptors: 300 idle sockets made
 /// `accept` fail for everyone (`EMFILE`). The binary, started under
 /// `ulimit -n 256`, caps its connections below the limit and closes idle
 /// ones, so a real request still gets through.

@@ -1,4 +1,4 @@
-//! Fair connection slots (issue 34, item 3): one peer address cannot hold
+//! Fair connection slots: one peer address cannot hold
 //! every connection slot. Past its `--max-connections-per-address` a new
 //! connection of that address is answered `503 too_many_connections` at
 //! once; at the process's `--max-connections` an idle keep-alive
@@ -114,7 +114,7 @@ async fn open_streams(from: &str, to: SocketAddr, n: usize) -> Vec<TcpStream> {
     streams
 }
 
-/// A `503 too_many_connections` as the issue wants it: `Retry-After: 1`,
+/// A `503 too_many_connections` a client can act on: `Retry-After: 1`,
 /// the error JSON, `Connection: close`.
 fn assert_refused(answer: &str) {
     let head = answer.to_ascii_lowercase();

@@ -9,7 +9,7 @@
 //! The binary on loopback, with raw sockets bound to other loopback
 //! addresses (Linux routes all of 127.0.0.0/8 to `lo`).
 //!
-//! `mux_stream_slots_at_the_issue_size` (ignored) is the full-size shape:
+//! `mux_stream_slots_at_full_size` (ignored) is the full-size shape:
 //! `cargo test -p replay-server --release --test fair_subscriptions -- --ignored --nocapture`.
 
 mod common;
@@ -236,8 +236,8 @@ async fn at_the_process_cap_a_new_address_ends_the_oldest_stream_of_the_most_rep
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the issue's size: 32 streams x 64 subs from one address (run by hand, see the module doc)"]
-async fn mux_stream_slots_at_the_issue_size() {
+#[ignore = "full size: 32 streams x 64 subs from one address (run by hand, see the module doc)"]
+async fn mux_stream_slots_at_full_size() {
     let s = start(&[]);
     let failures = one_address_shape(&s, 32, 64, 512).await;
     assert!(failures.is_empty(), "{failures:#?}");

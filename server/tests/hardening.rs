@@ -1,9 +1,9 @@
-//! Hardening (issue 13, server part), over real HTTP: bounded directives,
+//! Hardening of the server, over real HTTP: bounded directives,
 //! JSON-only writes, the Host allow-list, loopback-only binding without a
 //! token, the token from the environment or a file, stream caps, streams
 //! whose peer reads nothing, the user's message durable before `202`, the
 //! skip policy, validated admin event types and a bounded transcript.
-//! Issue 34: no secret in diagnostics, blank tokens refused, strict
+//! Also: no secret in diagnostics, blank tokens refused, strict
 //! bracketed `Host` values, a `limit` past u64 clamped.
 
 mod cluster_support;

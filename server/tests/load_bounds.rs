@@ -1,6 +1,6 @@
-//! Load test of issue 26 (ignored by a plain `cargo test`: about a minute;
-//! `cargo xtask test` runs it in its native layer): the
-//! probe's items 1 to 4 at the probe's scale, on loopback, against the real
+//! Load test of the memory bound (ignored by a plain `cargo test`: about a
+//! minute; `cargo xtask test` runs it in its native layer): four hostile
+//! loads (items 1 to 4 below) at full scale, on loopback, against the real
 //! binary, reading its resident memory from `/proc`. Bounded: fixed counts,
 //! every wait has a deadline.
 //!
@@ -195,7 +195,7 @@ async fn partial_heads(s: &Bin, peak: &Peak) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "load test, about a minute: run by hand (see the module doc)"]
-async fn rss_stays_bounded_under_the_issue_26_probe() {
+async fn rss_stays_bounded_under_hostile_load() {
     let s = start();
     let http = reqwest::Client::new();
     let base = s.base();

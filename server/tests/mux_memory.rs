@@ -7,10 +7,10 @@
 //! server's anonymous resident memory stays under a bound, and a victim's
 //! stream from another address still opens within 1 s.
 //!
-//! The binary on loopback, its `RssAnon` read from `/proc`. The issue's
+//! The binary on loopback, its `RssAnon` read from `/proc`. The full
 //! size (24 streams x 64 subs from three addresses, four writers of 60 KB
 //! events for 25 s, default flags, bound 200 MB) is the ignored
-//! `unread_mux_streams_at_the_issue_size`:
+//! `unread_mux_streams_at_full_size`:
 //! `cargo test -p replay-server --release --test mux_memory -- --ignored --nocapture`.
 
 mod common;
@@ -221,8 +221,8 @@ async fn unread_mux_streams_stay_inside_the_budget() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the issue's size, 25 s: run by hand (see the module doc)"]
-async fn unread_mux_streams_at_the_issue_size() {
+#[ignore = "full size, 25 s: run by hand (see the module doc)"]
+async fn unread_mux_streams_at_full_size() {
     let s = start("mux-memory-full", &[]);
     let failures = run(
         &s,

@@ -1,4 +1,4 @@
-//! Issue 34, item 2: many streams opened from the start of a large log whose
+//! Slow readers: many streams opened from the start of a large log whose
 //! peers read nothing. The backlog bytes the server buffers for them stay
 //! under `--max-stream-buffer-bytes` (the `stream_buffer_*` gauges of the
 //! comms diagnostics), every one of them ends within the write timeout
@@ -241,7 +241,7 @@ async fn hello_and_snapshots_are_paid_for_from_the_stream_budget() {
     assert_eq!(gauge(&last, "stream_buffer_bytes"), Some(0), "{last}");
 }
 
-/// Issue 34, third round: live frames are paid for too. Peers that read
+/// Live frames are paid for too. Peers that read
 /// nothing of a busy log hold at most the budget's `frames` and `queued`
 /// shares (they used to hold up to 8 frames each, and their subscriber
 /// buffers, outside any budget), each ends within

@@ -323,14 +323,14 @@ function text(e) {
 // closures per chunk, and a live answer arrives as thousands of small
 // chunks; awaiting each read() in JS still cost more main-thread time than
 // anything the chunk then costs (the read's resolution and the async
-// function's resumption: 36 % of the SDK's time in a live profile of
-// session 8), which the browser's own pipe loop does not. While `pace.hold`
+// function's resumption: 36 % of the SDK's time in a profile of a live
+// answer), which the browser's own pipe loop does not. While `pace.hold`
 // (the machine's Pace::HoldChunks: a number of bytes, 0 for none) the chunks
 // wait, up to that many bytes, and `onHeld()` reports the first; the machine
 // then releases them (releaseChunks) together, in an animation frame: one
 // crossing per frame instead of one per chunk, each chunk copied once, into
 // wasm (joining them in JS first was 8 % of the SDK's time in a burst's
-// profile, session 9). It decides nothing: when to
+// profile). It decides nothing: when to
 // hold and when to release are the machine's. Resolves true at the end of
 // the body (what waits is delivered first), false when stopped; rejects as
 // the body does (abort, network error), dropping what waits.

@@ -74,7 +74,7 @@ test("a getToken that caches a stale token is asked to refresh once, and the cli
   assert.deepEqual(errors, []);
 });
 
-test("a token the server keeps refusing fails with the server's reason (issue 35)", async () => {
+test("a token the server keeps refusing fails with the server's reason", async () => {
   const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: "auth-wrong" });
   await page.evaluate(async ({ base, sessionId }) => {
     const { default: init, ReplayClient } = await import("/pkg/web/index.js");

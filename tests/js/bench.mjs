@@ -195,7 +195,7 @@ async function openTab(context, host, id, head, origin = url) {
   return { tab, ms: paintedAt, marks };
 }
 
-// A reload's time to paint (issue 33, item 4): navigation start to the
+// A reload's time to paint: navigation start to the
 // frame that shows a session's 40 messages, for a hand-written page
 // (`host=plain`: fetch the replay pages, render) and the shared host's tab,
 // on a first visit (a fresh browser context: no HTTP cache, no SharedWorker,
@@ -251,7 +251,7 @@ async function reloadPaint() {
   console.log(`browser_paint_shared_reload_vs_plain ${ratio("second").toFixed(3)}`);
 }
 
-// The shared host across tabs (issue 24), on the seeded backlog session
+// The shared host across tabs, on the seeded backlog session
 // (`head` events), each round in a fresh browser context (no HTTP cache,
 // no running SharedWorker):
 // - a second tab's time to first paint vs the first tab's: the first tab
@@ -304,7 +304,7 @@ async function sharedTabs(id, head) {
       const tabs = [];
       // Ten on-page clients hold ten streams, more than the six connections
       // Chromium opens to one origin over HTTP/1.1: the tabs past the sixth
-      // would never go live (issue 24's finding). Half of them load the
+      // would never go live (seen in this bench). Half of them load the
       // page from `localhost` (the same server on loopback), so each of the
       // two origins holds five. The shared host's tabs need one stream.
       const origin = (i) => (host === "page" && i % 2 ? url.replace("127.0.0.1", "localhost") : url);
@@ -452,9 +452,9 @@ try {
     // (JS, wasm, GC and the builtins they call; not idle, not "(program)").
     // CDP's ScriptDuration is not used: it counts tasks (timers, animation
     // frames) and leaves out promise jobs, where both followers read the
-    // body and where the SDK parses and folds every chunk (session 7:
+    // body and where the SDK parses and folds every chunk (with
     // `notify: "sync"`, which moves the SDK's whole work into promise jobs,
-    // read 1.6 µs per event by ScriptDuration).
+    // ScriptDuration read 1.6 µs per event).
     // A follower on a session of its own, warm: one unmeasured answer
     // first, so each follower's code (and a package's wasm, which starts in
     // V8's baseline tier) is warm when measured, whatever the order.
@@ -579,7 +579,7 @@ try {
       console.log(`browser_burst_sdk_worker_vs_js ${(sdkWorker.us / js.us).toFixed(3)}`);
       profiles.push(["burst.sdk", sdk], ["burst.js", js]);
     }
-    // The shared host (issue 24): the page following through `SharedClient`
+    // The shared host: the page following through `SharedClient`
     // while a SharedWorker runs the SDK, against the plain-JS follower on
     // the page, interleaved as above; only the page's main thread is
     // profiled (the worker's time is not the page's), as for `sdkWorker`,

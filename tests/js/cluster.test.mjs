@@ -1,4 +1,4 @@
-// The SDK on a cluster (issue 27): the demo page with the client on the page
+// The SDK on a cluster: the demo page with the client on the page
 // (`?page`), in headless Chromium, served by two `replay-server` nodes on one
 // Postgres behind a round-robin TCP proxy, as behind a load balancer: each
 // new connection of the browser goes to the next node, so its reconnects

@@ -1,7 +1,7 @@
 // The package's type declarations as shipped (pkg/ as built by
 // `cargo xtask pkg`, both targets), read with the TypeScript compiler API
 // (typescript 7's `unstable/sync`, the suite's own devDependency): every
-// exported item has JSDoc (an editor shows it on hover; issue 35), and no
+// exported item has JSDoc (an editor shows it on hover), and no
 // declaration names a wasm export the module lacks (the build renames some).
 // No browser, no server: the package layer runs it.
 import { test, after } from "node:test";

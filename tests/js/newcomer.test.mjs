@@ -1,5 +1,5 @@
 // A newcomer's first mistakes, as the packaged client meets them in
-// Chromium (issue 35): each gives a ReplayError whose code is stable and
+// Chromium: each gives a ReplayError whose code is stable and
 // whose message names the fix. `cargo xtask test` serves the package on the
 // demo site (E2E_URL).
 import { test, after, before } from "node:test";
@@ -157,7 +157,7 @@ test("each thing shows in one place: a tool call never in items and live.tools a
       const client = pkg.ReplayClient.connect({ baseUrl: site, sessionId, storage: "local", notify: "sync" });
       // Every view the app is given: the calls shown twice in it (the
       // runtime's live snapshots list every call of the turn, durable ones
-      // too: before issue 35 the demo drew such a call twice).
+      // too: a view that lists both draws such a call twice).
       const twice = [];
       client.subscribe((v) => {
         const durable = new Set(v.items.filter((i) => i.kind === "tool").map((i) => i.call_id));

@@ -373,7 +373,7 @@ test("a reload mid-answer in shared mode leaves no unhandled rejection in the wo
 
 // The host posts on a 16 ms timer (a SharedWorker runs no frames); the
 // page half calls the tab's subscribers once per animation frame of the
-// tab whatever it is posted (issue 33, item 3).
+// tab whatever it is posted.
 test("a tab's subscribers are called at most once per animation frame while a long answer streams", async () => {
   await noStreams();
   const sessionId = await newSession("shared per frame");

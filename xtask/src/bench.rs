@@ -190,13 +190,13 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "cluster_pg_1_over_sqlite",
         unit: "x",
-        what: "cluster: 1 Postgres node's durable events/s over 1 SQLite node's, median of 3 interleaved rounds' ratios (issue 32: within 2x)",
+        what: "cluster: 1 Postgres node's durable events/s over 1 SQLite node's, median of 3 interleaved rounds' ratios (goal: within 2x)",
         target: Some((Goal::AtLeast, 0.5)),
     },
     Figure {
         name: "cluster_pg_2_over_1",
         unit: "x",
-        what: "cluster: 2 nodes' durable events/s over 1 node's, median of 3 interleaved rounds' ratios, every node sized to its share of the machine's cores (issue 32: adding a node never lowers throughput)",
+        what: "cluster: 2 nodes' durable events/s over 1 node's, median of 3 interleaved rounds' ratios, every node sized to its share of the machine's cores (goal: adding a node never lowers throughput)",
         target: Some((Goal::AtLeast, 1.0)),
     },
     Figure {
@@ -430,7 +430,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "browser_live_sdk_shared_vs_js",
         unit: "x",
-        what: "the shared host / the plain-JS follower on the page, main-thread time per streamed event (issue 24)",
+        what: "the shared host / the plain-JS follower on the page, main-thread time per streamed event",
         target: Some((Goal::AtMost, 0.7)),
     },
     Figure {
@@ -448,7 +448,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "browser_live_task_script_us",
         unit: "µs",
-        what: "SDK, CDP ScriptDuration per event: tasks only (animation frames, timers), promise jobs left out; the figure this table reported before session 7",
+        what: "SDK, CDP ScriptDuration per event: tasks only (animation frames, timers), promise jobs left out; beside the CPU profile's figures, which count them",
         target: None,
     },
     Figure {
@@ -556,7 +556,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "browser_shared_second_vs_first_tab",
         unit: "x",
-        what: "second tab / first tab, time to first paint, each context's pair, median of 5 (issue 24)",
+        what: "second tab / first tab, time to first paint, each context's pair, median of 5",
         target: Some((Goal::AtMost, 0.1)),
     },
     Figure {
@@ -586,7 +586,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "browser_paint_shared_reload_ms",
         unit: "ms",
-        what: "that tab reloaded: it paints the snapshot it stored when it was left, before the worker answers (issue 33, item 4)",
+        what: "that tab reloaded: it paints the snapshot it stored when it was left, before the worker answers",
         target: None,
     },
     Figure {
@@ -616,7 +616,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         name: "browser_tabs10_shared_vs_page_heap",
         unit: "x",
-        what: "JS heap of 10 tabs, shared host / 10 on-page clients (issue 24; goal: less than the on-page clients)",
+        what: "JS heap of 10 tabs, shared host / 10 on-page clients (goal: less than the on-page clients)",
         target: Some((Goal::AtMost, 1.0)),
     },
     Figure {

@@ -1,5 +1,5 @@
 //! A check that no module of `src/`, `src/core/` or `server/src/` imports a module that
-//! imports it back (issue "the browser layer decides nothing"): cycles are
+//! imports it back (so that the browser layer decides nothing): cycles are
 //! what made the browser layer hard to change. Run by `cargo test -p xtask`,
 //! which `cargo xtask test` runs with the workspace.
 //!

@@ -11,7 +11,7 @@ use std::path::Path;
 /// server, so an app served elsewhere (e.g. Vite's dev server) can use it.
 /// `--cluster N` runs N servers on one throwaway Postgres and Redis (their
 /// shared live tail) instead, behind a round-robin proxy at that address
-/// (issues 27, 32).
+/// (as behind a load balancer).
 pub fn run_task(args: &[String]) -> Result {
     let listen = args
         .iter()

@@ -16,6 +16,8 @@ mod cycles;
 #[cfg(test)]
 mod debug_fmt;
 mod demo;
+#[cfg(test)]
+mod history;
 mod names;
 mod nginx;
 mod pkg;

@@ -1,5 +1,5 @@
 //! A throwaway nginx in front of a replay-server, configured as the proxies
-//! that mute an event stream are (issue: a stream whose headers and events
+//! that mute an event stream are (the failure: a stream whose headers and events
 //! a proxy holds while every JSON answer comes through): it compresses
 //! `text/event-stream` and ignores the runtime's `X-Accel-Buffering: no`.
 //! Debian's `nginx-light` on a free loopback port, its prefix, config and

@@ -83,7 +83,7 @@ const BUILD_ARGS: [&str; 7] = [
 /// The release wasm: the size build when the toolchain allows it (needs the
 /// rust-src component), else a plain stable release build. std is rebuilt
 /// with `optimize_for_size` too (smaller std algorithms: 0.8 KB gz,
-/// docs/size.md, issue 24).
+/// docs/size.md).
 /// `REPLAY_PKG_STABLE=1` forces the plain build.
 fn build_wasm() -> Result<PathBuf> {
     if std::env::var_os("REPLAY_PKG_STABLE").is_none() {
@@ -127,7 +127,7 @@ fn optimise(out: &Path) -> Result {
         &[
             "-Oz",
             // Repeats -Oz while it still shrinks the module: 0.3 KB gz
-            // (session 7), a few seconds of build.
+            // for a few seconds of build.
             "--converge",
             "--enable-bulk-memory",
             "--enable-nontrapping-float-to-int",
@@ -232,7 +232,7 @@ fn write(out: &Path, name: &str, text: &str) -> Result {
 /// The web entry's `init`/`initSync`: the glue's, noting that the wasm is
 /// loaded, so that `ReplayClient.connect` before it throws a `ReplayError`
 /// that says what to do instead of the glue's `TypeError` (a newcomer's
-/// first mistake, issue 35; the check is `NOT_INITIALIZED`). The bundler
+/// first mistake; the check is `NOT_INITIALIZED`). The bundler
 /// target instantiates the wasm on import: it has neither. The hosts
 /// (`shared.js`, `worker.js`) import the glue itself and await its `init`
 /// before any client exists.
@@ -275,7 +275,7 @@ const NOT_INITIALIZED: &str = r#"  let client;
 const CONNECT_CALL: &str = "  const client = connect.call(this, options);\n";
 
 /// Both entries' `ReplayClient.connect`: warns once of a second client of
-/// one target (issue 35), one text for the `web` and `bundler` targets.
+/// one target (a newcomer's mistake), one text for the `web` and `bundler` targets.
 /// `ReplayClient` is imported before it (`INIT_GUARD` imports it with the
 /// loaders: one import of the glue, the web entry's bytes unchanged).
 const SECOND_CLIENT_WARNING: &str = r#"import { targetKey } from "./messages.js";
@@ -461,7 +461,7 @@ fn add_binding_entries(web: &Path) -> Result {
 /// `esnext` lib; consumers on ES2022 would fail to compile. The line is kept
 /// for `using` users and ignored elsewhere (as emscripten's typings do).
 /// And it declares the glue's `free()`, which releases the Rust value: any
-/// call after it fails with "null pointer passed to rust" (issue 35). Not
+/// call after it fails with "null pointer passed to rust". Not
 /// declared, it is not part of the API: `close()` ends a client, and the
 /// value is released when it is collected (or by `using`).
 fn soften_dispose_typing(dts: &Path) -> Result {

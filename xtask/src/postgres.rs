@@ -1,4 +1,4 @@
-//! A throwaway Postgres for the cluster tests (issue 27): Debian's
+//! A throwaway Postgres for the cluster tests: Debian's
 //! `postgresql` binaries, a cluster in a temp folder owned by an
 //! unprivileged user (initdb refuses root), on a free loopback port with
 //! trust authentication (nothing else can reach it), stopped and removed

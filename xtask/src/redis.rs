@@ -1,4 +1,4 @@
-//! A throwaway Redis for the cluster's live tail (issue 32): Debian's
+//! A throwaway Redis for the cluster's live tail: Debian's
 //! `redis-server` on a free loopback port, nothing saved to disk, in a temp
 //! folder, stopped when dropped, also when a test layer fails. It runs in
 //! this process's group, so a Ctrl-C in the terminal reaches it as it

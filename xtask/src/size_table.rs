@@ -1,6 +1,6 @@
 //! The sizes in `docs/size.md` ("Today's sizes"): written from the build by
 //! `cargo xtask pkg`, checked against it by `cargo xtask test`, never typed
-//! by hand (issue 35: the docs gave sizes that were not the build's). The
+//! by hand (typed sizes drifted from the build's). The
 //! build is reproducible: the toolchain is pinned (`rust-toolchain.toml`),
 //! so are wasm-opt and esbuild (npm), and wasm-bindgen's snippet folder is
 //! named by the crate, not by where it is checked out.

@@ -93,7 +93,7 @@ pub fn run(args: &[String]) -> Result {
             "README: sse-dump on a captured stream",
             quickstarts::run_sse_dump,
         )?;
-        // The cluster tests (issues 27, 32) need a Postgres and a Redis:
+        // The cluster tests need a Postgres and a Redis:
         // throwaway ones, removed when this layer ends, passed or failed.
         let pg = postgres::TempPostgres::start()?;
         let tail = redis::TempRedis::start()?;
@@ -116,7 +116,7 @@ pub fn run(args: &[String]) -> Result {
         drop((pg, tail));
         // Ignored by a plain `cargo test` (about a minute); run here so the
         // server's documented memory bound is checked on every submission.
-        cmd::step("server load test (issue 26: memory bound)", || {
+        cmd::step("server load test (memory bound)", || {
             run(
                 "cargo",
                 &[
@@ -550,7 +550,7 @@ fn e2e() -> Result {
         "shared.test.mjs",
         "auth.test.mjs",
         "scoped.test.mjs",
-        // A newcomer's first mistakes with the packaged client (issue 35).
+        // A newcomer's first mistakes with the packaged client.
         "newcomer.test.mjs",
         // The demo's outbox with the runtime stopped (the test starts and
         // kills its own server on one SQLite file, behind a front of its own).

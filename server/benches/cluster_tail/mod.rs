@@ -1,4 +1,4 @@
-//! The cluster bench's transient part (issue 32): the live tail's fan-out.
+//! The cluster bench's transient part: the live tail's fan-out.
 //! One long answer runs on node A; every node holds [`STREAMS_PER_NODE`]
 //! streams of its session (half scoped, half multiplexed); the nodes share
 //! one Postgres and the throwaway Redis. Measured: `turn.delta`s
@@ -28,7 +28,7 @@ use crate::spawn::{self, ServerProc};
 pub mod cpu;
 pub use cpu::Cpu;
 
-/// Streams per node (the issue's "50 per node").
+/// Streams per node (the goal is stated for 50 per node).
 pub const STREAMS_PER_NODE: usize = 50;
 /// The answer's length in scalars: `/long` splits it into deltas of 1 to 6
 /// scalars (~5 700 deltas).

@@ -1,4 +1,4 @@
-//! Finding 4 of issue 34: stream slots aimed at one session. 256 streams
+//! Streams aimed at one log: the stream slots of one session. 256 streams
 //! from one address took the victim's session's whole per-log cap (the
 //! victim got `503`); 5 addresses with 8 multiplexed streams of 64 subs
 //! each filled all 2 048 of the process's stream slots.

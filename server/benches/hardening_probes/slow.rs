@@ -1,4 +1,4 @@
-//! Finding 2 of issue 34: SSE streams from seq 0 of a session with a 3 MB
+//! Slow readers: SSE streams from seq 0 of a session with a 3 MB
 //! log, each read at 1 byte/s. Before the stream budget and the capped
 //! `SO_SNDBUF`, every backlog sat in the server's heap or the kernel's
 //! socket buffers (469 MB heap and 940 MB of TCP memory for 250 streams)

@@ -1,4 +1,4 @@
-//! Finding 3 of issue 34: one address took every connection slot and the
+//! One address's connections: one address took every connection slot and the
 //! server answered no one else, without a `503`. Three shapes, each
 //! against a fresh server with the default limits (1 024 connections, a
 //! quarter per address): the attacker's connections, then a victim from

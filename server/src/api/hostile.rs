@@ -1,6 +1,6 @@
 //! A lying server for one session (`--faults`, fault kind `hostile`): the
 //! shapes the client must survive with its loops paced and its memory
-//! bounded (issue 34). Each answers that session's requests in place of the
+//! bounded. Each answers that session's requests in place of the
 //! real handlers, or rewrites what they send; other sessions are untouched.
 
 use std::convert::Infallible;

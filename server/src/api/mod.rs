@@ -75,7 +75,7 @@ pub fn router(app: Arc<App>, hosts: HostAllowList) -> Router {
     let v1 = v1
         .fallback(|uri: axum::http::Uri| async move {
             // Nested: the path without its `/v1`. A client whose base URL
-            // ends in `/v1` asks for `/v1/v1/…` (issue 35).
+            // ends in `/v1` asks for `/v1/v1/…` (a newcomer's mistake).
             let twice = uri.path() == "/v1" || uri.path().starts_with("/v1/");
             let message = if twice {
                 "no such endpoint: the path has /v1 twice; give the client the server's \
@@ -132,7 +132,7 @@ fn compressible() -> impl Predicate {
 /// Below this, an answer goes as it is: each gzipped answer sets up a
 /// deflate stream (about 256 KiB of zeroed memory, mapped and unmapped
 /// again), which cost a node more CPU than the bytes saved (an append's
-/// answer is ~400 bytes; profiled under the cluster bench, issue 32).
+/// answer is ~400 bytes; profiled under the cluster bench).
 const COMPRESS_MIN: u16 = 1024;
 
 /// The CORS layer of `--allow-origin` (`None`: none given): every route's,

@@ -1,4 +1,4 @@
-//! Shared helpers of the cluster tests (issue 27): a fresh database on the
+//! Shared helpers of the cluster tests: a fresh database on the
 //! throwaway Postgres that `cargo xtask test` starts (its URL in
 //! `REPLAY_TEST_POSTGRES`), real `replay-server` processes on it, and a
 //! reader of a stream's durable events.

@@ -146,8 +146,8 @@ pub(super) fn decode(bytes: &[u8], target: &Target) -> Result<Decoded, CoreError
 }
 
 /// Where an encoded value stands: its epoch and cursor, read from the head
-/// of the value alone. Several tabs persist one scope under one key (issue
-/// 12 point 4), and a save asks this of the stored value, which may hold
+/// of the value alone. Several tabs persist one scope under one key, and
+/// a save asks this of the stored value, which may hold
 /// megabytes of state: the reading stops once both are read, before the
 /// state, which the writer puts after them.
 #[derive(Clone, Debug, PartialEq, Eq)]

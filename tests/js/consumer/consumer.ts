@@ -68,7 +68,7 @@ try {
   }
 }
 
-// The unions a switch can be exhaustive over (issue 35).
+// The unions a switch can be exhaustive over.
 for (const turn of client.view().interrupted) {
   const why: "worker_restart" | "boot_changed" = turn.reason;
   console.log(why);

@@ -111,7 +111,7 @@ for (const mode of Object.keys(MODES)) {
   });
 
   // WPE WebKit 2.38 (about Safari 16) logged an unhandled `AbortError:
-  // Fetch is aborted` in the SharedWorker here (issue 33, item 6): the probe
+  // Fetch is aborted` in the SharedWorker here: the probe
   // below found its cause. The error may come after the tab closed: the
   // check waits for it.
   test(`${mode}: a reload mid-answer restores and ends equal`, async () => {
@@ -136,7 +136,7 @@ for (const mode of Object.keys(MODES)) {
 
 // WPE WebKit 2.38 (about Safari 16) reports an unhandled `AbortError: Fetch
 // is aborted` when the body of a fetch aborted after its answer came is
-// piped afterwards (issue 33, item 6). The probe drops a request in its
+// piped afterwards. The probe drops a request in its
 // head callback, the moment the wasm can let go of a request whose answer
 // has just come: the executor must settle it as stopped, and no error may
 // show in the page or the worker.

@@ -1,12 +1,13 @@
-//! The hardening bench's figures (`server/benches/hardening.rs`: issue 34's
-//! server probes, findings 2, 3 and 4, at the issue's scale against a
-//! release server with its default limits). Goals are the issue's.
+//! The hardening bench's figures (`server/benches/hardening.rs`: the
+//! server's hostile-load probes, slow readers, one address's connections
+//! and streams aimed at one log, at full scale against a release server
+//! with its default limits).
 
 use super::{Figure, Goal};
 
 /// The bench's label (`--hardening` runs it alone).
 pub const LABEL: &str =
-    "bench: hardening (issue 34's probes: slow readers, one address's connections, streams aimed at one log; the multiplexed stream's slots and unread live frames)";
+    "bench: hardening (the hostile-load probes: slow readers, one address's connections, streams aimed at one log; the multiplexed stream's slots and unread live frames)";
 
 /// Its command.
 pub const ARGV: &[&str] = &["bench", "-q", "-p", "replay-server", "--bench", "hardening"];
@@ -30,7 +31,7 @@ const FIVE_OF_FIVE: Option<(Goal, f64)> = Some((Goal::AtLeast, 5.0));
 
 /// The figures, in the report's order after the others.
 pub const FIGURES: &[Figure] = &[
-    figure("hardening_slow_250_rss_mb", "MB", "slow readers (issue 34, 2): 250 SSE streams from seq 0 of a session with a 3 MB log (60 events of 50 KB), one address, each read 1 byte/s: server peak `RssAnon`", Some((Goal::AtMost, 200.0))),
+    figure("hardening_slow_250_rss_mb", "MB", "slow readers: 250 SSE streams from seq 0 of a session with a 3 MB log (60 events of 50 KB), one address, each read 1 byte/s: server peak `RssAnon`", Some((Goal::AtMost, 200.0))),
     figure("hardening_slow_250_tcp_mb", "MB", "the same: peak kernel TCP memory (`/proc/net/sockstat` `TCP: mem` pages × 4096; both ends of loopback and the rest of the machine)", Some((Goal::AtMost, 256.0))),
     figure("hardening_slow_250_hello_p50_ms", "ms", "the same: a victim's `hello` from another address, p50 of 5 (from 1 s after the streams opened, 0.5 s apart)", None),
     figure("hardening_slow_250_hello_max_ms", "ms", "the same: a victim's `hello`, max of 5", SECOND),
@@ -40,7 +41,7 @@ pub const FIGURES: &[Figure] = &[
     figure("hardening_slow_500_hello_p50_ms", "ms", "the same: a victim's `hello`, p50 of 5", None),
     figure("hardening_slow_500_hello_max_ms", "ms", "the same: a victim's `hello`, max of 5", SECOND),
     figure("hardening_slow_500_ended_s", "s", "the same: until the server had no stream open", None),
-    figure("hardening_conns_keepalive_victim_max_ms", "ms", "one address's connections (issue 34, 3): 512 scoped streams, then 520 keep-alive connections from 127.0.0.2; `GET /v1/diagnostics` from 127.0.0.3 on a fresh connection, slowest of 5 (5000: unanswered)", SECOND),
+    figure("hardening_conns_keepalive_victim_max_ms", "ms", "one address's connections: 512 scoped streams, then 520 keep-alive connections from 127.0.0.2; `GET /v1/diagnostics` from 127.0.0.3 on a fresh connection, slowest of 5 (5000: unanswered)", SECOND),
     figure("hardening_conns_keepalive_victim_ok", "of 5", "the same: victim requests answered `200`", FIVE_OF_FIVE),
     figure("hardening_conns_keepalive_attacker_held", "conns", "the same: the attacker's connections still open at the end (its per-address cap: 256)", None),
     figure("hardening_conns_keepalive_attacker_refused", "conns", "the same: the attacker's 1 032 requests answered `503` at once", None),
@@ -52,7 +53,7 @@ pub const FIGURES: &[Figure] = &[
     figure("hardening_conns_slow_victim_ok", "of 5", "the same: victim requests answered `200`", FIVE_OF_FIVE),
     figure("hardening_conns_slow_attacker_held", "conns", "the same: connections open on the server after the victim's tries", None),
     figure("hardening_conns_slow_attacker_refused", "conns", "the same: the slow sockets' `503`s over the 12 s", None),
-    figure("hardening_log_session_victim_max_ms", "ms", "streams aimed at one log (issue 34, 4): 300 streams on one session from 127.0.0.2, one after the other (per-log cap 256), then 5 kept streams on it from 127.0.0.3: slowest `hello`", SECOND),
+    figure("hardening_log_session_victim_max_ms", "ms", "streams aimed at one log: 300 streams on one session from 127.0.0.2, one after the other (per-log cap 256), then 5 kept streams on it from 127.0.0.3: slowest `hello`", SECOND),
     figure("hardening_log_session_victim_ok", "of 5", "the same: victim streams that got their `hello`", FIVE_OF_FIVE),
     figure("hardening_log_session_attacker_subs", "streams", "the same: the attacker's streams on the session at the end (opened less ended for fairness)", None),
     figure("hardening_log_session_attacker_refused", "streams", "the same: the attacker's streams answered `503`", None),

@@ -229,7 +229,7 @@ impl Writer {
     /// the kernel's send (on loopback, the reader's receive too) and a
     /// wake-up of the connection whatever its size: in the cluster bench,
     /// where each event goes to 100 streams, one write per frame was half
-    /// of a node's CPU (issue 32). A quiet stream's frame goes out at once,
+    /// of a node's CPU. A quiet stream's frame goes out at once,
     /// and so does a transient (deltas keep their pace).
     pub(in crate::api) async fn batch_wait(&mut self, first: &Frame) -> Result<(), End> {
         if !first.env.is_durable() {

@@ -33,7 +33,7 @@ use crate::store::{StoreError, StoreResult};
 /// statements and wake-ups (each wakes every other node's follower for a
 /// read of the log). With two, the 2-node cluster bench committed ~1.8
 /// events per transaction and Postgres spent twice the CPU per event on
-/// 1 node (issue 32); a slot waiting for Postgres also holds up nothing
+/// 1 node; a slot waiting for Postgres also holds up nothing
 /// else: reads and the follower have their own connections.
 const IN_FLIGHT: usize = 1;
 
