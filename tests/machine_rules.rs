@@ -202,12 +202,16 @@ fn rule_2_one_view_change_per_restore_never_older_than_shown() {
 
 #[test]
 fn rule_3_applies_only_the_next_seq_and_drops_duplicates() {
-    let log = simple_log(3);
-    let mut r = Rig::live_with(&log);
+    let log = simple_log(4);
+    let mut r = Rig::live_with(&log[..3]);
     r.send(&[log[1].clone(), log[2].clone()]);
     assert_eq!(r.c.cursor(), 3);
     assert_eq!(r.c.counters().duplicates_dropped, 2);
     assert_eq!(r.c.transcript().unwrap().items.len(), 3);
+    // The next one is applied.
+    r.send(&[log[3].clone()]);
+    assert_eq!(r.c.cursor(), 4);
+    assert_eq!(r.c.transcript().unwrap().items, fold(EPOCH, &log).items);
 }
 
 #[test]
