@@ -8,7 +8,8 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 mod support;
 
 use js_sys::{Array, Object};
-use replay_client::wasm::ReplayClient;
+use replay_client::core::machine::{Notify, Target};
+use replay_client::wasm::{Options, ReplayClient, StorageChoice};
 use serde_json::json;
 use support::*;
 use wasm_bindgen::prelude::*;
@@ -77,6 +78,19 @@ fn invalid_options_throw_a_replay_error() {
         (
             session(json!({"getToken": 1})),
             "getToken must be a function",
+        ),
+        (
+            session(json!({"credentials": "always"})),
+            r#"credentials must be "omit", "same-origin" or "include""#,
+        ),
+        (session(json!({"fetch": 1})), "fetch must be a function"),
+        (
+            session(json!({"multiplex": "yes"})),
+            "multiplex must be a boolean",
+        ),
+        (
+            session(json!({"outboxMaxAgeMs": -1})),
+            "outboxMaxAgeMs must be a number >= 0",
         ),
         (session(json!({"storage": "disk"})), "unknown storage kind"),
         (
@@ -149,6 +163,56 @@ fn invalid_options_throw_a_replay_error() {
 #[wasm_bindgen_test]
 fn named_options_reach_the_client() {
     let url = server();
+    // Every name at once, each with a value that is not its default: a name
+    // read as another (or not read) leaves the default and fails here.
+    let o = js_sys::JSON::parse(
+        &json!({
+            "baseUrl": "http://127.0.0.1:1/",
+            "scope": "process",
+            "scopeId": "proc_9",
+            "headers": {"x-a": "1"},
+            "credentials": "include",
+            "storage": "indexeddb",
+            "notify": 25,
+            "connectTimeoutMs": 1234,
+            "prefetchDepth": 5,
+            "outboxMaxAgeMs": 5678,
+            "seed": 42,
+            "multiplex": true,
+        })
+        .to_string(),
+    )
+    .unwrap();
+    for f in ["getToken", "fetch"] {
+        let body = js_sys::Function::new_no_args("return 't'");
+        js_sys::Reflect::set(&o, &f.into(), &body).unwrap();
+    }
+    let opts = Options::from_js(&o).unwrap_or_else(|e| panic!("{e}"));
+    let defaults = Options::new("http://127.0.0.1:1", Target::Global);
+    assert_eq!(opts.base_url, "http://127.0.0.1:1");
+    assert_eq!(opts.target.key(), "process:proc_9");
+    assert_eq!(opts.headers, vec![("x-a".to_owned(), "1".to_owned())]);
+    assert_eq!(opts.credentials.as_str(), "include");
+    assert!(matches!(opts.storage, StorageChoice::IndexedDb));
+    assert_eq!(opts.notify, Notify::Every(25));
+    assert_eq!(opts.connect_timeout_ms, 1234);
+    assert_eq!(opts.prefetch_depth, 5);
+    assert_eq!(opts.outbox_max_age_ms, 5678);
+    assert_eq!(opts.seed, Some(42));
+    assert!(opts.multiplex);
+    assert!(opts.get_token.is_some());
+    assert!(opts.fetch.is_some());
+    assert!(opts.cross_origin, "another origin than the test page");
+    assert_ne!(opts.notify, defaults.notify);
+    assert_ne!(opts.connect_timeout_ms, defaults.connect_timeout_ms);
+    assert_ne!(opts.prefetch_depth, defaults.prefetch_depth);
+    assert_ne!(opts.outbox_max_age_ms, defaults.outbox_max_age_ms);
+    assert!(defaults.seed.is_none() && !defaults.multiplex);
+    // `sessionId` names the session's scope id.
+    let o =
+        js_sys::JSON::parse(&json!({"baseUrl": url, "sessionId": "ses_9"}).to_string()).unwrap();
+    let opts = Options::from_js(&o).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(opts.target.key(), "session:ses_9");
     for (scope, scope_id) in [
         ("process", "proc_1"),
         ("worktree", "wt_1"),
@@ -299,18 +363,33 @@ async fn js_writes_transcript_and_diagnostics() {
     JsFuture::from(client.answer(question, "yes".to_owned()))
         .await
         .unwrap();
-    let server = loop {
-        let t = server_transcript(&session).await;
-        let done = t["items"]
+    // The answer lets the turn end; the client shows the server's transcript.
+    let mut server = json!(null);
+    for _ in 0..300 {
+        server = server_transcript(&session).await;
+        let done = server["items"]
             .as_array()
             .unwrap()
             .iter()
             .any(|i| i["kind"] == "turn_end");
-        if done && json_of(&client.transcript().unwrap())["items"] == t["items"] {
-            break t;
+        if done && json_of(&client.transcript().unwrap())["items"] == server["items"] {
+            break;
         }
         sleep(50).await;
-    };
+    }
+    assert_eq!(
+        json_of(&client.transcript().unwrap())["items"],
+        server["items"],
+        "the answered turn ended and the client shows it"
+    );
+    assert!(
+        server["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["kind"] == "turn_end"),
+        "the answered turn ended: {server}"
+    );
     assert_eq!(
         json_of(&client.transcript().unwrap())["cursor"],
         server["cursor"]
@@ -324,16 +403,21 @@ async fn js_writes_transcript_and_diagnostics() {
 }
 
 #[wasm_bindgen_test]
-async fn followers_of_other_scopes_share_the_machinery() {
+async fn a_process_scope_follower_shows_its_events_and_has_no_transcript() {
     let session = create_session().await;
     post_message(&session, "m1", "/bg work").await;
-    let process = loop {
+    let mut process = None;
+    for _ in 0..300 {
         let t = server_transcript(&session).await;
-        if let Some(p) = t["tasks"]["tasks"][0]["process_id"].as_str() {
-            break p.to_owned();
+        process = t["tasks"]["tasks"][0]["process_id"]
+            .as_str()
+            .map(str::to_owned);
+        if process.is_some() {
+            break;
         }
         sleep(50).await;
-    };
+    }
+    let process = process.expect("the background task's process");
     let follower = connect(
         json!({"baseUrl": server(), "scope": "process", "scopeId": process, "storage": "memory"}),
     );

@@ -8,6 +8,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 mod support;
 
 use js_sys::{Object, Promise, Reflect};
+use replay_client::core::machine::{Config, Machine};
 use replay_client::wasm::{Client, StorageChoice};
 use support::*;
 use wasm_bindgen::prelude::*;
@@ -98,25 +99,47 @@ async fn follow_and_close(storage: StorageChoice) -> (String, serde_json::Value,
     (session, server, label)
 }
 
-fn assert_stored(value: Option<String>, server: &serde_json::Value) {
+/// The stored value of `session` holds the server's epoch and cursor, and
+/// the state at that cursor (read back as a reload reads it).
+fn assert_stored(value: Option<String>, server: &serde_json::Value, session: &str) {
     let value = value.expect("a value was stored");
     let stored: serde_json::Value = serde_json::from_str(&value).expect("stored JSON");
     assert_eq!(stored["epoch"], server["epoch"]);
     assert_eq!(stored["cursor"], server["cursor"]);
+    let read = Machine::new(Config::session(session), Some(value.as_bytes()), 0);
+    assert_eq!(Some(read.cursor()), server["cursor"].as_u64());
+    let state = serde_json::to_value(read.transcript().expect("a session's state")).unwrap();
+    assert_eq!(state["items"], server["items"], "the state at the cursor");
+}
+
+/// The client's restore started from a stored cursor, not from 0 (the
+/// `restored` notice says "caught up" then, "loaded … of history" from 0).
+fn restored_from_storage(c: &Client) -> bool {
+    c.notices()
+        .iter()
+        .any(|n| n.code == "restored" && n.message.starts_with("caught up"))
 }
 
 #[wasm_bindgen_test]
 async fn local_storage_keeps_epoch_cursor_and_state_together() {
     let (session, server, label) = follow_and_close(StorageChoice::Local).await;
     assert_eq!(label, "local");
-    assert_stored(local_storage().get_item(&key(&session)).unwrap(), &server);
+    assert_stored(
+        local_storage().get_item(&key(&session)).unwrap(),
+        &server,
+        &session,
+    );
 }
 
 #[wasm_bindgen_test]
 async fn session_storage_is_used_when_asked() {
     let (session, server, label) = follow_and_close(StorageChoice::Session).await;
     assert_eq!(label, "session");
-    assert_stored(session_storage().get_item(&key(&session)).unwrap(), &server);
+    assert_stored(
+        session_storage().get_item(&key(&session)).unwrap(),
+        &server,
+        &session,
+    );
     assert_eq!(local_storage().get_item(&key(&session)).unwrap(), None);
 }
 
@@ -126,6 +149,8 @@ async fn memory_storage_writes_nothing() {
     assert_eq!(label, "memory");
     assert_eq!(local_storage().get_item(&key(&session)).unwrap(), None);
     assert_eq!(session_storage().get_item(&key(&session)).unwrap(), None);
+    let in_idb = JsFuture::from(idb_read(&key(&session))).await.unwrap();
+    assert!(in_idb.is_null(), "{in_idb:?}");
 }
 
 #[wasm_bindgen_test]
@@ -144,7 +169,7 @@ async fn indexeddb_stores_and_restores() {
         }
         sleep(20).await;
     }
-    assert_stored(stored, &server);
+    assert_stored(stored, &server, &session);
     // A new client reads it asynchronously: `connecting` meanwhile, then the
     // stored state, then a restore that ends equal to the server.
     let c = Client::connect(options(&session, StorageChoice::IndexedDb));
@@ -153,6 +178,11 @@ async fn indexeddb_stores_and_restores() {
         "no view before the stored value is read"
     );
     assert!(wait_until(5_000, || has_notice(&c, "restored")).await);
+    assert!(
+        restored_from_storage(&c),
+        "restored from the stored cursor: {:?}",
+        c.notices()
+    );
     converge(&c, &session, 10_000).await;
     c.close();
 }
@@ -164,13 +194,22 @@ async fn custom_sync_and_async_adapters() {
         let (session, server, label) =
             follow_and_close(StorageChoice::Custom(adapter.clone())).await;
         assert_eq!(label, "custom");
-        assert_stored(adapter_value(&adapter, &key(&session)), &server);
+        assert_stored(adapter_value(&adapter, &key(&session)), &server, &session);
         // Reconnect through the same adapter: the stored state is used.
         let c = Client::connect(options(&session, StorageChoice::Custom(adapter.clone())));
         assert!(
             wait_until(5_000, || c.position().cursor
                 == server["cursor"].as_u64().unwrap())
             .await
+        );
+        assert!(
+            wait_until(5_000, || has_notice(&c, "restored")).await,
+            "{mode}"
+        );
+        assert!(
+            restored_from_storage(&c),
+            "{mode}: restored from the stored cursor: {:?}",
+            c.notices()
         );
         assert!(!has_notice(&c, "corrupt_storage"));
         converge(&c, &session, 10_000).await;
@@ -220,7 +259,11 @@ async fn corrupt_stored_value_is_discarded_with_a_notice() {
     );
     let server = converge(&c, &session, 15_000).await;
     c.close();
-    assert_stored(local_storage().get_item(&key(&session)).unwrap(), &server);
+    assert_stored(
+        local_storage().get_item(&key(&session)).unwrap(),
+        &server,
+        &session,
+    );
 }
 
 /// A storage whose `get` never settles does not leave the client

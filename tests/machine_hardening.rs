@@ -270,27 +270,41 @@ fn a_failing_restore_holds_transients_within_a_bound() {
     assert!(stale, "dropped deltas leave the overlay stale: {shown:?}");
 }
 
-#[test]
-fn a_newer_snapshot_after_dropped_deltas_is_not_stale() {
+/// A failing restore bounded at 2 frames sent tasks, the deltas `ab` `cd`,
+/// `snapshot` if any, then tasks; the replay then answers with one event.
+fn after_dropped_deltas(snapshot: Option<LiveTurn>) -> Rig {
     let mut r = failing_restore(2);
-    r.send(&[
+    let mut frames = vec![
         tasks(1, 1, 1),
         tasks(1, 2, 1),
         delta(1, "t1", "m1", 0, "ab"),
         delta(1, "t1", "m1", 2, "cd"),
-        live_snapshot(1, Some(&live_turn(9, "abcdef"))),
-        tasks(1, 3, 2),
-    ]);
+    ];
+    frames.extend(snapshot.map(|lt| live_snapshot(1, Some(&lt))));
+    frames.push(tasks(1, 3, 2));
+    r.send(&frames);
     assert!(r.c.held_frames() <= 2 + 4, "{}", r.c.held_frames());
     r.until_fetch();
     r.answer(&whole_page(&[user_msg(1, "u1", "hi")], 1));
     assert_eq!(r.c.status().state, State::Live);
-    assert_eq!(overlay(&r), Some(("abcdef".into(), false)));
     assert_eq!(r.c.view().as_session().unwrap().tasks().version, 3);
+    r
 }
 
 #[test]
-fn a_dropped_delta_whose_text_is_already_known_leaves_the_overlay_fresh() {
+fn a_newer_snapshot_after_dropped_deltas_is_not_stale() {
+    // Without the snapshot the overlay is stale: deltas were dropped.
+    assert_eq!(
+        overlay(&after_dropped_deltas(None)),
+        Some((String::new(), true))
+    );
+    let r = after_dropped_deltas(Some(live_turn(9, "abcdef")));
+    assert_eq!(overlay(&r), Some(("abcdef".into(), false)));
+}
+
+/// A failing restore bounded at one frame sent tasks and the deltas `ab`
+/// `cd`; the replay then answers with a live turn of `text`.
+fn replay_after_dropped_deltas(text: &str) -> Rig {
     let mut r = failing_restore(1);
     r.send(&[
         tasks(1, 1, 1),
@@ -298,7 +312,6 @@ fn a_dropped_delta_whose_text_is_already_known_leaves_the_overlay_fresh() {
         delta(1, "t1", "m1", 2, "cd"),
     ]);
     r.until_fetch();
-    // The replay's live turn already holds what the dropped deltas carried.
     r.answer(&replay_page(
         EPOCH,
         BOOT,
@@ -306,9 +319,19 @@ fn a_dropped_delta_whose_text_is_already_known_leaves_the_overlay_fresh() {
         &[user_msg(1, "u1", "hi")],
         1,
         false,
-        Some(&live_turn(3, "abcd")),
+        Some(&live_turn(3, text)),
         None,
     ));
+    r
+}
+
+#[test]
+fn a_dropped_delta_whose_text_is_already_known_leaves_the_overlay_fresh() {
+    // A live turn without the dropped text leaves the overlay stale...
+    let r = replay_after_dropped_deltas("ab");
+    assert_eq!(overlay(&r), Some(("ab".into(), true)));
+    // ...one that already holds what the dropped deltas carried, fresh.
+    let r = replay_after_dropped_deltas("abcd");
     assert_eq!(overlay(&r), Some(("abcd".into(), false)));
 }
 
@@ -531,6 +554,8 @@ fn after_a_reload_the_status_says_backoff_while_the_runtime_is_unreachable() {
     assert_eq!(r.c.view().as_session().unwrap().items().len(), 3);
     refuse_all(&mut r);
     for _ in 0..20 {
+        // Every request refused: waiting to retry.
+        assert_eq!(r.c.status().state, State::Backoff);
         unreachable_status(&r);
         let t = r.c.poll_timeout().unwrap();
         r.now = r.now.max(t);

@@ -153,13 +153,21 @@ fn rule_2_hello_head_above_the_replayed_cursor_is_a_gap() {
 
 #[test]
 fn rule_2_one_view_change_per_restore_never_older_than_shown() {
+    // A reload shows the stored state (10 events) at once; the restore
+    // brings it to 40 over three pages.
+    let stored = persisted(&Rig::live_with(&simple_log(10)));
     let log = simple_log(40);
     let mut cfg = Config::session(SES);
     cfg.replay_page_limit = 10;
-    let mut r = Rig::with(cfg, None);
+    let mut r = Rig::with(cfg, Some(&stored));
+    assert_eq!(
+        r.c.view().as_session().unwrap().items().len(),
+        10,
+        "the stored state is shown"
+    );
     r.open_ok();
     r.send(&[hello(EPOCH, 40, BOOT)]);
-    for page in 0..4 {
+    for page in 1..4 {
         let from = page * 10;
         assert!(r.changes().is_empty(), "nothing painted mid-restore");
         r.answer(&replay_page(
@@ -176,7 +184,14 @@ fn rule_2_one_view_change_per_restore_never_older_than_shown() {
     let changes = r.changes();
     assert_eq!(changes.len(), 1);
     assert!(changes[0].restore_completed);
-    assert_eq!(changes[0].items_appended_from, Some(0));
+    // The shown items stay and the restore's are appended after them: no
+    // repaint from a state older than the one shown.
+    assert!(!changes[0].reset, "{:?}", changes[0]);
+    assert_eq!(changes[0].items_appended_from, Some(10));
+    assert_eq!(
+        r.c.view().as_session().unwrap().items(),
+        &fold(EPOCH, &log).items[..]
+    );
     // After the restore, changes flow per input again.
     r.send(&[user_msg(41, "u41", "x")]);
     let c = r.changes();
@@ -187,12 +202,16 @@ fn rule_2_one_view_change_per_restore_never_older_than_shown() {
 
 #[test]
 fn rule_3_applies_only_the_next_seq_and_drops_duplicates() {
-    let log = simple_log(3);
-    let mut r = Rig::live_with(&log);
+    let log = simple_log(4);
+    let mut r = Rig::live_with(&log[..3]);
     r.send(&[log[1].clone(), log[2].clone()]);
     assert_eq!(r.c.cursor(), 3);
     assert_eq!(r.c.counters().duplicates_dropped, 2);
     assert_eq!(r.c.transcript().unwrap().items.len(), 3);
+    // The next one is applied.
+    r.send(&[log[3].clone()]);
+    assert_eq!(r.c.cursor(), 4);
+    assert_eq!(r.c.transcript().unwrap().items, fold(EPOCH, &log).items);
 }
 
 #[test]
@@ -446,10 +465,9 @@ fn rule_7_new_boot_id_interrupts_the_overlay_without_promoting_text() {
     r.pump();
     r.until_reconnect();
     r.open_ok();
-    r.send(&[
-        hello(EPOCH, 2, "b2"),
-        turn_failed(2, "t1", REASON_WORKER_RESTART),
-    ]);
+    // The hello alone, before the log says how the turn ended: the new boot
+    // id is what interrupts it.
+    r.send(&[hello(EPOCH, 1, "b2")]);
     let v = r.c.view().as_session().unwrap();
     assert!(v.overlay().is_none());
     assert_eq!(v.interrupted().len(), 1);
@@ -458,6 +476,11 @@ fn rule_7_new_boot_id_interrupts_the_overlay_without_promoting_text() {
         .notices
         .iter()
         .any(|n| matches!(n, Notice::TurnInterrupted { turn_id, .. } if turn_id == "t1")));
+    r.send(&[turn_failed(2, "t1", REASON_WORKER_RESTART)]);
+    let v = r.c.view().as_session().unwrap();
+    assert!(v.overlay().is_none());
+    assert_eq!(v.interrupted().len(), 1);
+    assert_eq!(v.interrupted()[0].text, "partial");
     let items = r.c.transcript().unwrap().items;
     assert!(
         items
@@ -615,7 +638,13 @@ fn rule_9_clean_eof_reconnects_from_the_cursor_after_backoff() {
     let mut r = Rig::live_with(&simple_log(2));
     let id = r.stream_id();
     r.c.handle_stream_end(id, r.now);
-    r.pump();
+    let at_once = r.pump();
+    assert!(
+        !at_once
+            .iter()
+            .any(|a| matches!(a, Action::OpenStream { .. })),
+        "no reconnect before the backoff: {at_once:?}"
+    );
     assert_eq!(r.c.status().state, State::Backoff);
     let at = r.c.status().next_retry_at.unwrap();
     assert!(
@@ -623,6 +652,7 @@ fn rule_9_clean_eof_reconnects_from_the_cursor_after_backoff() {
         "first retry within the initial ceiling"
     );
     let path = r.until_reconnect();
+    assert!(r.now >= at, "reconnected at {} before {at}", r.now);
     assert_eq!(path, "/v1/sessions/ses_1/events?after_seq=2");
     assert!(r
         .log
@@ -675,6 +705,12 @@ fn rule_9_unauthorized_refreshes_once_then_fails() {
     r.http_error(true, 403, None, &error_body("forbidden"));
     assert_eq!(r.c.status().state, State::Failed);
     assert_eq!(r.c.status().last_error.unwrap().code, "unauthorized");
+    let refreshes = r
+        .log
+        .iter()
+        .filter(|a| matches!(a, Action::RefreshCredentials))
+        .count();
+    assert_eq!(refreshes, 1, "refreshed once");
     assert!(r.notices.iter().any(|n| matches!(n, Notice::Failed { .. })));
     assert_eq!(r.c.poll_timeout(), None, "no retries after failing");
 }
@@ -753,12 +789,16 @@ fn rule_9_other_4xx_stop_and_5xx_429_retry_honouring_retry_after() {
     assert_eq!(r.c.status().state, State::Backoff);
     assert!(r.c.status().next_retry_at.unwrap() >= r.now + 120_000);
     r.until_reconnect();
+    r.notices.clear();
     r.http_error(true, 429, None, &error_body("rate_limited"));
     assert_eq!(r.c.status().last_error.unwrap().status, Some(429));
+    assert_eq!(r.c.status().state, State::Backoff);
     assert!(r
         .notices
         .iter()
         .any(|n| matches!(n, Notice::Retrying { .. })));
+    let path = r.until_reconnect();
+    assert_eq!(path, "/v1/sessions/ses_1/events?after_seq=1");
 }
 
 #[test]
