@@ -41,6 +41,9 @@ pub struct App {
     /// Bytes of stream output buffered (`--max-stream-buffer-bytes`),
     /// shared with the hub (its subscriber buffers).
     pub streams: Arc<StreamBudget>,
+    /// False once a look found no deferred team delivery and none was
+    /// deferred since (`team::deliver_deferred` skips its query then).
+    pub deliveries_deferred: std::sync::atomic::AtomicBool,
 }
 
 impl App {
@@ -66,7 +69,7 @@ impl App {
                 .map_err(|e| crate::store::StoreError::Backend(e.to_string()))?;
         }
         let boot_id = random_id("b");
-        let report = recovery::recover(&log, &boot_id)?;
+        let recovered = recovery::recover(&log, &boot_id)?;
         let cfg_conns = (cfg.max_connections, cfg.max_connections_per_address);
         let app = Arc::new(App {
             faults: Faults::new(cfg.faults),
@@ -77,10 +80,12 @@ impl App {
             worker: RwLock::new(Worker::new(boot_id)),
             restart: tokio::sync::Mutex::new(()),
             started_at: now_rfc3339(),
-            last_recovery: Mutex::new(report),
+            last_recovery: Mutex::new(recovered.report.clone()),
             streams_open: Arc::default(),
             conns: Connections::new(cfg_conns.0, cfg_conns.1),
+            deliveries_deferred: std::sync::atomic::AtomicBool::new(true),
         });
+        app.go_on(recovered);
         if app.log.pg_pool().is_some() {
             let renewed = Arc::new(Mutex::new(None));
             crate::store::pg::runtime().spawn(renew_leases(
@@ -130,18 +135,33 @@ impl App {
 
     /// In-process restart: stop live work, run startup recovery, new boot id,
     /// end every stream (clients reconnect and see the new boot id).
-    pub async fn restart_worker(&self) -> StoreResult<String> {
+    pub async fn restart_worker(self: &Arc<Self>) -> StoreResult<String> {
         let _guard = self.restart.lock().await;
         let old = self.worker();
         old.stop();
         let boot_id = random_id("b");
-        let report = recovery::recover(&self.log, &boot_id)?;
+        let recovered = recovery::recover(&self.log, &boot_id)?;
         *self.worker.write().unwrap_or_else(|e| e.into_inner()) = Worker::new(boot_id.clone());
         self.log.forget_live();
-        *self.last_recovery.lock().unwrap_or_else(|e| e.into_inner()) = report;
+        *self.last_recovery.lock().unwrap_or_else(|e| e.into_inner()) = recovered.report.clone();
         self.log.hub.close_all();
         self.faults.close_streams();
+        self.go_on(recovered);
         Ok(boot_id)
+    }
+
+    /// What the worker takes over from a recovery pass: a waiter for each
+    /// turn that keeps waiting for an answer, then the deferred team
+    /// deliveries retried.
+    fn go_on(self: &Arc<Self>, recovered: recovery::Recovered) {
+        for waiting in recovered.waiting {
+            crate::agent::resume_waiting(self, waiting);
+        }
+        if !recovered.deliveries.is_empty() {
+            if let Err(e) = crate::team::retry(self, &recovered.deliveries) {
+                tracing::warn!(error = %e, "retrying deferred deliveries failed");
+            }
+        }
     }
 
     /// Changes a session's overlay under its lock, bumps `rev`, and publishes
@@ -270,8 +290,13 @@ async fn reap_expired(app: Weak<App>, lease: Duration, renewed: Renewed) {
         let Some(app) = app.upgrade() else { return };
         let reaped = tokio::task::spawn_blocking(move || {
             let reaped = recovery::reap(&app.log);
-            if let Ok(Some(report)) = &reaped {
-                app.note_reaped(report.clone());
+            if let Ok((report, waiting)) = &reaped {
+                if let Some(report) = report {
+                    app.note_reaped(report.clone());
+                }
+                for w in waiting {
+                    crate::agent::resume_waiting(&app, w.clone());
+                }
             }
             reaped
         })

@@ -27,13 +27,16 @@ pub mod head;
 pub mod hub;
 pub mod log;
 pub mod net;
+pub mod provider;
 pub mod recovery;
 pub mod refusal;
 pub mod store;
+pub mod team;
 pub mod tail;
 pub mod transcript;
 pub mod util;
 pub mod worker;
+pub mod worktrees;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

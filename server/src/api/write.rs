@@ -29,6 +29,7 @@ pub(super) async fn create_session(
         let n = db.next_number("session")?;
         let session_id = format!("ses_{n}");
         db.insert_session(&session_id, &body.title)?;
+        crate::provider::attach(db, &session_id)?;
         let env = db.append(
             Scope::Session,
             &session_id,
