@@ -293,6 +293,14 @@ async fn reap_expired(app: Weak<App>, lease: Duration, renewed: Renewed) {
             if let Ok((report, waiting)) = &reaped {
                 if let Some(report) = report {
                     app.note_reaped(report.clone());
+                    // Their sessions may take the team messages deferred
+                    // while those turns held them.
+                    let ended = report["turns_failed"].as_array().into_iter().flatten();
+                    for sid in ended.filter_map(|t| t["session_id"].as_str()) {
+                        if let Err(e) = crate::team::deliver_deferred(&app, sid) {
+                            tracing::warn!(error = %e, "deferred deliveries not retried");
+                        }
+                    }
                 }
                 for w in waiting {
                     crate::agent::resume_waiting(&app, w.clone());
