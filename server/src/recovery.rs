@@ -17,8 +17,8 @@ use crate::agent::Waiting;
 use crate::log::Log;
 use crate::provider::{self, ProviderRef};
 use crate::store::{Db, ProcessState, RecordKind, StoreError, StoreResult};
-use crate::{team, worktrees};
 use crate::util::now_rfc3339;
+use crate::{team, worktrees};
 
 /// The system log's scope id.
 pub const SYSTEM_ID: &str = "runtime";
@@ -142,7 +142,11 @@ struct Providers {
 /// a session whose provider does not resume is failed with the reason
 /// (`session.failed {reason}`), before its turns are looked at: its open
 /// turns are then failed and its questions declined (no owner is left).
-fn resume_providers(db: &mut Db, boot_id: &str, envs: &mut Vec<Envelope>) -> StoreResult<Providers> {
+fn resume_providers(
+    db: &mut Db,
+    boot_id: &str,
+    envs: &mut Vec<Envelope>,
+) -> StoreResult<Providers> {
     let mut out = Providers {
         resumed: 0,
         failed: Vec::new(),

@@ -213,7 +213,12 @@ pub fn apply(
                 event(db, ev, &worktree_id, envs)?;
             }
             record.active = false;
-            event(db, Event::WorktreeRemoved(wt(&worktree_id, None)), &worktree_id, envs)?;
+            event(
+                db,
+                Event::WorktreeRemoved(wt(&worktree_id, None)),
+                &worktree_id,
+                envs,
+            )?;
             record
         }
     };

@@ -112,10 +112,9 @@ async fn waiting_turn_body(s: Server) {
     );
     let events = s.events(&format!("sessions/{sid}")).await;
     assert!(
-        !events.iter().any(|e| matches!(
-            &e.event,
-            Event::TurnFailed(_) | Event::QuestionDeclined(_)
-        )),
+        !events
+            .iter()
+            .any(|e| matches!(&e.event, Event::TurnFailed(_) | Event::QuestionDeclined(_))),
         "the waiting turn is not ended: {events:?}"
     );
     let (st, body) = s
@@ -192,7 +191,12 @@ async fn provider_body(s: Server) {
     let (st, diag) = s.get("/v1/diagnostics/providers").await;
     assert_eq!(st, StatusCode::OK);
     let list = diag["providers"].as_array().unwrap();
-    let of = |sid: &str| list.iter().find(|p| p["session_id"] == sid).unwrap().clone();
+    let of = |sid: &str| {
+        list.iter()
+            .find(|p| p["session_id"] == sid)
+            .unwrap()
+            .clone()
+    };
     assert_eq!(of(&bad)["state"], "failed", "{diag}");
     assert_eq!(of(&bad)["last_resume"]["reason"], "provider_resume_failed");
     assert_eq!(of(&ok)["state"], "active");
@@ -266,9 +270,10 @@ async fn deferred_body(s: Server) {
     assert_eq!(st, StatusCode::OK);
     s.wait_turn_end(&member, &busy_turn).await;
     let id = later["delivery_id"].as_str().unwrap().to_owned();
-    s.wait_event("teams/team_a", |e| {
-        matches!(&e.event, Event::DeliveryDelivered(d) if d.delivery_id == id)
-    })
+    s.wait_event(
+        "teams/team_a",
+        |e| matches!(&e.event, Event::DeliveryDelivered(d) if d.delivery_id == id),
+    )
     .await;
     let (_, ops) = s.get("/v1/diagnostics/team-operations").await;
     let rec = ops["deliveries"]
@@ -328,9 +333,10 @@ async fn retried_body(s: Server) {
     // is made at once; on Postgres once the turn's lease ran out and it
     // ended.
     let id = to_ready["delivery_id"].as_str().unwrap().to_owned();
-    s.wait_event("teams/team_r", |e| {
-        matches!(&e.event, Event::DeliveryDelivered(d) if d.delivery_id == id)
-    })
+    s.wait_event(
+        "teams/team_r",
+        |e| matches!(&e.event, Event::DeliveryDelivered(d) if d.delivery_id == id),
+    )
     .await;
     let gone_id = to_gone["delivery_id"].as_str().unwrap().to_owned();
     let team = s.events("teams/team_r").await;
@@ -359,9 +365,7 @@ async fn worktree_body(s: Server) {
     // The runtime's own path keeps the rules.
     let (st, _) = worktree(&s, create("/w//a/", false)).await;
     assert_eq!(st, StatusCode::CONFLICT, "a duplicate identity is refused");
-    let claim = |w: &str, sid: &str, force: bool| {
-        json!({"op": "claim", "worktree_id": w, "session_id": sid, "force": force})
-    };
+    let claim = |w: &str, sid: &str, force: bool| json!({"op": "claim", "worktree_id": w, "session_id": sid, "force": force});
     let (_, w3) = worktree(&s, create("/w/b", false)).await;
     let w3 = w3["worktree_id"].as_str().unwrap().to_owned();
     let (st, _) = worktree(&s, claim(&w3, &s2, false)).await;
@@ -403,7 +407,10 @@ async fn worktree_body(s: Server) {
     assert_eq!(of(&w2)["active"], false);
     assert!(of(&w3)["claimed_by"].is_null());
     assert!(of(&w4)["claimed_by"].is_null());
-    assert_eq!(diag["states"], json!({"claimed": 1, "removed": 1, "free": 2}));
+    assert_eq!(
+        diag["states"],
+        json!({"claimed": 1, "removed": 1, "free": 2})
+    );
     let types = |evs: Vec<replay_core::protocol::Envelope>| {
         evs.iter()
             .map(|e| e.event.type_name().to_owned())

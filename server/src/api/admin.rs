@@ -126,7 +126,7 @@ pub(super) async fn team_message(
     Path(team_id): Path<String>,
     JsonBody(body): JsonBody<TeamMessageBody>,
 ) -> Result<(StatusCode, Json<crate::team::DeliveryRecord>), ApiError> {
-    let bad = |what: &str| ApiError::bad_request("invalid_message", format!("{what}"));
+    let bad = |what: &str| ApiError::bad_request("invalid_message", what);
     if !(1..=SCOPE_ID_MAX).contains(&team_id.len()) {
         return Err(bad("the team id must be 1..=200 bytes"));
     }

@@ -150,30 +150,40 @@ where
 }
 
 pub(super) async fn providers(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
-    let (providers, total, states) =
-        records_of(&app, RecordKind::Provider, |p: &ProviderRef| p.state.clone()).await?;
-    Ok(Json(json!({"providers": providers, "total": total, "states": states})))
+    let (providers, total, states) = records_of(&app, RecordKind::Provider, |p: &ProviderRef| {
+        p.state.clone()
+    })
+    .await?;
+    Ok(Json(
+        json!({"providers": providers, "total": total, "states": states}),
+    ))
 }
 
 pub(super) async fn worktrees(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
-    let (worktrees, total, states) = records_of(&app, RecordKind::Worktree, |w: &WorktreeRecord| {
-        match (w.active, &w.claimed_by) {
-            (false, _) => "removed",
-            (true, Some(_)) => "claimed",
-            (true, None) => "free",
-        }
-        .to_owned()
-    })
-    .await?;
-    Ok(Json(json!({"worktrees": worktrees, "total": total, "states": states})))
+    let (worktrees, total, states) =
+        records_of(&app, RecordKind::Worktree, |w: &WorktreeRecord| {
+            match (w.active, &w.claimed_by) {
+                (false, _) => "removed",
+                (true, Some(_)) => "claimed",
+                (true, None) => "free",
+            }
+            .to_owned()
+        })
+        .await?;
+    Ok(Json(
+        json!({"worktrees": worktrees, "total": total, "states": states}),
+    ))
 }
 
-pub(super) async fn team_operations(
-    State(app): State<Arc<App>>,
-) -> Result<Json<Value>, ApiError> {
+pub(super) async fn team_operations(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
     let (deliveries, total, states) =
-        records_of(&app, RecordKind::Delivery, |d: &DeliveryRecord| d.state.clone()).await?;
-    Ok(Json(json!({"deliveries": deliveries, "total": total, "states": states})))
+        records_of(&app, RecordKind::Delivery, |d: &DeliveryRecord| {
+            d.state.clone()
+        })
+        .await?;
+    Ok(Json(
+        json!({"deliveries": deliveries, "total": total, "states": states}),
+    ))
 }
 
 pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {

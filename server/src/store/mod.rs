@@ -17,8 +17,8 @@ pub mod sqlite;
 use replay_core::protocol::Scope;
 
 pub use backend::{Backend, Db, Reads, Snapshot, View};
-pub use records::RecordKind;
 pub use model::{ProcessState, QuestionState, ToolState, TurnState};
+pub use records::RecordKind;
 pub use rows::{Budget, Page, ProcessLog, ProcessRow, ENVELOPE_BYTES};
 pub use sqlite::{ReadPool, SqliteDb, SqliteSnapshot, Synchronous};
 

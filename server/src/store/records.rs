@@ -34,7 +34,12 @@ impl RecordKind {
 impl Db {
     /// Stores `value` as the record `(kind, id)`, replacing one there (it
     /// keeps its place in the creation order).
-    pub fn put_record<T: Serialize>(&self, kind: RecordKind, id: &str, value: &T) -> StoreResult<()> {
+    pub fn put_record<T: Serialize>(
+        &self,
+        kind: RecordKind,
+        id: &str,
+        value: &T,
+    ) -> StoreResult<()> {
         let json = serde_json::to_string(value)?;
         match self {
             Db::Sqlite(d) => d.put_record(kind.as_str(), id, &json),
@@ -48,13 +53,15 @@ impl Db {
             Db::Sqlite(d) => d.records(kind.as_str())?,
             Db::Pg(d) => d.records(kind.as_str())?,
         };
-        raw.iter()
-            .map(|v| Ok(serde_json::from_str(v)?))
-            .collect()
+        raw.iter().map(|v| Ok(serde_json::from_str(v)?)).collect()
     }
 
     /// The record `(kind, id)`, if stored.
-    pub fn record<T: DeserializeOwned>(&self, kind: RecordKind, id: &str) -> StoreResult<Option<T>> {
+    pub fn record<T: DeserializeOwned>(
+        &self,
+        kind: RecordKind,
+        id: &str,
+    ) -> StoreResult<Option<T>> {
         let raw = match self {
             Db::Sqlite(d) => d.record(kind.as_str(), id)?,
             Db::Pg(d) => d.record(kind.as_str(), id)?,
