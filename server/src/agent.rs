@@ -15,7 +15,8 @@ use replay_core::protocol::{
 use serde_json::json;
 use tokio::sync::{mpsc, Notify};
 
-use crate::app::App;
+use crate::app::{App, Handover};
+use crate::recovery::Waiting;
 use crate::store::StoreResult;
 use crate::util::{now_rfc3339, Rng};
 use crate::worker::{AnswerMsg, RunningTurn, TurnSlot, Worker};
@@ -234,26 +235,6 @@ pub fn spawn_turn(
     worker.track(handle.abort_handle());
 }
 
-/// A turn that waits for an answer and keeps waiting across a restart
-/// (startup recovery keeps it open, see `recovery::end_orphans`).
-#[derive(Clone, Debug)]
-pub struct Waiting {
-    /// The session.
-    pub session_id: String,
-    /// The turn.
-    pub turn_id: String,
-    /// The persisted question it waits on.
-    pub question_id: String,
-}
-
-impl Waiting {
-    /// As the recovery report lists it.
-    pub fn to_json(&self) -> serde_json::Value {
-        json!({"session_id": self.session_id, "turn_id": self.turn_id,
-               "question_id": self.question_id})
-    }
-}
-
 /// Starts a waiter for a turn kept waiting by recovery on the current
 /// worker: the answer is taken as before the restart, then the turn goes
 /// on with its reply and ends. The steps after the question in its message
@@ -377,9 +358,8 @@ impl Turn {
             let _ = self.app.edit_tasks(&self.worker, &self.session_id, |_| {});
         }
         // The session may take a team message deferred while it was busy.
-        if let Err(e) = crate::team::deliver_deferred(&self.app, &self.session_id) {
-            tracing::warn!(session = %self.session_id, error = %e, "deferred deliveries not retried");
-        }
+        self.app
+            .hand_over(Handover::SessionReady(self.session_id.clone()));
     }
 
     fn append(&self, event: Event) -> StoreResult<()> {

@@ -44,11 +44,26 @@ pub struct App {
     /// False once a look found no deferred team delivery and none was
     /// deferred since (`team::deliver_deferred` skips its query then).
     pub deliveries_deferred: std::sync::atomic::AtomicBool,
+    handover: tokio::sync::mpsc::UnboundedSender<Handover>,
+    handover_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Handover>>>,
+}
+
+/// Work the live worker takes over from the parts that end turns (a turn's
+/// own end, the reaping of a lost node's turns), carried out by the
+/// `resume` task (`resume::start`).
+#[derive(Debug)]
+pub enum Handover {
+    /// A turn of the session ended: it may take a deferred team message.
+    SessionReady(String),
+    /// Turns waiting for an answer that this node adopted: start their
+    /// waiters.
+    Adopted(Vec<recovery::Waiting>),
 }
 
 impl App {
-    /// Opens the store, runs startup recovery and starts a worker.
-    pub fn boot(cfg: Config) -> StoreResult<Arc<App>> {
+    /// Opens the store, runs startup recovery and starts a worker; returns
+    /// what the worker goes on with (`resume::go_on`).
+    pub fn boot(cfg: Config) -> StoreResult<(Arc<App>, recovery::Recovered)> {
         let limits = StreamLimits {
             total: cfg.max_streams,
             per_list: cfg.max_streams_per_scope,
@@ -71,6 +86,7 @@ impl App {
         let boot_id = random_id("b");
         let recovered = recovery::recover(&log, &boot_id)?;
         let cfg_conns = (cfg.max_connections, cfg.max_connections_per_address);
+        let (handover, handover_rx) = tokio::sync::mpsc::unbounded_channel();
         let app = Arc::new(App {
             faults: Faults::new(cfg.faults),
             responses: ResponseBudget::new(cfg.max_response_bytes),
@@ -84,8 +100,9 @@ impl App {
             streams_open: Arc::default(),
             conns: Connections::new(cfg_conns.0, cfg_conns.1),
             deliveries_deferred: std::sync::atomic::AtomicBool::new(true),
+            handover,
+            handover_rx: Mutex::new(Some(handover_rx)),
         });
-        app.go_on(recovered);
         if app.log.pg_pool().is_some() {
             let renewed = Arc::new(Mutex::new(None));
             crate::store::pg::runtime().spawn(renew_leases(
@@ -96,7 +113,20 @@ impl App {
             ));
             tokio::spawn(reap_expired(Arc::downgrade(&app), lease, renewed));
         }
-        Ok(app)
+        Ok((app, recovered))
+    }
+
+    /// Queues work for the `resume` task (dropped once the app is going).
+    pub fn hand_over(&self, work: Handover) {
+        let _ = self.handover.send(work);
+    }
+
+    /// The queue of [`App::hand_over`], once (for `resume::start`).
+    pub fn take_handover(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Handover>> {
+        self.handover_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// The live worker.
@@ -134,8 +164,9 @@ impl App {
     }
 
     /// In-process restart: stop live work, run startup recovery, new boot id,
-    /// end every stream (clients reconnect and see the new boot id).
-    pub async fn restart_worker(self: &Arc<Self>) -> StoreResult<String> {
+    /// end every stream (clients reconnect and see the new boot id). Returns
+    /// the boot id and what the new worker goes on with (`resume::go_on`).
+    pub async fn restart_worker(&self) -> StoreResult<(String, recovery::Recovered)> {
         let _guard = self.restart.lock().await;
         let old = self.worker();
         old.stop();
@@ -146,22 +177,7 @@ impl App {
         *self.last_recovery.lock().unwrap_or_else(|e| e.into_inner()) = recovered.report.clone();
         self.log.hub.close_all();
         self.faults.close_streams();
-        self.go_on(recovered);
-        Ok(boot_id)
-    }
-
-    /// What the worker takes over from a recovery pass: a waiter for each
-    /// turn that keeps waiting for an answer, then the deferred team
-    /// deliveries retried.
-    fn go_on(self: &Arc<Self>, recovered: recovery::Recovered) {
-        for waiting in recovered.waiting {
-            crate::agent::resume_waiting(self, waiting);
-        }
-        if !recovered.deliveries.is_empty() {
-            if let Err(e) = crate::team::retry(self, &recovered.deliveries) {
-                tracing::warn!(error = %e, "retrying deferred deliveries failed");
-            }
-        }
+        Ok((boot_id, recovered))
     }
 
     /// Changes a session's overlay under its lock, bumps `rev`, and publishes
@@ -297,13 +313,11 @@ async fn reap_expired(app: Weak<App>, lease: Duration, renewed: Renewed) {
                     // while those turns held them.
                     let ended = report["turns_failed"].as_array().into_iter().flatten();
                     for sid in ended.filter_map(|t| t["session_id"].as_str()) {
-                        if let Err(e) = crate::team::deliver_deferred(&app, sid) {
-                            tracing::warn!(error = %e, "deferred deliveries not retried");
-                        }
+                        app.hand_over(Handover::SessionReady(sid.to_owned()));
                     }
                 }
-                for w in waiting {
-                    crate::agent::resume_waiting(&app, w.clone());
+                if !waiting.is_empty() {
+                    app.hand_over(Handover::Adopted(waiting.clone()));
                 }
             }
             reaped

@@ -21,6 +21,7 @@ pub mod app;
 pub mod budget;
 pub mod cluster;
 pub mod config;
+pub mod deliveries;
 pub mod faults;
 pub mod follow;
 pub mod head;
@@ -30,6 +31,7 @@ pub mod net;
 pub mod provider;
 pub mod recovery;
 pub mod refusal;
+pub mod resume;
 pub mod store;
 pub mod tail;
 pub mod team;
@@ -159,7 +161,9 @@ pub async fn start(config: Config) -> Result<Running, ServerError> {
         header_timeout: Duration::from_millis(config.header_timeout_ms.max(1)),
         send_buffer: config.socket_send_buffer_bytes,
     };
-    let app = app::App::boot(config)?;
+    let (app, recovered) = app::App::boot(config)?;
+    resume::go_on(&app, recovered);
+    resume::start(&app);
     cluster::start(&app);
     tracing::info!(%addr, boot_id = %app.worker().boot_id, "replay-server started");
     let refused = Arc::new(refusal::Refusals::new(

@@ -13,15 +13,34 @@ use replay_core::protocol::{
 };
 use serde_json::json;
 
-use crate::agent::Waiting;
 use crate::log::Log;
 use crate::provider::{self, ProviderRef};
 use crate::store::{Db, ProcessState, RecordKind, StoreError, StoreResult};
 use crate::util::now_rfc3339;
-use crate::{team, worktrees};
+use crate::{deliveries, worktrees};
 
 /// The system log's scope id.
 pub const SYSTEM_ID: &str = "runtime";
+
+/// A turn that waits for an answer and keeps waiting across a restart
+/// (see [`end_orphans`]).
+#[derive(Clone, Debug)]
+pub struct Waiting {
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The persisted question it waits on.
+    pub question_id: String,
+}
+
+impl Waiting {
+    /// As the recovery report lists it.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({"session_id": self.session_id, "turn_id": self.turn_id,
+               "question_id": self.question_id})
+    }
+}
 
 /// What a recovery pass did, and what the worker goes on with.
 pub struct Recovered {
@@ -29,10 +48,10 @@ pub struct Recovered {
     /// `system.recovered` summary).
     pub report: serde_json::Value,
     /// Turns that keep waiting for an answer: the worker starts a waiter
-    /// for each ([`crate::agent::resume_waiting`]).
+    /// for each (`resume`).
     pub waiting: Vec<Waiting>,
     /// Deferred team deliveries whose recipient may take them: the worker
-    /// retries them once it runs ([`crate::team::retry`]).
+    /// retries them once it runs (`resume`).
     pub deliveries: Vec<String>,
 }
 
@@ -93,7 +112,7 @@ pub fn recover(log: &Log, boot_id: &str) -> StoreResult<Recovered> {
         snapshots.push((session_id, snap));
     }
 
-    let deliveries = team::recover(&mut db, &mut envs)?;
+    let deferred = deliveries::recover(&mut db, &mut envs)?;
     let worktrees = worktrees::normalize(&mut db, &mut envs)?;
 
     let report = json!({
@@ -107,8 +126,8 @@ pub fn recover(log: &Log, boot_id: &str) -> StoreResult<Recovered> {
         "tools_failed": orphans.tools,
         "processes_failed": processes,
         "tasks_failed": tasks_failed,
-        "deliveries_retried": deliveries.retry,
-        "deliveries_failed": deliveries.failed,
+        "deliveries_retried": deferred.retry,
+        "deliveries_failed": deferred.failed,
         "worktrees": worktrees,
     });
     envs.push(db.append(
@@ -126,7 +145,7 @@ pub fn recover(log: &Log, boot_id: &str) -> StoreResult<Recovered> {
     Ok(Recovered {
         report,
         waiting: orphans.waiting,
-        deliveries: deliveries.retry,
+        deliveries: deferred.retry,
     })
 }
 

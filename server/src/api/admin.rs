@@ -28,7 +28,8 @@ pub(super) async fn add_fault(
             json!({"kind": "close_streams", "done": true})
         }
         FaultSpec::RestartWorker => {
-            let boot_id = app.restart_worker().await?;
+            let (boot_id, recovered) = app.restart_worker().await?;
+            crate::resume::go_on(&app, recovered);
             json!({"kind": "restart_worker", "done": true, "boot_id": boot_id})
         }
         FaultSpec::ProviderResumeFails { session_id } => {
@@ -125,7 +126,7 @@ pub(super) async fn team_message(
     State(app): State<Arc<App>>,
     Path(team_id): Path<String>,
     JsonBody(body): JsonBody<TeamMessageBody>,
-) -> Result<(StatusCode, Json<crate::team::DeliveryRecord>), ApiError> {
+) -> Result<(StatusCode, Json<crate::deliveries::DeliveryRecord>), ApiError> {
     let bad = |what: &str| ApiError::bad_request("invalid_message", what);
     if !(1..=SCOPE_ID_MAX).contains(&team_id.len()) {
         return Err(bad("the team id must be 1..=200 bytes"));

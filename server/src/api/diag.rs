@@ -9,10 +9,10 @@ use serde_json::{json, Value};
 
 use super::error::ApiError;
 use crate::app::App;
+use crate::deliveries::DeliveryRecord;
 use crate::hub::LagPolicy;
 use crate::provider::ProviderRef;
 use crate::store::RecordKind;
-use crate::team::DeliveryRecord;
 use crate::worktrees::WorktreeRecord;
 
 pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
