@@ -30,12 +30,11 @@ pub struct ProviderRef {
     /// Set by the `provider_resume_fails` fault: the next resume fails.
     #[serde(default)]
     pub resume_fails: bool,
-    /// Boots that resumed it.
-    #[serde(default)]
-    pub resumes: u64,
-    /// When it was last resumed or failed, and how.
+    /// The failed resume, `{boot_id, at, reason}` (a resume that works
+    /// writes nothing: a pass over many sessions costs no commits; the
+    /// recovery report counts them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_resume: Option<serde_json::Value>,
+    pub failed_resume: Option<serde_json::Value>,
 }
 
 /// Gives a new session its provider reference.
@@ -47,8 +46,7 @@ pub fn attach(db: &mut Db, session_id: &str) -> StoreResult<()> {
         reference: format!("prov_{n}"),
         state: "active".into(),
         resume_fails: false,
-        resumes: 0,
-        last_resume: None,
+        failed_resume: None,
     };
     db.put_record(RecordKind::Provider, session_id, &record)
 }
@@ -65,27 +63,16 @@ pub fn break_resume(db: &Db, session_id: &str) -> StoreResult<bool> {
 }
 
 /// Resumes the provider of a session for `boot_id`; `Err(reason)` when it
-/// cannot be resumed. The outcome is stored in the record either way.
+/// cannot be resumed (the record then says so).
 pub fn resume(db: &Db, mut record: ProviderRef, boot_id: &str) -> StoreResult<Result<(), String>> {
-    let outcome = if record.resume_fails {
-        Err(REASON_PROVIDER_RESUME_FAILED.to_owned())
-    } else {
-        Ok(())
-    };
-    match &outcome {
-        Ok(()) => {
-            record.resumes += 1;
-            record.last_resume = Some(serde_json::json!({
-                "boot_id": boot_id, "at": now_rfc3339(), "outcome": "resumed",
-            }));
-        }
-        Err(reason) => {
-            record.state = "failed".into();
-            record.last_resume = Some(serde_json::json!({
-                "boot_id": boot_id, "at": now_rfc3339(), "outcome": "failed", "reason": reason,
-            }));
-        }
+    if !record.resume_fails {
+        return Ok(Ok(()));
     }
+    let reason = REASON_PROVIDER_RESUME_FAILED.to_owned();
+    record.state = "failed".into();
+    record.failed_resume = Some(serde_json::json!({
+        "boot_id": boot_id, "at": now_rfc3339(), "reason": reason,
+    }));
     db.put_record(RecordKind::Provider, &record.session_id.clone(), &record)?;
-    Ok(outcome)
+    Ok(Err(reason))
 }

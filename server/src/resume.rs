@@ -36,6 +36,9 @@ pub fn start(app: &Arc<App>) {
             let Some(app) = app.upgrade() else { return };
             match work {
                 Handover::SessionReady(session_id) => {
+                    if !team::may_have_deferred(&app) {
+                        continue;
+                    }
                     let app = Arc::clone(&app);
                     // The store calls block: off the runtime's workers.
                     let done = tokio::task::spawn_blocking(move || {

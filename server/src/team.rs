@@ -64,9 +64,8 @@ pub fn send(
 /// ended): the first one the member takes is delivered, the others wait
 /// for the turn it starts.
 pub fn deliver_deferred(app: &Arc<App>, session_id: &str) -> StoreResult<()> {
-    // Most turns end with nothing deferred anywhere: no query then. Other
-    // nodes of a cluster defer too, so a shared store always looks.
-    if !app.log.db().shared() && !app.deliveries_deferred.load(Ordering::Relaxed) {
+    // Most turns end with nothing deferred anywhere: no query then.
+    if !may_have_deferred(app) {
         return Ok(());
     }
     let deferred: Vec<DeliveryRecord> = app
@@ -85,6 +84,13 @@ pub fn deliver_deferred(app: &Arc<App>, session_id: &str) -> StoreResult<()> {
         }
     }
     Ok(())
+}
+
+/// False when no delivery can be deferred: none was found at the last
+/// look and none was deferred since (one node's store; other nodes of a
+/// cluster defer too, so a shared store is always looked at).
+pub fn may_have_deferred(app: &App) -> bool {
+    app.log.pg_pool().is_some() || app.deliveries_deferred.load(Ordering::Relaxed)
 }
 
 /// Retries the deferred deliveries `ids` (startup recovery found their

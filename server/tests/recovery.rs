@@ -198,11 +198,22 @@ async fn provider_body(s: Server) {
             .clone()
     };
     assert_eq!(of(&bad)["state"], "failed", "{diag}");
-    assert_eq!(of(&bad)["last_resume"]["reason"], "provider_resume_failed");
+    assert_eq!(
+        of(&bad)["failed_resume"]["reason"],
+        "provider_resume_failed"
+    );
     assert_eq!(of(&ok)["state"], "active");
-    assert_eq!(of(&ok)["resumes"], 1);
+    assert!(of(&ok)["failed_resume"].is_null());
     assert_eq!(of(&ok)["provider"], "scripted");
     assert_eq!(diag["states"]["failed"], 1, "{diag}");
+    assert_eq!(
+        diag["last_recovery"]["resumed"],
+        report["providers_resumed"]
+    );
+    assert_eq!(
+        diag["last_recovery"]["sessions_failed"],
+        report["sessions_failed"]
+    );
 }
 
 async fn team_events(s: &Server, team: &str) -> Vec<Value> {

@@ -154,9 +154,18 @@ pub(super) async fn providers(State(app): State<Arc<App>>) -> Result<Json<Value>
         p.state.clone()
     })
     .await?;
-    Ok(Json(
-        json!({"providers": providers, "total": total, "states": states}),
-    ))
+    // What the last pass did to them (a resume that works writes nothing).
+    let last = app.last_recovery();
+    Ok(Json(json!({
+        "providers": providers,
+        "total": total,
+        "states": states,
+        "last_recovery": {
+            "boot_id": last["boot_id"],
+            "resumed": last["providers_resumed"],
+            "sessions_failed": last["sessions_failed"],
+        },
+    })))
 }
 
 pub(super) async fn worktrees(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
