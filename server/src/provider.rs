@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::store::{Db, RecordKind, StoreResult};
-use crate::util::now_rfc3339;
+use crate::util::{now_rfc3339, random_id};
 
 /// `session.failed {reason}` of a session whose provider did not resume.
 pub const REASON_PROVIDER_RESUME_FAILED: &str = "provider_resume_failed";
@@ -38,12 +38,12 @@ pub struct ProviderRef {
 }
 
 /// Gives a new session its provider reference.
-pub fn attach(db: &mut Db, session_id: &str) -> StoreResult<()> {
-    let n = db.next_number("provider")?;
+pub fn attach(db: &Db, session_id: &str) -> StoreResult<()> {
     let record = ProviderRef {
         session_id: session_id.to_owned(),
         provider: SCRIPTED.into(),
-        reference: format!("prov_{n}"),
+        // Random, not counted: one commit less per session created.
+        reference: random_id("prov"),
         state: "active".into(),
         resume_fails: false,
         failed_resume: None,
