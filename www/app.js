@@ -337,7 +337,49 @@ for (const button of document.querySelectorAll("[data-fault]")) {
   };
 }
 
-// Refresh the retry countdown while backing off.
+// The runtime fails a session whose provider cannot be resumed at a
+// restart: the session shows `failed` with its reason.
+$("provider-fails").onclick = async () => {
+  if (!sessionId) return;
+  try {
+    await api("POST", "/v1/admin/faults", { kind: "provider_resume_fails", session_id: sessionId });
+    await api("POST", "/v1/admin/faults", { kind: "restart_worker" });
+    $("fault-result").textContent = "injected: restart with this session's provider lost";
+  } catch (err) {
+    $("fault-result").textContent = `fault failed: ${err.message}`;
+  }
+};
+
+// A team message to this session, and where each delivery is
+// (`/v1/diagnostics/team-operations`).
+let teamSent = 0;
+$("team-message").onclick = async () => {
+  if (!sessionId) return;
+  try {
+    // Polled only once a person used it: a deferred one moves on its own.
+    if (teamSent++ === 0) setInterval(() => renderDeliveries().catch(() => {}), 2000);
+    await api("POST", "/v1/admin/teams/demo/messages", { from: "teammate", to: sessionId, text: `teammate note ${teamSent}` });
+    await renderDeliveries();
+  } catch (err) {
+    $("fault-result").textContent = `team message failed: ${err.message}`;
+  }
+};
+async function renderDeliveries() {
+  if (!sessionId) return;
+  const { deliveries } = await api("GET", "/v1/diagnostics/team-operations");
+  $("deliveries").replaceChildren(
+    ...deliveries
+      .filter((d) => d.to === sessionId)
+      .slice(-5)
+      .map((d) => {
+        const li = el("li", "task " + d.state);
+        li.append(el("span", "", d.text), el("span", "badge", d.reason ? `${d.state}: ${d.reason}` : d.state));
+        return li;
+      }),
+  );
+}
+
+
 setInterval(() => client && renderStatus(client.status()), 500);
 
 const fromHash = location.hash.slice(1);

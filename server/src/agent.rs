@@ -15,10 +15,11 @@ use replay_core::protocol::{
 use serde_json::json;
 use tokio::sync::{mpsc, Notify};
 
-use crate::app::App;
+use crate::app::{App, Handover};
+use crate::recovery::Waiting;
 use crate::store::StoreResult;
 use crate::util::{now_rfc3339, Rng};
-use crate::worker::{RunningTurn, TurnSlot, Worker};
+use crate::worker::{AnswerMsg, RunningTurn, TurnSlot, Worker};
 
 /// Most scalars a `live_turn.text` keeps (PROTOCOL.md §5).
 pub const LIVE_TEXT_MAX: usize = 16_384;
@@ -230,7 +231,50 @@ pub fn spawn_turn(
         text: text.to_owned(),
         track: Mutex::new(Track::default()),
     };
-    let handle = tokio::spawn(async move { ctx.run().await });
+    let handle = tokio::spawn(async move { ctx.run(None).await });
+    worker.track(handle.abort_handle());
+}
+
+/// Starts a waiter for a turn kept waiting by recovery on the current
+/// worker: the answer is taken as before the restart, then the turn goes
+/// on with its reply and ends. The steps after the question in its message
+/// are not run: the provider state they would build on did not survive.
+pub fn resume_waiting(app: &Arc<App>, waiting: Waiting) {
+    let worker = app.worker();
+    let input = match app.log.db().turn_input(&waiting.turn_id) {
+        Ok(Some(input)) => input,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::error!(turn = %waiting.turn_id, error = %e, "resuming a waiting turn failed");
+            worker.abandon(&waiting.turn_id);
+            return;
+        }
+    };
+    // Not capped: the turn was accepted before the restart.
+    let Ok(mut slot) = worker.reserve_turn(&waiting.session_id, usize::MAX, usize::MAX) else {
+        return;
+    };
+    slot.enqueue(&waiting.turn_id);
+    let (tx, rx) = mpsc::channel(4);
+    let live = worker.session(&waiting.session_id);
+    live.lock()
+        .questions
+        .insert(waiting.question_id.clone(), tx);
+    let ctx = Turn {
+        _slot: slot,
+        app: Arc::clone(app),
+        worker: Arc::clone(&worker),
+        session_id: waiting.session_id.clone(),
+        turn_id: waiting.turn_id.clone(),
+        user_message_id: input.0,
+        reply_id: format!("{}_reply", waiting.turn_id),
+        text: input.1,
+        track: Mutex::new(Track {
+            question: Some(waiting.question_id.clone()),
+            ..Track::default()
+        }),
+    };
+    let handle = tokio::spawn(async move { ctx.run(Some((waiting.question_id, rx))).await });
     worker.track(handle.abort_handle());
 }
 
@@ -256,13 +300,18 @@ struct Turn {
 }
 
 impl Turn {
-    async fn run(self) {
+    /// Runs the turn from its start, or (`resumed`: a question and its
+    /// answer channel) from the question it waited on before a restart.
+    async fn run(self, resumed: Option<(String, mpsc::Receiver<AnswerMsg>)>) {
         let live = self.worker.session(&self.session_id);
         // One turn of the session at a time: first in this node's order
         // (its slot leaves the queue when this returns), then (on a cluster)
-        // in the whole cluster's; one turn per node looks at the log.
+        // in the whole cluster's; one turn per node looks at the log. A
+        // resumed turn is the session's earliest open one.
         live.wait_first(&self.turn_id).await;
-        if !crate::cluster::wait_for_earlier_turns(&self.app, &self.session_id, &self.turn_id).await
+        if resumed.is_none()
+            && !crate::cluster::wait_for_earlier_turns(&self.app, &self.session_id, &self.turn_id)
+                .await
         {
             return;
         }
@@ -271,8 +320,14 @@ impl Turn {
             turn_id: self.turn_id.clone(),
             cancel: Arc::clone(&cancel),
         });
+        let body = async {
+            match resumed {
+                Some((question_id, rx)) => self.go_on(question_id, rx).await,
+                None => self.script().await,
+            }
+        };
         let outcome = tokio::select! {
-            r = self.script() => Some(r),
+            r = body => Some(r),
             _ = cancel.notified() => None,
         };
         let result = match outcome {
@@ -302,6 +357,9 @@ impl Turn {
         if open {
             let _ = self.app.edit_tasks(&self.worker, &self.session_id, |_| {});
         }
+        // The session may take a team message deferred while it was busy.
+        self.app
+            .hand_over(Handover::SessionReady(self.session_id.clone()));
     }
 
     fn append(&self, event: Event) -> StoreResult<()> {
@@ -379,6 +437,43 @@ impl Turn {
         }
         self.stream(&reply[split..], &mut offset, &mut rng, d.delta_factor())
             .await;
+        self.finish(&reply, &d)
+    }
+
+    /// A turn kept waiting across a restart: takes the answer, then ends
+    /// with its reply as [`Turn::script`] does.
+    async fn go_on(
+        &self,
+        question_id: String,
+        mut rx: mpsc::Receiver<AnswerMsg>,
+    ) -> StoreResult<()> {
+        let Some((answer, ack)) = rx.recv().await else {
+            return Ok(());
+        };
+        self.append(Event::QuestionAnswered(QuestionAnswered {
+            question_id: question_id.clone(),
+            answer,
+        }))?;
+        self.track
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .question = None;
+        self.worker
+            .session(&self.session_id)
+            .lock()
+            .questions
+            .remove(&question_id);
+        let _ = ack.send(());
+        let d = Directives::parse(&self.text).unwrap_or_default();
+        let reply: Vec<char> = reply_text(self.app.cfg.seed, &self.turn_id, &self.text, d.long)
+            .chars()
+            .collect();
+        self.finish(&reply, &d)
+    }
+
+    /// Ends the turn: `turn.failed` for `/fail`, else the reply committed
+    /// and `turn.completed`; then the session's end, if asked for.
+    fn finish(&self, reply: &[char], d: &Directives) -> StoreResult<()> {
         if d.fail {
             self.app
                 .edit_live(&self.worker, &self.session_id, true, |lt| *lt = None);

@@ -41,11 +41,29 @@ pub struct App {
     /// Bytes of stream output buffered (`--max-stream-buffer-bytes`),
     /// shared with the hub (its subscriber buffers).
     pub streams: Arc<StreamBudget>,
+    /// False once a look found no deferred team delivery and none was
+    /// deferred since (`team::deliver_deferred` skips its query then).
+    pub deliveries_deferred: std::sync::atomic::AtomicBool,
+    handover: tokio::sync::mpsc::UnboundedSender<Handover>,
+    handover_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Handover>>>,
+}
+
+/// Work the live worker takes over from the parts that end turns (a turn's
+/// own end, the reaping of a lost node's turns), carried out by the
+/// `resume` task (`resume::start`).
+#[derive(Debug)]
+pub enum Handover {
+    /// A turn of the session ended: it may take a deferred team message.
+    SessionReady(String),
+    /// Turns waiting for an answer that this node adopted: start their
+    /// waiters.
+    Adopted(Vec<recovery::Waiting>),
 }
 
 impl App {
-    /// Opens the store, runs startup recovery and starts a worker.
-    pub fn boot(cfg: Config) -> StoreResult<Arc<App>> {
+    /// Opens the store, runs startup recovery and starts a worker; returns
+    /// what the worker goes on with (`resume::go_on`).
+    pub fn boot(cfg: Config) -> StoreResult<(Arc<App>, recovery::Recovered)> {
         let limits = StreamLimits {
             total: cfg.max_streams,
             per_list: cfg.max_streams_per_scope,
@@ -66,8 +84,9 @@ impl App {
                 .map_err(|e| crate::store::StoreError::Backend(e.to_string()))?;
         }
         let boot_id = random_id("b");
-        let report = recovery::recover(&log, &boot_id)?;
+        let recovered = recovery::recover(&log, &boot_id)?;
         let cfg_conns = (cfg.max_connections, cfg.max_connections_per_address);
+        let (handover, handover_rx) = tokio::sync::mpsc::unbounded_channel();
         let app = Arc::new(App {
             faults: Faults::new(cfg.faults),
             responses: ResponseBudget::new(cfg.max_response_bytes),
@@ -77,9 +96,12 @@ impl App {
             worker: RwLock::new(Worker::new(boot_id)),
             restart: tokio::sync::Mutex::new(()),
             started_at: now_rfc3339(),
-            last_recovery: Mutex::new(report),
+            last_recovery: Mutex::new(recovered.report.clone()),
             streams_open: Arc::default(),
             conns: Connections::new(cfg_conns.0, cfg_conns.1),
+            deliveries_deferred: std::sync::atomic::AtomicBool::new(true),
+            handover,
+            handover_rx: Mutex::new(Some(handover_rx)),
         });
         if app.log.pg_pool().is_some() {
             let renewed = Arc::new(Mutex::new(None));
@@ -91,7 +113,20 @@ impl App {
             ));
             tokio::spawn(reap_expired(Arc::downgrade(&app), lease, renewed));
         }
-        Ok(app)
+        Ok((app, recovered))
+    }
+
+    /// Queues work for the `resume` task (dropped once the app is going).
+    pub fn hand_over(&self, work: Handover) {
+        let _ = self.handover.send(work);
+    }
+
+    /// The queue of [`App::hand_over`], once (for `resume::start`).
+    pub fn take_handover(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Handover>> {
+        self.handover_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// The live worker.
@@ -129,19 +164,20 @@ impl App {
     }
 
     /// In-process restart: stop live work, run startup recovery, new boot id,
-    /// end every stream (clients reconnect and see the new boot id).
-    pub async fn restart_worker(&self) -> StoreResult<String> {
+    /// end every stream (clients reconnect and see the new boot id). Returns
+    /// the boot id and what the new worker goes on with (`resume::go_on`).
+    pub async fn restart_worker(&self) -> StoreResult<(String, recovery::Recovered)> {
         let _guard = self.restart.lock().await;
         let old = self.worker();
         old.stop();
         let boot_id = random_id("b");
-        let report = recovery::recover(&self.log, &boot_id)?;
+        let recovered = recovery::recover(&self.log, &boot_id)?;
         *self.worker.write().unwrap_or_else(|e| e.into_inner()) = Worker::new(boot_id.clone());
         self.log.forget_live();
-        *self.last_recovery.lock().unwrap_or_else(|e| e.into_inner()) = report;
+        *self.last_recovery.lock().unwrap_or_else(|e| e.into_inner()) = recovered.report.clone();
         self.log.hub.close_all();
         self.faults.close_streams();
-        Ok(boot_id)
+        Ok((boot_id, recovered))
     }
 
     /// Changes a session's overlay under its lock, bumps `rev`, and publishes
@@ -270,8 +306,19 @@ async fn reap_expired(app: Weak<App>, lease: Duration, renewed: Renewed) {
         let Some(app) = app.upgrade() else { return };
         let reaped = tokio::task::spawn_blocking(move || {
             let reaped = recovery::reap(&app.log);
-            if let Ok(Some(report)) = &reaped {
-                app.note_reaped(report.clone());
+            if let Ok((report, waiting)) = &reaped {
+                if let Some(report) = report {
+                    app.note_reaped(report.clone());
+                    // Their sessions may take the team messages deferred
+                    // while those turns held them.
+                    let ended = report["turns_failed"].as_array().into_iter().flatten();
+                    for sid in ended.filter_map(|t| t["session_id"].as_str()) {
+                        app.hand_over(Handover::SessionReady(sid.to_owned()));
+                    }
+                }
+                if !waiting.is_empty() {
+                    app.hand_over(Handover::Adopted(waiting.clone()));
+                }
             }
             reaped
         })

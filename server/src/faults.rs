@@ -93,6 +93,13 @@ pub enum FaultSpec {
     },
     /// Drop live state, run startup recovery, take a new boot id.
     RestartWorker,
+    /// The session's provider reference cannot be resumed: the next
+    /// startup recovery fails the session (stored, so it holds across a
+    /// restart of the process too).
+    ProviderResumeFails {
+        /// The session.
+        session_id: String,
+    },
     /// The next `count` wake-ups of other nodes (Postgres store) are
     /// dropped on arrival, as if lost: the follower must fill the gaps
     /// they leave from the log.

@@ -21,19 +21,24 @@ pub mod app;
 pub mod budget;
 pub mod cluster;
 pub mod config;
+pub mod deliveries;
 pub mod faults;
 pub mod follow;
 pub mod head;
 pub mod hub;
 pub mod log;
 pub mod net;
+pub mod provider;
 pub mod recovery;
 pub mod refusal;
+pub mod resume;
 pub mod store;
 pub mod tail;
+pub mod team;
 pub mod transcript;
 pub mod util;
 pub mod worker;
+pub mod worktrees;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -156,7 +161,9 @@ pub async fn start(config: Config) -> Result<Running, ServerError> {
         header_timeout: Duration::from_millis(config.header_timeout_ms.max(1)),
         send_buffer: config.socket_send_buffer_bytes,
     };
-    let app = app::App::boot(config)?;
+    let (app, recovered) = app::App::boot(config)?;
+    resume::go_on(&app, recovered);
+    resume::start(&app);
     cluster::start(&app);
     tracing::info!(%addr, boot_id = %app.worker().boot_id, "replay-server started");
     let refused = Arc::new(refusal::Refusals::new(

@@ -1,7 +1,9 @@
-//! Restart: the real binary is killed during a streaming turn that holds a
-//! running process and a pending persisted question, then started again on
+//! Restart: the real binary is killed during a turn that holds a running
+//! process, and during one that waits for an answer, then started again on
 //! the same file. Recovery must be on disk and visible; the epoch stays, the
-//! boot id changes, `live_turn` is gone. Also: SIGTERM shuts down gracefully.
+//! boot id changes, `live_turn` is gone; the running turn is failed, the
+//! waiting one keeps waiting and goes on when answered. Also: SIGTERM shuts
+//! down gracefully.
 
 mod common;
 
@@ -125,17 +127,21 @@ async fn kill_during_turn_then_recover_on_same_file() {
     assert_eq!(after["epoch"], epoch.as_str(), "epoch survives a restart");
     assert_ne!(after["boot_id"], boot.as_str(), "new boot id");
     assert!(after["live_turn"].is_null(), "no live tail after a restart");
-    assert!(after["head"].as_u64().unwrap() > head_before);
+    assert_eq!(
+        after["head"].as_u64().unwrap(),
+        head_before,
+        "nothing ends the waiting turn's session"
+    );
     assert!(after["tasks"]["version"].as_u64().unwrap() > version_before);
     assert_eq!(after["tasks"]["tasks"][0]["state"], "failed");
     assert!(after["tasks"]["background_wait"].is_null());
 
-    // Recovery events, in the sessions' own logs.
+    // Recovery events, in the sessions' own logs. The turn waiting for an
+    // answer keeps waiting: its question is not declined, it is not failed.
     let ev1 = s.events(&format!("sessions/{s1}")).await;
-    assert!(ev1
+    assert!(!ev1
         .iter()
-        .any(|e| matches!(&e.event, Event::QuestionDeclined(q) if q.reason == "orphaned")));
-    assert!(ev1.iter().any(|e| matches!(&e.event, Event::TurnFailed(t) if t.turn_id == t1 && t.reason == REASON_WORKER_RESTART)));
+        .any(|e| matches!(&e.event, Event::QuestionDeclined(_) | Event::TurnFailed(_))));
     let ev2 = s.events(&format!("sessions/{s2}")).await;
     assert!(ev2.iter().any(|e| matches!(&e.event, Event::ToolCompleted(t) if t.status == replay_core::protocol::ToolStatus::Error)));
     assert!(ev2
@@ -166,25 +172,30 @@ async fn kill_during_turn_then_recover_on_same_file() {
             .as_array()
             .unwrap()
             .len(),
-        2
+        1
     );
     let (_, diag) = s.get("/v1/diagnostics/recovery").await;
-    assert_eq!(diag["turns_failed"].as_array().unwrap().len(), 2);
-    assert_eq!(diag["questions_declined"].as_array().unwrap().len(), 1);
+    assert_eq!(diag["turns_failed"].as_array().unwrap().len(), 1);
+    assert_eq!(diag["turns_waiting"][0]["turn_id"], t1.as_str(), "{diag}");
+    assert_eq!(diag["questions_declined"].as_array().unwrap().len(), 0);
     assert_eq!(diag["processes_failed"].as_array().unwrap().len(), 2);
     assert_eq!(diag["tasks_failed"].as_array().unwrap().len(), 1);
     assert_eq!(diag["boot_id"], after["boot_id"]);
 
-    // The transcript is consistent: partial text never promoted, turns ended.
+    // The transcript is consistent: partial text never promoted, the
+    // failed turn ended, the question still pending.
     let (_, tr) = s.get(&format!("/v1/sessions/{s1}/transcript")).await;
     assert_eq!(tr["epoch"], epoch.as_str());
     assert_eq!(tr["cursor"], after["head"]);
     let items = tr["items"].as_array().unwrap();
     assert!(items.iter().all(|i| i["role"] != "assistant"), "{tr}");
-    assert_eq!(items.last().unwrap()["reason"], REASON_WORKER_RESTART);
-    assert_eq!(tr["pending_prompts"], Value::Array(vec![]));
+    let prompts = tr["pending_prompts"].as_array().unwrap();
+    assert_eq!(prompts.len(), 1, "{tr}");
+    let qid = prompts[0]["question_id"].as_str().unwrap().to_owned();
     assert_eq!(tr["tasks"]["tasks"][0]["state"], "failed");
     let (_, tr2) = s.get(&format!("/v1/sessions/{s2}/transcript")).await;
+    let items2 = tr2["items"].as_array().unwrap();
+    assert_eq!(items2.last().unwrap()["reason"], REASON_WORKER_RESTART);
     let tool = tr2["items"]
         .as_array()
         .unwrap()
@@ -201,6 +212,25 @@ async fn kill_during_turn_then_recover_on_same_file() {
     };
     assert_eq!(h.boot_id, after["boot_id"].as_str().unwrap());
     assert_eq!(h.epoch, epoch);
+    // Answered, the waiting turn goes on to its reply.
+    let (st, ans) = s
+        .post(
+            &format!("/v1/sessions/{s1}/questions/{qid}/answer"),
+            serde_json::json!({"answer": "yes"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{ans}");
+    assert!(matches!(
+        s.wait_turn_end(&s1, &t1).await.event,
+        Event::TurnCompleted(_)
+    ));
+    let (_, tr) = s.get(&format!("/v1/sessions/{s1}/transcript")).await;
+    assert_eq!(tr["pending_prompts"], Value::Array(vec![]));
+    assert!(tr["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| i["role"] == "assistant"));
     let t3 = s.send(&s1, "m3", "still there?").await;
     assert!(matches!(
         s.wait_turn_end(&s1, &t3).await.event,

@@ -165,7 +165,9 @@ async fn the_client_reads_every_section_3_type_the_server_writes() {
     tokio::time::sleep(Duration::from_millis(700)).await;
 
     // A background task whose process runs, and a persisted question, when
-    // the worker restarts: recovery fails, declines and reports.
+    // the worker restarts and the session's provider cannot resume:
+    // recovery fails the session, declines the question (no owner left),
+    // fails the turn and the task, and reports.
     let t4 = s.send(&sid, "m4", "/bg /ask").await;
     wait_for(
         &s,
@@ -173,6 +175,8 @@ async fn the_client_reads_every_section_3_type_the_server_writes() {
         |e| matches!(e, Event::QuestionAsked(q) if q.turn_id == t4),
     )
     .await;
+    s.fault(json!({"kind": "provider_resume_fails", "session_id": sid}))
+        .await;
     s.fault(json!({"kind": "restart_worker"})).await;
     s.wait_turn_end(&sid, &t4).await;
 

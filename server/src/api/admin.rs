@@ -1,10 +1,11 @@
-//! `/v1/admin/*`, present only with `--faults`: fault injection and a raw
-//! append for driving scopes the scripted agent does not write (team,
-//! worktree) and for load tests.
+//! `/v1/admin/*`, present only with `--faults`: fault injection, a raw
+//! append for load tests and for event types no path of the runtime
+//! writes, and the runtime's own paths for team messages and worktrees
+//! (what an operator or an agent's tool would drive).
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use replay_core::protocol::{Envelope, Event, Scope};
@@ -27,8 +28,15 @@ pub(super) async fn add_fault(
             json!({"kind": "close_streams", "done": true})
         }
         FaultSpec::RestartWorker => {
-            let boot_id = app.restart_worker().await?;
+            let (boot_id, recovered) = app.restart_worker().await?;
+            crate::resume::go_on(&app, recovered);
             json!({"kind": "restart_worker", "done": true, "boot_id": boot_id})
+        }
+        FaultSpec::ProviderResumeFails { session_id } => {
+            if !crate::provider::break_resume(&app.log.db(), &session_id)? {
+                return Err(ApiError::not_found("session"));
+            }
+            json!({"kind": "provider_resume_fails", "done": true, "session_id": session_id})
         }
         FaultSpec::LoseWakeups { count } => {
             app.log.lose_wakeups(count);
@@ -101,6 +109,66 @@ pub(super) async fn append_event(
         .append_async(body.scope, &body.scope_id, event)
         .await?;
     Ok((StatusCode::CREATED, Json(env)))
+}
+
+/// `POST /v1/admin/teams/{id}/messages`.
+#[derive(Deserialize)]
+pub(super) struct TeamMessageBody {
+    from: String,
+    to: String,
+    text: String,
+}
+
+/// Longest sender or recipient id accepted.
+const MEMBER_MAX: usize = 200;
+
+pub(super) async fn team_message(
+    State(app): State<Arc<App>>,
+    Path(team_id): Path<String>,
+    JsonBody(body): JsonBody<TeamMessageBody>,
+) -> Result<(StatusCode, Json<crate::deliveries::DeliveryRecord>), ApiError> {
+    let bad = |what: &str| ApiError::bad_request("invalid_message", what);
+    if !(1..=SCOPE_ID_MAX).contains(&team_id.len()) {
+        return Err(bad("the team id must be 1..=200 bytes"));
+    }
+    if ![&body.from, &body.to]
+        .iter()
+        .all(|m| (1..=MEMBER_MAX).contains(&m.len()))
+    {
+        return Err(bad("from and to must be 1..=200 bytes"));
+    }
+    // The text becomes a message of the member: bounded as one.
+    crate::agent::Directives::parse(&body.text)
+        .map_err(|e| ApiError::bad_request("directive_limit", e.to_string()))?;
+    let record = crate::team::send(&app, &team_id, &body.from, &body.to, &body.text)?;
+    Ok((StatusCode::CREATED, Json(record)))
+}
+
+/// `POST /v1/admin/worktrees {op, ...}` (`worktrees::Op`).
+pub(super) async fn worktree_op(
+    State(app): State<Arc<App>>,
+    JsonBody(op): JsonBody<Value>,
+) -> Result<(StatusCode, Json<crate::worktrees::WorktreeRecord>), ApiError> {
+    use crate::worktrees::{apply, Op, WorktreeError};
+    let op: Op = serde_json::from_value(op)
+        .map_err(|e| ApiError::bad_request("invalid_worktree_op", e.to_string()))?;
+    let record = app.log.with_db(|db| {
+        let mut envs = Vec::new();
+        let out = apply(db, op, &mut envs);
+        Ok((out, envs))
+    })?;
+    let record = record.map_err(|e| match e {
+        WorktreeError::Store(e) => ApiError::from(e),
+        WorktreeError::NotFound(_) => ApiError::not_found("worktree"),
+        WorktreeError::NoSession(_) => {
+            ApiError::new(StatusCode::CONFLICT, "no_session", e.to_string())
+        }
+        WorktreeError::Duplicate { .. } | WorktreeError::Conflict(_) => {
+            ApiError::new(StatusCode::CONFLICT, "worktree_conflict", e.to_string())
+        }
+        WorktreeError::InvalidPath => ApiError::bad_request("invalid_worktree_op", e.to_string()),
+    })?;
+    Ok((StatusCode::CREATED, Json(record)))
 }
 
 #[cfg(test)]

@@ -9,7 +9,11 @@ use serde_json::{json, Value};
 
 use super::error::ApiError;
 use crate::app::App;
+use crate::deliveries::DeliveryRecord;
 use crate::hub::LagPolicy;
+use crate::provider::ProviderRef;
+use crate::store::RecordKind;
+use crate::worktrees::WorktreeRecord;
 
 pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
     let worker = app.worker();
@@ -116,6 +120,79 @@ pub(super) async fn recovery(State(app): State<Arc<App>>) -> Json<Value> {
 pub(super) async fn processes(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
     let processes = app.log.read(|s| s.processes()).await?;
     Ok(Json(json!({ "processes": processes })))
+}
+
+/// Most records a records diagnostic lists (the newest; `total` counts all).
+pub const RECORDS_LISTED: usize = 1000;
+
+/// The newest [`RECORDS_LISTED`] records of `kind`, their total, and how
+/// many are in each `state` (as `state_of` reads it).
+async fn records_of<T>(
+    app: &App,
+    kind: RecordKind,
+    state_of: fn(&T) -> String,
+) -> Result<(Vec<T>, usize, serde_json::Map<String, Value>), ApiError>
+where
+    T: serde::de::DeserializeOwned + Send + 'static,
+{
+    let mut all: Vec<T> = {
+        let db = app.log.db();
+        db.records(kind)?
+    };
+    let mut counts = serde_json::Map::new();
+    for r in &all {
+        let n = counts.entry(state_of(r)).or_insert(json!(0));
+        *n = json!(n.as_u64().unwrap_or(0) + 1);
+    }
+    let total = all.len();
+    all.drain(..total.saturating_sub(RECORDS_LISTED));
+    Ok((all, total, counts))
+}
+
+pub(super) async fn providers(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
+    let (providers, total, states) = records_of(&app, RecordKind::Provider, |p: &ProviderRef| {
+        p.state.clone()
+    })
+    .await?;
+    // What the last pass did to them (a resume that works writes nothing).
+    let last = app.last_recovery();
+    Ok(Json(json!({
+        "providers": providers,
+        "total": total,
+        "states": states,
+        "last_recovery": {
+            "boot_id": last["boot_id"],
+            "resumed": last["providers_resumed"],
+            "sessions_failed": last["sessions_failed"],
+        },
+    })))
+}
+
+pub(super) async fn worktrees(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
+    let (worktrees, total, states) =
+        records_of(&app, RecordKind::Worktree, |w: &WorktreeRecord| {
+            match (w.active, &w.claimed_by) {
+                (false, _) => "removed",
+                (true, Some(_)) => "claimed",
+                (true, None) => "free",
+            }
+            .to_owned()
+        })
+        .await?;
+    Ok(Json(
+        json!({"worktrees": worktrees, "total": total, "states": states}),
+    ))
+}
+
+pub(super) async fn team_operations(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
+    let (deliveries, total, states) =
+        records_of(&app, RecordKind::Delivery, |d: &DeliveryRecord| {
+            d.state.clone()
+        })
+        .await?;
+    Ok(Json(
+        json!({"deliveries": deliveries, "total": total, "states": states}),
+    ))
 }
 
 pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {

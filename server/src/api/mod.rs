@@ -58,7 +58,10 @@ pub fn router(app: Arc<App>, hosts: HostAllowList) -> Router {
         .route("/diagnostics", get(diag::overview))
         .route("/diagnostics/recovery", get(diag::recovery))
         .route("/diagnostics/processes", get(diag::processes))
-        .route("/diagnostics/comms", get(diag::comms));
+        .route("/diagnostics/comms", get(diag::comms))
+        .route("/diagnostics/providers", get(diag::providers))
+        .route("/diagnostics/worktrees", get(diag::worktrees))
+        .route("/diagnostics/team-operations", get(diag::team_operations));
     if !app.cfg.no_multiplex {
         // Without it `/v1/stream` is the fallback's 404, as on a runtime
         // that has only the scoped streams.
@@ -70,7 +73,9 @@ pub fn router(app: Arc<App>, hosts: HostAllowList) -> Router {
                 "/admin/faults",
                 post(admin::add_fault).get(admin::list_faults),
             )
-            .route("/admin/events", post(admin::append_event));
+            .route("/admin/events", post(admin::append_event))
+            .route("/admin/teams/{id}/messages", post(admin::team_message))
+            .route("/admin/worktrees", post(admin::worktree_op));
     }
     let v1 = v1
         .fallback(|uri: axum::http::Uri| async move {

@@ -29,6 +29,7 @@ pub(super) async fn create_session(
         let n = db.next_number("session")?;
         let session_id = format!("ses_{n}");
         db.insert_session(&session_id, &body.title)?;
+        crate::provider::attach(db, &session_id)?;
         let env = db.append(
             Scope::Session,
             &session_id,
@@ -216,18 +217,23 @@ async fn forward_answer(
     if known.is_some_and(|s| s != QuestionState::Pending) {
         return Err(question_closed(question_id));
     }
-    cluster::send(
-        app,
-        &cluster::Command::Answer {
-            session_id: session_id.to_owned(),
-            question_id: question_id.to_owned(),
-            answer,
-        },
-    )
-    .await?;
+    let command = cluster::Command::Answer {
+        session_id: session_id.to_owned(),
+        question_id: question_id.to_owned(),
+        answer,
+    };
+    cluster::send(app, &command).await?;
     let started = Instant::now();
+    let mut sent = Instant::now();
     loop {
         tokio::time::sleep(cluster::POLL).await;
+        // Sent again while the question waits: a turn kept waiting across
+        // a node's restart has no waiter until a node adopts it (once its
+        // lease ran out), and a node drops an answer it has no waiter for.
+        if sent.elapsed() >= ANSWER_RESEND {
+            cluster::send(app, &command).await?;
+            sent = Instant::now();
+        }
         match state(app)? {
             Some(QuestionState::Answered) => return Ok(AnswerReply::answered(question_id)),
             Some(QuestionState::Pending) => {}
@@ -247,6 +253,9 @@ async fn forward_answer(
         }
     }
 }
+
+/// How often a forwarded answer is sent again while its question waits.
+const ANSWER_RESEND: Duration = Duration::from_secs(1);
 
 /// How long a forwarded answer waits for a question the log does not know.
 const UNKNOWN_QUESTION_WAIT: Duration = Duration::from_secs(1);

@@ -10,6 +10,7 @@
 mod backend;
 pub mod model;
 pub mod pg;
+mod records;
 mod rows;
 pub mod sqlite;
 
@@ -17,6 +18,7 @@ use replay_core::protocol::Scope;
 
 pub use backend::{Backend, Db, Reads, Snapshot, View};
 pub use model::{ProcessState, QuestionState, ToolState, TurnState};
+pub use records::RecordKind;
 pub use rows::{Budget, Page, ProcessLog, ProcessRow, ENVELOPE_BYTES};
 pub use sqlite::{ReadPool, SqliteDb, SqliteSnapshot, Synchronous};
 

@@ -19,6 +19,7 @@ pub mod cluster;
 mod group;
 mod lease;
 pub mod read;
+mod records;
 mod tx;
 pub mod wakeup;
 mod write;

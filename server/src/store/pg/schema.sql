@@ -48,3 +48,8 @@ ALTER TABLE tasks ADD COLUMN IF NOT EXISTS open BOOLEAN NOT NULL DEFAULT false;
 ALTER TABLE tasks ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
 ALTER TABLE tasks ADD COLUMN IF NOT EXISTS lease_until TIMESTAMPTZ NOT NULL DEFAULT now();
 CREATE TABLE IF NOT EXISTS boots (boot_id TEXT PRIMARY KEY, started_at TEXT NOT NULL, recovery TEXT);
+-- The runtime's records beside the logs (provider references, team
+-- deliveries, worktrees): one JSON value per (kind, id), in creation order.
+CREATE TABLE IF NOT EXISTS records (
+  row_no BIGINT GENERATED ALWAYS AS IDENTITY,
+  kind TEXT NOT NULL, id TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, id));

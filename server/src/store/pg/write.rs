@@ -102,7 +102,7 @@ impl PgDb {
         }
     }
 
-    fn client(&self) -> StoreResult<Object> {
+    pub(super) fn client(&self) -> StoreResult<Object> {
         Ok(block(self.pool.get())?)
     }
 

@@ -6,6 +6,7 @@
 mod append;
 mod pool;
 mod read;
+mod records;
 
 use std::collections::HashMap;
 
@@ -52,6 +53,8 @@ CREATE TABLE IF NOT EXISTS processes (
 CREATE TABLE IF NOT EXISTS tasks (
   task_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, ord INTEGER NOT NULL, json TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS boots (boot_id TEXT PRIMARY KEY, started_at TEXT NOT NULL, recovery TEXT);
+CREATE TABLE IF NOT EXISTS records (
+  kind TEXT NOT NULL, id TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, id));
 "#;
 
 /// How a commit reaches the disk (SQLite's `synchronous` in WAL mode).
