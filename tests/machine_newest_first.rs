@@ -311,3 +311,49 @@ fn an_older_page_asked_for_during_a_restore_waits_for_it() {
     r.answer_path(&older_path(41), &tail_page(&log, 5, Some(41), EPOCH));
     assert_eq!(r.c.transcript().unwrap().items, items_of(&log[36..]));
 }
+
+#[test]
+fn a_failed_older_page_settles_with_its_error_and_can_be_asked_again() {
+    let log = turns_log(10);
+    let mut r = live_tail(&log);
+    let id = r.c.load_older(r.now);
+    r.pump();
+    // Events that are not those before 46 (one is missing): nothing is
+    // put first.
+    let holed = ReplayPage {
+        epoch: EPOCH.into(),
+        boot_id: BOOT.into(),
+        cursor: 46,
+        head: 51,
+        has_more: false,
+        history: log[42..46].to_vec(),
+        live_turn: None,
+        tasks: None,
+        older_cursor: Some(41),
+    };
+    r.answer_path(&older_path(46), &serde_json::to_vec(&holed).unwrap());
+    let done = dones(&mut r);
+    assert_eq!(done[0].id, id);
+    assert_eq!(
+        done[0].result.as_ref().unwrap_err().code(),
+        "history_mismatch"
+    );
+    assert_eq!(r.c.position().older, 46);
+    // A 503: settled with it, no retry of its own.
+    r.c.load_older(r.now);
+    r.pump();
+    let (fid, _, _) = r.fetches[0].clone();
+    r.forget_fetch(fid);
+    r.c.handle_http_error(fid, 503, None, &error_body("unavailable"), r.now);
+    r.pump();
+    assert_eq!(
+        dones(&mut r)[0].result.as_ref().unwrap_err().status(),
+        Some(503)
+    );
+    assert!(r.fetch_paths().is_empty());
+    // Asked again, it is read.
+    r.c.load_older(r.now);
+    r.pump();
+    r.answer_path(&older_path(46), &tail_page(&log, 5, Some(46), EPOCH));
+    assert_eq!(r.c.transcript().unwrap().items, items_of(&log[41..]));
+}

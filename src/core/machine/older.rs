@@ -126,15 +126,8 @@ impl Machine {
         if let Err(e) = read {
             return self.older_failed(CoreError::BadJson(e.to_string()));
         }
-        if self.pos.epoch.as_deref() != Some(page.epoch.as_str()) {
-            // Another log: the view restarts from its newest page (rule 8).
-            self.epoch_changed(
-                CoreError::EpochChanged {
-                    previous: self.pos.epoch.clone().unwrap_or_default(),
-                    current: page.epoch.clone(),
-                },
-                now,
-            );
+        // Another log: the view restarts from its newest page (rule 8).
+        if !self.check_epoch(&page.epoch, now) {
             return;
         }
         let Some(o) = self.older.as_mut() else { return };
@@ -152,12 +145,9 @@ impl Machine {
         };
         let mut ch = ViewChange::default();
         for env in &mut page.history {
+            // Not the events after `last` up to `before`: not this page.
             if env.seq != Some(last + 1) || last >= o.before {
-                let error = CoreError::BadJson(format!(
-                    "an older page's events do not follow on from {last} up to {}",
-                    o.before
-                ));
-                return self.older_failed(error);
+                return self.older_failed(CoreError::HistoryMismatch { cursor: last });
             }
             o.view.apply_durable(env, &mut ch);
             last += 1;

@@ -296,7 +296,7 @@ impl Machine {
 
     /// Compares a server epoch with ours; adopts it when we have none.
     /// Returns false (after restarting from 0) when it changed.
-    fn check_epoch(&mut self, epoch: &str, now: u64) -> bool {
+    pub(super) fn check_epoch(&mut self, epoch: &str, now: u64) -> bool {
         match &self.pos.epoch {
             Some(e) if e != epoch => {
                 let err = CoreError::EpochChanged {
@@ -677,6 +677,7 @@ impl Machine {
     /// The slot's request (and any prefetch) is over: the backlog is read.
     fn end_fetch(&mut self) {
         self.fetch = None;
+        self.asking_tail = false;
         self.drop_prefetch();
         self.drop_spare_pages();
     }
