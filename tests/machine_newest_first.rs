@@ -101,7 +101,7 @@ fn a_first_visit_paints_the_newest_page_and_follows_live_from_its_end() {
     assert!(r.notices.iter().any(|n| matches!(
         n,
         Notice::Restored {
-            from_cursor: 0,
+            from_cursor: 46,
             to_cursor: 51
         }
     )));

@@ -703,6 +703,8 @@ impl Machine {
             if let Some(start) = page.older_cursor.filter(|&s| s > 0) {
                 self.pos.cursor = start;
                 self.pos.older = start;
+                // What this restore loads starts there (its notice says so).
+                self.restore = Some(start);
             }
         }
         self.apply_page(&mut page.history);
