@@ -9,6 +9,8 @@ export interface ReplayClientLike {
   view(): View;
   /** Calls `listener` after changes; returns an unsubscribe function. */
   subscribe(listener: () => void): () => void;
+  /** Sessions read newest first: puts the page before the oldest item first (`view.hasOlder`). */
+  loadOlder(): Promise<void>;
   /** Stops following; nothing more is sent. */
   close(): void;
 }

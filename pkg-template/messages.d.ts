@@ -42,7 +42,7 @@ export interface HostInfo {
 }
 
 /** The calls a page forwards; each is the `ReplayClient` method of that name. */
-export type CallName = "send" | "retry" | "discard" | "answer" | "cancel" | "transcript";
+export type CallName = "send" | "retry" | "discard" | "answer" | "cancel" | "transcript" | "loadOlder";
 
 /** Page to worker. */
 export type PageMessage =

@@ -8,7 +8,7 @@ import { ReplayError } from "./replay_error.js";
 /** @typedef {import("./messages.js").WireError} WireError */
 
 /** The schema's version: bump it with any change to a message's shape. */
-export const SCHEMA = 1;
+export const SCHEMA = 2;
 
 /**
  * A message of this schema: `{ v: SCHEMA, type, ...fields }`.
@@ -53,7 +53,7 @@ export const toError = ({ code, message, status }) => new ReplayError(code, mess
 export const CONNECT_TIMEOUT_MS = 10_000;
 
 /** The `ReplayClient` methods a page may call through a worker. */
-export const CALLS = ["send", "retry", "discard", "answer", "cancel", "transcript"];
+export const CALLS = ["send", "retry", "discard", "answer", "cancel", "transcript", "loadOlder"];
 
 /**
  * The parts of `view` that are not the same object as in `last`: all of

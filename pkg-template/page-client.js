@@ -332,6 +332,15 @@ export class PageClient {
   }
 
   /**
+   * As `ReplayClient.loadOlder`: the older page is read by the host and
+   * arrives with the view.
+   * @returns {Promise<void>}
+   */
+  loadOlder() {
+    return this.#call("loadOlder", []);
+  }
+
+  /**
    * As `ReplayClient.transcript`, asked of the host.
    * @returns {Promise<import("./index.js").Transcript>}
    */

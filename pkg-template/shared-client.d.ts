@@ -56,6 +56,8 @@ export declare class SharedClient {
   answer(questionId: string, answer: string): Promise<void>;
   /** As `ReplayClient.cancel`; without `turnId`, the turn this page shows live. */
   cancel(turnId?: string | null): Promise<void>;
+  /** As `ReplayClient.loadOlder`: the page before the oldest item, put first; the host reads it. */
+  loadOlder(): Promise<void>;
   /** As `ReplayClient.transcript`, asked of the host (it rejects for non-session scopes). */
   transcript(): Promise<Transcript>;
   /** Detaches this tab's client (the host closes the scope's client with its last tab); waiting calls reject with `closed`. */

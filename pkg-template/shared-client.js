@@ -288,6 +288,10 @@ class OnPageClient {
     return this.#client.transcript();
   }
 
+  loadOlder() {
+    return this.#client.loadOlder();
+  }
+
   close() {
     this.#client.close();
   }

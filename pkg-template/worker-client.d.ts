@@ -46,6 +46,8 @@ export declare class WorkerClient {
   answer(questionId: string, answer: string): Promise<void>;
   /** As `ReplayClient.cancel`. */
   cancel(turnId?: string | null): Promise<void>;
+  /** As `ReplayClient.loadOlder`: the page before the oldest item, put first; the host reads it. */
+  loadOlder(): Promise<void>;
   /** As `ReplayClient.transcript`, asked of the worker (it rejects for non-session scopes). */
   transcript(): Promise<Transcript>;
   /** Closes the client in the worker; calls still waiting reject with code `closed`. */

@@ -172,8 +172,10 @@ fn settings_become_the_config_in_one_place() {
         persist: false,
         notify: replay_client::core::machine::Notify::Every(40),
         outbox_max_age_ms: 5_000,
+        tail: 40,
     });
     assert_eq!(cfg.outbox_max_age_ms, 5_000);
+    assert_eq!(cfg.tail, 40);
     assert_eq!(
         (
             cfg.connect_timeout_ms,

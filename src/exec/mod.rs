@@ -210,6 +210,17 @@ impl<I: Io> Executor<I> {
         self.drive();
     }
 
+    /// `loadOlder()`: `done` gets its outcome (`Machine::load_older`).
+    pub fn load_older(self: &Rc<Self>, done: Done) {
+        {
+            let mut state = self.state.borrow_mut();
+            let now = self.io.now();
+            let id = state.machine.load_older(now);
+            state.outcomes.wait(id, done);
+        }
+        self.drive();
+    }
+
     /// `retry(messageId)`: `done` gets the outcome of the message sent
     /// again; false (and `done` dropped) when it is not pending.
     pub fn retry_message(self: &Rc<Self>, message_id: &str, done: Done) -> bool {

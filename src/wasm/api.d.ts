@@ -79,6 +79,15 @@ export interface ConnectOptions {
    * being sent long after the user meant it (default 86 400 000: a day).
    */
   outboxMaxAgeMs?: number;
+  /**
+   * Sessions: a first visit (nothing stored) paints the newest page first,
+   * at least this many events from the start of a turn (at most 5000), and
+   * follows live from there; `loadOlder()` reads the pages before it, and
+   * `view.hasOlder` says whether any is left. Default 0: the whole history
+   * is read first. A runtime without the extension (protocol §4.1) is read
+   * forward either way.
+   */
+  tail?: number;
   /** Seed of the reconnect jitter (tests); random by default. */
   seed?: number;
   /**
@@ -372,6 +381,11 @@ export interface View {
   readonly cursor: number;
   /** Sessions: the committed messages, tool cards and turn ends, in durable order. */
   readonly items: readonly TranscriptItem[];
+  /**
+   * Sessions read newest first (`tail`): older items exist before `items[0]`;
+   * `loadOlder()` puts them first.
+   */
+  readonly hasOlder: boolean;
   /** The running turn over the committed items; `null` when none runs. */
   readonly live: LiveOverlay | null;
   /** Turns cut by a runtime restart, with the text they had shown. */

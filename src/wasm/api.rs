@@ -146,6 +146,22 @@ impl ReplayClient {
         self.write(Write::Cancel { turn_id }, |_| Ok(JsValue::UNDEFINED))
     }
 
+    /// Sessions read newest first (`tail`): reads the page before the
+    /// oldest item and puts its items first, once. Resolves when they are in
+    /// the view (at once when `view.hasOlder` is false); rejects with the
+    /// error that ended the read (asking again reads it again).
+    #[wasm_bindgen(js_name = loadOlder, unchecked_return_type = "Promise<void>")]
+    pub fn load_older(&self) -> Promise {
+        let mut settle = None;
+        let promise = Promise::new(&mut |resolve, reject| settle = Some((resolve, reject)));
+        if let Some((resolve, reject)) = settle {
+            let hint = self.client.driver().io().hint().clone();
+            let done = settle_with(hint, resolve, reject, |_| Ok(JsValue::UNDEFINED));
+            self.client.driver().load_older(done);
+        }
+        promise
+    }
+
     /// Stops everything; nothing is dispatched afterwards. Idempotent.
     pub fn close(&self) {
         self.client.close();

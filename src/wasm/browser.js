@@ -66,7 +66,7 @@ export function connectOptions(o) {
   return {
     baseUrl, scope, scopeId, headers: pairs, getToken, storage, notify, multiplex, credentials, fetch, crossOrigin,
     connectTimeoutMs: number("connectTimeoutMs"), prefetchDepth: number("prefetchDepth"), seed: number("seed"),
-    outboxMaxAgeMs: number("outboxMaxAgeMs"),
+    outboxMaxAgeMs: number("outboxMaxAgeMs"), tail: number("tail"),
   };
 }
 
@@ -89,8 +89,8 @@ const NONE = 0xffffffff;
 
 // The view and its `live` part, built by Rust in one call each (see view.rs),
 // with the keys in the order of api.d.ts.
-export function viewObject(scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices, session, extras, pending) {
-  return Object.freeze({ scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices, session, extras, pending });
+export function viewObject(scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices, session, extras, pending, hasOlder) {
+  return Object.freeze({ scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices, session, extras, pending, hasOlder });
 }
 
 export function liveObject(turn_id, message_id, text_offset, state, tools, pending_question, stale, text) {

@@ -253,6 +253,15 @@ impl Client {
         }
     }
 
+    /// Reads the page before the oldest item of a session read newest first
+    /// (`Options::tail`) and puts its items first; resolves at once when
+    /// nothing is older.
+    pub fn load_older(&self) -> impl Future<Output = Result<(), WasmError>> + 'static {
+        let (future, done) = WriteFuture::new();
+        self.driver.load_older(done);
+        async move { future.await.map(|_| ()).map_err(WasmError::from) }
+    }
+
     fn write(&self, write: Write) -> WriteFuture {
         let (future, done) = WriteFuture::new();
         self.driver.write(write, done);

@@ -95,6 +95,7 @@ impl Executor<BrowserIo> {
             persist: !store.keeps_nothing(),
             notify: o.notify,
             outbox_max_age_ms: o.outbox_max_age_ms,
+            tail: o.tail,
         });
         let driver = Executor::new(Machine::load(config, now), |weak| {
             let http = Http::new(&o, get_token, reports(weak.clone()));

@@ -100,6 +100,10 @@ pub struct Options {
     /// Backlog pages requested ahead while restoring (`Config::prefetch_depth`);
     /// each holds one of the browser's ~6 HTTP/1.1 connections per origin.
     pub prefetch_depth: u8,
+    /// A first visit reads the session's newest page of at least this many
+    /// events first, older ones on `load_older` (`Config::tail`); 0: the
+    /// whole history forward.
+    pub tail: u32,
     /// Seed of the reconnect jitter; random when `None`.
     pub seed: Option<u64>,
     /// A queued message older than this is `failed` `expired`, never sent
@@ -133,6 +137,7 @@ impl Options {
             connect_timeout_ms: Config::DEFAULT_CONNECT_TIMEOUT_MS as u32,
             prefetch_depth: Config::DEFAULT_PREFETCH_DEPTH,
             seed: None,
+            tail: 0,
             outbox_max_age_ms: Config::DEFAULT_OUTBOX_MAX_AGE_MS,
             multiplex: false,
         }
@@ -226,6 +231,10 @@ impl Options {
         }
         if let Some(n) = js::get(&o, "prefetchDepth").as_f64() {
             opts.prefetch_depth = n.min(8.0) as u8;
+        }
+        if let Some(n) = js::get(&o, "tail").as_f64() {
+            // The runtime's own bound (docs/protocol.md §4.1).
+            opts.tail = n.clamp(0.0, 5000.0) as u32;
         }
         opts.seed = js::get(&o, "seed").as_f64().map(|s| s as u64);
         if let Some(ms) = js::get(&o, "outboxMaxAgeMs").as_f64() {

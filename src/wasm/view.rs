@@ -48,6 +48,7 @@ extern "C" {
         session: &JsValue,
         extras: &JsValue,
         pending: &JsValue,
+        has_older: bool,
     ) -> JsValue;
     /// The view's `live` object, built in one call.
     #[wasm_bindgen(js_name = liveObject)]
@@ -275,6 +276,7 @@ struct Painted {
     epoch: JsValue,
     prompts: JsValue,
     tasks: JsValue,
+    has_older: bool,
 }
 
 impl Default for ViewCache {
@@ -486,6 +488,7 @@ impl ViewCache {
                 epoch: m.epoch().map_or(JsValue::NULL, |e| self.epoch.str(e)),
                 prompts: self.prompts.json(&prompts, true),
                 tasks: self.tasks.json(tasks, false),
+                has_older: m.position().older > 0,
             };
         }
         let status = hint.status(m.status());
@@ -508,6 +511,7 @@ impl ViewCache {
             &self.session,
             &self.extras,
             &pending,
+            p.has_older,
         )
     }
 }

@@ -330,6 +330,33 @@ test("the SharedWorker killed mid-answer: every tab attaches to a new one and en
   assert.deepEqual(pageErrors, []);
 });
 
+test("a long session newest first through the shared host: loadOlder() brings every older item once", async () => {
+  const session = await newSession("newest first");
+  for (let k = 0; k < 12; k++) {
+    const { turn_id } = await api("POST", `/v1/sessions/${session}/messages`, { message_id: `m${k}`, text: `q${k}` });
+    await until(`turn ${k} to end`, async () => {
+      const { items } = await api("GET", `/v1/sessions/${session}/transcript`);
+      return items.some((x) => x.kind === "turn_end" && x.turn_id === turn_id);
+    });
+  }
+  const server = await api("GET", `/v1/sessions/${session}/transcript`);
+  const [tab] = await openTabs(1, () => ({ sessionId: session, tail: 3 }));
+  await allLive([tab]);
+  const first = await tab.evaluate(() => ({ items: window.t.client.view().items, hasOlder: window.t.client.view().hasOlder }));
+  assert.equal(first.hasOlder, true);
+  assert.ok(first.items.length < server.items.length / 4, `${first.items.length} items of ${server.items.length}`);
+  assert.deepEqual(first.items, server.items.slice(-first.items.length));
+  let loads = 0;
+  while (await tab.evaluate(() => window.t.client.view().hasOlder)) {
+    await tab.evaluate(() => window.t.client.loadOlder());
+    loads += 1;
+  }
+  assert.ok(loads >= 4, `${loads} older pages`);
+  await tab.evaluate(() => window.t.client.loadOlder());
+  assert.deepEqual(await tab.evaluate(() => window.t.client.view().items), server.items);
+  await closeAll([tab]);
+});
+
 test("two tabs naming one scopeId but different sessions get a client each", async () => {
   await noStreams();
   const [a, b] = [await newSession("target a"), await newSession("target b")];

@@ -94,7 +94,7 @@ test("errors cross as ReplayError with their code", async () => {
   const old = await page.evaluate(() => window.t.connectTo("./old-worker.js", { sessionId: "ses_x" }));
   assert.deepEqual([old.isReplayError, old.code], [true, "schema_mismatch"], old.message);
   const refused = await page.evaluate(() => window.t.askWorker({ type: "replay-client.connect", options: {} }));
-  assert.deepEqual([refused.v, refused.type, refused.error.code], [1, "failed", "schema_mismatch"]);
+  assert.deepEqual([refused.v, refused.type, refused.error.code], [2, "failed", "schema_mismatch"]);
 
   // A write the server refuses: an answer to a question that does not exist.
   const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: "worker errors" });

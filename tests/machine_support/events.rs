@@ -215,6 +215,7 @@ pub fn replay_page(
         history: history.to_vec(),
         live_turn: live.cloned(),
         tasks: tasks.cloned(),
+        older_cursor: None,
     };
     serde_json::to_vec(&page).unwrap()
 }

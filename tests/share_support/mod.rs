@@ -221,6 +221,7 @@ impl Server {
                 history: events,
                 live_turn: None,
                 tasks: None,
+                older_cursor: None,
             })
             .unwrap(),
             FetchKind::Events => serde_json::to_vec(&EventPage {

@@ -280,6 +280,7 @@ fn endless_page(app: &Arc<App>, session: &str, req: &Request) -> Response {
         history,
         live_turn: None,
         tasks: None,
+        older_cursor: None,
     };
     axum::Json(page).into_response()
 }

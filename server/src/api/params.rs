@@ -45,6 +45,26 @@ impl Params {
     }
 }
 
+impl Params {
+    /// The newest page's least size (`tail`, docs/protocol.md §4.1): at
+    /// least 1, at most [`TAIL_MAX`]; `None` when not asked for.
+    pub fn tail(&self) -> Result<Option<u64>, ApiError> {
+        match self.get("tail") {
+            None => Ok(None),
+            Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => Ok(Some(
+                v.parse::<u64>().unwrap_or(u64::MAX).clamp(1, TAIL_MAX),
+            )),
+            Some(v) => Err(ApiError::bad_request(
+                "invalid_tail",
+                format!("tail {v:?} is not an integer"),
+            )),
+        }
+    }
+}
+
+/// Most events a `tail` may ask for (the page itself is bounded by `limit`).
+pub const TAIL_MAX: u64 = 5000;
+
 /// Parses a cursor value: base-10 digits only. Digits too large for a u64 are
 /// a valid cursor that is above any head.
 pub fn parse_cursor(raw: &str) -> Result<u64, ApiError> {

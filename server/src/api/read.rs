@@ -28,6 +28,8 @@ pub(super) async fn replay(
         .map(parse_cursor)
         .transpose()?
         .unwrap_or(0);
+    let before = params.get("before_cursor").map(parse_cursor).transpose()?;
+    let tail = params.tail()?;
     let budget = page_budget(&app, &params)?;
     let worker = app.worker();
     if !app.log.session_exists(&id)? {
@@ -43,15 +45,47 @@ pub(super) async fn replay(
             let Some(info) = snap.log_info(Scope::Session, &id)? else {
                 return Ok(Err(ApiError::not_found("session")));
             };
-            if let Err(e) = check_ahead(after, &info.epoch, info.head) {
-                return Ok(Err(e));
+            for c in [Some(after), before].into_iter().flatten() {
+                if let Err(e) = check_ahead(c, &info.epoch, info.head) {
+                    return Ok(Err(e));
+                }
             }
+            // The newest page first: from a turn boundary at least `tail`
+            // events before the page's end (the head, or `before_cursor`).
+            let end = before.unwrap_or(info.head);
+            let start = match tail {
+                Some(n) => snap.turn_boundary(&id, end, n)?,
+                None => after,
+            };
             let Page {
                 events: history,
-                more: has_more,
-            } = snap.page_within(Scope::Session, &id, after, budget)?;
-            let cursor = history.last().and_then(|e| e.seq).unwrap_or(after);
-            let tasks = snap.tasks(&id)?;
+                more,
+            } = match before {
+                // Bounded by `before_cursor`: an older page, read forward.
+                Some(end) => {
+                    let budget = Budget {
+                        events: budget.events.min(end.saturating_sub(start) as usize),
+                        ..budget
+                    };
+                    if budget.events == 0 {
+                        Page::default()
+                    } else {
+                        snap.page_within(Scope::Session, &id, start, budget)?
+                    }
+                }
+                None => snap.page_within(Scope::Session, &id, start, budget)?,
+            };
+            let cursor = history.last().and_then(|e| e.seq).unwrap_or(start);
+            let has_more = match before {
+                Some(end) => cursor < end,
+                None => more,
+            };
+            // An older page's end is not the head: the live turn and the
+            // tasks belong to the newest page only.
+            let (live_turn, tasks) = match before {
+                Some(_) => (None, None),
+                None => (live_turn, Some(snap.tasks(&id)?)),
+            };
             Ok(Ok(ReplayPage {
                 epoch: info.epoch,
                 boot_id,
@@ -60,7 +94,8 @@ pub(super) async fn replay(
                 has_more,
                 history,
                 live_turn,
-                tasks: Some(tasks),
+                tasks,
+                older_cursor: tail.map(|_| start),
             }))
         })
         .await??;

@@ -49,6 +49,12 @@ pub trait Reads {
         };
         Ok(self.global_page_within(after_id, budget)?.events)
     }
+    /// Where a page of a session's history that ends at `end` starts: the
+    /// newest turn boundary at least `at_least` events before `end`, or 0
+    /// (`boundary`; docs/protocol.md §4.1).
+    fn turn_boundary(&self, session_id: &str, end: u64, at_least: u64) -> StoreResult<u64> {
+        super::boundary::find(self, session_id, end, at_least)
+    }
     /// Bytes of event data in one log (what a fold of it has to load).
     fn log_bytes(&self, scope: Scope, scope_id: &str) -> StoreResult<u64>;
     /// The session's task state.

@@ -8,6 +8,7 @@
 //! answers built from rows ([`rows`]) are stated once, for both.
 
 mod backend;
+mod boundary;
 pub mod model;
 pub mod pg;
 mod records;
@@ -17,6 +18,7 @@ pub mod sqlite;
 use replay_core::protocol::Scope;
 
 pub use backend::{Backend, Db, Reads, Snapshot, View};
+pub use boundary::BOUNDARY_SCAN_MAX;
 pub use model::{ProcessState, QuestionState, ToolState, TurnState};
 pub use records::RecordKind;
 pub use rows::{Budget, Page, ProcessLog, ProcessRow, ENVELOPE_BYTES};

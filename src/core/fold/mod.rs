@@ -88,6 +88,14 @@ impl View {
         }
     }
 
+    /// Puts the fold of an older page before this one (sessions only, see
+    /// [`SessionView::prepend`]).
+    pub fn prepend(&mut self, older: SessionView, change: &mut ViewChange) {
+        if let View::Session(s) = self {
+            s.prepend(older, change);
+        }
+    }
+
     /// Applies the `live_turn` and `tasks` of a replay's last page.
     pub fn apply_replay_tail(
         &mut self,

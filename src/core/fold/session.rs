@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::extras::{self, Extra};
 use super::hash::{IdMap, IdSet};
 use super::overlay::{InterruptedTurn, Overlay};
-use super::session_info::SessionInfo;
+use super::session_info::{SessionInfo, SessionState};
 use super::ViewChange;
 use crate::json::{FromJson, JsonError, Reader};
 use crate::protocol::{
@@ -78,22 +78,7 @@ impl From<SessionData> for SessionView {
             extras: d.extras,
             ..SessionView::default()
         };
-        for (i, item) in v.items.iter().enumerate() {
-            match item {
-                TranscriptItem::Message { message_id, .. } => {
-                    v.committed_messages.insert(message_id.clone());
-                }
-                TranscriptItem::Tool { call_id, .. } => {
-                    v.tool_index.insert(call_id.clone(), i);
-                }
-                TranscriptItem::TurnEnd { turn_id, .. } => {
-                    v.ended_turns.insert(turn_id.clone());
-                }
-                TranscriptItem::Question { question_id, .. } => {
-                    v.resolved_questions.insert(question_id.clone());
-                }
-            }
-        }
+        v.index(0);
         v
     }
 }
@@ -178,6 +163,60 @@ impl SessionView {
             pending_prompts: self.pending_prompts(),
             tasks: self.tasks.clone(),
         }
+    }
+
+    /// Indexes the items from `from` on (ids, a tool card's place).
+    fn index(&mut self, from: usize) {
+        for (i, item) in self.items.iter().enumerate().skip(from) {
+            match item {
+                TranscriptItem::Message { message_id, .. } => {
+                    self.committed_messages.insert(message_id.clone());
+                }
+                TranscriptItem::Tool { call_id, .. } => {
+                    self.tool_index.insert(call_id.clone(), i);
+                }
+                TranscriptItem::TurnEnd { turn_id, .. } => {
+                    self.ended_turns.insert(turn_id.clone());
+                }
+                TranscriptItem::Question { question_id, .. } => {
+                    self.resolved_questions.insert(question_id.clone());
+                }
+            }
+        }
+    }
+
+    /// Puts `older`, the fold of the events before this view's first one
+    /// alone (a page that starts at a turn boundary, docs/protocol.md
+    /// §4.1), before what this view holds: the result is the fold of both
+    /// in order. Every item is reported new (their indices moved).
+    pub fn prepend(&mut self, older: SessionView, ch: &mut ViewChange) {
+        let SessionView {
+            mut items,
+            mut prompts,
+            session,
+            mut extras,
+            ..
+        } = older;
+        items.append(&mut self.items);
+        self.items = items;
+        self.tool_index.clear();
+        self.index(0);
+        prompts.append(&mut self.prompts);
+        self.prompts = prompts;
+        extras.append(&mut self.extras);
+        let cut = extras.len().saturating_sub(extras::EXTRAS_MAX);
+        extras.drain(..cut);
+        self.extras = extras;
+        // The newer events' `session.*` apply over the older ones'.
+        if self.session.title.is_empty() {
+            self.session.title = session.title;
+        }
+        if self.session.state == SessionState::Open {
+            self.session.state = session.state;
+            self.session.reason = session.reason;
+        }
+        ch.appended(0);
+        (ch.prompts, ch.extras, ch.session) = (true, true, true);
     }
 
     fn push(&mut self, item: TranscriptItem, change: &mut ViewChange) {

@@ -54,7 +54,9 @@ pub enum CoreError {
         /// The epoch the server has.
         current: String,
     },
-    /// Gap repair found a different event at the cursor than the one applied.
+    /// Gap repair found a different event at the cursor than the one
+    /// applied, or an older page other events than those before the oldest
+    /// one held.
     #[error("history differs at cursor {cursor}")]
     HistoryMismatch {
         /// The cursor that no longer matches.

@@ -32,6 +32,9 @@ enum Req {
 impl Machine {
     /// The page a fetch or a prefetch in flight under `id` asks for.
     pub(super) fn fetch_kind(&self, id: RequestId) -> Option<FetchKind> {
+        if self.is_older(id) {
+            return Some(FetchKind::Replay);
+        }
         match self.fetch.as_ref() {
             Some(f) if f.id == Some(id) => Some(f.kind),
             _ => self.prefetch.iter().find(|p| p.id == id).map(|p| p.kind),
@@ -336,6 +339,7 @@ impl Machine {
     /// Stops for good (rule 9: other 4xx, second 401/403).
     pub(super) fn fail(&mut self, err: CoreError) {
         self.abort_all();
+        self.end_older(Err(err.clone()));
         self.buffer.clear();
         self.failed = true;
         let info = err.info();
@@ -458,6 +462,9 @@ impl Machine {
     }
 
     pub(super) fn on_request_failed(&mut self, id: RequestId, err: CoreError, now: u64) {
+        if self.is_older(id) {
+            return self.older_failed(err);
+        }
         match self.which(id) {
             Some(Req::Stream) => self.on_stream_end(id, Some(err), now),
             Some(Req::Fetch) => self.fetch_retry(err, None, now),
@@ -474,6 +481,14 @@ impl Machine {
         body: &[u8],
         now: u64,
     ) {
+        if self.is_older(id) {
+            return match classify(status, retry_after, body, self.wall_now(now)) {
+                HttpClass::CursorRejected { error } => self.cursor_rejected(error, now),
+                HttpClass::RefreshCredentials { error }
+                | HttpClass::Retry { error, .. }
+                | HttpClass::Fail(error) => self.older_failed(error),
+            };
+        }
         let Some(req) = self.which(id) else { return };
         // The request is over; nothing to abort.
         match req {

@@ -24,6 +24,7 @@ mod error;
 mod feed;
 mod held;
 mod io;
+mod older;
 mod outbox;
 mod pace;
 pub(crate) mod paths;
@@ -153,6 +154,10 @@ pub struct Machine {
     /// Since when the scope has been live (restored, `hello` agreeing):
     /// restarts from 0 count as in a row until it has been for a while.
     live_since: Option<u64>,
+    /// The restore's first page asks for the newest page (`older.rs`).
+    asking_tail: bool,
+    /// An older page being read (`older.rs`).
+    older: Option<older::OlderRead>,
     /// What the current restore or repair has read (its budget).
     backlog: sync::BacklogRead,
     /// Repairs in a row that did not move the cursor (paces loops).
@@ -332,6 +337,8 @@ impl Machine {
             zero_restarts: 0,
             restart_backoff: Backoff::default(),
             live_since: None,
+            asking_tail: false,
+            older: None,
             backlog: sync::BacklogRead::default(),
             idle_repairs: 0,
             next_id: 0,
@@ -559,6 +566,7 @@ impl Machine {
         self.notices_recorded = 0;
         self.change = ViewChange::default();
         self.abort_all();
+        self.end_older(Err(CoreError::Closed));
         self.answers.clear();
         self.pace_clear();
         self.close_writes();
@@ -774,6 +782,7 @@ impl Machine {
     /// status.
     fn after_input(&mut self, now: u64) {
         self.link_after_input(now);
+        self.send_older();
         self.maybe_prefetch(now);
         self.pump_outbox(now);
         self.track_answers(now);

@@ -70,6 +70,25 @@ pub fn replay(target: &Target, after_cursor: u64, limit: u32) -> Option<String> 
     })
 }
 
+/// The newest replay page, from a turn boundary at least `tail` events
+/// before the head (docs/protocol.md §4.1).
+pub fn tail(target: &Target, tail: u32, limit: u32) -> String {
+    format!("{}/replay?tail={tail}&limit={limit}", base(target))
+}
+
+/// The replay page before `before`: from a turn boundary at least `tail`
+/// events before it, or, once that boundary is known, its rest after `after`.
+pub fn older(target: &Target, before: u64, after: Option<u64>, tail: u32, limit: u32) -> String {
+    let from = match after {
+        Some(a) => format!("after_cursor={a}"),
+        None => format!("tail={tail}"),
+    };
+    format!(
+        "{}/replay?{from}&before_cursor={before}&limit={limit}",
+        base(target)
+    )
+}
+
 /// `/v1/sessions/{id}` + `suffix`.
 fn session(session_id: &str, suffix: &str) -> String {
     let mut p = String::from("/v1/sessions/");
@@ -124,6 +143,18 @@ mod tests {
             "/v1/processes/proc%2042/events?after_seq=1"
         );
         assert_eq!(replay(&p, 0, 1), None);
+        assert_eq!(
+            tail(&s, 100, 500),
+            "/v1/sessions/ses_1/replay?tail=100&limit=500"
+        );
+        assert_eq!(
+            older(&s, 40, None, 100, 500),
+            "/v1/sessions/ses_1/replay?tail=100&before_cursor=40&limit=500"
+        );
+        assert_eq!(
+            older(&s, 40, Some(12), 100, 500),
+            "/v1/sessions/ses_1/replay?after_cursor=12&before_cursor=40&limit=500"
+        );
         assert_eq!(post_message("ses 1"), "/v1/sessions/ses%201/messages");
         assert_eq!(answer("s", "q/1"), "/v1/sessions/s/questions/q%2F1/answer");
         assert_eq!(cancel("s"), "/v1/sessions/s/cancel");

@@ -39,6 +39,11 @@ pub struct Position {
     pub cursor: u64,
     /// The event at `cursor`.
     pub last: Option<LastApplied>,
+    /// Where the state's history starts when it was read newest first
+    /// (docs/protocol.md §4.1): the seq before its first event, whose older
+    /// pages `load_older` reads; 0 = it holds the log from its start.
+    #[serde(default)]
+    pub older: u64,
 }
 
 // No `flatten` or internal tags around the state: those buffer values and
@@ -50,6 +55,7 @@ struct StoredRef<'a> {
     epoch: &'a Option<String>,
     cursor: u64,
     last: &'a Option<LastApplied>,
+    older: u64,
     state: &'a View,
     outbox: &'a [StoredMessage],
 }
@@ -59,6 +65,7 @@ struct Stored {
     epoch: Option<String>,
     cursor: u64,
     last: Option<LastApplied>,
+    older: u64,
     state: View,
     outbox: Vec<StoredMessage>,
 }
@@ -77,6 +84,7 @@ crate::json_struct!(Stored {
     epoch: def,
     cursor: req,
     last: def,
+    older: def,
     state: req,
     outbox: def
 });
@@ -94,6 +102,7 @@ pub(super) fn encode(
         epoch: &pos.epoch,
         cursor: pos.cursor,
         last: &pos.last,
+        older: pos.older,
         state: view,
         outbox,
     };
@@ -137,6 +146,7 @@ pub(super) fn decode(bytes: &[u8], target: &Target) -> Result<Decoded, CoreError
         epoch: s.epoch,
         cursor: s.cursor,
         last: s.last,
+        older: s.older,
     };
     Ok(Decoded {
         pos,
@@ -278,6 +288,7 @@ mod tests {
             epoch: Some("e1".into()),
             cursor: 7,
             last: None,
+            older: 0,
         };
         let stored = encode(&target, &pos, &View::empty(true, 10), &[]);
         assert!(!supersedes(&value("e1", 6), &stored));
@@ -300,6 +311,7 @@ mod tests {
             epoch: Some("e1".into()),
             cursor: 3,
             last: None,
+            older: 0,
         };
         let stored = encode(&target, &pos, &View::empty(true, 10), &[]);
         assert!(super::decode(&stored, &target).is_ok());

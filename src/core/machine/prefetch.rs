@@ -25,6 +25,9 @@ impl Machine {
     /// The path of the page of `kind` after `after`.
     pub(super) fn page_path(&self, kind: FetchKind, after: u64, limit: u32) -> String {
         match kind {
+            FetchKind::Replay if self.asking_tail => {
+                paths::tail(&self.cfg.target, self.cfg.tail, limit)
+            }
             FetchKind::Replay => paths::replay(&self.cfg.target, after, limit)
                 .expect("replay pages only for sessions"),
             FetchKind::Events => paths::events(&self.cfg.target, after, limit),
@@ -39,7 +42,8 @@ impl Machine {
     /// Extends the prefetches behind a plain backlog page in flight, up to
     /// the configured depth and the known head.
     pub(super) fn maybe_prefetch(&mut self, now: u64) {
-        if !self.scoped() || self.halted() {
+        // A page after the newest one is not after `0 + limit`.
+        if !self.scoped() || self.halted() || self.asking_tail {
             return;
         }
         // A verifying page's first event is a check, not progress; pages of

@@ -95,7 +95,7 @@ impl Machine {
 
     /// Runs a view mutation, merging its change and emitting interruption
     /// notices; `persist` marks the state dirty when something changed.
-    fn with_view(&mut self, persist: bool, f: impl FnOnce(&mut View, &mut ViewChange)) {
+    pub(super) fn with_view(&mut self, persist: bool, f: impl FnOnce(&mut View, &mut ViewChange)) {
         let before = self.view.as_session().map_or(0, |s| s.interrupted().len());
         let mut ch = ViewChange::default();
         f(&mut self.view, &mut ch);
@@ -177,6 +177,9 @@ impl Machine {
         self.shown = None;
         self.backlog = BacklogRead::default();
         self.counters.restores += 1;
+        // A first visit reads the newest page first (`older.rs`).
+        self.asking_tail =
+            self.cfg.target.is_session() && self.pos.cursor == 0 && self.cfg.tail > 0;
         // A consumer of the progress stages this restore from the whole view.
         self.progress = ViewChange {
             reset: true,
@@ -265,6 +268,8 @@ impl Machine {
         self.progress = self.change.clone();
         self.dirty = true;
         self.outbox_log_recreated();
+        // Older pages are of the old log: the new one's newest page comes first.
+        self.end_older(Ok(super::WriteOutcome::Older));
         self.zero_restarts += 1;
         self.start_restore(now);
     }
@@ -291,7 +296,7 @@ impl Machine {
 
     /// Compares a server epoch with ours; adopts it when we have none.
     /// Returns false (after restarting from 0) when it changed.
-    fn check_epoch(&mut self, epoch: &str, now: u64) -> bool {
+    pub(super) fn check_epoch(&mut self, epoch: &str, now: u64) -> bool {
         match &self.pos.epoch {
             Some(e) if e != epoch => {
                 let err = CoreError::EpochChanged {
@@ -310,7 +315,7 @@ impl Machine {
         }
     }
 
-    fn epoch_changed(&mut self, err: CoreError, now: u64) {
+    pub(super) fn epoch_changed(&mut self, err: CoreError, now: u64) {
         self.last_error = Some(err.info());
         self.restart_from_zero(Notice::EpochChanged { error: err.info() }, now);
     }
@@ -528,6 +533,9 @@ impl Machine {
         if self.fetch_kind(id).is_some() {
             self.link_page_answered(now);
         }
+        if self.is_older(id) {
+            return self.on_older_page(body, now);
+        }
         if self.keep_prefetched(id, kind, body) {
             return;
         }
@@ -669,6 +677,7 @@ impl Machine {
     /// The slot's request (and any prefetch) is over: the backlog is read.
     fn end_fetch(&mut self) {
         self.fetch = None;
+        self.asking_tail = false;
         self.drop_prefetch();
         self.drop_spare_pages();
     }
@@ -687,6 +696,16 @@ impl Machine {
         self.saw_head(page.head);
         if self.past_head(&page.history, page.head) {
             return;
+        }
+        if std::mem::take(&mut self.asking_tail) && self.pos.cursor == 0 {
+            // The newest page starts after a turn boundary: the cursor
+            // jumps there (none from a runtime without the extension).
+            if let Some(start) = page.older_cursor.filter(|&s| s > 0) {
+                self.pos.cursor = start;
+                self.pos.older = start;
+                // What this restore loads starts there (its notice says so).
+                self.restore = Some(start);
+            }
         }
         self.apply_page(&mut page.history);
         if page.has_more && self.not_advancing(asked, now) {

@@ -94,6 +94,12 @@ pub struct Config {
     /// `replay_page_limit`): a small first page is answered and decoded
     /// sooner, while the full-size pages after it are already requested.
     pub first_page_limit: u32,
+    /// A first visit (no stored state) of a session reads its newest page
+    /// first: at least this many events, from a turn boundary
+    /// (docs/protocol.md §4.1), older pages on `load_older`; 0 reads the
+    /// whole history forward. A runtime without the extension is read
+    /// forward either way.
+    pub tail: u32,
     /// Speculative page requests kept in flight behind the page being
     /// fetched while a backlog is read (pipelined paging; 0 turns it off).
     /// Each takes one of the browser's ~6 connections per origin.
@@ -187,6 +193,8 @@ pub struct Settings {
     pub seed: u64,
     /// Whether anything keeps the persisted value (memory storage does not).
     pub persist: bool,
+    /// Events of the newest page a first visit reads first (`Config::tail`).
+    pub tail: u32,
     /// When subscribers are told of changes.
     pub notify: Notify,
     /// A queued message older than this is `failed` `expired`.
@@ -202,6 +210,7 @@ impl Config {
             prefetch_depth: s.prefetch_depth,
             seed: s.seed,
             persist: s.persist,
+            tail: s.tail,
             notify: s.notify,
             outbox_max_age_ms: s.outbox_max_age_ms,
             ..Config::new(s.target)
@@ -226,6 +235,7 @@ impl Config {
             max_event_size: 1 << 20,
             replay_page_limit: 2_000,
             first_page_limit: 500,
+            tail: 0,
             prefetch_depth: Config::DEFAULT_PREFETCH_DEPTH,
             backoff: BackoffConfig::default(),
             stall_factor: 2.5,
@@ -532,6 +542,9 @@ pub enum WriteOutcome {
     },
     /// The answer was committed.
     Answered,
+    /// `load_older`: the page before the oldest item is shown (or nothing
+    /// was older).
+    Older,
     /// The cancel was accepted; `turn_id` is the turn it stopped, `None` when
     /// that turn was no longer running.
     Cancelled {

@@ -23,6 +23,11 @@ wire_struct! {
         live_turn: Option<LiveTurn> = default,
         /// Task state (meaningful on the last page only).
         tasks: Option<TasksSnapshot> = default,
+        /// A page asked for by `tail` (docs/protocol.md §4.1): the seq
+        /// before its first event, a turn boundary; 0 = nothing older.
+        /// Absent from a runtime without the extension.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        older_cursor: Option<u64> = default,
     }
 }
 
