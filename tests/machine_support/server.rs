@@ -142,7 +142,8 @@ impl Server {
             | Action::RefreshCredentials
             | Action::Post { .. }
             | Action::LoadStored
-            | Action::RemoveStored => {}
+            | Action::RemoveStored
+            | Action::Release { .. } => {}
         }
     }
 
