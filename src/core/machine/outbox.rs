@@ -415,15 +415,15 @@ impl Machine {
 
     /// A restore was painted: what it committed leaves `pending` with it.
     pub(super) fn painted_commits(&mut self) {
-        let (done, kept) = std::mem::take(&mut self.writes.outbox.entries)
-            .into_iter()
-            .partition::<Vec<_>, _>(|e| e.committed);
-        self.writes.outbox.entries = kept;
-        for e in &done {
-            self.left(e);
-        }
-        if !done.is_empty() {
-            self.change.pending = true;
+        let mut i = 0;
+        while let Some(e) = self.writes.outbox.entries.get(i) {
+            if e.committed {
+                let e = self.writes.outbox.entries.remove(i);
+                self.left(&e);
+                self.change.pending = true;
+            } else {
+                i += 1;
+            }
         }
     }
 

@@ -327,16 +327,17 @@ pub fn merge_stored<'a>(new: &'a str, stored: &str) -> Option<Cow<'a, str>> {
         .collect();
     gone.drain(..gone.len().saturating_sub(GONE_KEPT));
     let mine = |id: &str| n.outbox.iter().any(|m| m.message_id == id);
-    let mut outbox: Vec<StoredMessage> = (n.outbox.iter())
+    let theirs =
+        (s.outbox.iter()).filter(|m| !mine(&m.message_id) && !gone.contains(&m.message_id));
+    let mut outbox: Vec<StoredMessage> = Vec::new();
+    for m in (n.outbox.iter())
         .filter(|m| !s.gone.contains(&m.message_id))
-        .chain(
-            s.outbox
-                .iter()
-                .filter(|m| !mine(&m.message_id) && !gone.contains(&m.message_id)),
-        )
-        .cloned()
-        .collect();
-    outbox.sort_by_key(|m| m.at);
+        .chain(theirs)
+    {
+        // In the order of `at`, stable (a sort costs KBs of wasm per type).
+        let i = (outbox.iter().position(|o| o.at > m.at)).unwrap_or(outbox.len());
+        outbox.insert(i, m.clone());
+    }
     let new_wins = n.head.replaces_head(Some(&s.head));
     let (base, part) = if new_wins { (new, &n) } else { (stored, &s) };
     if part.outbox == outbox && part.gone == gone {
@@ -348,25 +349,23 @@ pub fn merge_stored<'a>(new: &'a str, stored: &str) -> Option<Cow<'a, str>> {
 /// `base` with its outbox and gone values replaced (or added at its end).
 fn splice(base: &str, part: &OutboxPart, outbox: &[StoredMessage], gone: &[String]) -> String {
     const PLAIN: &str = "strings and numbers only";
-    let mut edits: Vec<(Range<usize>, String)> = Vec::new();
     let end = base.trim_end().len().saturating_sub(1);
-    for (at, key, value) in [
-        (
-            &part.outbox_at,
-            "outbox",
-            json::to_string(outbox).expect(PLAIN),
-        ),
-        (&part.gone_at, "gone", json::to_string(gone).expect(PLAIN)),
-    ] {
-        match at {
-            Some(at) => edits.push((at.clone(), value)),
-            None => edits.push((end..end, format!(",\"{key}\":{value}"))),
-        }
-    }
+    let edit = |at: &Option<Range<usize>>, key: &str, value: String| match at {
+        Some(at) => (at.clone(), value),
+        None => (end..end, format!(",\"{key}\":{value}")),
+    };
+    let mut first = edit(
+        &part.outbox_at,
+        "outbox",
+        json::to_string(outbox).expect(PLAIN),
+    );
+    let mut second = edit(&part.gone_at, "gone", json::to_string(gone).expect(PLAIN));
     // Back to front, so that each range is still where it was read.
-    edits.sort_by_key(|(at, _)| std::cmp::Reverse(at.start));
+    if first.0.start < second.0.start {
+        std::mem::swap(&mut first, &mut second);
+    }
     let mut out = base.to_owned();
-    for (at, value) in edits {
+    for (at, value) in [first, second] {
         out.replace_range(at, &value);
     }
     out
