@@ -178,15 +178,16 @@ export function idbGet(key) {
 }
 
 // The read, the merge (by the wasm: `merge(stored)` returns the value to
-// write, or undefined to keep the stored one) and the write in one
+// write, true for `value`, or undefined to keep the stored one) and the
+// write in one
 // readwrite transaction: the browser runs those of one store one at a
 // time, across tabs.
 export function idbMerge(key, value, merge) {
   return run("readwrite", (s) => {
     const old = s.get(key);
     old.onsuccess = () => {
-      const next = typeof old.result === "string" ? merge(old.result) : value;
-      if (next !== undefined) s.put(next, key);
+      const next = typeof old.result === "string" ? merge(old.result) : true;
+      if (next !== undefined) s.put(next === true ? value : next, key);
     };
     return old;
   }).then(() => undefined);

@@ -60,8 +60,8 @@ extern "C" {
     #[wasm_bindgen(js_name = idbGet)]
     pub fn idb_get(key: &str) -> Promise;
     /// Writes `value` where nothing is stored, else what `merge(stored)`
-    /// returns (nothing when it returns `undefined`), in one transaction;
-    /// resolves once done.
+    /// returns (`true`: `value`; `undefined`: nothing), in one
+    /// transaction; resolves once done.
     #[wasm_bindgen(js_name = idbMerge)]
     pub fn idb_merge(key: &str, value: &str, merge: &JsValue) -> Promise;
     /// Resolves once removed.

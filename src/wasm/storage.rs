@@ -6,6 +6,8 @@
 //! promise) is reported to the machine, which then keeps its state in memory
 //! and tells the application with a `storage_fallback` notice.
 
+use std::borrow::Cow;
+
 use js_sys::{Object, Promise};
 use wasm_bindgen::{JsCast, JsValue};
 
@@ -125,9 +127,15 @@ impl Store {
                     .map_err(|e| js::error_text(&e))
             }
             Backend::IndexedDb => {
+                // `true`: the value as it is, which JS holds already (a
+                // state of megabytes is not copied back).
                 let new = value.to_owned();
                 let merge = Closure::<dyn FnMut(String) -> JsValue>::new(move |old: String| {
-                    merge_stored(&new, &old).map_or(JsValue::UNDEFINED, |v| JsValue::from_str(&v))
+                    match merge_stored(&new, &old) {
+                        None => JsValue::UNDEFINED,
+                        Some(Cow::Borrowed(_)) => JsValue::TRUE,
+                        Some(Cow::Owned(v)) => JsValue::from_str(&v),
+                    }
                 });
                 Ok(Some(js::idb_merge(
                     &self.key,

@@ -97,6 +97,8 @@ function startFront() {
           const id = JSON.parse(body).message_id;
           state.accepted[id] = (state.accepted[id] ?? 0) + 1;
         }
+        // The page dropped it (its commit came first on the stream).
+        if (res.destroyed) return answer.resume();
         res.writeHead(answer.statusCode, answer.headers);
         answer.pipe(res);
         // A runtime killed mid-answer ends the page's connection too.
@@ -106,7 +108,9 @@ function startFront() {
       },
     );
     upstream.on("error", () => res.destroy());
-    res.on("close", () => upstream.destroy());
+    // A send the page dropped still reaches the runtime: its answer is
+    // counted all the same.
+    res.on("close", () => isSend || upstream.destroy());
     upstream.end(body);
   });
   return new Promise((resolve) =>
