@@ -124,9 +124,10 @@ impl Server {
     /// holds it (a repeat starts nothing). The turn it names.
     pub fn accept_message(&mut self, mid: &str) -> String {
         let turn = format!("t_{mid}");
-        let committed = self.log().iter().any(|e| {
-            matches!(&e.event, Event::MessageCommitted(m) if m.message_id == mid)
-        });
+        let committed = self
+            .log()
+            .iter()
+            .any(|e| matches!(&e.event, Event::MessageCommitted(m) if m.message_id == mid));
         if !committed {
             let event = ev(
                 "message.committed",
@@ -162,6 +163,10 @@ impl Server {
             Action::Post { id, body, .. } => {
                 let v: serde_json::Value = serde_json::from_str(body).unwrap();
                 let mid = v["message_id"].as_str().unwrap().to_owned();
+                assert!(
+                    self.pending_posts.iter().all(|(_, m)| *m != mid),
+                    "two requests for {mid} at once"
+                );
                 self.pending_posts.push((*id, mid));
             }
             // Storage is tested on its own (machine_storage).

@@ -739,7 +739,9 @@ impl Sim {
             let mut total = 0;
             for log in self.server.logs.values() {
                 let n = (log.iter())
-                    .filter(|e| matches!(&e.event, Event::MessageCommitted(m) if m.message_id == *mid))
+                    .filter(
+                        |e| matches!(&e.event, Event::MessageCommitted(m) if m.message_id == *mid),
+                    )
                     .count();
                 assert!(n <= 1, "{mid} committed {n} times in one log");
                 total += n;
