@@ -682,7 +682,7 @@ impl Sim {
             }
             97..=98 => {
                 if self.faults.sends {
-                    if self.c.chance(30) {
+                    if self.c.chance(50) {
                         self.send_message();
                     } else {
                         self.answer_post(true);
