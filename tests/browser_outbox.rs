@@ -26,10 +26,24 @@ export function oneSlot() {
   const slot = { value: null, get() { return slot.value; }, set(_k, v) { slot.value = v; }, remove() { slot.value = null; } };
   return slot;
 }
+export function idbValue(key) {
+  return new Promise((resolve, reject) => {
+    const open = indexedDB.open("replay-client", 1);
+    open.onupgradeneeded = () => open.result.createObjectStore("kv");
+    open.onerror = () => reject(open.error);
+    open.onsuccess = () => {
+      const get = open.result.transaction("kv").objectStore("kv").get(key);
+      get.onsuccess = () => { open.result.close(); resolve(get.result ?? null); };
+      get.onerror = () => reject(get.error);
+    };
+  });
+}
 "#)]
 extern "C" {
     #[wasm_bindgen(js_name = oneSlot)]
     fn one_slot() -> Object;
+    #[wasm_bindgen(js_name = idbValue)]
+    fn idb_value(key: &str) -> js_sys::Promise;
 }
 
 /// Nothing listens there: every request fails at the transport.
@@ -119,6 +133,62 @@ async fn a_message_sent_with_the_server_down_survives_a_reload_and_is_committed_
     committed(&up, &["out_1"]).await;
     assert_eq!(server_messages(&session).await, vec!["out_1"]);
     up.close();
+}
+
+/// The value stored in IndexedDB under `key`, or "".
+async fn stored_in_idb(key: &str) -> String {
+    let v = wasm_bindgen_futures::JsFuture::from(idb_value(key))
+        .await
+        .unwrap();
+    v.as_string().unwrap_or_default()
+}
+
+#[wasm_bindgen_test]
+async fn two_clients_of_one_session_in_indexeddb_keep_both_their_messages() {
+    // Two tabs' clients at one cursor (nothing read yet, the server down):
+    // each save merges its outbox into the stored one inside IndexedDB's
+    // transaction, so the second save keeps the first client's message.
+    let session = create_session().await;
+    let idb = |session: &str| {
+        let mut o = Options::session(DOWN, session);
+        o.storage = StorageChoice::IndexedDb;
+        o.seed = Some(7);
+        Client::connect(o)
+    };
+    let key = replay_client::wasm::storage_key(
+        DOWN,
+        &replay_client::core::machine::Target::session(session.as_str()),
+    );
+    let first = idb(&session);
+    let second = idb(&session);
+    send(&first, "idb_a");
+    sleep(100).await;
+    send(&second, "idb_b");
+    let mut stored = String::new();
+    for _ in 0..50 {
+        stored = stored_in_idb(&key).await;
+        if stored.contains("idb_a") && stored.contains("idb_b") {
+            break;
+        }
+        sleep(100).await;
+    }
+    assert!(
+        stored.contains("idb_a") && stored.contains("idb_b"),
+        "{stored}"
+    );
+    first.close();
+    second.close();
+    sleep(200).await;
+    // The next client of the session (a reload of either) shows both.
+    let next = idb(&session);
+    assert!(
+        wait_until(5_000, || pending(&next).len() == 2).await,
+        "{:?}",
+        pending(&next)
+    );
+    let ids: Vec<String> = pending(&next).into_iter().map(|p| p.0).collect();
+    assert_eq!(ids, vec!["idb_a", "idb_b"]);
+    next.close();
 }
 
 #[wasm_bindgen_test]

@@ -385,3 +385,98 @@ fn an_accepted_message_is_sent_again_when_the_log_is_recreated() {
     let again = until_post(&mut r);
     assert_eq!(again[0].1, "m1", "its commit is not in the new log");
 }
+
+/// The claims named by the `Post`s and `Release`s among `actions`.
+fn claims(actions: &[Action]) -> (Vec<String>, Vec<String>) {
+    let taken = (actions.iter())
+        .filter_map(|a| match a {
+            Action::Post { claim, .. } => claim.clone(),
+            _ => None,
+        })
+        .collect();
+    let released = (actions.iter())
+        .filter_map(|a| match a {
+            Action::Release { claim } => Some(claim.clone()),
+            _ => None,
+        })
+        .collect();
+    (taken, released)
+}
+
+#[test]
+fn a_message_held_by_another_client_waits_queued_and_its_claim_is_let_go_when_it_leaves() {
+    let mut r = Rig::live_with(&simple_log(1));
+    send(&mut r, "m1");
+    send(&mut r, "m2");
+    let actions = r.pump();
+    let (taken, _) = claims(&actions);
+    assert_eq!(taken, vec!["replay-client:message:m1".to_owned()]);
+    // Another client holds m1's claim (it restored the same message and is
+    // sending it): nothing went out here; m1 waits, and m2 behind it.
+    let p = posts(&actions);
+    r.c.handle_request_failed(p[0].0, CoreError::Claimed, r.now);
+    assert_eq!(
+        pending(&r),
+        vec![
+            ("m1".to_owned(), PendingState::Queued),
+            ("m2".to_owned(), PendingState::Queued)
+        ]
+    );
+    assert!(done(&mut r).is_empty(), "the send's Promise still waits");
+    // Not asked again at once: the other client's commit may come first.
+    assert!(posts(&r.pump()).is_empty());
+    let again = until_post(&mut r);
+    assert_eq!(again[0].1, "m1", "asked again later");
+    assert!(r.now > 0);
+    // Got this time: sent, accepted, committed; the claim is let go with it.
+    accept(&mut r, again[0].0, "t1");
+    let actions = r.pump();
+    let (taken, released) = claims(&actions);
+    assert!(released.is_empty(), "held until its commit: {released:?}");
+    assert_eq!(taken, vec!["replay-client:message:m2".to_owned()]);
+    let m2 = posts(&actions)[0].0;
+    let from = r.log.len();
+    r.send(&[user_msg(2, "m1", "text of m1")]);
+    let (_, released) = claims(&r.log[from..]);
+    assert_eq!(released, vec!["replay-client:message:m1".to_owned()]);
+    // A failed (or discarded) message lets go of its claim too.
+    r.c.handle_http_error(m2, 400, None, br#"{"error":"invalid_message"}"#, r.now);
+    let (_, released) = claims(&r.pump());
+    assert_eq!(released, vec!["replay-client:message:m2".to_owned()]);
+}
+
+#[test]
+fn what_left_the_outbox_is_stored_as_gone_and_never_restored() {
+    let mut r = Rig::live_with(&simple_log(1));
+    r.c.handle_lifecycle(Lifecycle::Offline, r.now);
+    send(&mut r, "m1");
+    send(&mut r, "m2");
+    r.pump();
+    // Another tab's value: both messages queued.
+    let other = r.c.persisted_value();
+    assert!(r.c.discard_message("m1", r.now));
+    r.pump();
+    let mine = String::from_utf8(r.c.persisted_value()).unwrap();
+    assert!(mine.contains(r#""gone":["m1"]"#), "{mine}");
+    // This tab saves over the other's: m1 is not brought back.
+    let other = String::from_utf8(other).unwrap();
+    let merged = replay_client::core::machine::merge_stored(&mine, &other).unwrap();
+    let next = Rig::with(Config::session(SES), Some(merged.as_bytes()));
+    assert_eq!(
+        pending(&next),
+        vec![("m2".to_owned(), PendingState::Sending)]
+    );
+    // Nor by a tab that restores the other's value and then this one's gone.
+    let next = Rig::with(Config::session(SES), Some(other.as_bytes()));
+    let theirs = String::from_utf8(next.c.persisted_value()).unwrap();
+    let merged = replay_client::core::machine::merge_stored(&theirs, &mine).unwrap();
+    assert!(!merged.contains(r#""message_id":"m1""#), "{merged}");
+    // A commit is kept as gone too.
+    let mut r = Rig::live_with(&simple_log(1));
+    send(&mut r, "m3");
+    let p = posts(&r.pump());
+    accept(&mut r, p[0].0, "t1");
+    r.send(&[user_msg(2, "m3", "text of m3")]);
+    let stored = String::from_utf8(r.c.persisted_value()).unwrap();
+    assert!(stored.contains(r#""gone":["m3"]"#), "{stored}");
+}

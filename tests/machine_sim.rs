@@ -24,6 +24,20 @@ fn seeded_simulations_converge_to_the_oracle() {
 }
 
 #[test]
+fn seeded_simulations_with_sends_commit_each_message_once() {
+    // The same schedules with the user sending: each message in the
+    // runtime's log once, nothing pending at the end, whatever the faults.
+    let mut sent = 0;
+    for seed in 0..300u64 {
+        let turns = 1 + (seed % 6) as u32;
+        let mut sim = Sim::new(seed, Vec::new(), turns, FaultMix::with_sends());
+        sim.run(3_000);
+        sent += sim.sent.len();
+    }
+    assert!(sent > 500, "only {sent} messages sent");
+}
+
+#[test]
 fn seeded_simulations_without_faults_converge() {
     let quiet = FaultMix {
         cuts: false,
@@ -32,6 +46,7 @@ fn seeded_simulations_without_faults_converge() {
         reloads: false,
         lifecycle: false,
         close: false,
+        sends: false,
     };
     for seed in 0..50u64 {
         let mut sim = Sim::new(seed, Vec::new(), 4, quiet);

@@ -33,6 +33,7 @@ fn post(c: &mut Machine) -> (RequestId, String, String) {
                 id,
                 path_and_query,
                 body,
+                ..
             } => Some((id, path_and_query, body)),
             _ => None,
         })

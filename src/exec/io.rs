@@ -39,6 +39,9 @@ pub trait Io {
     fn start(&self, request: &Action) -> Option<Self::Request>;
     /// The next request asks the token provider for a fresh token.
     fn refresh_credentials(&self);
+    /// Lets go of a claim a `Post` took (`Action::Release`); a platform
+    /// without claims sends every `Post` and has none to release.
+    fn release(&self, _claim: &str) {}
 
     /// Reads the stored value.
     fn load(&self) -> Result<Loaded, String>;

@@ -368,6 +368,7 @@ impl<I: Io> Executor<I> {
             Action::LoadStored => self.load(),
             Action::RemoveStored => self.io.remove(),
             Action::RefreshCredentials => self.io.refresh_credentials(),
+            Action::Release { claim } => self.io.release(&claim),
             request @ (Action::OpenStream { .. } | Action::Fetch { .. } | Action::Post { .. }) => {
                 let started = self.io.start(&request);
                 if let (Some(id), Some(r)) = (request_id(&request), started) {

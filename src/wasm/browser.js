@@ -177,13 +177,17 @@ export function idbGet(key) {
   return run("readonly", (s) => s.get(key)).then((v) => (typeof v === "string" ? v : null));
 }
 
-// The check and the write in one readwrite transaction: the browser runs
-// those of one store one at a time, across tabs.
-export function idbSetIf(key, value, replaces) {
+// The read, the merge (by the wasm: `merge(stored)` returns the value to
+// write, true for `value`, or undefined to keep the stored one) and the
+// write in one
+// readwrite transaction: the browser runs those of one store one at a
+// time, across tabs.
+export function idbMerge(key, value, merge) {
   return run("readwrite", (s) => {
     const old = s.get(key);
     old.onsuccess = () => {
-      if (typeof old.result !== "string" || replaces(old.result)) s.put(value, key);
+      const next = typeof old.result === "string" ? merge(old.result) : true;
+      if (next !== undefined) s.put(next === true ? value : next, key);
     };
     return old;
   }).then(() => undefined);
@@ -297,14 +301,59 @@ export function abortRequest(ctl) {
 // when a first chunk waits for releaseChunks; then settled(id, ended) (true
 // at the body's end, false when stopped), or failed(id, kind, message).
 // Returns the request's AbortController.
-export function request(http, to, id, method, path, accept, body, lastEventId, stream) {
+//
+// With a `claim` the request goes out only while the client holds the Web
+// Lock of that name: asked for without waiting the first time, then held
+// until releaseClaim. Held by another context, the request fails at once
+// with kind "claimed" (nothing was sent). Without Web Locks it just goes.
+export function request(http, to, id, method, path, accept, body, lastEventId, stream, claim) {
   const ctl = new AbortController();
   const [opened, chunk, settled, failed, held] = to;
-  queueMicrotask(() => exchange(
-    http, method, path, accept, body, lastEventId, ctl, stream,
-    (...head) => opened(id, ...head), (chunks) => chunk(id, chunks), () => held(id),
-  ).then((ended) => settled(id, ended), (e) => failed(id, e[0], e[1])));
+  queueMicrotask(() => takeClaim(http, claim).then((ok) => {
+    if (!ok) throw ["claimed", "another context holds " + claim];
+    return exchange(
+      http, method, path, accept, body, lastEventId, ctl, stream,
+      (...head) => opened(id, ...head), (chunks) => chunk(id, chunks), () => held(id),
+    );
+  }).then((ended) => settled(id, ended), (e) => failed(id, e[0], e[1])));
   return ctl;
+}
+
+// The claims a client holds or asks for, kept beside its `http`: name ->
+// { got: Promise<boolean>, release() }.
+const claimsOf = (http) => (http.claims ??= new Map());
+
+function takeClaim(http, name) {
+  const locks = globalThis.navigator?.locks;
+  if (name == null || !locks) return Promise.resolve(true);
+  const claims = claimsOf(http);
+  let c = claims.get(name);
+  if (!c) {
+    c = { release: () => {} };
+    c.got = new Promise((got) => {
+      locks.request(name, { ifAvailable: true }, (lock) => {
+        got(lock !== null);
+        if (lock === null) return undefined;
+        // Held until released (or the context ends).
+        return new Promise((release) => (c.release = release));
+      }).catch(() => got(true));
+    });
+    claims.set(name, c);
+    // Not got: asked for anew next time.
+    c.got.then((ok) => ok || claims.get(name) !== c || claims.delete(name));
+  }
+  return c.got;
+}
+
+// Action::Release: lets go of claim `name`, or of every claim (null: the
+// client closed).
+export function releaseClaim(http, name) {
+  const claims = claimsOf(http);
+  for (const [n, c] of claims) {
+    if (name != null && n !== name) continue;
+    claims.delete(n);
+    c.got.then((ok) => ok && c.release());
+  }
 }
 
 // Action::RefreshCredentials: the next getToken call asks for a fresh token.

@@ -161,6 +161,10 @@ impl Io for BrowserIo {
         self.http.refresh_credentials();
     }
 
+    fn release(&self, claim: &str) {
+        self.http.release(Some(claim));
+    }
+
     fn load(&self) -> Result<Loaded, String> {
         let store = self.store.borrow().clone();
         Ok(match store.load()? {
@@ -227,6 +231,7 @@ impl Io for BrowserIo {
     }
 
     fn close(&self) {
+        self.http.release(None);
         self.timer.borrow_mut().clear();
         let listeners = self.listeners.borrow_mut().take();
         drop(listeners);

@@ -10,7 +10,7 @@ use web_sys::AbortController;
 
 use super::error::WasmError;
 use super::options::Options;
-use crate::core::machine::RequestId;
+use crate::core::machine::{CoreError, RequestId};
 
 #[wasm_bindgen(module = "/src/wasm/browser.js")]
 extern "C" {
@@ -25,7 +25,11 @@ extern "C" {
         body: Option<&str>,
         last_event_id: Option<&str>,
         stream: bool,
+        claim: Option<&str>,
     ) -> AbortController;
+
+    #[wasm_bindgen(js_name = releaseClaim)]
+    fn release_claim(http: &JsValue, name: Option<&str>);
 
     #[wasm_bindgen(js_name = refreshToken)]
     fn refresh_token(http: &JsValue);
@@ -85,6 +89,9 @@ pub struct Request<'a> {
     pub last_event_id: Option<&'a str>,
     /// The live stream: its chunks may be held (`Pace::HoldChunks`).
     pub stream: bool,
+    /// Sent only while this client holds this Web Lock (`Action::Post`'s
+    /// `claim`).
+    pub claim: Option<&'a str>,
 }
 
 impl<'a> Request<'a> {
@@ -97,6 +104,7 @@ impl<'a> Request<'a> {
             body: None,
             last_event_id: None,
             stream: false,
+            claim: None,
         }
     }
 }
@@ -162,16 +170,26 @@ impl Http {
             req.body,
             req.last_event_id,
             req.stream,
+            req.claim,
         )
     }
 
-    /// What `failed(id, kind, message)` means.
-    pub fn failure(kind: &str, message: String) -> WasmError {
-        match kind {
+    /// `Action::Release`: lets go of a claim this client holds; `None`:
+    /// of every one (the client closed).
+    pub fn release(&self, claim: Option<&str>) {
+        release_claim(&self.config, claim);
+    }
+
+    /// What `failed(id, kind, message)` means to the machine.
+    pub fn failure(kind: &str, message: String) -> CoreError {
+        let error = match kind {
+            // Another client holds the request's claim: nothing was sent.
+            "claimed" => return CoreError::Claimed,
             "credentials" => WasmError::Credentials(message),
             "options" => WasmError::InvalidOptions(message),
             "cors" => WasmError::Cors(message),
             _ => WasmError::Network(message),
-        }
+        };
+        error.into()
     }
 }

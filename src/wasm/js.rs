@@ -59,10 +59,11 @@ extern "C" {
     /// Resolves to the stored string or `null`.
     #[wasm_bindgen(js_name = idbGet)]
     pub fn idb_get(key: &str) -> Promise;
-    /// Writes unless `replaces(stored)` is false, in one
+    /// Writes `value` where nothing is stored, else what `merge(stored)`
+    /// returns (`true`: `value`; `undefined`: nothing), in one
     /// transaction; resolves once done.
-    #[wasm_bindgen(js_name = idbSetIf)]
-    pub fn idb_set_if(key: &str, value: &str, replaces: &JsValue) -> Promise;
+    #[wasm_bindgen(js_name = idbMerge)]
+    pub fn idb_merge(key: &str, value: &str, merge: &JsValue) -> Promise;
     /// Resolves once removed.
     #[wasm_bindgen(js_name = idbRemove)]
     pub fn idb_remove(key: &str) -> Promise;

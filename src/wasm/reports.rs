@@ -11,7 +11,7 @@ use wasm_bindgen::prelude::*;
 
 use super::http::{Http, Reports};
 use super::js;
-use crate::core::machine::{CoreError, RequestId, Response};
+use crate::core::machine::{RequestId, Response};
 
 /// What the reports deliver to.
 pub trait Reported {
@@ -63,7 +63,7 @@ pub fn reports(weak: Weak<dyn Reported>) -> Reports {
     let w = weak.clone();
     let failed = move |id: f64, kind: String, message: String| {
         if let Some(d) = w.upgrade() {
-            let error = CoreError::from(Http::failure(&kind, message));
+            let error = Http::failure(&kind, message);
             d.respond(RequestId(id as u64), Response::Failed(error));
         }
     };

@@ -46,10 +46,12 @@ pub fn start(http: &Http, action: &Action) -> Option<Fetch> {
             id,
             path_and_query,
             body,
+            claim,
         } => {
             let request = Request {
                 method: "POST",
                 body: Some(body),
+                claim: claim.as_deref(),
                 ..Request::get(path_and_query, json)
             };
             (*id, request)

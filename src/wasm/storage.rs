@@ -6,12 +6,14 @@
 //! promise) is reported to the machine, which then keeps its state in memory
 //! and tells the application with a `storage_fallback` notice.
 
+use std::borrow::Cow;
+
 use js_sys::{Object, Promise};
 use wasm_bindgen::{JsCast, JsValue};
 
 use super::js;
 use super::options::StorageChoice;
-use crate::core::machine::{supersedes, StoredHead, Target};
+use crate::core::machine::{merge_stored, Target};
 use wasm_bindgen::closure::Closure;
 
 /// The key under which a client of `target` at `base_url` keeps its value:
@@ -98,37 +100,47 @@ impl Store {
         }
     }
 
-    /// Writes `value` unless the stored one is newer (another tab wrote a
-    /// larger cursor of the same epoch: [`supersedes`] decides).
-    /// `Ok(Some(p))`: the write completes (or fails) with `p`. `Err`: it
-    /// failed now (quota exceeded).
+    /// Writes `value` merged with the stored one, which another tab of the
+    /// scope may have written ([`merge_stored`] decides: the state of the
+    /// larger cursor, the union of both outboxes). `Ok(Some(p))`: the write
+    /// completes (or fails) with `p`. `Err`: it failed now (quota
+    /// exceeded). A custom storage's value is replaced: its adapter has no
+    /// compare-and-write.
     ///
-    /// Web storage checks and writes in one task: a Web Lock around it
-    /// would not make another process's write visible sooner, so it would
-    /// add a wait and no order. IndexedDB checks inside the write's own
-    /// readwrite transaction, which the browser serialises across tabs.
+    /// Web storage reads, merges and writes in one task: a Web Lock around
+    /// it would not make another process's write visible sooner, so it
+    /// would add a wait and no order. IndexedDB merges inside the write's
+    /// own readwrite transaction, which the browser serialises across tabs.
     pub fn save(&self, value: &str) -> Result<Option<Promise>, String> {
         match &self.backend {
             Backend::Web(s) => {
                 let stored = s.get_item(&self.key).ok().flatten();
-                if stored.is_some_and(|old| !supersedes(value.as_bytes(), old.as_bytes())) {
+                let merged = match &stored {
+                    Some(old) => merge_stored(value, old),
+                    None => Some(value.into()),
+                };
+                let Some(merged) = merged else {
                     return Ok(None);
-                }
-                s.set_item(&self.key, value)
+                };
+                s.set_item(&self.key, &merged)
                     .map(|_| None)
                     .map_err(|e| js::error_text(&e))
             }
             Backend::IndexedDb => {
-                // Asked inside the transaction, of the stored value only: the
-                // new value's head is read here, once.
-                let head = StoredHead::of(value.as_bytes());
-                let replaces = Closure::<dyn FnMut(String) -> bool>::new(move |old: String| {
-                    head.as_ref().is_none_or(|h| h.replaces(old.as_bytes()))
+                // `true`: the value as it is, which JS holds already (a
+                // state of megabytes is not copied back).
+                let new = value.to_owned();
+                let merge = Closure::<dyn FnMut(String) -> JsValue>::new(move |old: String| {
+                    match merge_stored(&new, &old) {
+                        None => JsValue::UNDEFINED,
+                        Some(Cow::Borrowed(_)) => JsValue::TRUE,
+                        Some(Cow::Owned(v)) => JsValue::from_str(&v),
+                    }
                 });
-                Ok(Some(js::idb_set_if(
+                Ok(Some(js::idb_merge(
                     &self.key,
                     value,
-                    &replaces.into_js_value(),
+                    &merge.into_js_value(),
                 )))
             }
             Backend::Memory => Ok(None),

@@ -67,6 +67,8 @@ pub struct Server {
     pub pending_opens: Vec<(RequestId, Option<u64>)>,
     /// Fetches not answered yet.
     pub pending_fetches: Vec<(RequestId, FetchKind, String)>,
+    /// Sends not answered yet: (request, message_id).
+    pub pending_posts: Vec<(RequestId, String)>,
     /// Drop this many durable frames from live streams (lagging subscriber).
     pub drop_durable: u32,
     pub retry_ms: u64,
@@ -96,6 +98,7 @@ impl Server {
             streams: BTreeMap::new(),
             pending_opens: Vec::new(),
             pending_fetches: Vec::new(),
+            pending_posts: Vec::new(),
             drop_durable: 0,
             retry_ms: 5,
         }
@@ -114,6 +117,25 @@ impl Server {
         self.streams.clear();
         self.pending_opens.clear();
         self.pending_fetches.clear();
+        self.pending_posts.clear();
+    }
+
+    /// Accepts a send: its `message.committed` is appended unless the log
+    /// holds it (a repeat starts nothing). The turn it names.
+    pub fn accept_message(&mut self, mid: &str) -> String {
+        let turn = format!("t_{mid}");
+        let committed = self
+            .log()
+            .iter()
+            .any(|e| matches!(&e.event, Event::MessageCommitted(m) if m.message_id == mid));
+        if !committed {
+            let event = ev(
+                "message.committed",
+                serde_json::json!({"message_id": mid, "turn_id": turn, "role": "user", "text": mid}),
+            );
+            self.step(Step::Durable(event));
+        }
+        turn
     }
 
     /// Handles one action of the client; returns true for RefreshCredentials.
@@ -135,14 +157,24 @@ impl Server {
                 self.streams.remove(&id.0);
                 self.pending_opens.retain(|(i, _)| i != id);
                 self.pending_fetches.retain(|(i, _, _)| i != id);
+                self.pending_posts.retain(|(i, _)| i != id);
             }
-            // Writes and storage are tested on their own (machine_writes,
-            // machine_storage); the simulated server has no write API.
+            // The outbox's sends (the only writes the simulation makes).
+            Action::Post { id, body, .. } => {
+                let v: serde_json::Value = serde_json::from_str(body).unwrap();
+                let mid = v["message_id"].as_str().unwrap().to_owned();
+                assert!(
+                    self.pending_posts.iter().all(|(_, m)| *m != mid),
+                    "two requests for {mid} at once"
+                );
+                self.pending_posts.push((*id, mid));
+            }
+            // Storage is tested on its own (machine_storage).
             Action::Persist(_)
             | Action::RefreshCredentials
-            | Action::Post { .. }
             | Action::LoadStored
-            | Action::RemoveStored => {}
+            | Action::RemoveStored
+            | Action::Release { .. } => {}
         }
     }
 

@@ -12,6 +12,7 @@ use std::rc::Rc;
 use replay_client::core::fold::View;
 use replay_client::core::machine::{
     Action, Config, CoreError, Lifecycle, Machine, RequestId, Response, SplitMix64, State, Status,
+    Write,
 };
 use replay_client::core::protocol::Transcript;
 use replay_client::core::protocol::*;
@@ -201,6 +202,10 @@ pub struct FaultMix {
     pub reloads: bool,
     pub lifecycle: bool,
     pub close: bool,
+    /// The user sends messages (the outbox), and the server's answers to
+    /// them fail at random (a transport error, a 503, an answer lost after
+    /// the message was committed).
+    pub sends: bool,
 }
 
 impl FaultMix {
@@ -212,6 +217,15 @@ impl FaultMix {
             reloads: true,
             lifecycle: true,
             close: true,
+            sends: false,
+        }
+    }
+
+    /// Every fault, and sends.
+    pub fn with_sends() -> Self {
+        FaultMix {
+            sends: true,
+            ..FaultMix::all()
         }
     }
 }
@@ -239,6 +253,8 @@ pub struct Sim {
     pub requested: Vec<String>,
     /// Most fetches the client had in flight at once (pipelined paging).
     pub max_fetches_in_flight: usize,
+    /// The `message_id`s the user sent, in order.
+    pub sent: Vec<String>,
 }
 
 /// A client over a fresh fake platform, started; its subscriber counts
@@ -289,6 +305,7 @@ impl Sim {
             steps: 0,
             requested: Vec::new(),
             max_fetches_in_flight: 0,
+            sent: Vec::new(),
         };
         sim.pump();
         sim
@@ -673,8 +690,76 @@ impl Sim {
                     self.lifecycle();
                 }
             }
+            97..=98 => {
+                if self.faults.sends {
+                    if self.c.chance(50) {
+                        self.send_message();
+                    } else {
+                        self.answer_post(true);
+                    }
+                }
+            }
             _ => {}
         }
+    }
+
+    /// The user sends a message.
+    fn send_message(&mut self) {
+        let mid = format!("out_{}", self.sent.len());
+        self.sent.push(mid.clone());
+        self.clock();
+        let write = Write::Send {
+            message_id: mid,
+            text: "sent in the simulation".into(),
+        };
+        self.exec.write(write, Box::new(|_| {}));
+        self.pump();
+    }
+
+    /// Answers the oldest send, with a fault now and then.
+    fn answer_post(&mut self, allow_faults: bool) -> bool {
+        if self.server.pending_posts.is_empty() {
+            return false;
+        }
+        let (id, mid) = self.server.pending_posts.remove(0);
+        let fault = if allow_faults { self.c.pick(8) } else { 7 };
+        match fault {
+            0 => self.network_error(id, "reset"),
+            1 => self.answer(id, 503, Some("1"), b"{}"),
+            2 => {
+                // Committed, and the answer lost on its way.
+                self.server.accept_message(&mid);
+                self.network_error(id, "reset");
+            }
+            _ => {
+                let turn = self.server.accept_message(&mid);
+                let body = format!(r#"{{"turn_id":"{turn}"}}"#);
+                self.answer(id, 200, None, body.as_bytes());
+            }
+        }
+        self.pump();
+        true
+    }
+
+    /// Every message sent is in the runtime's log once (in each epoch's
+    /// log at most once; a log recreated after its commit was shown holds
+    /// it no more), and nothing is pending.
+    fn check_sends(&self) {
+        for mid in &self.sent {
+            let mut total = 0;
+            for log in self.server.logs.values() {
+                let n = (log.iter())
+                    .filter(
+                        |e| matches!(&e.event, Event::MessageCommitted(m) if m.message_id == *mid),
+                    )
+                    .count();
+                assert!(n <= 1, "{mid} committed {n} times in one log");
+                total += n;
+            }
+            assert!(total >= 1, "{mid} was never committed");
+        }
+        let pending = self.exec.with_machine(Machine::pending_messages);
+        assert!(pending.is_empty(), "still pending: {pending:?}");
     }
 
     /// Runs the script with faults, then settles without faults and checks
@@ -734,8 +819,10 @@ impl Sim {
         }
         self.server.drop_durable = 0;
         for _ in 0..20_000 {
-            let progressed =
-                self.answer_open(false) || self.answer_fetch(false) || self.deliver(4096);
+            let progressed = self.answer_open(false)
+                || self.answer_fetch(false)
+                || self.deliver(4096)
+                || self.answer_post(false);
             if progressed {
                 continue;
             }
@@ -743,7 +830,8 @@ impl Sim {
             let caught_up = !self.server.streams.is_empty()
                 && self.epoch().as_deref() == Some(self.server.epoch.as_str())
                 && self.cursor() == self.server.head()
-                && self.status().state == State::Live;
+                && self.status().state == State::Live
+                && self.exec.with_machine(|m| m.pending_messages().is_empty());
             if caught_up {
                 break;
             }
@@ -792,5 +880,6 @@ impl Sim {
                 }
             }
         });
+        self.check_sends();
     }
 }

@@ -157,6 +157,10 @@ pub enum CoreError {
     /// The application discarded the message before the runtime accepted it.
     #[error("the message was discarded")]
     Discarded,
+    /// Another client holds the claim of the message (`Action::Post`'s
+    /// `claim`): it is sending it. The outbox waits; never shown.
+    #[error("another client is sending this message")]
+    Claimed,
 }
 
 impl CoreError {
@@ -192,6 +196,7 @@ impl CoreError {
             CoreError::StorageUnavailable(_) => "storage_fallback",
             CoreError::Expired { .. } => "expired",
             CoreError::Discarded => "discarded",
+            CoreError::Claimed => "claimed",
         }
     }
 

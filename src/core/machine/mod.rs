@@ -41,7 +41,7 @@ pub use error::{CoreError, ErrorInfo};
 pub use feed::{ClientNotice, NOTICE_CAPACITY};
 pub use outbox::{PendingMessage, PendingState};
 pub use pace::{Frames, Notify, Pace, FRAME_WAIT_MS};
-pub use persist::{supersedes, LastApplied, Position, StoredHead, STORAGE_VERSION};
+pub use persist::{merge_stored, supersedes, LastApplied, Position, StoredHead, STORAGE_VERSION};
 pub use transport::{
     poll_interval, HIDDEN_FACTOR, MUTED_TRIES, POLL_BUSY_MS, POLL_IDLE_MAX_MS, REPROBE_MS,
 };
@@ -305,7 +305,7 @@ impl Machine {
                 Ok(d) => {
                     self.pos = d.pos;
                     self.view = d.view;
-                    self.restore_outbox(d.outbox);
+                    self.restore_outbox(d.outbox, d.gone);
                 }
                 Err(e) => {
                     self.notices
@@ -751,7 +751,8 @@ impl Machine {
     /// The value a `Persist` would carry now.
     pub fn persisted_value(&self) -> Vec<u8> {
         let outbox = self.writes.outbox.stored();
-        persist::encode(&self.cfg.target, &self.pos, &self.view, &outbox)
+        let gone = self.writes.outbox.gone();
+        persist::encode(&self.cfg.target, &self.pos, &self.view, &outbox, gone)
     }
 
     fn halted(&self) -> bool {

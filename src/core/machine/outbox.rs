@@ -14,6 +14,15 @@
 //! it `failed` until the application retries or discards it. One message
 //! of a scope is in flight at a time, the oldest queued first: sends go out
 //! in order and never twice at once.
+//!
+//! Tabs that follow one scope share its stored value: a save merges this
+//! outbox into the stored one (`persist::merge_stored`), and the ids of the
+//! messages that left it (committed, discarded) go with it (`gone`), so
+//! that no tab's save drops another's message or brings back one that
+//! left. A message is sent under a claim named after it (a Web Lock in a
+//! browser) that its client holds from its first attempt until it leaves
+//! the outbox: two clients that restored the same message never send it
+//! at once, and the one that did not claim it waits for its commit.
 
 use serde::Serialize;
 
@@ -21,7 +30,7 @@ use super::backoff::Backoff;
 use super::classify::{classify, HttpClass};
 use super::error::{CoreError, ErrorInfo};
 use super::types::{Action, RequestId, WriteDone, WriteId, WriteOutcome};
-use super::{paths, Machine};
+use super::{paths, persist, Machine};
 use crate::json;
 use crate::protocol::{MessageAccepted, PostMessage};
 
@@ -58,9 +67,10 @@ pub struct PendingMessage {
 /// A message's persisted form: what it takes to send it after a reload.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(super) struct StoredMessage {
-    message_id: String,
+    pub(super) message_id: String,
     text: String,
-    at: u64,
+    /// When it was sent: the merged outbox of two tabs is in this order.
+    pub(super) at: u64,
     /// Why it failed: a failed message stays failed after a reload.
     #[serde(skip_serializing_if = "Option::is_none")]
     failed: Option<StoredFailure>,
@@ -102,6 +112,8 @@ struct Entry {
     refreshed: bool,
     /// The runtime accepted it: nothing more is sent.
     accepted: bool,
+    /// An attempt asked the IO for its claim: released when it leaves.
+    claimed: bool,
     /// Its `message.committed` was folded into a view not painted yet (a
     /// restore's): it leaves `pending` when that view is painted.
     committed: bool,
@@ -122,6 +134,7 @@ impl Entry {
             backoff: Backoff::default(),
             refreshed: false,
             accepted: false,
+            claimed: false,
             committed: false,
             waiters: Vec::new(),
         }
@@ -169,6 +182,10 @@ pub(super) struct Outbox {
     entries: Vec<Entry>,
     /// An entry changed since the last `Persist`: written before any send.
     unsaved: bool,
+    /// The ids of messages that left it (committed, discarded), newest
+    /// last, at most `GONE_KEPT`: stored, so that another tab's save does
+    /// not bring them back.
+    gone: Vec<String>,
 }
 
 impl Outbox {
@@ -190,6 +207,20 @@ impl Outbox {
         self.entries.iter().map(Entry::stored).collect()
     }
 
+    /// The ids of the messages that left it, stored beside it.
+    pub(super) fn gone(&self) -> &[String] {
+        &self.gone
+    }
+
+    /// `message_id` left the outbox for good.
+    fn forget(&mut self, message_id: &str) {
+        self.gone.retain(|g| g != message_id);
+        self.gone.push(message_id.to_owned());
+        self.gone
+            .drain(..self.gone.len().saturating_sub(persist::GONE_KEPT));
+        self.unsaved = true;
+    }
+
     /// Whether `message_id` is pending (an empty outbox answers at once:
     /// a restore folds thousands of commits).
     pub(super) fn awaits(&self, message_id: &str) -> bool {
@@ -207,8 +238,16 @@ enum Verdict {
     Accepted(String),
     Failed(CoreError),
     Retry(Option<u64>),
+    /// Another client holds its claim: it waits, without the claim.
+    Claimed,
     Refresh,
     Resend,
+}
+
+/// The name of the claim a message is sent under: one per message across
+/// the clients of a browser profile.
+fn claim_name(message_id: &str) -> String {
+    "replay-client:message:".to_owned() + message_id
 }
 
 impl Machine {
@@ -237,6 +276,7 @@ impl Machine {
             // one is retried).
             Some(i) => self.retry_entry(i, id, now),
             None => {
+                self.writes.outbox.gone.retain(|g| *g != message_id);
                 let mut e = Entry::new(message_id, text, self.wall_now(now), None);
                 e.waiters.push(id);
                 self.writes.outbox.entries.push(e);
@@ -283,10 +323,7 @@ impl Machine {
             return false;
         }
         let e = self.writes.outbox.entries.remove(i);
-        if let Some(id) = e.request {
-            self.actions.push_back(Action::Abort { id });
-        }
-        self.writes.outbox.unsaved = true;
+        self.left(&e);
         self.change.pending = true;
         self.dirty = true;
         for w in e.waiters {
@@ -302,11 +339,20 @@ impl Machine {
     /// The messages of a stored value: those not committed in its state
     /// are pending again, before any sent since (their first requests wait
     /// for the stored value: `Machine::load`).
-    pub(super) fn restore_outbox(&mut self, stored: Vec<StoredMessage>) {
+    pub(super) fn restore_outbox(&mut self, stored: Vec<StoredMessage>, gone: Vec<String>) {
+        let outbox = &mut self.writes.outbox;
+        for id in gone.into_iter().rev() {
+            if !outbox.gone.contains(&id) {
+                outbox.gone.insert(0, id);
+            }
+        }
+        let left = outbox.gone.len().saturating_sub(persist::GONE_KEPT);
+        outbox.gone.drain(..left);
+        let outbox = &self.writes.outbox;
         let committed = |id: &str| self.view.as_session().is_some_and(|s| s.has_message(id));
         let mut entries: Vec<Entry> = stored
             .into_iter()
-            .filter(|m| !committed(&m.message_id))
+            .filter(|m| !committed(&m.message_id) && !outbox.gone.contains(&m.message_id))
             .map(|m| {
                 let failed = m.failed.map(|f| ErrorInfo {
                     code: f.code,
@@ -341,9 +387,7 @@ impl Machine {
         };
         if painted {
             let e = self.writes.outbox.entries.remove(i);
-            if let Some(id) = e.request {
-                self.actions.push_back(Action::Abort { id });
-            }
+            self.left(&e);
             self.settle_waiters(e.waiters, Ok(turn_id));
             self.change.pending = true;
         } else {
@@ -371,10 +415,33 @@ impl Machine {
 
     /// A restore was painted: what it committed leaves `pending` with it.
     pub(super) fn painted_commits(&mut self) {
-        let before = self.writes.outbox.entries.len();
-        self.writes.outbox.entries.retain(|e| !e.committed);
-        if self.writes.outbox.entries.len() != before {
-            self.change.pending = true;
+        let mut i = 0;
+        while let Some(e) = self.writes.outbox.entries.get(i) {
+            if e.committed {
+                let e = self.writes.outbox.entries.remove(i);
+                self.left(&e);
+                self.change.pending = true;
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// `e` left the outbox (committed, discarded): its request in flight is
+    /// aborted, its claim released, its id kept in `gone`.
+    fn left(&mut self, e: &Entry) {
+        if let Some(id) = e.request {
+            self.actions.push_back(Action::Abort { id });
+        }
+        self.release_claim(e);
+        self.writes.outbox.forget(&e.message_id);
+    }
+
+    fn release_claim(&mut self, e: &Entry) {
+        if e.claimed {
+            self.actions.push_back(Action::Release {
+                claim: claim_name(&e.message_id),
+            });
         }
     }
 
@@ -444,6 +511,7 @@ impl Machine {
         let e = &mut self.writes.outbox.entries[i];
         e.request = Some(request);
         e.issued_at = now;
+        e.claimed = true;
         let body = json::to_string(&PostMessage {
             message_id: e.message_id.clone(),
             text: e.text.clone(),
@@ -454,11 +522,21 @@ impl Machine {
             id: request,
             path_and_query: paths::post_message(&session),
             body,
+            claim: Some(claim_name(&e.message_id)),
         });
     }
 
     fn fail_entry(&mut self, i: usize, error: CoreError) {
+        // Another client that holds it may try it: it fails there too, or
+        // the runtime now takes it.
+        let e = &self.writes.outbox.entries[i];
+        if e.claimed {
+            self.actions.push_back(Action::Release {
+                claim: claim_name(&e.message_id),
+            });
+        }
         let e = &mut self.writes.outbox.entries[i];
+        e.claimed = false;
         e.request = None;
         e.failed = Some(error.info());
         let waiters = std::mem::take(&mut e.waiters);
@@ -517,6 +595,7 @@ impl Machine {
     pub(super) fn outbox_failed(&mut self, request: RequestId, error: CoreError, now: u64) {
         let verdict = match error {
             CoreError::Credentials(_) => Verdict::Failed(error),
+            CoreError::Claimed => Verdict::Claimed,
             _ => Verdict::Retry(None),
         };
         self.settle_entry(request, verdict, now);
@@ -577,8 +656,8 @@ impl Machine {
                 // second commit will come for it.
                 let id = &self.writes.outbox.entries[i].message_id;
                 if self.view().as_session().is_some_and(|s| s.has_message(id)) {
-                    self.writes.outbox.entries.remove(i);
-                    self.writes.outbox.unsaved = true;
+                    let e = self.writes.outbox.entries.remove(i);
+                    self.left(&e);
                 }
             }
             Verdict::Failed(error) => self.fail_entry(i, error),
@@ -588,6 +667,12 @@ impl Machine {
                 self.send_entry(i, now);
             }
             Verdict::Resend => self.send_entry(i, now),
+            Verdict::Claimed => {
+                // Not held here: nothing to release.
+                e.claimed = false;
+                let delay = e.backoff.next_delay(&self.cfg.backoff, &mut self.rng, 0);
+                e.retry_at = now.saturating_add(delay);
+            }
             Verdict::Retry(hint) => {
                 let delay =
                     e.backoff

@@ -2,6 +2,14 @@
 //! (rule 1), so a cursor can never be stored without the state it describes,
 //! and the outbox beside them (rule 14), so a message is never stored apart
 //! from the state that says whether it was committed.
+//!
+//! Tabs that follow one scope share its stored value. A save merges the
+//! writer's outbox into the stored one ([`merge_stored`]): the state of the
+//! larger cursor stays, and no tab's queued message is dropped by another
+//! tab's write.
+
+use std::borrow::Cow;
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
@@ -56,8 +64,11 @@ struct StoredRef<'a> {
     cursor: u64,
     last: &'a Option<LastApplied>,
     older: u64,
-    state: &'a View,
+    // Before the state: a save reads and merges them without the state
+    // (`merge_stored`).
     outbox: &'a [StoredMessage],
+    gone: &'a [String],
+    state: &'a View,
 }
 
 struct Stored {
@@ -68,6 +79,7 @@ struct Stored {
     older: u64,
     state: View,
     outbox: Vec<StoredMessage>,
+    gone: Vec<String>,
 }
 
 /// What a stored value holds.
@@ -76,6 +88,7 @@ pub(super) struct Decoded {
     pub(super) pos: Position,
     pub(super) view: View,
     pub(super) outbox: Vec<StoredMessage>,
+    pub(super) gone: Vec<String>,
 }
 
 crate::json_struct!(LastApplied { seq: req, id: def, type_name = "type": req });
@@ -86,15 +99,18 @@ crate::json_struct!(Stored {
     last: def,
     older: def,
     state: req,
-    outbox: def
+    outbox: def,
+    gone: def
 });
 
-/// Encodes position, view and outbox as one value.
+/// Encodes position, view and outbox (its messages, and the ids of those
+/// that left it: `gone`) as one value.
 pub(super) fn encode(
     target: &Target,
     pos: &Position,
     view: &View,
     outbox: &[StoredMessage],
+    gone: &[String],
 ) -> Vec<u8> {
     let stored = StoredRef {
         v: STORAGE_VERSION,
@@ -103,8 +119,9 @@ pub(super) fn encode(
         cursor: pos.cursor,
         last: &pos.last,
         older: pos.older,
-        state: view,
         outbox,
+        gone,
+        state: view,
     };
     json::to_string(&stored)
         .expect("the state holds no floats or non-string keys")
@@ -152,6 +169,7 @@ pub(super) fn decode(bytes: &[u8], target: &Target) -> Result<Decoded, CoreError
         pos,
         view: s.state,
         outbox: s.outbox,
+        gone: s.gone,
     })
 }
 
@@ -220,7 +238,11 @@ impl StoredHead {
     /// next), and so does anything over a value without a readable head; a
     /// value without an epoch does not replace one with.
     pub fn replaces(&self, stored: &[u8]) -> bool {
-        match StoredHead::of(stored) {
+        self.replaces_head(StoredHead::of(stored).as_ref())
+    }
+
+    fn replaces_head(&self, stored: Option<&StoredHead>) -> bool {
+        match stored {
             Some(s) => match (&self.epoch, &s.epoch) {
                 // Nothing known yet does not replace something known.
                 (None, Some(_)) => false,
@@ -232,15 +254,269 @@ impl StoredHead {
     }
 }
 
+/// How many ids of messages that left an outbox (committed, discarded) a
+/// stored value keeps, newest last: enough for the tabs of one scope to
+/// see each other's, few enough to read with every save.
+pub const GONE_KEPT: usize = 64;
+
+/// The outbox of an encoded value, read without its state (the writer puts
+/// it before the state), and where it lies in the text.
+#[derive(Debug)]
+struct OutboxPart {
+    head: StoredHead,
+    outbox: Vec<StoredMessage>,
+    gone: Vec<String>,
+    /// The byte ranges of the two values, when the keys are there.
+    outbox_at: Option<Range<usize>>,
+    gone_at: Option<Range<usize>>,
+}
+
+impl OutboxPart {
+    fn read(text: &str) -> Option<OutboxPart> {
+        let mut r = json::Reader::new(text);
+        let (mut version, mut epoch, mut cursor) = (None, None::<Option<String>>, None);
+        let (mut outbox, mut gone) = (None, None);
+        let (mut outbox_at, mut gone_at) = (None, None);
+        r.object_while(&mut |r, key| {
+            match key {
+                "v" => version = Some(json::FromJson::read(r)?),
+                "epoch" => epoch = Some(json::FromJson::read(r)?),
+                "cursor" => cursor = Some(json::FromJson::read(r)?),
+                "outbox" => {
+                    let (v, at) = raw(r)?;
+                    outbox = Some(json::from_str::<Vec<StoredMessage>>(v)?);
+                    outbox_at = Some(at);
+                }
+                "gone" => {
+                    let (v, at) = raw(r)?;
+                    gone = Some(json::from_str::<Vec<String>>(v)?);
+                    gone_at = Some(at);
+                }
+                _ => r.skip()?,
+            }
+            let all = version.is_some() && epoch.is_some() && cursor.is_some();
+            Ok(!(all && outbox.is_some() && gone.is_some()))
+        })
+        .ok()?;
+        Some(OutboxPart {
+            head: StoredHead {
+                version: version.unwrap_or_default(),
+                epoch: epoch.flatten(),
+                cursor: cursor?,
+            },
+            outbox: outbox.unwrap_or_default(),
+            gone: gone.unwrap_or_default(),
+            outbox_at,
+            gone_at,
+        })
+    }
+}
+
+/// What a save of `new` writes over `stored`, the value another tab of the
+/// same scope may have written since this one read it (rule 14): `None`
+/// keeps `stored` as it is. Run inside the storage's compare-and-write.
+///
+/// - The state is the one of the larger cursor ([`StoredHead::replaces`]).
+/// - The outbox is the union of both by `message_id`, the writer's own
+///   copy of a message first (it holds its latest word on it), ordered by
+///   `at` (when each was sent): a message one tab queued is never dropped
+///   by another tab's save.
+/// - A message in either value's `gone` (the tab that wrote it saw it
+///   committed or discarded) is not brought back.
+///
+/// A `new` or `stored` that cannot be read this way is written over, as
+/// before the outbox: the save of a value is never refused for its form.
+pub fn merge_stored<'a>(new: &'a str, stored: &str) -> Option<Cow<'a, str>> {
+    let (Some(n), Some(s)) = (OutboxPart::read(new), OutboxPart::read(stored)) else {
+        return Some(Cow::Borrowed(new));
+    };
+    let mut gone: Vec<String> = (s.gone.iter())
+        .filter(|id| !n.gone.contains(id))
+        .chain(&n.gone)
+        .cloned()
+        .collect();
+    gone.drain(..gone.len().saturating_sub(GONE_KEPT));
+    let mine = |id: &str| n.outbox.iter().any(|m| m.message_id == id);
+    let theirs =
+        (s.outbox.iter()).filter(|m| !mine(&m.message_id) && !gone.contains(&m.message_id));
+    let mut outbox: Vec<StoredMessage> = Vec::new();
+    for m in (n.outbox.iter())
+        .filter(|m| !s.gone.contains(&m.message_id))
+        .chain(theirs)
+    {
+        // In the order of `at`, stable (a sort costs KBs of wasm per type).
+        let i = (outbox.iter().position(|o| o.at > m.at)).unwrap_or(outbox.len());
+        outbox.insert(i, m.clone());
+    }
+    let new_wins = n.head.replaces_head(Some(&s.head));
+    let (base, part) = if new_wins { (new, &n) } else { (stored, &s) };
+    if part.outbox == outbox && part.gone == gone {
+        return new_wins.then_some(Cow::Borrowed(new));
+    }
+    Some(Cow::Owned(splice(base, part, &outbox, &gone)))
+}
+
+/// `base` with its outbox and gone values replaced (or added at its end).
+fn splice(base: &str, part: &OutboxPart, outbox: &[StoredMessage], gone: &[String]) -> String {
+    const PLAIN: &str = "strings and numbers only";
+    let end = base.trim_end().len().saturating_sub(1);
+    let edit = |at: &Option<Range<usize>>, key: &str, value: String| match at {
+        Some(at) => (at.clone(), value),
+        None => (end..end, format!(",\"{key}\":{value}")),
+    };
+    let mut first = edit(
+        &part.outbox_at,
+        "outbox",
+        json::to_string(outbox).expect(PLAIN),
+    );
+    let mut second = edit(&part.gone_at, "gone", json::to_string(gone).expect(PLAIN));
+    // Back to front, so that each range is still where it was read.
+    if first.0.start < second.0.start {
+        std::mem::swap(&mut first, &mut second);
+    }
+    let mut out = base.to_owned();
+    for (at, value) in [first, second] {
+        out.replace_range(at, &value);
+    }
+    out
+}
+
 /// Whether the encoded value `new` may replace `stored` under the same key
 /// ([`StoredHead::replaces`]; a `new` without a readable head replaces).
 pub fn supersedes(new: &[u8], stored: &[u8]) -> bool {
     StoredHead::of(new).is_none_or(|n| n.replaces(stored))
 }
 
+/// A value's text and its byte range in the reader's text.
+fn raw<'a>(r: &mut json::Reader<'a>) -> Result<(&'a str, Range<usize>), json::JsonError> {
+    let v = r.raw()?;
+    Ok((v, r.pos() - v.len()..r.pos()))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{encode, supersedes, Position, Target, View};
+    use super::{decode, encode, merge_stored, supersedes, Position, Target, View, GONE_KEPT};
+    use crate::json;
+
+    fn session() -> Target {
+        Target::Scoped {
+            scope: crate::protocol::Scope::Session,
+            scope_id: "s".into(),
+        }
+    }
+
+    /// A value at `cursor` of epoch e1 whose outbox holds `(message_id, at)`
+    /// and whose `gone` holds `gone`.
+    fn tab(cursor: u64, outbox: &[(&str, u64)], gone: &[&str]) -> String {
+        let messages: Vec<String> = (outbox.iter())
+            .map(|(id, at)| format!(r#"{{"message_id":"{id}","text":"{id}!","at":{at}}}"#))
+            .collect();
+        let outbox: Vec<super::StoredMessage> =
+            json::from_str(&format!("[{}]", messages.join(","))).unwrap();
+        let gone: Vec<String> = gone.iter().map(|g| g.to_string()).collect();
+        let pos = Position {
+            epoch: Some("e1".into()),
+            cursor,
+            last: None,
+        };
+        let bytes = encode(&session(), &pos, &View::empty(true, 10), &outbox, &gone);
+        String::from_utf8(bytes).unwrap()
+    }
+
+    /// What a value holds: its cursor, outbox ids and gone ids.
+    fn read(value: &str) -> (u64, Vec<String>, Vec<String>) {
+        let d = decode(value.as_bytes(), &session()).unwrap();
+        let ids = d.outbox.into_iter().map(|m| m.message_id).collect();
+        (d.pos.cursor, ids, d.gone)
+    }
+
+    fn ids(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn two_tabs_at_one_cursor_keep_both_messages_in_the_order_they_were_sent() {
+        let first = tab(5, &[("a", 100)], &[]);
+        let second = tab(5, &[("b", 200)], &[]);
+        // The second tab saves over the first's value: both messages stay.
+        let merged = merge_stored(&second, &first).unwrap();
+        assert_eq!(read(&merged), (5, ids(&["a", "b"]), ids(&[])));
+        // And the first tab's next save keeps the second's.
+        let again = merge_stored(&first, &merged).unwrap();
+        assert_eq!(read(&again), (5, ids(&["a", "b"]), ids(&[])));
+    }
+
+    #[test]
+    fn a_message_a_tab_saw_leave_is_not_brought_back() {
+        let stored = tab(5, &[("a", 100), ("b", 200)], &[]);
+        // This tab saw `b` committed (or discarded it): gone, not merged back.
+        let new = tab(6, &[("a", 100)], &["b"]);
+        let merged = merge_stored(&new, &stored).unwrap();
+        assert_eq!(read(&merged), (6, ids(&["a"]), ids(&["b"])));
+        // A tab that did not see it yet does not bring it back either.
+        let late = tab(6, &[("a", 100), ("b", 200), ("c", 300)], &[]);
+        let merged = merge_stored(&late, &merged).unwrap();
+        assert_eq!(read(&merged), (6, ids(&["a", "c"]), ids(&["b"])));
+    }
+
+    #[test]
+    fn a_newer_stored_state_stays_and_takes_the_writers_messages() {
+        let stored = tab(9, &[("b", 200)], &["x"]);
+        let new = tab(4, &[("a", 100)], &[]);
+        let merged = merge_stored(&new, &stored).unwrap();
+        assert_eq!(read(&merged), (9, ids(&["a", "b"]), ids(&["x"])));
+        // Nothing of the writer's missing: the stored value stays as it is.
+        assert_eq!(merge_stored(&tab(4, &[("b", 200)], &[]), &stored), None);
+        assert_eq!(merge_stored(&tab(4, &[], &["x"]), &stored), None);
+    }
+
+    #[test]
+    fn the_writers_own_copy_of_a_message_wins() {
+        let failed = r#"{"message_id":"a","text":"a!","at":100,"failed":{"code":"invalid_message","message":"no"}}"#;
+        let stored = tab(5, &[("a", 100)], &[]);
+        let new =
+            tab(5, &[], &[]).replacen(r#""outbox":[]"#, &format!(r#""outbox":[{failed}]"#), 1);
+        let merged = merge_stored(&new, &stored).unwrap();
+        assert!(merged.contains("invalid_message"), "{merged}");
+    }
+
+    #[test]
+    fn gone_is_bounded_newest_last() {
+        let old: Vec<String> = (0..GONE_KEPT).map(|i| format!("old{i}")).collect();
+        let old: Vec<&str> = old.iter().map(String::as_str).collect();
+        let stored = tab(5, &[], &old);
+        let new = tab(5, &[], &["new"]);
+        let merged = merge_stored(&new, &stored).unwrap();
+        let (_, _, gone) = read(&merged);
+        assert_eq!(gone.len(), GONE_KEPT);
+        assert_eq!(gone.first().unwrap(), "old1");
+        assert_eq!(gone.last().unwrap(), "new");
+    }
+
+    #[test]
+    fn a_value_stored_with_its_outbox_after_the_state_is_merged() {
+        // The layout before `gone`: the outbox after the state.
+        let before = tab(5, &[], &[]);
+        let start = before.find(r#""state":"#).unwrap() + r#""state":"#.len();
+        let state_json = &before[start..before.len() - 1];
+        let stored = format!(
+            r#"{{"v":2,"target":"session:s","epoch":"e1","cursor":5,"last":null,"state":{state_json},"outbox":[{{"message_id":"a","text":"a!","at":100}}]}}"#
+        );
+        let new = tab(5, &[("b", 200)], &[]);
+        let merged = merge_stored(&new, &stored).unwrap();
+        assert_eq!(read(&merged), (5, ids(&["a", "b"]), ids(&[])));
+        // The stored one newer: the writer's message is added to it.
+        let new = tab(3, &[("b", 200)], &[]);
+        let merged = merge_stored(&new, &stored).unwrap();
+        assert_eq!(read(&merged), (5, ids(&["a", "b"]), ids(&[])));
+    }
+
+    #[test]
+    fn an_unreadable_value_on_either_side_is_written_over() {
+        let new = tab(5, &[("a", 100)], &[]);
+        assert_eq!(merge_stored(&new, "garbage").as_deref(), Some(new.as_str()));
+        assert_eq!(merge_stored("garbage", &new).as_deref(), Some("garbage"));
+    }
 
     fn value(epoch: &str, cursor: u64) -> Vec<u8> {
         format!(
@@ -290,7 +566,7 @@ mod tests {
             last: None,
             older: 0,
         };
-        let stored = encode(&target, &pos, &View::empty(true, 10), &[]);
+        let stored = encode(&target, &pos, &View::empty(true, 10), &[], &[]);
         assert!(!supersedes(&value("e1", 6), &stored));
         assert!(supersedes(&value("e1", 7), &stored));
     }
@@ -313,7 +589,7 @@ mod tests {
             last: None,
             older: 0,
         };
-        let stored = encode(&target, &pos, &View::empty(true, 10), &[]);
+        let stored = encode(&target, &pos, &View::empty(true, 10), &[], &[]);
         assert!(super::decode(&stored, &target).is_ok());
     }
 

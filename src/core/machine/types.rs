@@ -328,6 +328,17 @@ pub enum Action {
         path_and_query: String,
         /// The JSON body.
         body: String,
+        /// Send only while holding this claim, across the clients of one
+        /// browser profile (a Web Lock of this name, asked for without
+        /// waiting): once got, it is held until [`Action::Release`]; held
+        /// by another client, the request fails at once with
+        /// `CoreError::Claimed`. An IO with no such lock sends anyway.
+        claim: Option<String>,
+    },
+    /// Let go of a claim a `Post` took (a no-op when it is not held).
+    Release {
+        /// The claim's name.
+        claim: String,
     },
     /// Read the stored value; answer with `handle_stored` or
     /// `handle_storage_failed` (see [`Machine::load`](super::Machine::load)).

@@ -197,6 +197,7 @@ impl Machine {
             id: request,
             path_and_query: w.path.clone(),
             body: w.body.clone(),
+            claim: None,
         });
     }
 
