@@ -397,6 +397,7 @@ impl Sim {
                     Action::Abort { .. }
                     | Action::Persist(_)
                     | Action::RefreshCredentials
+                    | Action::Release { .. }
                     | Action::LoadStored
                     | Action::RemoveStored => {}
                 }

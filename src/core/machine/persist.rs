@@ -418,6 +418,7 @@ mod tests {
             epoch: Some("e1".into()),
             cursor,
             last: None,
+            older: 0,
         };
         let bytes = encode(&session(), &pos, &View::empty(true, 10), &outbox, &gone);
         String::from_utf8(bytes).unwrap()
