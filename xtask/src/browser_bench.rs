@@ -3,13 +3,14 @@
 //! serving the optimised package and the bench page (`tests/js/bench/`).
 
 use crate::cmd::{self, root, Result};
+use crate::link::{self, Link};
 use crate::server::Server;
 use crate::{demo, pkg, setup};
 use std::process::Command;
 
 /// Measures and reports each figure through `record`; `only` names the parts
 /// of `tests/js/bench.mjs` to run (`live`, `burst`, `restore`, `cold`,
-/// `memory`, `shared`; comma-separated), all when `None`.
+/// `memory`, `shared`, `paint`, `link`; comma-separated), all when `None`.
 pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
     setup::ensure_package_tools()?;
     setup::ensure_browser()?;
@@ -61,6 +62,14 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
             "8192",
         ],
     )?;
+    // The same server through each link of the bench (link.rs): the page
+    // is loaded from the link's own port, so its files and the runtime's
+    // answers cross it.
+    let backend = server.url.trim_start_matches("http://");
+    let mut links = vec![format!("lo={}", server.url)];
+    for (name, shape) in link::SHAPES {
+        links.push(format!("{name}={}", Link::start(backend, *shape)?.url));
+    }
     let tmp = setup::browser_tmp()?;
     cmd::step("bench: headless Chromium (tests/js/bench.mjs)", || {
         let mut node = Command::new("node");
@@ -72,6 +81,7 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
             .current_dir(setup::js_dir())
             .env("TMPDIR", &tmp)
             .env("BENCH_URL", &server.url)
+            .env("BENCH_LINKS", links.join(","))
             .env("BENCH_CHROMIUM", setup::CHROMIUM)
             .output()
             .map_err(|e| format!("node: {e}"))?;

@@ -16,6 +16,7 @@ mod cycles;
 #[cfg(test)]
 mod debug_fmt;
 mod demo;
+mod link;
 mod names;
 mod nginx;
 mod pkg;

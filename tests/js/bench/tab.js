@@ -36,7 +36,7 @@ async function connect() {
   window.marks.imported = performance.now();
   const wasm = await init();
   window.wasmMemoryBytes = () => wasm.memory.buffer.byteLength;
-  return ReplayClient.connect({ baseUrl, sessionId, storage: "memory" });
+  return ReplayClient.connect({ baseUrl, sessionId, storage: query.get("storage") ?? "memory" });
 }
 
 // What a hand-written page does: every replay page, its messages rendered.
@@ -79,6 +79,9 @@ try {
   const view = client ? await whenLive(client) : await plainPage();
   out.textContent = view.items.length;
   requestAnimationFrame(() => {
+    // When the page's own HTML had arrived: a reload's floor, the same for
+    // every page (its revalidation).
+    window.htmlAt = performance.getEntriesByType("navigation")[0]?.responseEnd;
     window.paintedAt = performance.now();
   });
   window.benchClient = client;
