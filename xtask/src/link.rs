@@ -257,20 +257,31 @@ mod tests {
         let backend = backend();
         for &(_, shape) in super::SHAPES {
             let link = Link::start(&backend, shape).unwrap();
-            let mut conn = TcpStream::connect(link.url.trim_start_matches("http://")).unwrap();
-            conn.set_nodelay(true).unwrap();
-            // The first exchange also pays the handshake's round trip.
-            let first = ask(&mut conn, 0);
+            let connect = || {
+                let conn = TcpStream::connect(link.url.trim_start_matches("http://")).unwrap();
+                conn.set_nodelay(true).unwrap();
+                conn
+            };
+            // The fastest of several: a loaded machine only ever adds time
+            // (a late wake-up), so the least time is the link's own, and a
+            // link that delays or paces too little still fails.
+            let least = |xs: Vec<f64>| xs.into_iter().fold(f64::INFINITY, f64::min);
+            // A new connection's first exchange also pays the handshake's
+            // round trip.
+            let firsts = (0..5)
+                .map(|_| ask(&mut connect(), 0).as_secs_f64())
+                .collect();
             within(
-                first.as_secs_f64(),
+                least(firsts),
                 2.0 * shape.rtt.as_secs_f64(),
                 "handshake and round trip",
             );
-            let rtts: Vec<f64> = (0..5).map(|_| ask(&mut conn, 0).as_secs_f64()).collect();
-            let rtt = rtts.iter().sum::<f64>() / rtts.len() as f64;
+            let mut conn = connect();
+            ask(&mut conn, 0);
+            let rtt = least((0..9).map(|_| ask(&mut conn, 0).as_secs_f64()).collect());
             within(rtt, shape.rtt.as_secs_f64(), "round trip");
             // 250 KiB down: the round trip, then the bytes at the rate.
-            let bulk = ask(&mut conn, 250).as_secs_f64() - rtt;
+            let bulk = least((0..3).map(|_| ask(&mut conn, 250).as_secs_f64()).collect()) - rtt;
             let rate = (250.0 * 1024.0 * 8.0) / bulk;
             within(rate, shape.bits_per_s as f64, "rate (bits/s)");
         }
