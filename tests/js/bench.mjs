@@ -355,6 +355,20 @@ async function sharedTabs(id, head) {
 // Every page is loaded from the link's origin, so its files and the
 // runtime's answers cross the link. Median of LINK_ROUNDS contexts; ratios
 // per round.
+// BENCH_LINK_TRACE=1: what a page fetched (the page's own requests, not
+// its workers'), when, and the bytes that crossed the link.
+async function traceLoads(tab, label) {
+  const entries = await tab.evaluate(() => {
+    const nav = performance.getEntriesByType("navigation")[0];
+    return [`html ${nav.requestStart.toFixed(0)}-${nav.responseEnd.toFixed(0)} ms`].concat(
+      performance
+        .getEntriesByType("resource")
+        .map((e) => `${e.name.replace(location.origin, "")} ${e.startTime.toFixed(0)}-${e.responseEnd.toFixed(0)} ms, ${e.transferSize} B`),
+    );
+  });
+  console.error(`${label}: ${entries.join("; ")}`);
+}
+
 async function linkPaint(long) {
   const ROUNDS = Number(process.env.BENCH_LINK_ROUNDS ?? 3);
   const links = (process.env.BENCH_LINKS ?? `lo=${url}`).split(",").map((kv) => kv.split("="));
@@ -363,9 +377,9 @@ async function linkPaint(long) {
   const MESSAGES = items.filter((item) => item.kind === "message").length;
   if (MESSAGES !== 40) throw new Error(`the paint session has ${MESSAGES} messages, not 40`);
   const HOSTS = ["plain", "shared", "page"];
-  // The page each host is measured on: the shared host's preloads its
-  // page half (tab-shared.html); an app's HTML, as the README gives it.
-  const html = (host) => (host === "shared" ? "tab-shared.html" : "tab.html");
+  // The page each host is measured on: an app's HTML as the README gives
+  // it, preloading the host's files (tab-shared.html, tab-page.html).
+  const html = (host) => ({ plain: "tab.html", shared: "tab-shared.html", page: "tab-page.html" })[host];
   const painted = async (tab) => {
     await tab.waitForFunction(() => window.paintedAt !== undefined || window.paintError !== undefined, null, {
       timeout: 120_000,
@@ -390,11 +404,14 @@ async function linkPaint(long) {
           const query = `host=${host}&session=${short.id}&head=${short.head}&messages=${MESSAGES}&storage=indexeddb`;
           const tab = await context.newPage();
           await tab.goto(`${origin}/bench/${html(host)}?${query}`);
-          t[host].first.push((await painted(tab)).ms);
+          const first = await painted(tab);
+          if (process.env.BENCH_LINK_TRACE) await traceLoads(tab, `link ${name}, ${host} first visit (paint ${first.ms.toFixed(0)})`);
+          t[host].first.push(first.ms);
           // Left open a moment (the clients restored and stored their state).
           await tab.waitForTimeout(1_000);
           await tab.reload();
           const reload = await painted(tab);
+          if (process.env.BENCH_LINK_TRACE) await traceLoads(tab, `link ${name}, ${host} reload (paint ${reload.ms.toFixed(0)})`);
           t[host].reload.push(reload.ms);
           t[host].reloadAfterHtml.push(reload.afterHtml);
           const second = await context.newPage();

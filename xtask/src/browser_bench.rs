@@ -17,6 +17,37 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
     let site = demo::build_site()?;
     demo::copy_dir(&root().join("tests/js/bench"), &site.join("bench"))?;
     copy_base_package(&site)?;
+    // The preloading tabs' lines name the snippets' folder, which changes
+    // with the build.
+    let snippets = pkg::snippet(&site.join("pkg/web"), "browser.js")?;
+    let folder = snippets
+        .trim_start_matches("./")
+        .trim_end_matches("/browser.js");
+    // The shared host's worker as an app's build gives it (Vite and
+    // webpack bundle a `new SharedWorker(new URL(...))` script into one
+    // chunk): one file beside the wasm, so its glue finds the wasm next to
+    // it. tab-shared.html starts and preloads this one.
+    let esbuild = setup::node_bin("esbuild");
+    let bundle = site.join("pkg/web/bench-shared.js");
+    cmd::run(
+        esbuild.to_str().expect("utf-8 path"),
+        &[
+            site.join("bench/sdk-shared.js")
+                .to_str()
+                .expect("utf-8 path"),
+            "--bundle",
+            "--minify",
+            "--format=esm",
+            "--log-level=warning",
+            &format!("--outfile={}", bundle.to_str().expect("utf-8 path")),
+        ],
+    )?;
+    for tab in ["tab-shared.html", "tab-page.html"] {
+        let tab = site.join("bench").join(tab);
+        let html = std::fs::read_to_string(&tab).map_err(|e| format!("{}: {e}", tab.display()))?;
+        std::fs::write(&tab, html.replace("SNIPPETS", folder))
+            .map_err(|e| format!("{}: {e}", tab.display()))?;
+    }
     // [wasm, js]: raw and gzipped bytes; JS sums every file a page loads.
     let mut totals = [(0, 0); 2];
     for (name, raw, gz) in pkg::sizes(&site.join("pkg"))? {

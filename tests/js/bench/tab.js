@@ -20,7 +20,9 @@ window.marks = { module: performance.now() };
 
 // `storage=<kind>`: the host's storage (else in memory, as every bench client).
 const hostScript = `./sdk-shared.js${query.has("storage") ? `?storage=${query.get("storage")}` : ""}`;
-const startShared = () => new SharedWorker(new URL(hostScript, import.meta.url), { type: "module", name: "bench" });
+// A page may start its worker itself (tab-shared.html: the bundled one).
+const workerUrl = window.benchWorker ?? new URL(hostScript, import.meta.url);
+const startShared = () => new SharedWorker(workerUrl, { type: "module", name: "bench" });
 
 async function connect() {
   if (query.get("host") === "shared") {
