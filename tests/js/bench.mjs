@@ -360,7 +360,9 @@ async function sharedTabs(id, head) {
 async function traceLoads(tab, label) {
   const entries = await tab.evaluate(() => {
     const nav = performance.getEntriesByType("navigation")[0];
-    return [`html ${nav.requestStart.toFixed(0)}-${nav.responseEnd.toFixed(0)} ms`].concat(
+    const m = window.marks ?? {};
+    const marks = ["module", "imported", "view"].map((k) => `${k} ${m[k]?.toFixed(0)}`).join(", ");
+    return [`html ${nav.requestStart.toFixed(0)}-${nav.responseEnd.toFixed(0)} ms, ${marks}`].concat(
       performance
         .getEntriesByType("resource")
         .map((e) => `${e.name.replace(location.origin, "")} ${e.startTime.toFixed(0)}-${e.responseEnd.toFixed(0)} ms, ${e.transferSize} B`),
