@@ -17,6 +17,20 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
     let site = demo::build_site()?;
     demo::copy_dir(&root().join("tests/js/bench"), &site.join("bench"))?;
     copy_base_package(&site)?;
+    // [wasm, js]: raw and gzipped bytes; JS sums every file a page loads.
+    let mut totals = [(0, 0); 2];
+    for (name, raw, gz) in pkg::sizes(&site.join("pkg"))? {
+        let t = &mut totals[usize::from(!name.ends_with(".wasm"))];
+        t.0 += raw;
+        t.1 += gz;
+    }
+    for (key, (raw, gz)) in ["wasm", "js"].into_iter().zip(totals) {
+        record(&format!("browser_{key}_bytes"), raw as f64);
+        record(&format!("browser_{key}_gzip_bytes"), gz as f64);
+    }
+    let total_gz = totals[0].1 + totals[1].1;
+    record("browser_total_gzip_kb", total_gz as f64 / 1000.0);
+
     // The preloading tabs' lines name the snippets' folder, which changes
     // with the build.
     let snippets = pkg::snippet(&site.join("pkg/web"), "browser.js")?;
@@ -26,7 +40,8 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
     // The shared host's worker as an app's build gives it (Vite and
     // webpack bundle a `new SharedWorker(new URL(...))` script into one
     // chunk): one file beside the wasm, so its glue finds the wasm next to
-    // it. tab-shared.html starts and preloads this one.
+    // it. tab-shared.html starts and preloads this one. Made after the
+    // sizes above: it is the bench's file, not the package's.
     let esbuild = setup::node_bin("esbuild");
     let bundle = site.join("pkg/web/bench-shared.js");
     cmd::run(
@@ -48,20 +63,6 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
         std::fs::write(&tab, html.replace("SNIPPETS", folder))
             .map_err(|e| format!("{}: {e}", tab.display()))?;
     }
-    // [wasm, js]: raw and gzipped bytes; JS sums every file a page loads.
-    let mut totals = [(0, 0); 2];
-    for (name, raw, gz) in pkg::sizes(&site.join("pkg"))? {
-        let t = &mut totals[usize::from(!name.ends_with(".wasm"))];
-        t.0 += raw;
-        t.1 += gz;
-    }
-    for (key, (raw, gz)) in ["wasm", "js"].into_iter().zip(totals) {
-        record(&format!("browser_{key}_bytes"), raw as f64);
-        record(&format!("browser_{key}_gzip_bytes"), gz as f64);
-    }
-    let total_gz = totals[0].1 + totals[1].1;
-    record("browser_total_gzip_kb", total_gz as f64 / 1000.0);
-
     cmd::step("bench: build replay-server (server profile)", || {
         cmd::run(
             "cargo",
