@@ -386,18 +386,19 @@ async function linkPaint(long) {
     await tab.waitForFunction(() => window.paintedAt !== undefined || window.paintError !== undefined, null, {
       timeout: 120_000,
     });
-    const { paintedAt, htmlAt, paintError } = await tab.evaluate(() => ({
+    const { paintedAt, htmlAt, moduleAt, paintError } = await tab.evaluate(() => ({
       paintedAt: window.paintedAt,
       htmlAt: window.htmlAt,
+      moduleAt: window.marks.module,
       paintError: window.paintError,
     }));
     if (paintError) throw new Error(paintError);
-    return { ms: paintedAt, afterHtml: paintedAt - htmlAt };
+    return { ms: paintedAt, afterHtml: paintedAt - htmlAt, afterModule: paintedAt - moduleAt };
   };
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   for (const [name, origin] of links) {
     const t = Object.fromEntries(
-      HOSTS.map((h) => [h, { first: [], reload: [], reloadAfterHtml: [], second: [], long: [] }]),
+      HOSTS.map((h) => [h, { first: [], reload: [], reloadAfterHtml: [], reloadAfterModule: [], second: [], long: [] }]),
     );
     for (let i = 0; i < ROUNDS; i++) {
       for (const host of HOSTS) {
@@ -416,6 +417,7 @@ async function linkPaint(long) {
           if (process.env.BENCH_LINK_TRACE) await traceLoads(tab, `link ${name}, ${host} reload (paint ${reload.ms.toFixed(0)})`);
           t[host].reload.push(reload.ms);
           t[host].reloadAfterHtml.push(reload.afterHtml);
+          t[host].reloadAfterModule.push(reload.afterModule);
           const second = await context.newPage();
           await second.goto(`${origin}/bench/${html(host)}?${query}`);
           t[host].second.push((await painted(second)).ms);
@@ -445,6 +447,7 @@ async function linkPaint(long) {
       console.log(`${key}_first_ms ${median(t[host].first).toFixed(1)}`);
       console.log(`${key}_reload_ms ${median(t[host].reload).toFixed(1)}`);
       console.log(`${key}_reload_after_html_ms ${median(t[host].reloadAfterHtml).toFixed(1)}`);
+      console.log(`${key}_reload_after_module_ms ${median(t[host].reloadAfterModule).toFixed(1)}`);
       console.log(`${key}_second_ms ${median(t[host].second).toFixed(1)}`);
       console.log(`${key}_long_ms ${median(t[host].long).toFixed(1)}`);
       console.log(`${key}_long_vs_first ${median(t[host].long.map((ms, i) => ms / t[host].first[i])).toFixed(3)}`);

@@ -837,6 +837,11 @@ fn link_figures() -> &'static [Figure] {
                     "the reload's paint after its HTML arrived (the navigation's `responseEnd`): what the page costs past its own HTML's revalidation",
                     (distant && host == "shared").then_some((Goal::AtMost, 40.0)),
                 ));
+                figs.push(ms(
+                    "reload_after_module_ms",
+                    "the reload's paint after the page's own module (tab.js) started running: what the page's code and the client cost, without the browser's start of the page",
+                    None,
+                ));
                 figs.push(ms("second_ms", "a second tab of that context on the same session", None));
                 figs.push(ms("long_ms", "first visit to a 10 000-event session, navigation start to the frame showing it live", None));
                 figs.push(x(
