@@ -26,6 +26,9 @@ pub struct Config {
     pub allow_hosts: Vec<String>,
     /// Directory served at `/`.
     pub static_dir: Option<String>,
+    /// Seconds a browser may reuse a static file but HTML without asking
+    /// (`Cache-Control: max-age`; 0: every file revalidated).
+    pub static_max_age: u32,
     /// Enables `/v1/admin/*` (loopback or with a token only).
     pub faults: bool,
     /// Heartbeat after this much stream silence.
@@ -159,6 +162,7 @@ impl Default for Config {
             allow_credentials: false,
             allow_hosts: Vec::new(),
             static_dir: None,
+            static_max_age: 600,
             faults: false,
             heartbeat_ms: 15_000,
             delta_ms: 30,

@@ -71,6 +71,10 @@ struct Args {
     /// Serve the files of DIR at `/`.
     #[arg(long = "static", env = "REPLAY_STATIC", value_name = "DIR")]
     static_dir: Option<String>,
+    /// Seconds a browser may reuse a static file but HTML without asking again
+    /// (`Cache-Control: public, max-age=N`; HTML is always `no-cache`; 0: every file revalidated).
+    #[arg(long, env = "REPLAY_STATIC_MAX_AGE", value_name = "N", default_value_t = Config::default().static_max_age)]
+    static_max_age: u32,
     /// Enable `/v1/admin/*` (fault injection, raw append); loopback or with a token only.
     #[arg(long, env = "REPLAY_FAULTS")]
     faults: bool,
@@ -215,6 +219,7 @@ impl Args {
             allow_credentials: self.allow_credentials,
             allow_hosts: self.allow_host,
             static_dir: self.static_dir,
+            static_max_age: self.static_max_age,
             faults: self.faults,
             heartbeat_ms: self.heartbeat_ms,
             delta_ms: self.delta_ms,

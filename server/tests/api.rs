@@ -695,3 +695,58 @@ async fn static_files_and_diagnostics() {
     assert_eq!(v["boots"], 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--static` serves as a CDN serves a site: gzip when asked, validators
+/// (`ETag`, a match answered 304), HTML revalidated on every visit and the
+/// rest reused for `--static-max-age` seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_files_are_gzipped_with_validators_and_cache_headers() {
+    let dir =
+        std::env::temp_dir().join(format!("replay-static-{}", replay_server::util::entropy()));
+    std::fs::create_dir_all(dir.join("pkg")).unwrap();
+    std::fs::write(dir.join("index.html"), "<h1>demo</h1>").unwrap();
+    let wasm: Vec<u8> = (0..64 * 1024).map(|i| (i % 7) as u8).collect();
+    std::fs::write(dir.join("pkg/index_bg.wasm"), &wasm).unwrap();
+    let d = dir.to_str().unwrap().to_owned();
+    let s = server_with(|c| {
+        c.static_dir = Some(d);
+        c.static_max_age = 600;
+    })
+    .await;
+    // Without reqwest's own decompression, to see what went on the wire.
+    let http = reqwest::Client::builder().no_gzip().build().unwrap();
+    let get = |path: &str, tag: Option<&str>| {
+        let mut req = http
+            .get(s.url(path))
+            .header("accept-encoding", "gzip, deflate, br");
+        if let Some(tag) = tag {
+            req = req.header("if-none-match", tag);
+        }
+        req.send()
+    };
+    let r = get("/pkg/index_bg.wasm", None).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let h = r.headers().clone();
+    assert_eq!(h["content-encoding"], "gzip", "{h:?}");
+    assert_eq!(h["cache-control"], "public, max-age=600");
+    assert!(h.contains_key("last-modified"));
+    let tag = h["etag"].to_str().unwrap().to_owned();
+    let body = r.bytes().await.unwrap();
+    assert!(body.len() < wasm.len() / 4, "gzipped: {} bytes", body.len());
+    let r = get("/pkg/index_bg.wasm", Some(&tag)).await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_MODIFIED);
+    assert_eq!(r.headers()["etag"].to_str().unwrap(), tag);
+    assert_eq!(r.headers()["cache-control"], "public, max-age=600");
+    let r = get("/pkg/index_bg.wasm", Some("W/\"other\""))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "another tag: the file");
+    // The page: revalidated each time, by its own tag.
+    let r = get("/", None).await.unwrap();
+    assert_eq!(r.headers()["cache-control"], "no-cache");
+    let tag = r.headers()["etag"].to_str().unwrap().to_owned();
+    assert_eq!(r.text().await.unwrap(), "<h1>demo</h1>");
+    let r = get("/", Some(&tag)).await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_MODIFIED);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -7,7 +7,7 @@ import { chromium } from "playwright-core";
 
 const url = process.env.BENCH_URL;
 const EVENTS = 10_000;
-// BENCH_ONLY=live,burst,restore,cold,memory,shared,paint runs those parts (quick, repeatable
+// BENCH_ONLY=live,burst,restore,cold,memory,shared,paint,link runs those parts (quick, repeatable
 // figures while working on one path); unset runs everything.
 const only = process.env.BENCH_ONLY ? process.env.BENCH_ONLY.split(",") : null;
 const wants = (part) => !only || only.includes(part);
@@ -345,6 +345,121 @@ async function sharedTabs(id, head) {
   console.log(`browser_tabs10_shared_vs_page_memory ${(total(memory.shared) / total(memory.page)).toFixed(3)}`);
 }
 
+// The paint figures on loopback and through the bench's link emulator
+// (BENCH_LINKS: `name=origin,...`, each origin the same server through a
+// link of its own; xtask/src/link.rs), each host beside the hand-written
+// page in the same rounds: for a session of 40 messages, navigation start
+// to the frame that shows them on a first visit (a fresh browser context),
+// on a reload of that tab and in a second tab of the same context; for a
+// 10 000-event session, a first visit to the frame that shows it live.
+// Every page is loaded from the link's origin, so its files and the
+// runtime's answers cross the link. Median of LINK_ROUNDS contexts; ratios
+// per round.
+// BENCH_LINK_TRACE=1: what a page fetched (the page's own requests, not
+// its workers'), when, and the bytes that crossed the link.
+async function traceLoads(tab, label) {
+  const entries = await tab.evaluate(() => {
+    const nav = performance.getEntriesByType("navigation")[0];
+    const m = window.marks ?? {};
+    const marks = ["module", "imported", "view"].map((k) => `${k} ${m[k]?.toFixed(0)}`).join(", ");
+    return [`html ${nav.requestStart.toFixed(0)}-${nav.responseEnd.toFixed(0)} ms, ${marks}`].concat(
+      performance
+        .getEntriesByType("resource")
+        .map((e) => `${e.name.replace(location.origin, "")} ${e.startTime.toFixed(0)}-${e.responseEnd.toFixed(0)} ms, ${e.transferSize} B`),
+    );
+  });
+  console.error(`${label}: ${entries.join("; ")}`);
+}
+
+async function linkPaint(long) {
+  const ROUNDS = Number(process.env.BENCH_LINK_ROUNDS ?? 3);
+  const links = (process.env.BENCH_LINKS ?? `lo=${url}`).split(",").map((kv) => kv.split("="));
+  const short = await seedBacklog(90);
+  const { items } = await api("GET", `/v1/sessions/${short.id}/transcript`);
+  const MESSAGES = items.filter((item) => item.kind === "message").length;
+  if (MESSAGES !== 40) throw new Error(`the paint session has ${MESSAGES} messages, not 40`);
+  const HOSTS = ["plain", "shared", "page"];
+  // The page each host is measured on: an app's HTML as the README gives
+  // it, preloading the host's files (tab-shared.html, tab-page.html).
+  const html = (host) => ({ plain: "tab.html", shared: "tab-shared.html", page: "tab-page.html" })[host];
+  const painted = async (tab) => {
+    await tab.waitForFunction(() => window.paintedAt !== undefined || window.paintError !== undefined, null, {
+      timeout: 120_000,
+    });
+    const { paintedAt, htmlAt, moduleAt, paintError } = await tab.evaluate(() => ({
+      paintedAt: window.paintedAt,
+      htmlAt: window.htmlAt,
+      moduleAt: window.marks.module,
+      paintError: window.paintError,
+    }));
+    if (paintError) throw new Error(paintError);
+    return { ms: paintedAt, afterHtml: paintedAt - htmlAt, afterModule: paintedAt - moduleAt };
+  };
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  for (const [name, origin] of links) {
+    const t = Object.fromEntries(
+      HOSTS.map((h) => [h, { first: [], reload: [], reloadAfterHtml: [], reloadAfterModule: [], second: [], long: [] }]),
+    );
+    for (let i = 0; i < ROUNDS; i++) {
+      for (const host of HOSTS) {
+        const context = await browser.newContext();
+        try {
+          const query = `host=${host}&session=${short.id}&head=${short.head}&messages=${MESSAGES}&storage=indexeddb`;
+          const tab = await context.newPage();
+          await tab.goto(`${origin}/bench/${html(host)}?${query}`);
+          const first = await painted(tab);
+          if (process.env.BENCH_LINK_TRACE) await traceLoads(tab, `link ${name}, ${host} first visit (paint ${first.ms.toFixed(0)})`);
+          t[host].first.push(first.ms);
+          // Left open a moment (the clients restored and stored their state).
+          await tab.waitForTimeout(1_000);
+          await tab.reload();
+          const reload = await painted(tab);
+          if (process.env.BENCH_LINK_TRACE) await traceLoads(tab, `link ${name}, ${host} reload (paint ${reload.ms.toFixed(0)})`);
+          t[host].reload.push(reload.ms);
+          t[host].reloadAfterHtml.push(reload.afterHtml);
+          t[host].reloadAfterModule.push(reload.afterModule);
+          const second = await context.newPage();
+          await second.goto(`${origin}/bench/${html(host)}?${query}`);
+          t[host].second.push((await painted(second)).ms);
+        } finally {
+          await context.close();
+        }
+      }
+      for (const host of HOSTS) {
+        const context = await browser.newContext();
+        try {
+          const tab = await context.newPage();
+          await tab.goto(`${origin}/bench/${html(host)}?host=${host}&session=${long.id}&head=${long.head}&storage=indexeddb`);
+          t[host].long.push((await painted(tab)).ms);
+        } finally {
+          await context.close();
+        }
+      }
+      const f = (xs) => xs[i].toFixed(0);
+      console.error(
+        `link ${name}, round ${i + 1}: ` +
+          HOSTS.map((h) => `${h} ${f(t[h].first)}/${f(t[h].reload)} (+${f(t[h].reloadAfterHtml)})/${f(t[h].second)}/${f(t[h].long)}`).join(", ") +
+          " ms (first/reload (after the HTML)/second tab/10 000 events)",
+      );
+    }
+    for (const host of HOSTS) {
+      const key = `browser_link_${name}_${host}`;
+      console.log(`${key}_first_ms ${median(t[host].first).toFixed(1)}`);
+      console.log(`${key}_reload_ms ${median(t[host].reload).toFixed(1)}`);
+      console.log(`${key}_reload_after_html_ms ${median(t[host].reloadAfterHtml).toFixed(1)}`);
+      console.log(`${key}_reload_after_module_ms ${median(t[host].reloadAfterModule).toFixed(1)}`);
+      console.log(`${key}_second_ms ${median(t[host].second).toFixed(1)}`);
+      console.log(`${key}_long_ms ${median(t[host].long).toFixed(1)}`);
+      console.log(`${key}_long_vs_first ${median(t[host].long.map((ms, i) => ms / t[host].first[i])).toFixed(3)}`);
+      if (host === "plain") continue;
+      for (const visit of ["first", "reload", "long"]) {
+        const ratio = median(t[host][visit].map((ms, i) => ms / t.plain[visit][i]));
+        console.log(`${key}_${visit}_vs_plain ${ratio.toFixed(3)}`);
+      }
+    }
+  }
+}
+
 const browser = await chromium.launch(launchOptions);
 try {
   const page = await browser.newPage();
@@ -353,7 +468,8 @@ try {
   const cdp = await page.context().newCDPSession(page);
   await cdp.send("Performance.enable");
 
-  const { id, head } = wants("restore") || wants("cold") || wants("memory") || wants("shared") ? await seedBacklog() : {};
+  const { id, head } =
+    wants("restore") || wants("cold") || wants("memory") || wants("shared") || wants("link") ? await seedBacklog() : {};
   if (wants("restore") || wants("memory")) {
   await page.evaluate(() => window.hasBase());
   const restore = await page.evaluate(([s, h]) => window.benchRestore(s, h, 7), [id, head]);
@@ -612,6 +728,7 @@ try {
 
   if (wants("shared")) await sharedTabs(id, head);
   if (wants("paint")) await reloadPaint();
+  if (wants("link")) await linkPaint({ id, head });
 } finally {
   await browser.close();
 }

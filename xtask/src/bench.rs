@@ -654,7 +654,7 @@ pub fn run_task(args: &[String]) -> Result {
     // `--native` or `--browser` runs one half (while developing; the report
     // then holds only that half).
     let only_native = args.iter().any(|a| a == "--native");
-    // `--only live` (or `burst`, `restore`, `cold`, `memory`, `shared`, comma-separated) runs
+    // `--only live` (or `burst`, `restore`, `cold`, `memory`, `shared`, `paint`, `link`, comma-separated) runs
     // those browser parts and prints them without rewriting the report: a
     // quick figure to compare within one run on a noisy machine.
     let only_parts = args
@@ -662,7 +662,11 @@ pub fn run_task(args: &[String]) -> Result {
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1))
         .map(String::as_str);
-    let only_browser = only_parts.is_some() || args.iter().any(|a| a == "--browser");
+    // `--link` runs the browser's link part alone (the paint figures on
+    // loopback and through the link emulator) and writes the report, the
+    // rest carried over.
+    let only_link = args.iter().any(|a| a == "--link");
+    let only_browser = only_parts.is_some() || only_link || args.iter().any(|a| a == "--browser");
     // `--cluster` runs the cluster bench alone (the rest carried over): it
     // needs no other bench's build and is the one that starts databases.
     let only_cluster = args.iter().any(|a| a == "--cluster");
@@ -766,20 +770,102 @@ pub fn run_task(args: &[String]) -> Result {
             "headless Chromium: tests/js/bench.mjs (its figures carried over, see below)".into(),
         );
     } else {
-        crate::browser_bench::run(only_parts, &mut |name, value| {
+        let parts = if only_link { Some("link") } else { only_parts };
+        crate::browser_bench::run(parts, &mut |name, value| {
             values.insert(name.to_owned(), value);
         })?;
         if only_parts.is_some() {
             return Ok(());
         }
-        sources.push("headless Chromium: tests/js/bench.mjs (driven by xtask)".into());
+        sources.push(if only_link {
+            "headless Chromium: tests/js/bench.mjs, its link part alone (`cargo xtask bench --link`; the other figures carried over)".into()
+        } else {
+            "headless Chromium: tests/js/bench.mjs (driven by xtask)".into()
+        });
     }
     write_report(&values, &sources)
 }
 
 /// Every figure, in the report's order.
 fn all_figures() -> impl Iterator<Item = &'static Figure> {
-    FIGURES.iter().chain(hardening::FIGURES)
+    FIGURES
+        .iter()
+        .chain(hardening::FIGURES)
+        .chain(link_figures())
+}
+
+/// The paint figures of `tests/js/bench.mjs`'s link part: one set per link
+/// (loopback and each of [`crate::link::SHAPES`]) and page host, each host
+/// beside the hand-written page (`plain`) in the same rounds.
+fn link_figures() -> &'static [Figure] {
+    static FIGS: std::sync::OnceLock<Vec<Figure>> = std::sync::OnceLock::new();
+    FIGS.get_or_init(|| {
+        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        let links = std::iter::once(("lo", "loopback")).chain(
+            crate::link::SHAPES
+                .iter()
+                .map(|(name, shape)| (*name, leak(shape.to_string()))),
+        );
+        let hosts = [
+            ("plain", "hand-written page (fetch the replay pages, render)"),
+            ("shared", "shared host (the default: `SharedClient`, the SDK in a SharedWorker)"),
+            ("page", "on-page client (`ReplayClient`)"),
+        ];
+        let mut figs = Vec::new();
+        for (link, link_what) in links {
+            let distant = link == "100ms";
+            for (host, host_what) in hosts {
+                let key = |suffix: &str| leak(format!("browser_link_{link}_{host}_{suffix}"));
+                let what = |text: &str| leak(format!("{link_what}, {host_what}: {text}"));
+                let ms = |suffix: &str, text: &str, target| Figure {
+                    name: key(suffix),
+                    unit: "ms",
+                    what: what(text),
+                    target,
+                };
+                let x = |suffix: &str, text: &str, target| Figure {
+                    name: key(suffix),
+                    unit: "x",
+                    what: what(text),
+                    target,
+                };
+                figs.push(ms("first_ms", "first visit (a fresh browser context), navigation start to the frame showing a session's 40 messages; median of 3", None));
+                figs.push(ms("reload_ms", "that tab reloaded (files from the HTTP cache, state from IndexedDB)", None));
+                let sdk = host != "plain";
+                figs.push(ms(
+                    "reload_after_html_ms",
+                    "the reload's paint after its HTML arrived (the navigation's `responseEnd`): what the page costs past its own HTML's revalidation",
+                    (distant && host == "shared").then_some((Goal::AtMost, 40.0)),
+                ));
+                figs.push(ms(
+                    "reload_after_module_ms",
+                    "the reload's paint after the page's own module (tab.js) started running: what the page's code and the client cost, without the browser's start of the page",
+                    None,
+                ));
+                figs.push(ms("second_ms", "a second tab of that context on the same session", None));
+                figs.push(ms("long_ms", "first visit to a 10 000-event session, navigation start to the frame showing it live", None));
+                figs.push(x(
+                    "long_vs_first",
+                    "the 10 000-event first visit / the 40-message first visit, per round",
+                    (distant && sdk).then_some((Goal::AtMost, 1.5)),
+                ));
+                if sdk {
+                    figs.push(x(
+                        "first_vs_plain",
+                        "first visit / the hand-written page's, each round's pair, median",
+                        (distant && host == "shared").then_some((Goal::AtMost, 1.3)),
+                    ));
+                    figs.push(x("reload_vs_plain", "reload / the hand-written page's", None));
+                    figs.push(x(
+                        "long_vs_plain",
+                        "10 000-event first visit / the hand-written page's (which reads it forward)",
+                        (distant && sdk).then_some((Goal::AtMost, 0.67)),
+                    ));
+                }
+            }
+        }
+        figs
+    })
 }
 
 fn parse_line(line: &str) -> Option<(String, f64)> {
@@ -867,7 +953,18 @@ fn write_report(measured: &BTreeMap<String, f64>, sources: &[String]) -> Result 
         "\nNative figures: release profile with `opt-level = 3` (the `bench` profile), one core. ",
     );
     doc.push_str("Browser figures: the optimised npm package (`cargo xtask pkg`) in Debian's headless Chromium, ");
-    doc.push_str("against a live `replay-server` on loopback, measured in one page run.\n");
+    doc.push_str("against a live `replay-server` on loopback, measured in one page run. ");
+    doc.push_str(
+        "The `browser_link_*` figures load their pages through the bench's link emulator ",
+    );
+    doc.push_str(
+        "(`xtask/src/link.rs`: a TCP proxy delaying each byte by half the round trip each way, ",
+    );
+    doc.push_str(
+        "pacing each direction to the bandwidth, a new connection's handshake one round trip; ",
+    );
+    doc.push_str("no loss, no slow start), `lo` straight on loopback; reproduce them alone with ");
+    doc.push_str("`cargo xtask bench --link`.\n");
     if !carried.is_empty() {
         doc.push_str(&format!(
             "\nCarried over from the previous report (not measured by this run): {}.\n",

@@ -3,13 +3,14 @@
 //! serving the optimised package and the bench page (`tests/js/bench/`).
 
 use crate::cmd::{self, root, Result};
+use crate::link::{self, Link};
 use crate::server::Server;
 use crate::{demo, pkg, setup};
 use std::process::Command;
 
 /// Measures and reports each figure through `record`; `only` names the parts
 /// of `tests/js/bench.mjs` to run (`live`, `burst`, `restore`, `cold`,
-/// `memory`, `shared`; comma-separated), all when `None`.
+/// `memory`, `shared`, `paint`, `link`; comma-separated), all when `None`.
 pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
     setup::ensure_package_tools()?;
     setup::ensure_browser()?;
@@ -30,6 +31,38 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
     let total_gz = totals[0].1 + totals[1].1;
     record("browser_total_gzip_kb", total_gz as f64 / 1000.0);
 
+    // The preloading tabs' lines name the snippets' folder, which changes
+    // with the build.
+    let snippets = pkg::snippet(&site.join("pkg/web"), "browser.js")?;
+    let folder = snippets
+        .trim_start_matches("./")
+        .trim_end_matches("/browser.js");
+    // The shared host's worker as an app's build gives it (Vite and
+    // webpack bundle a `new SharedWorker(new URL(...))` script into one
+    // chunk): one file beside the wasm, so its glue finds the wasm next to
+    // it. tab-shared.html starts and preloads this one. Made after the
+    // sizes above: it is the bench's file, not the package's.
+    let esbuild = setup::node_bin("esbuild");
+    let bundle = site.join("pkg/web/bench-shared.js");
+    cmd::run(
+        esbuild.to_str().expect("utf-8 path"),
+        &[
+            site.join("bench/sdk-shared.js")
+                .to_str()
+                .expect("utf-8 path"),
+            "--bundle",
+            "--minify",
+            "--format=esm",
+            "--log-level=warning",
+            &format!("--outfile={}", bundle.to_str().expect("utf-8 path")),
+        ],
+    )?;
+    for tab in ["tab-shared.html", "tab-page.html"] {
+        let tab = site.join("bench").join(tab);
+        let html = std::fs::read_to_string(&tab).map_err(|e| format!("{}: {e}", tab.display()))?;
+        std::fs::write(&tab, html.replace("SNIPPETS", folder))
+            .map_err(|e| format!("{}: {e}", tab.display()))?;
+    }
     cmd::step("bench: build replay-server (server profile)", || {
         cmd::run(
             "cargo",
@@ -61,6 +94,14 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
             "8192",
         ],
     )?;
+    // The same server through each link of the bench (link.rs): the page
+    // is loaded from the link's own port, so its files and the runtime's
+    // answers cross it.
+    let backend = server.url.trim_start_matches("http://");
+    let mut links = vec![format!("lo={}", server.url)];
+    for (name, shape) in link::SHAPES {
+        links.push(format!("{name}={}", Link::start(backend, *shape)?.url));
+    }
     let tmp = setup::browser_tmp()?;
     cmd::step("bench: headless Chromium (tests/js/bench.mjs)", || {
         let mut node = Command::new("node");
@@ -72,6 +113,7 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
             .current_dir(setup::js_dir())
             .env("TMPDIR", &tmp)
             .env("BENCH_URL", &server.url)
+            .env("BENCH_LINKS", links.join(","))
             .env("BENCH_CHROMIUM", setup::CHROMIUM)
             .output()
             .map_err(|e| format!("node: {e}"))?;

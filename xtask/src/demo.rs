@@ -39,6 +39,9 @@ pub fn run_task(args: &[String]) -> Result {
         "--faults",
         "--static",
         site.to_str().expect("utf-8 path"),
+        // Every file revalidated: a rebuild shows at the next reload.
+        "--static-max-age",
+        "0",
     ];
     for origin in &origins {
         server_args.extend(["--allow-origin", origin]);
@@ -77,7 +80,7 @@ fn run_cluster(listen: &str, nodes: usize, site: &Path, origins: &[String]) -> R
         let mut args = vec!["--listen", "127.0.0.1:0", "--db", &pg.url, "--faults"];
         args.extend(["--threads", &threads]);
         args.extend(["--redis", &tail.url]);
-        args.extend(["--static", site]);
+        args.extend(["--static", site, "--static-max-age", "0"]);
         for origin in origins {
             args.extend(["--allow-origin", origin]);
         }

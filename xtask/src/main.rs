@@ -18,6 +18,7 @@ mod debug_fmt;
 mod demo;
 #[cfg(test)]
 mod history;
+mod link;
 mod names;
 mod nginx;
 mod pkg;

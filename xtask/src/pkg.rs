@@ -207,7 +207,7 @@ fn minify_files(files: &[PathBuf]) -> Result {
 }
 
 /// Where wasm-bindgen put the snippet `src/wasm/{file}`, relative to `out`.
-fn snippet(out: &Path, file: &str) -> Result<String> {
+pub fn snippet(out: &Path, file: &str) -> Result<String> {
     let snippets = out.join("snippets");
     for entry in fs::read_dir(&snippets).map_err(|e| format!("{}: {e}", snippets.display()))? {
         let dir = entry.map_err(|e| e.to_string())?.path();

@@ -10,6 +10,7 @@ mod hostile;
 mod multiplex;
 mod params;
 mod read;
+mod static_files;
 mod stream;
 mod write;
 
@@ -110,9 +111,7 @@ pub fn router(app: Arc<App>, hosts: HostAllowList) -> Router {
         .layer(CompressionLayer::new().compress_when(compressible()));
     let mut root = Router::new().nest("/v1", v1);
     if let Some(dir) = &app.cfg.static_dir {
-        root = root.fallback_service(
-            tower_http::services::ServeDir::new(dir).append_index_html_on_directories(true),
-        );
+        root = root.fallback_service(static_files::router(dir, app.cfg.static_max_age));
     }
     if let Some(cors) = cors(&app.cfg.allow_origins, app.cfg.allow_credentials) {
         root = root.layer(cors);

@@ -3,7 +3,9 @@
 // bench client uses (a tab may not choose the host's storage), or the
 // storage its URL's `storage` names (the reload paint: an app's default,
 // IndexedDB). The bench pages follow through `SharedClient`.
-import init from "../pkg/web/index.js";
+// The glue's `init`, as the host itself calls it (the package entry would
+// add two modules to the worker's start).
+import init from "../pkg/web/replay_client.js";
 import { serveShared } from "../pkg/web/shared.js";
 
 const storage = new URL(import.meta.url).searchParams.get("storage") ?? "memory";

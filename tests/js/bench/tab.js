@@ -20,7 +20,9 @@ window.marks = { module: performance.now() };
 
 // `storage=<kind>`: the host's storage (else in memory, as every bench client).
 const hostScript = `./sdk-shared.js${query.has("storage") ? `?storage=${query.get("storage")}` : ""}`;
-const startShared = () => new SharedWorker(new URL(hostScript, import.meta.url), { type: "module", name: "bench" });
+// A page may start its worker itself (tab-shared.html: the bundled one).
+const workerUrl = window.benchWorker ?? new URL(hostScript, import.meta.url);
+const startShared = () => new SharedWorker(workerUrl, { type: "module", name: "bench" });
 
 async function connect() {
   if (query.get("host") === "shared") {
@@ -36,7 +38,7 @@ async function connect() {
   window.marks.imported = performance.now();
   const wasm = await init();
   window.wasmMemoryBytes = () => wasm.memory.buffer.byteLength;
-  return ReplayClient.connect({ baseUrl, sessionId, storage: "memory" });
+  return ReplayClient.connect({ baseUrl, sessionId, storage: query.get("storage") ?? "memory" });
 }
 
 // What a hand-written page does: every replay page, its messages rendered.
@@ -79,6 +81,9 @@ try {
   const view = client ? await whenLive(client) : await plainPage();
   out.textContent = view.items.length;
   requestAnimationFrame(() => {
+    // When the page's own HTML had arrived: a reload's floor, the same for
+    // every page (its revalidation).
+    window.htmlAt = performance.getEntriesByType("navigation")[0]?.responseEnd;
     window.paintedAt = performance.now();
   });
   window.benchClient = client;
