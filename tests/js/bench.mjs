@@ -351,7 +351,9 @@ async function sharedTabs(id, head) {
 // page in the same rounds: for a session of 40 messages, navigation start
 // to the frame that shows them on a first visit (a fresh browser context),
 // on a reload of that tab and in a second tab of the same context; for a
-// 10 000-event session, a first visit to the frame that shows it live.
+// 10 000-event session, a first visit to the frame that shows it live: the
+// clients read the newest page first (`tail: 40`), the hand-written page
+// every page forward.
 // Every page is loaded from the link's origin, so its files and the
 // runtime's answers cross the link. Median of LINK_ROUNDS contexts; ratios
 // per round.
@@ -429,7 +431,7 @@ async function linkPaint(long) {
         const context = await browser.newContext();
         try {
           const tab = await context.newPage();
-          await tab.goto(`${origin}/bench/${html(host)}?host=${host}&session=${long.id}&head=${long.head}&storage=indexeddb`);
+          await tab.goto(`${origin}/bench/${html(host)}?host=${host}&session=${long.id}&head=${long.head}&storage=indexeddb&tail=40`);
           t[host].long.push((await painted(tab)).ms);
         } finally {
           await context.close();

@@ -13,6 +13,9 @@ const sessionId = query.get("session");
 const head = Number(query.get("head"));
 const messages = query.has("messages") ? Number(query.get("messages")) : null;
 const baseUrl = location.origin;
+// `tail=<n>`: a first visit reads the newest page first (the clients'
+// `tail` option); the hand-written page reads forward either way.
+const tail = query.has("tail") ? { tail: Number(query.get("tail")) } : {};
 const out = document.getElementById("out");
 // Navigation start to this module running, to the client's half imported,
 // and to the client's first view.
@@ -28,7 +31,7 @@ async function connect() {
   if (query.get("host") === "shared") {
     const { SharedClient } = await import("../pkg/web/shared-client.js");
     window.marks.imported = performance.now();
-    const client = await SharedClient.connect(startShared, { baseUrl, sessionId });
+    const client = await SharedClient.connect(startShared, { baseUrl, sessionId, ...tail });
     // A fallback to the page would measure the other mode under this name.
     const role = client.diagnostics()?.host?.role;
     if (role !== "shared") throw new Error(`the client runs in "${role}", not the shared host`);
@@ -38,7 +41,7 @@ async function connect() {
   window.marks.imported = performance.now();
   const wasm = await init();
   window.wasmMemoryBytes = () => wasm.memory.buffer.byteLength;
-  return ReplayClient.connect({ baseUrl, sessionId, storage: query.get("storage") ?? "memory" });
+  return ReplayClient.connect({ baseUrl, sessionId, storage: query.get("storage") ?? "memory", ...tail });
 }
 
 // What a hand-written page does: every replay page, its messages rendered.
