@@ -481,3 +481,65 @@ fn a_runtime_that_stops_under_a_polling_client_is_backoff_and_polled_again_when_
     assert!(n.r.c.polling());
     assert_eq!(n.r.c.cursor(), 3);
 }
+
+/// The `probe` of every stream try the machine asked for, in order.
+fn probes(n: &Net) -> Vec<bool> {
+    n.r.log
+        .iter()
+        .filter_map(|a| match a {
+            Action::OpenStream { probe, .. } => Some(*probe),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_probe_that_ends_otherwise_than_muted_is_tried_again_with_backoff() {
+    let mut n = Net::new(true);
+    n.run_until(60_000);
+    assert!(switched(&n));
+    // The re-probe: its stream fails at once (the shared connection was
+    // replaced, the proxy reloaded), which says nothing of muting.
+    let streams = n.streams.len();
+    while n.streams.len() == streams {
+        let t = n.r.now + 1_000;
+        n.run_until(t);
+    }
+    let probed = *n.streams.last().unwrap();
+    let id = n.r.stream_id();
+    n.muted = false;
+    let now = n.r.now;
+    n.r.c.handle_network_error(id, "connection reset", now);
+    n.serve();
+    n.run_until(probed + 5_000);
+    assert_eq!(n.streams.len(), streams + 2, "{:?}", n.streams);
+    assert!(!n.r.c.polling(), "the next try showed its hello");
+    assert_eq!(n.r.c.status().state, State::Live);
+}
+
+#[test]
+fn online_alone_probes_a_polling_machine_and_its_tries_are_probes() {
+    let mut n = Net::new(true);
+    n.run_until(60_000);
+    assert!(switched(&n));
+    let streams = n.streams.len();
+    n.lifecycle(Lifecycle::Online);
+    assert_eq!(n.streams.len(), streams + 1, "probed on online");
+    // Muted again: the next probe waits the re-probe period.
+    n.run_until(n.r.now + REPROBE_MS - 1_000);
+    assert_eq!(n.streams.len(), streams + 1, "{:?}", n.streams);
+    assert!(n.r.c.polling());
+    n.muted = false;
+    n.run_until(n.r.now + 20_000);
+    assert_eq!(n.streams.len(), streams + 2, "{:?}", n.streams);
+    assert!(!n.r.c.polling());
+    // The first tries wait out their backoff; every try while polling,
+    // and the first after the network came back, does not.
+    let p = probes(&n);
+    assert_eq!(&p[..MUTED_TRIES as usize], &[false, false], "{p:?}");
+    assert!(p[MUTED_TRIES as usize..].iter().all(|x| *x), "{p:?}");
+    n.lifecycle(Lifecycle::Offline);
+    n.lifecycle(Lifecycle::Online);
+    assert_eq!(probes(&n).last(), Some(&true));
+    assert!(!n.r.c.polling());
+}

@@ -387,6 +387,7 @@ mod tests {
             id: RequestId(machine),
             path_and_query: String::new(),
             last_event_id: None,
+            probe: false,
         };
         share.handle_machine_action(machine, &target, &open, now)
     }
