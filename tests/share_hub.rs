@@ -530,3 +530,39 @@ fn a_probe_opens_the_connection_at_once_whatever_its_backoff() {
         "the connection opens for a probe"
     );
 }
+
+#[test]
+fn a_connection_after_polling_asks_from_the_cursor_the_polls_reached() {
+    let mut w = World::new(&[("a", 5)]);
+    let t = w.add_ctx();
+    let m = w.follow(t, "a", None);
+    w.advance(100);
+    w.assert_converged();
+    // The proxy starts muting: what comes now reaches the machine by polls.
+    w.server.muted = true;
+    let id = w.server.conns[0].id;
+    w.server.conns.clear();
+    let now = w.now;
+    w.ctxs[t]
+        .share
+        .handle_mux_failed(id, CoreError::Network("reset".into()), now);
+    w.advance(60_000);
+    assert!(w.machine(t, m).polling());
+    for _ in 0..6 {
+        w.server.append("a");
+    }
+    w.advance(15_000);
+    assert_eq!(w.machine(t, m).cursor(), 11);
+    w.server.muted = false;
+    let opened = w.server.opened.len();
+    let now = w.now;
+    w.machine_mut(t, m).handle_lifecycle(Lifecycle::Online, now);
+    w.advance(1_000);
+    let paths: Vec<&str> = w.server.opened[opened..]
+        .iter()
+        .map(|(_, p)| p.as_str())
+        .collect();
+    assert_eq!(paths, ["/v1/stream?sub=session:a:11"]);
+    assert!(!w.machine(t, m).polling());
+    assert_eq!(w.ctxs[t].share.diagnostics().duplicates_dropped, 0);
+}
