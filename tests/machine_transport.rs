@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use machine_support::events::*;
 use machine_support::rig::*;
 use replay_client::core::machine::{
-    Action, ClientNotice, Config, FetchKind, Lifecycle, Notice, RequestId, State, Target,
+    Action, ClientNotice, Config, FetchKind, Lifecycle, Notice, Pace, RequestId, State, Target,
     MUTED_TRIES, POLL_IDLE_MAX_MS, REPROBE_MS,
 };
 use replay_client::core::protocol::*;
@@ -542,4 +542,37 @@ fn online_alone_probes_a_polling_machine_and_its_tries_are_probes() {
     n.lifecycle(Lifecycle::Online);
     assert_eq!(probes(&n).last(), Some(&true));
     assert!(!n.r.c.polling());
+}
+
+#[test]
+fn leaving_polling_notifies_the_subscribers() {
+    // Diagnostics show the transport; a worker host posts them to its pages
+    // when the client notifies. (The rig drains no pacing: this test does,
+    // and fires the pacer's timer itself.)
+    let notified = |n: &mut Net| {
+        let now = n.r.now;
+        let mut steps: Vec<Pace> = std::iter::from_fn(|| n.r.c.poll_pace(now))
+            .take(100)
+            .collect();
+        n.r.c.handle_timeout(now);
+        steps.extend(std::iter::from_fn(|| n.r.c.poll_pace(now)).take(100));
+        steps.contains(&Pace::Notify)
+    };
+    let mut n = Net::new(true);
+    n.run_until(60_000);
+    assert!(switched(&n));
+    // The network goes and comes back: a probe opens, its head comes.
+    n.lifecycle(Lifecycle::Offline);
+    n.lifecycle(Lifecycle::Online);
+    let _ = notified(&mut n);
+    assert!(!notified(&mut n), "nothing more to tell");
+    let revision = n.r.c.revision();
+    // Its `hello` changes neither the view nor the status.
+    let id = n.r.stream_id();
+    let hello = frames(&[hello(EPOCH, n.head(), BOOT)]);
+    let now = n.r.now;
+    n.r.c.handle_stream_bytes(id, hello.as_bytes(), now);
+    assert!(!n.r.c.polling());
+    assert!(n.r.c.revision() > revision, "the revision moved");
+    assert!(notified(&mut n), "the subscribers are told");
 }

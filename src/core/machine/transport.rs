@@ -204,6 +204,7 @@ impl Machine {
         if self.link.polling {
             self.link.polling = false;
             self.link.poll_at = None;
+            self.feed.transport_changed();
         }
     }
 
@@ -242,6 +243,7 @@ impl Machine {
         }
         if self.link.should_poll() && !self.halted() {
             self.link.polling = true;
+            self.feed.transport_changed();
             self.link.idle_polls = 0;
             self.link.poll_at = Some(now);
             self.notices.push_back(Notice::StreamMuted {
