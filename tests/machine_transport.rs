@@ -470,7 +470,16 @@ fn a_runtime_that_stops_under_a_polling_client_is_backoff_and_polled_again_when_
     n.down = true;
     n.run_until(70_000);
     assert_eq!(n.r.c.status().state, State::Backoff);
+    // A probe now fails as the polls do: it waits the re-probe period.
+    let streams = n.streams.len();
+    n.lifecycle(Lifecycle::Online);
+    assert_eq!(n.streams.len(), streams + 1);
+    let id = n.r.stream_id();
+    let now = n.r.now;
+    n.r.c.handle_network_error(id, "connection refused", now);
+    n.serve();
     n.run_until(190_000);
+    assert_eq!(n.streams.len(), streams + 1, "{:?}", n.streams);
     // Failed polls back off (full jitter up to 30 s): no storm.
     let late = n.polls_between(130_000, 190_000);
     assert!(late.len() <= 8, "{late:?}");

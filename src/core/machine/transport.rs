@@ -27,7 +27,8 @@
 //! - While polling, the stream is tried again every [`REPROBE_MS`] and on
 //!   `online` (after an `offline` or not) and on becoming visible; one that
 //!   shows its `hello` (within the connect deadline: a later one is timed
-//!   out) ends polling. Only a probe muted again waits the re-probe period;
+//!   out) ends polling. Only a probe muted again, or one that fails while
+//!   the polls fail too (the runtime is down), waits the re-probe period;
 //!   one that ends otherwise (a network error, an HTTP status, a clean end:
 //!   the shared connection was replaced or failed) is tried again with the
 //!   stream's backoff, as any try.
@@ -163,8 +164,9 @@ impl Machine {
 
     /// The stream is being dropped for `err` (before `stream_retry` forgets
     /// it): counts muted tries. Returns the wait before the next try when
-    /// polling and the probe was muted again (the re-probe period), to
-    /// replace the backoff's.
+    /// polling and the probe was muted again, or failed while the polls
+    /// fail too (the runtime is down: the polls back off and see it come
+    /// back): the re-probe period, to replace the backoff's.
     pub(super) fn link_stream_ended(&mut self, err: Option<&CoreError>) -> Option<u64> {
         let (proven, opened_at) = match &self.stream {
             Some(s) => (s.proven, s.last_byte_at),
@@ -172,7 +174,7 @@ impl Machine {
         };
         let muted = !proven && mutes(err);
         self.link.stream_ended(muted, opened_at);
-        (self.link.polling && muted).then_some(REPROBE_MS)
+        (self.link.polling && (muted || self.link.json_failing)).then_some(REPROBE_MS)
     }
 
     /// The next stream try waits out no backoff (its backoff was just
