@@ -465,7 +465,10 @@ fn a_polling_client_is_back_on_the_connection_right_after_the_network_comes_back
     w.follow("a");
     w.advance(60_000);
     let exec = w.clients[0].1.clone();
-    assert!(exec.with_machine(Machine::polling), "polling behind the muting proxy");
+    assert!(
+        exec.with_machine(Machine::polling),
+        "polling behind the muting proxy"
+    );
     w.server.append("a");
     w.advance(15_000);
     w.converged();

@@ -554,6 +554,43 @@ fn online_alone_probes_a_polling_machine_and_its_tries_are_probes() {
 }
 
 #[test]
+fn a_machine_shown_by_other_pages_polls_slowly_only_while_every_page_is_hidden() {
+    let mut n = Net::new(true);
+    n.run_until(60_000);
+    assert!(switched(&n));
+    let viewer = |n: &mut Net, page: u64, hidden: Option<bool>| {
+        let now = n.r.now;
+        n.r.c.handle_viewer(page, hidden, now);
+        n.serve();
+    };
+    // Two tabs show it; one is hidden: the idle pace stays the visible one.
+    viewer(&mut n, 1, Some(false));
+    viewer(&mut n, 2, Some(false));
+    viewer(&mut n, 1, Some(true));
+    n.run_until(100_000);
+    n.run_until(160_000);
+    let one_hidden = n.polls_between(100_000, 160_000).len();
+    assert!((5..=7).contains(&one_hidden), "{one_hidden}");
+    // Both hidden: five times slower.
+    viewer(&mut n, 2, Some(true));
+    n.run_until(170_000);
+    let from = n.r.now;
+    n.run_until(from + 100_000);
+    let all_hidden = n.polls_between(from, from + 100_000).len();
+    assert!((1..=2).contains(&all_hidden), "{all_hidden}");
+    // The visible tab went away earlier: still hidden. Then one shows: the
+    // stream is probed at once, as on becoming visible.
+    viewer(&mut n, 3, Some(true));
+    viewer(&mut n, 3, None);
+    assert_eq!(n.polls_between(n.r.now, u64::MAX).len(), 0);
+    let streams = n.streams.len();
+    n.muted = false;
+    viewer(&mut n, 2, Some(false));
+    assert_eq!(n.streams.len(), streams + 1, "probed when a tab shows");
+    assert!(!n.r.c.polling());
+}
+
+#[test]
 fn leaving_polling_notifies_the_subscribers() {
     // Diagnostics show the transport; a worker host posts them to its pages
     // when the client notifies. (The rig drains no pacing: this test does,

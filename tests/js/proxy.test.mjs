@@ -178,6 +178,37 @@ test("a fresh page behind the proxy: the answer grows and ends on time, whole; t
   assert.deepEqual(pageErrors, []);
 });
 
+/** The tab hidden or shown, as the browser says it (the page reads `visibilityState`). */
+const setHidden = (tab, hidden) =>
+  tab.evaluate((hidden) => {
+    Object.defineProperty(document, "visibilityState", { configurable: true, get: () => (hidden ? "hidden" : "visible") });
+    document.dispatchEvent(new Event("visibilitychange"));
+  }, hidden);
+
+test("the shared host polls slowly only while every tab is hidden, and at once when one shows", async () => {
+  for (const t of tabs.slice(1)) await setHidden(t, true);
+  // One tab visible: the idle pace stays one poll per 10 s.
+  await sleep(11_000);
+  let from = Date.now();
+  await sleep(21_000);
+  const oneVisible = between(from, Date.now(), isReplay).length;
+  // Every tab hidden: five times slower (the poll already due goes first).
+  await setHidden(tabs[0], true);
+  await sleep(11_000);
+  from = Date.now();
+  await sleep(21_000);
+  const allHidden = between(from, Date.now(), isReplay).length;
+  console.log(`idle polls in 21 s: ${oneVisible} with a tab visible, ${allHidden} with every tab hidden`);
+  assert.ok(oneVisible >= 2, `${oneVisible} polls with a tab visible`);
+  assert.equal(allHidden, 0, `${allHidden} polls with every tab hidden`);
+  // A tab shows: what came meanwhile is read at once.
+  const shownAt = Date.now();
+  await setHidden(tabs[1], false);
+  await until("a poll after the tab showed", async () => between(shownAt, Date.now() + 1, isReplay).length > 0, { timeoutMs: 3_000 });
+  for (const t of tabs) await setHidden(t, false);
+  assert.deepEqual(pageErrors, []);
+});
+
 test("the runtime stopped under the polling client: backoff without a storm, then live again", async () => {
   const tab = tabs[0];
   assert.equal(await transport(tab), "polling");
