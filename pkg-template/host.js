@@ -15,7 +15,7 @@ import { CALLS, changedParts, message, read, targetKey, wireError } from "./mess
 /** @typedef {import("./messages.js").PageMessage} PageMessage */
 /** @typedef {import("./messages.js").WireError} WireError */
 /** @typedef {{ key: unknown, follower: ReplayClient, attachments: Set<Attachment>, unsubscribe: () => void }} Scope */
-/** @typedef {{ port: MessagePort, tab?: string, scope: Scope, last: object, said: string, paused: boolean }} Attachment */
+/** @typedef {{ port: MessagePort, tab?: string, scope: Scope, last: object, said: string, paused: boolean, viewer: number }} Attachment */
 
 // The `web` build loads its wasm with `init()`; the `bundler` build has none.
 /** @type {Promise<unknown>} */
@@ -40,6 +40,7 @@ export class Host {
   #followed = new Map();
   /** @type {Map<string, Set<Attachment>>} */
   #tabs = new Map();
+  #viewers = 0;
 
   /**
    * @param {"shared" | "worker"} role
@@ -80,7 +81,7 @@ export class Host {
       if (this.#shared && typeof msg.tab !== "string") return refuse({ code: "invalid_options", message: "attach needs the tab's lock name" });
       this.#serving
         .then(
-          () => closed || (attachment = this.#attach(port, msg.tab, msg.options)),
+          () => closed || (attachment = this.#attach(port, msg.tab, msg.options, msg.hidden)),
           // The package's wasm could not be fetched or compiled here.
           (err) => refuse(wireError(err, "network")),
         )
@@ -95,8 +96,9 @@ export class Host {
    * @param {MessagePort} port
    * @param {string | undefined} tab
    * @param {unknown} pageOptions
+   * @param {boolean} [hidden]  the page is hidden
    */
-  #attach(port, tab, pageOptions) {
+  #attach(port, tab, pageOptions, hidden) {
     const options = this.#options(pageOptions);
     // Shared: one client per followed log (base URL and the core's target key).
     const key = this.#shared ? targetKey(options) : {};
@@ -115,8 +117,9 @@ export class Host {
       this.#followed.set(key, (scope = created));
     }
     /** @type {Attachment} */
-    const attachment = { port, tab, scope, last: {}, said: "", paused: false };
+    const attachment = { port, tab, scope, last: {}, said: "", paused: false, viewer: ++this.#viewers };
     scope.attachments.add(attachment);
+    this.#viewer(attachment, !!hidden);
     if (tab) this.#watch(tab).add(attachment);
     // From memory: a page on a log already followed paints at once.
     this.#post(attachment);
@@ -130,6 +133,7 @@ export class Host {
    */
   #receive(attachment, msg) {
     if (msg.type === "close") return this.#detach(attachment);
+    if (msg.type === "visibility") return this.#viewer(attachment, !!msg.hidden);
     if (msg.type === "pause") {
       attachment.paused = true;
       return;
@@ -164,10 +168,20 @@ export class Host {
     if (!scope.attachments.delete(attachment)) return;
     if (tab) this.#tabs.get(tab)?.delete(attachment);
     port.close();
-    if (scope.attachments.size > 0) return;
+    if (scope.attachments.size > 0) return this.#viewer(attachment, undefined);
     this.#followed.delete(scope.key);
     scope.unsubscribe();
     scope.follower.close();
+  }
+
+  /**
+   * Tells the scope's client that this page is hidden, shown, or gone
+   * (`undefined`); the core decides what that makes the client.
+   * @param {Attachment} attachment
+   * @param {boolean | undefined} hidden
+   */
+  #viewer(attachment, hidden) {
+    /** @type {any} */ (attachment.scope.follower).setViewer(attachment.viewer, hidden);
   }
 
   /** How many clients are followed and attachments served (tests, devtools). */

@@ -51,13 +51,18 @@ export type PageMessage =
    * client's port transferred. To the shared one: on its port, with `tab`,
    * the Web Lock the page holds while it wants this client.
    */
-  | { v: SchemaVersion; type: "attach"; options: PageConnectOptions; tab?: string }
+  | { v: SchemaVersion; type: "attach"; options: PageConnectOptions; tab?: string; hidden?: boolean }
   /** Call a method; answered by a `reply` with the same `id`. */
   | { v: SchemaVersion; type: "call"; id: number; call: CallName; args: unknown[] }
   /** Stop posting views (the page was frozen or went into the back/forward cache). */
   | { v: SchemaVersion; type: "pause" }
   /** Post again, starting with the whole view. */
   | { v: SchemaVersion; type: "resume" }
+  /**
+   * The page was hidden or shown (as in `attach`): the host's client counts
+   * as hidden only while every page showing it is.
+   */
+  | { v: SchemaVersion; type: "visibility"; hidden: boolean }
   /** This page is done with the client. */
   | { v: SchemaVersion; type: "close" };
 

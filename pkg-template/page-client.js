@@ -18,6 +18,8 @@ import { CONNECT_TIMEOUT_MS, message, read, toError } from "./messages.js";
 /** @typedef {import("./messages.js").WorkerMessage} WorkerMessage */
 /** @typedef {{ call: CallName, args: unknown[], resolve: (value: any) => void, reject: (err: ReplayError) => void }} Call */
 
+const isHidden = () => globalThis.document?.visibilityState === "hidden";
+
 /**
  * How a page half reaches its host, and what it adds to the common part.
  * Functions, so that they may use the subclass's state (set after `super`).
@@ -97,7 +99,12 @@ export class PageClient {
     const pause = (event) => (link.hidden?.(), event.persisted !== false && this.#post(message("pause")));
     /** @param {any} event */
     const resume = (event) => event.persisted !== false && this.#post(message("resume"));
-    const hidden = () => document.visibilityState === "hidden" && link.hidden?.();
+    // The host has no document: it is told, and its client polls slowly
+    // only while every page showing it is hidden.
+    const hidden = () => {
+      if (isHidden()) link.hidden?.();
+      this.#post(message("visibility", { hidden: isHidden() }));
+    };
     /** @type {[EventTarget | undefined, string, (event: any) => void][]} */
     const on = [
       [globalThis, "pagehide", pause],
@@ -158,7 +165,7 @@ export class PageClient {
         if (!this.#live && msg.type === "view") settle(null);
       };
       try {
-        post(message("attach", { options: /** @type {PageConnectOptions} */ (this.#options) }));
+        post(message("attach", { options: /** @type {PageConnectOptions} */ (this.#options), hidden: isHidden() }));
       } catch (err) {
         // E.g. a function among the options: it cannot be cloned.
         settle(new ReplayError("invalid_options", `options cannot cross to a ${name} (give functions to ${serves}): ${/** @type {any} */ (err)?.message}`));

@@ -296,9 +296,15 @@ impl World {
     /// Writes what connection `id` of `ctx` has (its head first) to the hub
     /// (ctx 0) or to the client it belongs to; whether anything moved.
     fn serve(&mut self, ctx: usize, id: RequestId) -> bool {
+        let muted = self.server.muted;
         let conn = self.server.conn_mut(ctx, id).unwrap();
         let fresh = !std::mem::replace(&mut conn.opened, true);
-        let bytes = std::mem::take(&mut conn.out);
+        // A muting proxy: the head comes, the body is held.
+        let bytes = if muted {
+            Vec::new()
+        } else {
+            std::mem::take(&mut conn.out)
+        };
         let deliver = |respond: &dyn Fn(Response) -> bool| {
             if fresh {
                 respond(head(200, "text/event-stream"));
@@ -449,4 +455,33 @@ fn without_the_multiplexed_stream_each_client_follows_its_own_scoped_stream() {
         w.hub.diagnostics().transport,
         replay_client::core::share::Transport::Scoped
     );
+}
+
+#[test]
+fn a_polling_client_is_back_on_the_connection_right_after_the_network_comes_back() {
+    use replay_client::core::machine::Lifecycle;
+    let mut w = World::new(&[("a", 3)]);
+    w.server.muted = true;
+    w.follow("a");
+    w.advance(60_000);
+    let exec = w.clients[0].1.clone();
+    assert!(
+        exec.with_machine(Machine::polling),
+        "polling behind the muting proxy"
+    );
+    w.server.append("a");
+    w.advance(15_000);
+    w.converged();
+    w.server.muted = false;
+    exec.lifecycle(Lifecycle::Offline);
+    exec.lifecycle(Lifecycle::Online);
+    w.advance(3_000);
+    assert!(
+        !exec.with_machine(Machine::polling),
+        "streaming again: {:?}",
+        exec.with_machine(Machine::status)
+    );
+    w.server.append("a");
+    w.settle();
+    w.converged();
 }

@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use machine_support::events::*;
 use machine_support::rig::*;
 use replay_client::core::machine::{
-    Action, ClientNotice, Config, FetchKind, Lifecycle, Notice, RequestId, State, Target,
+    Action, ClientNotice, Config, FetchKind, Lifecycle, Notice, Pace, RequestId, State, Target,
     MUTED_TRIES, POLL_IDLE_MAX_MS, REPROBE_MS,
 };
 use replay_client::core::protocol::*;
@@ -457,7 +457,16 @@ fn a_runtime_that_stops_under_a_polling_client_is_backoff_and_polled_again_when_
     n.down = true;
     n.run_until(70_000);
     assert_eq!(n.r.c.status().state, State::Backoff);
+    // A probe now fails as the polls do: it waits the re-probe period.
+    let streams = n.streams.len();
+    n.lifecycle(Lifecycle::Online);
+    assert_eq!(n.streams.len(), streams + 1);
+    let id = n.r.stream_id();
+    let now = n.r.now;
+    n.r.c.handle_network_error(id, "connection refused", now);
+    n.serve();
     n.run_until(190_000);
+    assert_eq!(n.streams.len(), streams + 1, "{:?}", n.streams);
     // Failed polls back off (full jitter up to 30 s): no storm.
     let late = n.polls_between(130_000, 190_000);
     assert!(late.len() <= 8, "{late:?}");
@@ -467,4 +476,136 @@ fn a_runtime_that_stops_under_a_polling_client_is_backoff_and_polled_again_when_
     assert_eq!(n.r.c.status().state, State::Live);
     assert!(n.r.c.polling());
     assert_eq!(n.r.c.cursor(), 3);
+}
+
+/// The `probe` of every stream try the machine asked for, in order.
+fn probes(n: &Net) -> Vec<bool> {
+    n.r.log
+        .iter()
+        .filter_map(|a| match a {
+            Action::OpenStream { probe, .. } => Some(*probe),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_probe_that_ends_otherwise_than_muted_is_tried_again_with_backoff() {
+    let mut n = Net::new(true);
+    n.run_until(60_000);
+    assert!(switched(&n));
+    // The re-probe: its stream fails at once (the shared connection was
+    // replaced, the proxy reloaded), which says nothing of muting.
+    let streams = n.streams.len();
+    while n.streams.len() == streams {
+        let t = n.r.now + 1_000;
+        n.run_until(t);
+    }
+    let probed = *n.streams.last().unwrap();
+    let id = n.r.stream_id();
+    n.muted = false;
+    let now = n.r.now;
+    n.r.c.handle_network_error(id, "connection reset", now);
+    n.serve();
+    n.run_until(probed + 5_000);
+    assert_eq!(n.streams.len(), streams + 2, "{:?}", n.streams);
+    assert!(!n.r.c.polling(), "the next try showed its hello");
+    assert_eq!(n.r.c.status().state, State::Live);
+}
+
+#[test]
+fn online_alone_probes_a_polling_machine_and_its_tries_are_probes() {
+    let mut n = Net::new(true);
+    n.run_until(60_000);
+    assert!(switched(&n));
+    let streams = n.streams.len();
+    n.lifecycle(Lifecycle::Online);
+    assert_eq!(n.streams.len(), streams + 1, "probed on online");
+    // Muted again: the next probe waits the re-probe period.
+    n.run_until(n.r.now + REPROBE_MS - 1_000);
+    assert_eq!(n.streams.len(), streams + 1, "{:?}", n.streams);
+    assert!(n.r.c.polling());
+    n.muted = false;
+    n.run_until(n.r.now + 20_000);
+    assert_eq!(n.streams.len(), streams + 2, "{:?}", n.streams);
+    assert!(!n.r.c.polling());
+    // The first tries wait out their backoff; every try while polling,
+    // and the first after the network came back, does not.
+    let p = probes(&n);
+    assert_eq!(&p[..MUTED_TRIES as usize], &[false, false], "{p:?}");
+    assert!(p[MUTED_TRIES as usize..].iter().all(|x| *x), "{p:?}");
+    n.lifecycle(Lifecycle::Offline);
+    n.lifecycle(Lifecycle::Online);
+    assert_eq!(probes(&n).last(), Some(&true));
+    assert!(!n.r.c.polling());
+}
+
+#[test]
+fn a_machine_shown_by_other_pages_polls_slowly_only_while_every_page_is_hidden() {
+    let mut n = Net::new(true);
+    n.run_until(60_000);
+    assert!(switched(&n));
+    let viewer = |n: &mut Net, page: u64, hidden: Option<bool>| {
+        let now = n.r.now;
+        n.r.c.handle_viewer(page, hidden, now);
+        n.serve();
+    };
+    // Two tabs show it; one is hidden: the idle pace stays the visible one.
+    viewer(&mut n, 1, Some(false));
+    viewer(&mut n, 2, Some(false));
+    viewer(&mut n, 1, Some(true));
+    n.run_until(100_000);
+    n.run_until(160_000);
+    let one_hidden = n.polls_between(100_000, 160_000).len();
+    assert!((5..=7).contains(&one_hidden), "{one_hidden}");
+    // Both hidden: five times slower.
+    viewer(&mut n, 2, Some(true));
+    n.run_until(170_000);
+    let from = n.r.now;
+    n.run_until(from + 100_000);
+    let all_hidden = n.polls_between(from, from + 100_000).len();
+    assert!((1..=2).contains(&all_hidden), "{all_hidden}");
+    // The visible tab went away earlier: still hidden. Then one shows: the
+    // stream is probed at once, as on becoming visible.
+    viewer(&mut n, 3, Some(true));
+    viewer(&mut n, 3, None);
+    assert_eq!(n.polls_between(n.r.now, u64::MAX).len(), 0);
+    let streams = n.streams.len();
+    n.muted = false;
+    viewer(&mut n, 2, Some(false));
+    assert_eq!(n.streams.len(), streams + 1, "probed when a tab shows");
+    assert!(!n.r.c.polling());
+}
+
+#[test]
+fn leaving_polling_notifies_the_subscribers() {
+    // Diagnostics show the transport; a worker host posts them to its pages
+    // when the client notifies. (The rig drains no pacing: this test does,
+    // and fires the pacer's timer itself.)
+    let notified = |n: &mut Net| {
+        let now = n.r.now;
+        let mut steps: Vec<Pace> = std::iter::from_fn(|| n.r.c.poll_pace(now))
+            .take(100)
+            .collect();
+        n.r.c.handle_timeout(now);
+        steps.extend(std::iter::from_fn(|| n.r.c.poll_pace(now)).take(100));
+        steps.contains(&Pace::Notify)
+    };
+    let mut n = Net::new(true);
+    n.run_until(60_000);
+    assert!(switched(&n));
+    // The network goes and comes back: a probe opens, its head comes.
+    n.lifecycle(Lifecycle::Offline);
+    n.lifecycle(Lifecycle::Online);
+    let _ = notified(&mut n);
+    assert!(!notified(&mut n), "nothing more to tell");
+    let revision = n.r.c.revision();
+    // Its `hello` changes neither the view nor the status.
+    let id = n.r.stream_id();
+    let hello = frames(&[hello(EPOCH, n.head(), BOOT)]);
+    let now = n.r.now;
+    n.r.c.handle_stream_bytes(id, hello.as_bytes(), now);
+    assert!(!n.r.c.polling());
+    assert!(n.r.c.revision() > revision, "the revision moved");
+    assert!(notified(&mut n), "the subscribers are told");
 }

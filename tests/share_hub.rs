@@ -5,7 +5,7 @@ mod share_support;
 
 use replay_client::core::machine::{CoreError, Lifecycle, RequestId, Response, State, Target};
 use replay_client::core::protocol::{Envelope, Event};
-use replay_client::core::share::{Output, Share, ShareConfig};
+use replay_client::core::share::{Output, Share, ShareConfig, SET_DEBOUNCE_MS};
 use serde_json::json;
 use share_support::{control, frame, message, World, BOOT, EPOCH};
 
@@ -272,7 +272,7 @@ fn one_chunk_of_the_connection_is_one_input_per_machine() {
     let mut hub = Share::new(ShareConfig::new(1));
     for (machine, sid) in [(1, "a"), (2, "b")] {
         let id = RequestId(10 + machine);
-        assert!(hub.handle_open_stream(machine, &Target::session(sid), id, None, 0));
+        assert!(hub.handle_open_stream(machine, &Target::session(sid), id, None, false, 0));
     }
     while hub.poll_output().is_some() {}
     hub.handle_timeout(100);
@@ -410,4 +410,159 @@ fn a_muted_multiplexed_stream_is_followed_by_polling_per_scope_and_left_when_it_
     w.server.append("a");
     w.advance(10);
     w.assert_converged();
+}
+
+/// Every machine of a hub polls behind a muting proxy, the proxy is fixed,
+/// and the context's network goes and comes back (or only says `online`).
+fn polling_hub() -> (World, usize, Vec<u64>) {
+    let mut w = World::new(&[("a", 5), ("b", 3)]);
+    w.server.muted = true;
+    let t = w.add_ctx();
+    let ms: Vec<u64> = ["a", "b"]
+        .into_iter()
+        .map(|sid| w.follow(t, sid, None))
+        .collect();
+    w.advance(60_000);
+    for m in &ms {
+        assert!(w.machine(t, *m).polling(), "machine {m} polls");
+    }
+    // Long enough for the hub to have dropped its idle connection and
+    // for any backoff of it to be running.
+    w.advance(50_000);
+    w.server.muted = false;
+    (w, t, ms)
+}
+
+fn streaming_again_within(w: &mut World, t: usize, ms: &[u64], within: u64) {
+    let opened = w.server.opened.len();
+    w.advance(within);
+    assert!(w.server.opened.len() > opened, "a new connection is opened");
+    for m in ms {
+        assert!(
+            !w.machine(t, *m).polling(),
+            "machine {m} streams again: {:?}",
+            w.machine(t, *m).status()
+        );
+    }
+    w.server.append("a");
+    w.advance(10);
+    w.assert_converged();
+}
+
+#[test]
+fn offline_then_online_brings_every_polling_machine_back_to_the_connection_at_once() {
+    let (mut w, t, ms) = polling_hub();
+    for e in [Lifecycle::Offline, Lifecycle::Online] {
+        for m in &ms {
+            let now = w.now;
+            w.machine_mut(t, *m).handle_lifecycle(e, now);
+        }
+        w.settle();
+    }
+    streaming_again_within(&mut w, t, &ms, 3_000);
+}
+
+#[test]
+fn a_lone_online_or_visible_probes_a_polling_machine_at_once() {
+    for e in [Lifecycle::Online, Lifecycle::Visible] {
+        let (mut w, t, ms) = polling_hub();
+        for m in &ms {
+            let now = w.now;
+            w.machine_mut(t, *m).handle_lifecycle(e, now);
+        }
+        w.settle();
+        streaming_again_within(&mut w, t, &ms, 3_000);
+    }
+}
+
+#[test]
+fn a_probe_opens_the_connection_at_once_whatever_its_backoff() {
+    let mut hub = Share::new(ShareConfig::new(3));
+    let target = Target::session("a");
+    let mut now = 0;
+    let mut next = 10;
+    let mut open = |hub: &mut Share, probe: bool, now: u64| {
+        next += 1;
+        assert!(hub.handle_open_stream(1, &target, RequestId(next), None, probe, now));
+        RequestId(next)
+    };
+    let opened = |hub: &mut Share| {
+        std::iter::from_fn(|| hub.poll_output())
+            .filter_map(|o| match o {
+                Output::OpenMux { id, .. } => Some(id),
+                _ => None,
+            })
+            .last()
+    };
+    // Connections that fail in a row: the hub's backoff grows.
+    let mut stream = open(&mut hub, false, now);
+    for _ in 0..6 {
+        let mux = loop {
+            let due = hub.poll_timeout().expect("a timer");
+            now = now.max(due);
+            hub.handle_timeout(now);
+            if let Some(mux) = opened(&mut hub) {
+                break mux;
+            }
+        };
+        hub.handle_mux_failed(mux, CoreError::Network("reset".into()), now);
+        while hub.poll_output().is_some() {}
+        // The machine's stream ended with it; it subscribes again.
+        stream = open(&mut hub, false, now);
+    }
+    // A try that waits out its backoff waits for the hub's too.
+    hub.handle_abort(1, stream, now);
+    let _ = open(&mut hub, false, now);
+    hub.handle_timeout(now + SET_DEBOUNCE_MS);
+    assert_eq!(opened(&mut hub), None, "no connection before the backoff");
+    let retry_at = hub.poll_timeout().expect("the backoff");
+    assert!(
+        retry_at > now + 2_000,
+        "a long backoff ({retry_at} at {now})"
+    );
+    hub.handle_timeout(now + 500);
+    assert_eq!(opened(&mut hub), None, "no connection before the backoff");
+    // A probe does not.
+    let _ = open(&mut hub, true, now + 500);
+    hub.handle_timeout(now + 500 + SET_DEBOUNCE_MS);
+    assert!(
+        opened(&mut hub).is_some(),
+        "the connection opens for a probe"
+    );
+}
+
+#[test]
+fn a_connection_after_polling_asks_from_the_cursor_the_polls_reached() {
+    let mut w = World::new(&[("a", 5)]);
+    let t = w.add_ctx();
+    let m = w.follow(t, "a", None);
+    w.advance(100);
+    w.assert_converged();
+    // The proxy starts muting: what comes now reaches the machine by polls.
+    w.server.muted = true;
+    let id = w.server.conns[0].id;
+    w.server.conns.clear();
+    let now = w.now;
+    w.ctxs[t]
+        .share
+        .handle_mux_failed(id, CoreError::Network("reset".into()), now);
+    w.advance(60_000);
+    assert!(w.machine(t, m).polling());
+    for _ in 0..6 {
+        w.server.append("a");
+    }
+    w.advance(15_000);
+    assert_eq!(w.machine(t, m).cursor(), 11);
+    w.server.muted = false;
+    let opened = w.server.opened.len();
+    let now = w.now;
+    w.machine_mut(t, m).handle_lifecycle(Lifecycle::Online, now);
+    w.advance(1_000);
+    let paths: Vec<&str> = w.server.opened[opened..]
+        .iter()
+        .map(|(_, p)| p.as_str())
+        .collect();
+    assert_eq!(paths, ["/v1/stream?sub=session:a:11"]);
+    assert!(!w.machine(t, m).polling());
+    assert_eq!(w.ctxs[t].share.diagnostics().duplicates_dropped, 0);
 }

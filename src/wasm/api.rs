@@ -166,6 +166,16 @@ impl ReplayClient {
     pub fn close(&self) {
         self.client.close();
     }
+
+    /// For a worker host: page `viewer`, which shows this client's view,
+    /// is hidden or visible, or went away (`undefined`). The client counts
+    /// as hidden only while every page that said so is (the core decides:
+    /// `Machine::handle_viewer`). Not part of the typed API.
+    #[wasm_bindgen(js_name = setViewer, skip_typescript)]
+    pub fn set_viewer(&self, viewer: u32, hidden: Option<bool>) {
+        let driver = self.client.driver();
+        driver.input(|m, now| m.handle_viewer(u64::from(viewer), hidden, now));
+    }
 }
 
 impl ReplayClient {

@@ -31,6 +31,7 @@ pub fn start(http: &Http, action: &Action) -> Option<Fetch> {
             id,
             path_and_query,
             last_event_id,
+            ..
         } => {
             let request = Request {
                 last_event_id: last_event_id.as_deref(),

@@ -4,7 +4,10 @@
 //! `text/event-stream` and ignores the runtime's `X-Accel-Buffering: no`.
 //! Debian's `nginx-light` on a free loopback port, its prefix, config and
 //! logs in a temp folder, `daemon off` and one process (`master_process
-//! off`: killing it leaves no worker behind), stopped when dropped.
+//! off`: killing it leaves no worker behind), stopped when dropped. A test
+//! turns compression off and on again with a file in the prefix
+//! ([`UNCOMPRESSED`]), read on every request: a single-process nginx cannot
+//! reload its config (after a `SIGHUP` it answers with its error log).
 
 use crate::cmd::{output, Result};
 use std::net::{TcpListener, TcpStream};
@@ -17,6 +20,8 @@ pub const URL_VAR: &str = "REPLAY_PROXY_URL";
 /// The access log's line: when the request ended (seconds, ms precision),
 /// its status and its URI; a test counts the runtime's requests there.
 const LOG_FORMAT: &str = "'$msec $status $request_uri'";
+/// While this file exists in the prefix, nothing is compressed.
+pub const UNCOMPRESSED: &str = "uncompressed";
 /// How long a started nginx has to accept connections.
 const START_WAIT: Duration = Duration::from_secs(10);
 
@@ -60,6 +65,9 @@ http {{
       proxy_http_version 1.1;
       proxy_buffering on;
       proxy_ignore_headers X-Accel-Buffering;
+      if (-f {dir}/{UNCOMPRESSED}) {{
+        gzip off;
+      }}
     }}
   }}
 }}

@@ -196,6 +196,12 @@ impl Feed {
         })
     }
 
+    /// The transport changed (stream or polling): diagnostics show it, and
+    /// a host that posts them to its pages posts on a notification.
+    pub(super) fn transport_changed(&mut self) {
+        self.bump(true);
+    }
+
     /// A view change is ready for `poll_view_change` (once per change).
     pub(super) fn view_changed(&mut self) {
         if !self.change_counted {

@@ -133,6 +133,7 @@ impl Machine {
         }
         let live_only = self.mode != Mode::Follow;
         let after = (!live_only).then_some(self.pos.cursor);
+        let probe = self.link_probe();
         let id = self.alloc_id();
         self.parser.reset();
         if self.streams_opened > 0 {
@@ -152,6 +153,7 @@ impl Machine {
             id,
             path_and_query: paths::stream(&self.cfg.target, after),
             last_event_id: after.map(|c| c.to_string()),
+            probe,
         });
     }
 
@@ -271,6 +273,7 @@ impl Machine {
         }
         self.stream_backoff.reset();
         self.fetch_backoff.reset();
+        self.link_probe_next();
         self.open_stream(now);
         if self.fetch.as_ref().is_some_and(|f| f.id.is_none()) {
             self.send_fetch(now);
@@ -307,8 +310,8 @@ impl Machine {
         let reprobe = self.link_stream_ended(err.as_ref());
         self.stream = None;
         if let Some(wait) = reprobe {
-            // Polling: the next try is the next probe, and a failed probe
-            // is no retry to report.
+            // Polling, and the probe was muted again: the next try is the
+            // next probe, and a muted probe is no retry to report.
             self.stream_retry_at = Some(now.saturating_add(wait.max(hint.unwrap_or(0))));
             return;
         }
@@ -319,7 +322,11 @@ impl Machine {
             .next_delay(&self.cfg.backoff, &mut self.rng, floor);
         let at = now.saturating_add(delay);
         self.stream_retry_at = Some(at);
-        self.retrying(err, at);
+        // A probe that failed otherwise is tried again with backoff; the
+        // polls show the runtime's state, not the probe.
+        if !self.polling() {
+            self.retrying(err, at);
+        }
     }
 
     pub(super) fn fetch_retry(&mut self, err: CoreError, hint: Option<u64>, now: u64) {
@@ -577,6 +584,10 @@ impl Machine {
                 if self.offline {
                     self.offline = false;
                     self.resume_io(now);
+                } else {
+                    // The network may have changed (another route, a
+                    // proxy gone) without ever being lost.
+                    self.link_probe_now(now);
                 }
             }
             Lifecycle::Offline => {
@@ -597,6 +608,7 @@ impl Machine {
                 };
                 if stale {
                     self.stream_backoff.reset();
+                    self.link_probe_next();
                     self.open_stream(now);
                 }
                 if self.fetch.as_ref().is_some_and(|f| f.id.is_none()) {

@@ -33,6 +33,7 @@ mod prefetch;
 mod sync;
 mod transport;
 mod types;
+mod viewers;
 mod writes;
 
 pub use answers::{Response, StreamEvent};
@@ -49,6 +50,7 @@ pub use types::{
     Action, BackoffConfig, Config, Counters, FetchKind, Lifecycle, Notice, RequestId, Settings,
     State, Status, Target, Write, WriteDone, WriteId, WriteOutcome,
 };
+pub use viewers::MAX_VIEWERS;
 
 use std::collections::VecDeque;
 
@@ -229,6 +231,8 @@ pub struct Machine {
     answers: answers::Answers,
     /// Stream or polling (`transport.rs`).
     link: transport::Link,
+    /// Pages showing this view from another context (`viewers.rs`).
+    viewers: viewers::Viewers,
 }
 
 impl Machine {
@@ -379,6 +383,7 @@ impl Machine {
             writes: writes::Writes::default(),
             answers: answers::Answers::default(),
             link: transport::Link::default(),
+            viewers: viewers::Viewers::default(),
         }
     }
 

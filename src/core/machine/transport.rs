@@ -25,8 +25,19 @@
 //!   [`HIDDEN_FACTOR`] times slower in a hidden page; a failed poll is
 //!   retried with the fetch backoff (and `Retry-After`).
 //! - While polling, the stream is tried again every [`REPROBE_MS`] and on
-//!   `online` and on becoming visible; one that shows its `hello` (within
-//!   the connect deadline: a later one is timed out) ends polling.
+//!   `online` (after an `offline` or not) and on becoming visible; one that
+//!   shows its `hello` (within the connect deadline: a later one is timed
+//!   out) ends polling. Only a probe muted again, or one that fails while
+//!   the polls fail too (the runtime is down), waits the re-probe period;
+//!   one that ends otherwise (a network error, an HTTP status, a clean end:
+//!   the shared connection was replaced or failed) is tried again with the
+//!   stream's backoff, as any try.
+//! - Every stream try of a polling machine, and the first after `online`,
+//!   visible or shown again, is a *probe* ([`Action::OpenStream`]'s
+//!   `probe`): it waits out no backoff, so a shared connection waiting out
+//!   its own opens at once for it (`share/connection.rs`).
+//!
+//! [`Action::OpenStream`]: super::Action::OpenStream
 
 use super::error::CoreError;
 use super::types::{FetchKind, Notice, State};
@@ -53,6 +64,9 @@ pub(super) struct Link {
     muted: u32,
     /// When the first of them was opened.
     muted_since: Option<u64>,
+    /// The next stream try waits out no backoff (`online`, visible, shown
+    /// again): a probe even when not polling.
+    probe_next: bool,
     /// When a page last answered (2xx).
     json_ok_at: Option<u64>,
     /// The last page request failed (the runtime is down, not muted).
@@ -150,14 +164,38 @@ impl Machine {
 
     /// The stream is being dropped for `err` (before `stream_retry` forgets
     /// it): counts muted tries. Returns the wait before the next try when
-    /// polling (the re-probe period), to replace the backoff's.
+    /// polling and the probe was muted again, or failed while the polls
+    /// fail too (the runtime is down: the polls back off and see it come
+    /// back): the re-probe period, to replace the backoff's.
     pub(super) fn link_stream_ended(&mut self, err: Option<&CoreError>) -> Option<u64> {
         let (proven, opened_at) = match &self.stream {
             Some(s) => (s.proven, s.last_byte_at),
             None => (false, 0),
         };
-        self.link.stream_ended(!proven && mutes(err), opened_at);
-        self.link.polling.then_some(REPROBE_MS)
+        let muted = !proven && mutes(err);
+        self.link.stream_ended(muted, opened_at);
+        (self.link.polling && (muted || self.link.json_failing)).then_some(REPROBE_MS)
+    }
+
+    /// The next stream try waits out no backoff (its backoff was just
+    /// reset for `online`, visible or shown again).
+    pub(super) fn link_probe_next(&mut self) {
+        self.link.probe_next = true;
+    }
+
+    /// Whether the stream try being opened is a probe (see the module docs).
+    pub(super) fn link_probe(&mut self) -> bool {
+        std::mem::take(&mut self.link.probe_next) || self.link.polling
+    }
+
+    /// `online` without an `offline` before it: a polling machine waiting
+    /// for its next probe probes now.
+    pub(super) fn link_probe_now(&mut self, now: u64) {
+        if self.link.polling && self.stream.is_none() && !self.halted() {
+            self.stream_backoff.reset();
+            self.link_probe_next();
+            self.open_stream(now);
+        }
     }
 
     /// A stream showed its `hello` (in time: a late one was timed out).
@@ -168,6 +206,7 @@ impl Machine {
         if self.link.polling {
             self.link.polling = false;
             self.link.poll_at = None;
+            self.feed.transport_changed();
         }
     }
 
@@ -206,6 +245,7 @@ impl Machine {
         }
         if self.link.should_poll() && !self.halted() {
             self.link.polling = true;
+            self.feed.transport_changed();
             self.link.idle_polls = 0;
             self.link.poll_at = Some(now);
             self.notices.push_back(Notice::StreamMuted {

@@ -298,6 +298,11 @@ pub enum Action {
         path_and_query: String,
         /// Value for the `Last-Event-ID` header, if any.
         last_event_id: Option<String>,
+        /// This try waits out no backoff: a polling machine's probe of the
+        /// stream, or the first try after `online`, the page becoming
+        /// visible or shown again (docs/protocol.md §6, rule 13). A shared
+        /// connection waiting out its own backoff opens at once for it.
+        probe: bool,
     },
     /// `GET base + path_and_query` with `Accept: application/json`.
     Fetch {

@@ -290,11 +290,13 @@ impl Share {
         self.set_check_at = Some(self.set_check_at.map_or(at, |t| t.min(at)));
     }
 
-    /// The scopes the connection should carry and where each starts:
-    /// where the hub's stream left it when known (nothing passed on
-    /// twice), else the smallest cursor asked (a machine further ahead
-    /// drops duplicates; one with a smaller cursor, or a live-only one,
-    /// gets a hello and repairs by itself).
+    /// The scopes the connection should carry and where each starts: the
+    /// later of where the hub's stream left it (nothing passed on twice)
+    /// and the smallest cursor asked (a machine further ahead drops
+    /// duplicates; one with a smaller cursor, or a live-only one, gets a
+    /// hello and repairs by itself). Machines that went past where the
+    /// stream left (by polling, §6 rule 13, or by their own pages) are
+    /// not sent again what they all have.
     fn wanted(&self) -> Subs {
         let mut want = self.router.subscriptions();
         for (k, _) in self.idle.iter() {
@@ -302,7 +304,11 @@ impl Share {
         }
         let mut start = Subs::default();
         for (k, after) in want.iter() {
-            start.add(k, self.router.position(k).or(after));
+            let from = match (self.router.position(k), after) {
+                (Some(left), Some(asked)) => Some(left.max(asked)),
+                (left, asked) => left.or(asked),
+            };
+            start.add(k, from);
         }
         // PROTOCOL.md §4.6 limit; the others wait (their machines' watchdogs
         // retry) until scopes are dropped.
@@ -387,6 +393,7 @@ mod tests {
             id: RequestId(machine),
             path_and_query: String::new(),
             last_event_id: None,
+            probe: false,
         };
         share.handle_machine_action(machine, &target, &open, now)
     }

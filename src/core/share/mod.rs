@@ -211,23 +211,30 @@ impl Share {
     ) -> bool {
         match action {
             Action::OpenStream {
-                id, last_event_id, ..
-            } => self.handle_open_stream(machine, target, *id, last_event_id.as_deref(), now),
+                id,
+                last_event_id,
+                probe,
+                ..
+            } => {
+                self.handle_open_stream(machine, target, *id, last_event_id.as_deref(), *probe, now)
+            }
             Action::Abort { id } => self.handle_abort(machine, *id, now),
             _ => false,
         }
     }
 
     /// A machine asks for its live stream (`last_event_id` = its cursor, or
-    /// `None` for live only). False for the global target (not shared), and
-    /// for every target once the transport is [`Transport::Scoped`]: the
-    /// executor opens the machine's own stream.
+    /// `None` for live only; `probe`: the machine waits out no backoff for
+    /// it, and neither does the connection). False for the global target
+    /// (not shared), and for every target once the transport is
+    /// [`Transport::Scoped`]: the executor opens the machine's own stream.
     pub fn handle_open_stream(
         &mut self,
         machine: u64,
         target: &Target,
         id: RequestId,
         last_event_id: Option<&str>,
+        probe: bool,
         now: u64,
     ) -> bool {
         let Some(key) = target_key(target) else {
@@ -248,6 +255,12 @@ impl Share {
             return true;
         }
         let after = last_event_id.and_then(|v| v.parse::<u64>().ok());
+        if probe {
+            // A probe has its connect deadline running: a connection
+            // waiting out a backoff earned by muted or failed tries would
+            // make it fail for sure.
+            self.mux_retry_at = None;
+        }
         self.idle.remove(&key);
         self.router
             .subscribe(machine, id, key, after, &mut self.out);
