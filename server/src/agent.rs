@@ -19,7 +19,7 @@ use crate::app::{App, Handover};
 use crate::recovery::Waiting;
 use crate::store::StoreResult;
 use crate::util::{now_rfc3339, Rng};
-use crate::worker::{AnswerMsg, RunningTurn, TurnSlot, Worker};
+use crate::worker::{AnswerMsg, RunningTurn, SessionLive, TurnSlot, Worker};
 
 /// Most scalars a `live_turn.text` keeps (PROTOCOL.md §5).
 pub const LIVE_TEXT_MAX: usize = 16_384;
@@ -440,6 +440,28 @@ impl Turn {
         self.finish(&reply, &d)
     }
 
+    /// The answer to `question_id` arrived: it is written, the question
+    /// leaves the turn and the session's open questions, and the answering
+    /// request is told.
+    fn answered(
+        &self,
+        question_id: &str,
+        (answer, ack): AnswerMsg,
+        live: &SessionLive,
+    ) -> StoreResult<()> {
+        self.append(Event::QuestionAnswered(QuestionAnswered {
+            question_id: question_id.to_owned(),
+            answer,
+        }))?;
+        self.track
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .question = None;
+        live.lock().questions.remove(question_id);
+        let _ = ack.send(());
+        Ok(())
+    }
+
     /// A turn kept waiting across a restart: takes the answer, then ends
     /// with its reply as [`Turn::script`] does.
     async fn go_on(
@@ -447,23 +469,11 @@ impl Turn {
         question_id: String,
         mut rx: mpsc::Receiver<AnswerMsg>,
     ) -> StoreResult<()> {
-        let Some((answer, ack)) = rx.recv().await else {
+        let Some(answer) = rx.recv().await else {
             return Ok(());
         };
-        self.append(Event::QuestionAnswered(QuestionAnswered {
-            question_id: question_id.clone(),
-            answer,
-        }))?;
-        self.track
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .question = None;
-        self.worker
-            .session(&self.session_id)
-            .lock()
-            .questions
-            .remove(&question_id);
-        let _ = ack.send(());
+        let live = self.worker.session(&self.session_id);
+        self.answered(&question_id, answer, &live)?;
         let d = Directives::parse(&self.text).unwrap_or_default();
         let reply: Vec<char> = reply_text(self.app.cfg.seed, &self.turn_id, &self.text, d.long)
             .chars()
@@ -670,19 +680,10 @@ impl Turn {
             Some(a) => Some(a),
             None => rx.recv().await,
         };
-        let Some((answer, ack)) = answer else {
+        let Some(answer) = answer else {
             return Ok(());
         };
-        self.append(Event::QuestionAnswered(QuestionAnswered {
-            question_id: question_id.clone(),
-            answer,
-        }))?;
-        self.track
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .question = None;
-        live.lock().questions.remove(&question_id);
-        let _ = ack.send(());
+        self.answered(&question_id, answer, &live)?;
         self.live_snapshot(|lt| {
             lt.state = LiveTurnState::Sampling;
             lt.pending_question = None;

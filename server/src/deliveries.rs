@@ -100,6 +100,32 @@ pub fn unable(db: &Db, to: &str) -> StoreResult<Option<&'static str>> {
     Ok(None)
 }
 
+/// Moves a delivery to `to` (a [`state`]) for `reason`: the team's log gets
+/// the event `event` makes of it, and the record says so (the caller
+/// stores it).
+pub fn mark(
+    db: &mut Db,
+    d: &mut DeliveryRecord,
+    to: &str,
+    reason: Option<&str>,
+    event: fn(Delivery) -> Event,
+    envs: &mut Vec<Envelope>,
+) -> StoreResult<()> {
+    envs.push(db.append(
+        Scope::Team,
+        &d.team_id,
+        &event(Delivery {
+            delivery_id: d.delivery_id.clone(),
+            to: d.to.clone(),
+            reason: reason.map(Into::into),
+        }),
+    )?);
+    d.state = to.into();
+    d.reason = reason.map(Into::into);
+    d.updated_at = now_rfc3339();
+    Ok(())
+}
+
 /// Fails a delivery: `delivery.failed {reason}`, and the record says so.
 pub fn fail(
     db: &mut Db,
@@ -107,18 +133,14 @@ pub fn fail(
     reason: &str,
     envs: &mut Vec<Envelope>,
 ) -> StoreResult<DeliveryRecord> {
-    envs.push(db.append(
-        Scope::Team,
-        &d.team_id,
-        &Event::DeliveryFailed(Delivery {
-            delivery_id: d.delivery_id.clone(),
-            to: d.to.clone(),
-            reason: Some(reason.into()),
-        }),
-    )?);
-    d.state = state::FAILED.into();
-    d.reason = Some(reason.into());
-    d.updated_at = now_rfc3339();
+    mark(
+        db,
+        &mut d,
+        state::FAILED,
+        Some(reason),
+        Event::DeliveryFailed,
+        envs,
+    )?;
     db.put_record(RecordKind::Delivery, &d.delivery_id, &d)?;
     Ok(d)
 }

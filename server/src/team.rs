@@ -10,11 +10,11 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use replay_core::protocol::{Delivery, Envelope, Event, Scope, TeamMessage};
+use replay_core::protocol::{Envelope, Event, Scope, TeamMessage};
 
 use crate::agent;
 use crate::app::App;
-use crate::deliveries::{fail, state, unable, DeliveryRecord, REASON_BUSY};
+use crate::deliveries::{fail, mark, state, unable, DeliveryRecord, REASON_BUSY};
 use crate::store::{Db, RecordKind, StoreResult};
 use crate::util::now_rfc3339;
 use crate::worker::TurnSlot;
@@ -149,18 +149,15 @@ fn attempt(
     };
     let Some(mut slot) = slot else {
         if d.state != state::DEFERRED {
-            d.state = state::DEFERRED.into();
-            d.reason = Some(REASON_BUSY.into());
-            d.updated_at = now_rfc3339();
-            envs.push(db.append(
-                Scope::Team,
-                &d.team_id,
-                &Event::DeliveryDeferred(Delivery {
-                    delivery_id: d.delivery_id.clone(),
-                    to: d.to.clone(),
-                    reason: Some(REASON_BUSY.into()),
-                }),
-            )?);
+            let deferred = Event::DeliveryDeferred;
+            mark(
+                db,
+                &mut d,
+                state::DEFERRED,
+                Some(REASON_BUSY),
+                deferred,
+                envs,
+            )?;
             app.deliveries_deferred.store(true, Ordering::Relaxed);
         }
         db.put_record(RecordKind::Delivery, &d.delivery_id, &d)?;
@@ -170,19 +167,15 @@ fn attempt(
     let turn_id = format!("turn_{n}");
     envs.push(db.accept_message(&d.to, &turn_id, &d.delivery_id, &d.text)?);
     slot.enqueue(&turn_id);
-    envs.push(db.append(
-        Scope::Team,
-        &d.team_id,
-        &Event::DeliveryDelivered(Delivery {
-            delivery_id: d.delivery_id.clone(),
-            to: d.to.clone(),
-            reason: None,
-        }),
-    )?);
-    d.state = state::DELIVERED.into();
-    d.reason = None;
+    mark(
+        db,
+        &mut d,
+        state::DELIVERED,
+        None,
+        Event::DeliveryDelivered,
+        envs,
+    )?;
     d.turn_id = Some(turn_id.clone());
-    d.updated_at = now_rfc3339();
     db.put_record(RecordKind::Delivery, &d.delivery_id, &d)?;
     Ok((d, Some((slot, turn_id))))
 }

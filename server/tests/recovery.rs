@@ -21,20 +21,7 @@ use serde_json::{json, Value};
 /// Postgres given, the test is skipped). The lease is short: on Postgres
 /// the turns of the worker before a restart are settled once it runs out.
 async fn start(pg: bool) -> Option<Server> {
-    let db = if pg {
-        Some(cluster_support::fresh_db("recovery").await?)
-    } else {
-        None
-    };
-    Some(
-        server_with(|c| {
-            if let Some(db) = db {
-                c.db = db;
-            }
-            c.turn_lease_ms = 600;
-        })
-        .await,
-    )
+    cluster_support::server_on(pg, "recovery", |c| c.turn_lease_ms = 600).await
 }
 
 async fn restart(s: &Server) -> Value {

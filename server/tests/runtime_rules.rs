@@ -18,20 +18,7 @@ use serde_json::{json, Value};
 /// A test server on SQLite, or on a fresh Postgres database (`None`: no
 /// `REPLAY_TEST_POSTGRES`, the test is skipped).
 async fn start(pg: bool, f: impl FnOnce(&mut replay_server::Config)) -> Option<Server> {
-    let db = if pg {
-        Some(cluster_support::fresh_db("rules").await?)
-    } else {
-        None
-    };
-    Some(
-        server_with(|c| {
-            if let Some(db) = db {
-                c.db = db;
-            }
-            f(c);
-        })
-        .await,
-    )
+    cluster_support::server_on(pg, "rules", f).await
 }
 
 /// Runs `$body(pg)` as a SQLite test and a Postgres one.

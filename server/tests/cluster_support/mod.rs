@@ -86,6 +86,30 @@ impl Drop for Node {
     }
 }
 
+/// A test server on SQLite, or with `pg` on a fresh Postgres database of
+/// its own named after `name` (`None`: no `REPLAY_TEST_POSTGRES`, the test
+/// is skipped), configured by `f`.
+pub async fn server_on(
+    pg: bool,
+    name: &str,
+    f: impl FnOnce(&mut replay_server::Config),
+) -> Option<Server> {
+    let db = if pg {
+        Some(fresh_db(name).await?)
+    } else {
+        None
+    };
+    Some(
+        crate::common::server_with(|c| {
+            if let Some(db) = db {
+                c.db = db;
+            }
+            f(c);
+        })
+        .await,
+    )
+}
+
 /// Durable envelopes read from `sse` until `done(&all)` holds; panics after
 /// `timeout` or if the stream ends.
 pub async fn durable_until(
