@@ -432,7 +432,9 @@ async function linkPaint(long) {
         try {
           const tab = await context.newPage();
           await tab.goto(`${origin}/bench/${html(host)}?host=${host}&session=${long.id}&head=${long.head}&storage=indexeddb&tail=40`);
-          t[host].long.push((await painted(tab)).ms);
+          const visit = await painted(tab);
+          if (process.env.BENCH_LINK_TRACE) await traceLoads(tab, `link ${name}, ${host} 10 000 events (paint ${visit.ms.toFixed(0)})`);
+          t[host].long.push(visit.ms);
         } finally {
           await context.close();
         }

@@ -6,8 +6,9 @@
 //! or a turn's end (`turn.completed`, `.failed`, `.cancelled`) such that no
 //! event after it belongs to a turn, a tool call or a question begun at or
 //! before it. A turn begins with its user's `message.committed` (written
-//! when the message is accepted), a call with `tool.started`, a question
-//! with `question.asked`. A turn's end comes after its calls' and
+//! when the message is accepted), or with its `turn.started` where that
+//! comes first (a runtime may write a turn's start before its input
+//! message), a call with `tool.started`, a question with `question.asked`. A turn's end comes after its calls' and
 //! questions' ends (the agent's cancel, startup recovery), so nothing after
 //! a boundary can refer back across it later either.
 
@@ -31,6 +32,9 @@ struct Walk {
     /// `(kind, id)` of turns (`t`), calls (`c`) and questions (`q`) used
     /// after the point and not begun after it.
     open: HashSet<(u8, String)>,
+    /// User messages passed: a `turn.started` before its own input message
+    /// is where that turn begins.
+    inputs: HashSet<String>,
 }
 
 impl Walk {
@@ -40,10 +44,16 @@ impl Walk {
             self.open.insert((kind, id.to_owned()));
         };
         let begun = match event {
-            Event::MessageCommitted(m) if m.role == Role::User => Some((b't', &m.turn_id)),
+            Event::MessageCommitted(m) if m.role == Role::User => {
+                self.inputs.insert(m.message_id.clone());
+                Some((b't', &m.turn_id))
+            }
             Event::MessageCommitted(m) => {
                 used(b't', &m.turn_id);
                 None
+            }
+            Event::TurnStarted(t) if self.inputs.contains(&t.input_message_id) => {
+                Some((b't', &t.turn_id))
             }
             Event::TurnStarted(t) => {
                 used(b't', &t.turn_id);
@@ -156,5 +166,33 @@ mod tests {
             r#"{"message_id":"m","turn_id":"t","role":"user","text":""}"#,
         ));
         assert!(w.open.is_empty());
+    }
+
+    #[test]
+    fn a_turn_started_before_its_input_message_begins_there() {
+        // Walking back over turn.started, the user's message, the reply and
+        // the turn's end: the turn is not open before its start.
+        let mut w = Walk::default();
+        w.take(&ev("turn.completed", r#"{"turn_id":"t"}"#));
+        w.take(&ev(
+            "message.committed",
+            r#"{"message_id":"a","turn_id":"t","role":"assistant","text":""}"#,
+        ));
+        w.take(&ev(
+            "message.committed",
+            r#"{"message_id":"u","turn_id":"t","role":"user","text":""}"#,
+        ));
+        w.take(&ev(
+            "turn.started",
+            r#"{"turn_id":"t","input_message_id":"u"}"#,
+        ));
+        assert!(w.open.is_empty(), "{:?}", w.open);
+        // A start whose input message comes before it (the usual order, and
+        // a message queued during the turn before) keeps the turn open.
+        w.take(&ev(
+            "turn.started",
+            r#"{"turn_id":"t2","input_message_id":"u2"}"#,
+        ));
+        assert_eq!(w.open.len(), 1);
     }
 }
