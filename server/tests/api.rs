@@ -748,5 +748,24 @@ async fn static_files_are_gzipped_with_validators_and_cache_headers() {
     assert_eq!(r.text().await.unwrap(), "<h1>demo</h1>");
     let r = get("/", Some(&tag)).await.unwrap();
     assert_eq!(r.status(), StatusCode::NOT_MODIFIED);
+    // A client that kept only the date (no tag) revalidates by it.
+    let modified = h["last-modified"].to_str().unwrap();
+    let r = http
+        .get(s.url("/pkg/index_bg.wasm"))
+        .header("if-modified-since", modified)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_MODIFIED, "by date");
+    assert_eq!(r.headers()["cache-control"], "public, max-age=600");
+    // A tag that differs wins over a matching date (RFC 9110 §13.2.2).
+    let r = http
+        .get(s.url("/pkg/index_bg.wasm"))
+        .header("if-none-match", "W/\"other\"")
+        .header("if-modified-since", modified)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "the tag decides");
     let _ = std::fs::remove_dir_all(&dir);
 }

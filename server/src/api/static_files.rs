@@ -43,14 +43,22 @@ fn compressible() -> impl Predicate {
 const SMALL: u16 = 1024;
 
 /// Adds the `ETag` and `Cache-Control` of a file's answer and answers a
-/// matching `If-None-Match` with `304`. The file is always read by
-/// `ServeDir` (without the request's own conditions), so the tag is made
-/// from the same headers whether the browser holds the file or not.
+/// matching `If-None-Match` with `304`. With a tag asked, `ServeDir` sees
+/// neither condition (a tag decides over a date, RFC 9110 §13.2.2) and
+/// answers the file's headers, from which the tag is made the same way
+/// whether the browser holds the file or not; its body is dropped unread.
+/// A date alone is `ServeDir`'s to answer.
 async fn validators(mut req: Request, next: Next, max_age: u32) -> Response<Body> {
     let asked = req.headers_mut().remove(header::IF_NONE_MATCH);
-    req.headers_mut().remove(header::IF_MODIFIED_SINCE);
+    if asked.is_some() {
+        req.headers_mut().remove(header::IF_MODIFIED_SINCE);
+    }
     let cache = cache_control(req.uri().path(), max_age);
     let mut res = next.run(req).await;
+    if res.status() == StatusCode::NOT_MODIFIED {
+        res.headers_mut().insert(header::CACHE_CONTROL, cache);
+        return res;
+    }
     if res.status() != StatusCode::OK {
         return res;
     }
