@@ -4,10 +4,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
+import { proxyBench } from "./bench-proxy.mjs";
 
 const url = process.env.BENCH_URL;
 const EVENTS = 10_000;
-// BENCH_ONLY=live,burst,restore,cold,memory,shared,paint,link runs those parts (quick, repeatable
+// BENCH_ONLY=live,burst,restore,cold,memory,shared,paint,link,proxy runs those parts (quick, repeatable
 // figures while working on one path); unset runs everything.
 const only = process.env.BENCH_ONLY ? process.env.BENCH_ONLY.split(",") : null;
 const wants = (part) => !only || only.includes(part);
@@ -733,6 +734,8 @@ try {
   if (wants("shared")) await sharedTabs(id, head);
   if (wants("paint")) await reloadPaint();
   if (wants("link")) await linkPaint({ id, head });
+  // Behind a proxy that mutes event streams (bench-proxy.mjs).
+  if (wants("proxy")) await proxyBench(browser, api);
 } finally {
   await browser.close();
 }

@@ -1,7 +1,8 @@
-// The shared host (the default mode) behind a proxy that mutes event
-// streams: Debian's nginx compressing `text/event-stream` and ignoring the
-// runtime's `X-Accel-Buffering: no`, in front of a replay-server this file
-// starts (and stops, and starts again) itself. The page, the package and
+// The shared host (the default mode), and last the client on the page,
+// behind a proxy that mutes event streams: Debian's nginx compressing
+// `text/event-stream` and ignoring the runtime's `X-Accel-Buffering: no`,
+// in front of a replay-server this file starts (and stops, and starts
+// again) itself. The page, the package and
 // the runtime all come through the proxy (one origin). nginx's access log
 // (`$msec $status $request_uri`, written when a request ends) counts the
 // requests the browser made: a SharedWorker's requests are not seen by
@@ -265,6 +266,44 @@ test("the proxy stops compressing: the network back in the worker brings the str
     for (const t of tabs) await converged(t, 3);
   } finally {
     compressing(true);
+  }
+  assert.deepEqual(pageErrors, []);
+});
+
+test("on the page: the client polls behind the proxy, and streams again after `online` once the proxy stops compressing", async () => {
+  const id = (await api("POST", "/v1/sessions", { title: "on the page behind a compressing proxy" })).session_id;
+  // The demo with its client on this page (`?page`).
+  const tab = await openPage(context, `${PROXY}/?page#${id}`, pageErrors);
+  const onPage = () => tab.evaluate(() => window.__replay.client.diagnostics().transport);
+  const describe = async () => `: ${JSON.stringify(await tab.evaluate(() => window.__replay?.client.diagnostics()))}`;
+  await until("the demo's client", () => tab.evaluate((id) => window.__replay?.sessionId === id, id));
+  await until("the page to follow by polling", async () => (await onPage()) === "polling", { timeoutMs: 60_000, describe });
+  compressing(false);
+  try {
+    const at = Date.now();
+    // The network lost and back, as the browser says it to a page.
+    await tab.evaluate(() => {
+      dispatchEvent(new Event("offline"));
+      dispatchEvent(new Event("online"));
+    });
+    // Well within the re-probe period (minutes): `online` probes at once.
+    await until("the stream back on the page", async () => (await onPage()) === "scoped", { timeoutMs: 15_000, describe });
+    console.log(`on the page: streaming ${Date.now() - at} ms after online`);
+    await api("POST", `/v1/sessions/${id}/messages`, { message_id: "onpage1", text: "/tool streamed on the page" });
+    await until(
+      "the page to end equal to the server's transcript",
+      async () => {
+        const server = await api("GET", `/v1/sessions/${id}/transcript`);
+        const client = await tab.evaluate(() => window.__replay.client.transcript());
+        const ended = server.items.some((x) => x.kind === "turn_end");
+        return ended && client.cursor === server.cursor && JSON.stringify(client.items) === JSON.stringify(server.items);
+      },
+      { timeoutMs: 30_000, describe },
+    );
+    assert.equal(await onPage(), "scoped", "still streaming after the turn");
+  } finally {
+    compressing(true);
+    await tab.close();
   }
   assert.deepEqual(pageErrors, []);
 });

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 
 mod hardening;
+mod proxy;
 
 /// A measured figure: (unit, target text, how it compares).
 struct Figure {
@@ -654,7 +655,7 @@ pub fn run_task(args: &[String]) -> Result {
     // `--native` or `--browser` runs one half (while developing; the report
     // then holds only that half).
     let only_native = args.iter().any(|a| a == "--native");
-    // `--only live` (or `burst`, `restore`, `cold`, `memory`, `shared`, `paint`, `link`, comma-separated) runs
+    // `--only live` (or `burst`, `restore`, `cold`, `memory`, `shared`, `paint`, `link`, `proxy`, comma-separated) runs
     // those browser parts and prints them without rewriting the report: a
     // quick figure to compare within one run on a noisy machine.
     let only_parts = args
@@ -666,7 +667,15 @@ pub fn run_task(args: &[String]) -> Result {
     // loopback and through the link emulator) and writes the report, the
     // rest carried over.
     let only_link = args.iter().any(|a| a == "--link");
-    let only_browser = only_parts.is_some() || only_link || args.iter().any(|a| a == "--browser");
+    // `--proxy` runs the browser's proxy part alone (the clients behind a
+    // proxy that mutes event streams) and writes the report, the rest
+    // carried over.
+    let only_proxy = args.iter().any(|a| a == "--proxy");
+    if only_link && only_proxy {
+        return Err("--link and --proxy each run one part alone: one at a time".into());
+    }
+    let only_browser =
+        only_parts.is_some() || only_link || only_proxy || args.iter().any(|a| a == "--browser");
     // `--cluster` runs the cluster bench alone (the rest carried over): it
     // needs no other bench's build and is the one that starts databases.
     let only_cluster = args.iter().any(|a| a == "--cluster");
@@ -770,14 +779,22 @@ pub fn run_task(args: &[String]) -> Result {
             "headless Chromium: tests/js/bench.mjs (its figures carried over, see below)".into(),
         );
     } else {
-        let parts = if only_link { Some("link") } else { only_parts };
+        let parts = if only_link {
+            Some("link")
+        } else if only_proxy {
+            Some(proxy::PART)
+        } else {
+            only_parts
+        };
         crate::browser_bench::run(parts, &mut |name, value| {
             values.insert(name.to_owned(), value);
         })?;
         if only_parts.is_some() {
             return Ok(());
         }
-        sources.push(if only_link {
+        sources.push(if only_proxy {
+            proxy::SOURCE.into()
+        } else if only_link {
             "headless Chromium: tests/js/bench.mjs, its link part alone (`cargo xtask bench --link`; the other figures carried over)".into()
         } else {
             "headless Chromium: tests/js/bench.mjs (driven by xtask)".into()
@@ -792,6 +809,7 @@ fn all_figures() -> impl Iterator<Item = &'static Figure> {
         .iter()
         .chain(hardening::FIGURES)
         .chain(link_figures())
+        .chain(proxy::FIGURES)
 }
 
 /// The paint figures of `tests/js/bench.mjs`'s link part: one set per link

@@ -5,12 +5,12 @@
 use crate::cmd::{self, root, Result};
 use crate::link::{self, Link};
 use crate::server::Server;
-use crate::{demo, pkg, setup};
+use crate::{demo, nginx, pkg, setup};
 use std::process::Command;
 
 /// Measures and reports each figure through `record`; `only` names the parts
 /// of `tests/js/bench.mjs` to run (`live`, `burst`, `restore`, `cold`,
-/// `memory`, `shared`, `paint`, `link`; comma-separated), all when `None`.
+/// `memory`, `shared`, `paint`, `link`, `proxy`; comma-separated), all when `None`.
 pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
     setup::ensure_package_tools()?;
     setup::ensure_browser()?;
@@ -102,6 +102,9 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
     for (name, shape) in link::SHAPES {
         links.push(format!("{name}={}", Link::start(backend, *shape)?.url));
     }
+    // The proxy part: the same server behind nginx compressing event
+    // streams (nginx.rs), its pages loaded through it.
+    let proxy = nginx::TempNginx::start(&server.url)?;
     let tmp = setup::browser_tmp()?;
     cmd::step("bench: headless Chromium (tests/js/bench.mjs)", || {
         let mut node = Command::new("node");
@@ -114,6 +117,8 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
             .env("TMPDIR", &tmp)
             .env("BENCH_URL", &server.url)
             .env("BENCH_LINKS", links.join(","))
+            .env("BENCH_PROXY_URL", &proxy.url)
+            .env("BENCH_PROXY_DIR", &proxy.dir)
             .env("BENCH_CHROMIUM", setup::CHROMIUM)
             .output()
             .map_err(|e| format!("node: {e}"))?;

@@ -13,6 +13,7 @@ use crate::cmd::{output, Result};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The environment variable that gives the browser suites the proxy's URL.
@@ -83,7 +84,11 @@ impl TempNginx {
             .strip_prefix("http://")
             .ok_or_else(|| format!("not an http:// URL: {upstream}"))?
             .trim_end_matches('/');
-        let dir = std::env::temp_dir().join(format!("replay-nginx-{}", std::process::id()));
+        // One prefix per nginx: a run may hold several at once (the engine
+        // layer's lanes).
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("replay-nginx-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())

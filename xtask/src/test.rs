@@ -652,8 +652,9 @@ fn report_artifacts(dir: &Path) {
     }
 }
 
-/// The engine layer (`tests/js/engines/engines.test.mjs`): the demo in every
-/// mode on each engine, against a server of its own (the schedule's faults
+/// The engine layer (`tests/js/engines/engines.test.mjs`, then
+/// `proxy.test.mjs` behind a proxy that mutes event streams): the demo in
+/// every mode on each engine, against a server of its own (the schedule's faults
 /// and the stream counts are server-wide), in two lanes for the two cores:
 /// Firefox beside WebKitGTK then WPE (one window: no schedule). Each
 /// engine's output is kept in `target/engines/ENGINE.log`, printed after.
@@ -673,17 +674,28 @@ fn engines(built: bool) -> Result {
     let tmp = setup::browser_tmp()?;
     let run_engine = |engine: &str, schedule: bool| -> Result {
         let server = test_server(&["--static", site])?;
+        // `proxy.test.mjs`: the same runtime behind nginx compressing
+        // event streams, the pages loaded through it.
+        let proxy = nginx::TempNginx::start(&server.url)?;
         let log =
             fs::File::create(logs.join(format!("{engine}.log"))).map_err(|e| e.to_string())?;
         let mut node = Command::new("node");
-        node.args(["--test", "--test-reporter=spec", "engines/engines.test.mjs"])
-            .current_dir(setup::js_dir())
-            .env("ENGINE", engine)
-            .env("E2E_URL", &server.url)
-            .env("E2E_CHROMIUM", setup::CHROMIUM)
-            .env("TMPDIR", &tmp)
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log);
+        // One file after the other: each drives the engine's one browser.
+        node.args([
+            "--test",
+            "--test-concurrency=1",
+            "--test-reporter=spec",
+            "engines/engines.test.mjs",
+            "engines/proxy.test.mjs",
+        ])
+        .current_dir(setup::js_dir())
+        .env("ENGINE", engine)
+        .env("E2E_URL", &server.url)
+        .env("E2E_PROXY_URL", &proxy.url)
+        .env("E2E_CHROMIUM", setup::CHROMIUM)
+        .env("TMPDIR", &tmp)
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(log);
         if schedule {
             node.env("SCHEDULE", "1");
         }

@@ -5,6 +5,7 @@
 //
 //   const browser = await launch("firefox");
 //   const tab = await browser.open(url);     // a tab of one profile
+//   await browser.open(url, { ownWindow: true }); // in a window of its own (WebKit)
 //   await tab.evaluate((x) => x + 1, 41);     // a function, one JSON argument
 //   await tab.reload(); await tab.close();
 //   await browser.errors();                   // page and worker errors since the last call
@@ -73,9 +74,15 @@ function browserOf({ name, open, tabCount, close }) {
   const reported = new Set();
   return {
     name,
-    async open(url) {
+    /**
+     * `ownWindow`: a WebKit driver opens the tab in a window of its own,
+     * shown beside the others; a tab behind another is hidden there (its
+     * page's timers and a client's polls slow down), as in Firefox, where
+     * the tab opened last is the one in front.
+     */
+    async open(url, { ownWindow = false } = {}) {
       if (tabs.size >= maxTabs(name)) throw new Error(`${name} holds ${maxTabs(name)} tab(s) at most`);
-      const tab = await open(url);
+      const tab = await open(url, { ownWindow });
       const close = tab.close;
       // A closing tab's record is kept: its errors still count.
       tab.close = async () => {
@@ -223,12 +230,12 @@ async function launchSelenium({ driver, display, capabilities }) {
   const name = capabilities.browserName === "cog" ? "wpe" : "webkitgtk";
   return browserOf({
     name,
-    open: (url) =>
+    open: (url, { ownWindow }) =>
       serial(async () => {
         let handle = spare;
         spare = null;
         if (!handle) {
-          await session.switchTo().newWindow("tab");
+          await session.switchTo().newWindow(ownWindow ? "window" : "tab");
           handle = await session.getWindowHandle();
         }
         const on = async (command) => {
