@@ -311,6 +311,27 @@ fn polls_are_paced_by_what_is_open_and_by_visibility() {
 }
 
 #[test]
+fn an_idle_polling_client_asks_at_most_six_times_a_minute_probes_included() {
+    let mut n = Net::new(true);
+    n.run_until(60_000);
+    assert!(switched(&n));
+    // Settled at the idle pace; then two whole re-probe cycles (a muted
+    // probe waits out the connect deadline, then the re-probe period).
+    n.run_until(120_000);
+    let cycle = n.r.c.config().connect_timeout_ms + REPROBE_MS;
+    let (from, to) = (120_000, 120_000 + 2 * cycle);
+    n.run_until(to);
+    let polls = n.polls_between(from, to).len();
+    let probes = n.streams.iter().filter(|t| (from..to).contains(*t)).count();
+    assert!(probes >= 2, "{:?}", n.streams);
+    let per_minute = (polls + probes) as f64 * 60_000.0 / (to - from) as f64;
+    assert!(
+        per_minute <= 6.0,
+        "{polls} polls and {probes} probes: {per_minute:.2}/min"
+    );
+}
+
+#[test]
 fn a_retry_after_on_a_poll_is_honoured() {
     let mut n = Net::new(true);
     n.run_until(60_000);

@@ -17,8 +17,9 @@
 //   beside them in another browser context, one on-page tab on another;
 //   once every tab polls and the idle pace has settled, the requests that
 //   name each session (the polls, and the stream probes: the multiplexed
-//   stream names its subscriptions) during IDLE_WINDOW_MS, one re-probe
-//   period (3 minutes: its probe is one of the idle requests), per minute.
+//   stream names its subscriptions) during IDLE_WINDOW_MS, one whole probe
+//   cycle (a muted probe's 10 s connect deadline, then the 3-minute
+//   re-probe period: its probe is one of the idle requests), per minute.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -27,8 +28,8 @@ const PROXY_ROUNDS = Number(process.env.BENCH_PROXY_ROUNDS ?? 5);
 const PROXY_LONG = Number(process.env.BENCH_PROXY_LONG ?? 8000);
 /** When the turn is posted after the page's load. */
 const POST_AFTER_MS = 1500;
-/** The idle requests are counted this long: one re-probe period. */
-const IDLE_WINDOW_MS = Number(process.env.BENCH_PROXY_IDLE_MS ?? 180_000);
+/** The idle requests are counted this long: one probe cycle. */
+const IDLE_WINDOW_MS = Number(process.env.BENCH_PROXY_IDLE_MS ?? 190_000);
 /** Waited after every tab polls: the idle pace doubles up to 10 s. */
 const IDLE_SETTLE_MS = 30_000;
 const TAIL = 40;

@@ -134,6 +134,9 @@ impl Machine {
         let live_only = self.mode != Mode::Follow;
         let after = (!live_only).then_some(self.pos.cursor);
         let probe = self.link_probe();
+        if probe {
+            self.link_probe_opened(now);
+        }
         let id = self.alloc_id();
         self.parser.reset();
         if self.streams_opened > 0 {

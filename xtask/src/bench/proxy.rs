@@ -34,6 +34,6 @@ pub const FIGURES: &[Figure] = &[
     figure("browser_proxy_page_last_words_p95_ms", "ms", "behind the same proxy, on-page client (`ReplayClient`): commit to the last words shown, p95 of 5 page loads", THREE_SECONDS),
     figure("browser_proxy_page_last_words_p50_ms", "ms", "the same, median of 5", None),
     figure("browser_proxy_page_live_growths_min", "times", "the same: times the live text grew, the fewest of 5", None),
-    figure("browser_proxy_shared_idle_requests_per_min", "req/min", "behind the proxy, idle: three tabs of the shared host following one idle session by polling, the runtime's requests for it at the proxy (polls and stream probes) over 3 minutes (one re-probe period), per minute, per scope per browser", Some((Goal::AtMost, 6.0))),
+    figure("browser_proxy_shared_idle_requests_per_min", "req/min", "behind the proxy, idle: three tabs of the shared host following one idle session by polling, the runtime's requests for it at the proxy (polls and stream probes) over one probe cycle (3 minutes 10 s: the re-probe period after a muted probe's connect deadline), per minute, per scope per browser", Some((Goal::AtMost, 6.0))),
     figure("browser_proxy_page_idle_requests_per_min", "req/min", "the same for one on-page client on a session of its own, measured beside them", None),
 ];
