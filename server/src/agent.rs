@@ -309,11 +309,13 @@ impl Turn {
         // in the whole cluster's; one turn per node looks at the log. A
         // resumed turn is the session's earliest open one.
         live.wait_first(&self.turn_id).await;
-        if resumed.is_none()
-            && !crate::cluster::wait_for_earlier_turns(&self.app, &self.session_id, &self.turn_id)
+        if let (None, Some(cluster)) = (&resumed, &self.app.cluster) {
+            if !cluster
+                .wait_for_earlier_turns(&self.session_id, &self.turn_id)
                 .await
-        {
-            return;
+            {
+                return;
+            }
         }
         let cancel = Arc::new(Notify::new());
         live.lock().running = Some(RunningTurn {

@@ -8,6 +8,7 @@ use replay_core::protocol::{
 };
 
 use crate::budget::{ResponseBudget, StreamBudget};
+use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::faults::Faults;
 use crate::hub::{Hub, StreamLimits};
@@ -27,6 +28,9 @@ pub struct App {
     pub log: Log,
     /// Fault injection.
     pub faults: Faults,
+    /// The link to the other nodes when the store is a cluster's shared log
+    /// (Postgres), held once: `None` on SQLite.
+    pub cluster: Option<Cluster>,
     worker: RwLock<Arc<Worker>>,
     restart: tokio::sync::Mutex<()>,
     /// When this process started.
@@ -89,6 +93,7 @@ impl App {
         let (handover, handover_rx) = tokio::sync::mpsc::unbounded_channel();
         let app = Arc::new(App {
             faults: Faults::new(cfg.faults),
+            cluster: Cluster::of(&log),
             responses: ResponseBudget::new(cfg.max_response_bytes),
             streams,
             cfg,
@@ -103,7 +108,7 @@ impl App {
             handover,
             handover_rx: Mutex::new(Some(handover_rx)),
         });
-        if app.log.pg_pool().is_some() {
+        if app.cluster.is_some() {
             let renewed = Arc::new(Mutex::new(None));
             crate::store::pg::runtime().spawn(renew_leases(
                 Arc::downgrade(&app),

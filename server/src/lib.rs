@@ -36,6 +36,7 @@ pub mod store;
 pub mod tail;
 pub mod team;
 pub mod transcript;
+pub mod turns;
 pub mod util;
 pub mod worker;
 pub mod worktrees;
@@ -164,7 +165,7 @@ pub async fn start(config: Config) -> Result<Running, ServerError> {
     let (app, recovered) = app::App::boot(config)?;
     resume::go_on(&app, recovered);
     resume::start(&app);
-    cluster::start(&app);
+    turns::serve_cluster(&app);
     tracing::info!(%addr, boot_id = %app.worker().boot_id, "replay-server started");
     let refused = Arc::new(refusal::Refusals::new(
         hosts.clone(),

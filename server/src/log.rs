@@ -152,16 +152,12 @@ impl Log {
         self.readers.is_some() || self.cluster.is_some()
     }
 
-    /// The commands other nodes send from now on, when the store is
-    /// Postgres (see `crate::cluster`).
-    pub fn cluster_commands(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
-        self.cluster.as_ref().map(|c| c.publisher.commands())
-    }
-
-    /// Woken each time a turn's end is published, when the store is
-    /// Postgres (turns waiting for an earlier turn on another node).
-    pub fn turn_ended(&self) -> Option<Arc<tokio::sync::Notify>> {
-        self.cluster.as_ref().map(|c| c.publisher.turn_ended())
+    /// The shared store's pool and publisher, when the store is Postgres
+    /// (what `crate::cluster` links the nodes with).
+    pub fn cluster_links(&self) -> Option<(deadpool_postgres::Pool, Arc<Publisher>)> {
+        self.cluster
+            .as_ref()
+            .map(|c| (c.pool.clone(), Arc::clone(&c.publisher)))
     }
 
     /// How this node's appends were committed and published (Postgres:
@@ -206,11 +202,6 @@ impl Log {
         if let Some(c) = &self.cluster {
             c.publisher.lose_wakeups(count);
         }
-    }
-
-    /// The Postgres pool, when the store is Postgres.
-    pub fn pg_pool(&self) -> Option<&deadpool_postgres::Pool> {
-        self.cluster.as_ref().map(|c| &c.pool)
     }
 
     /// Locks the writer (short, synchronous sections only).
