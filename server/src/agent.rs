@@ -260,6 +260,11 @@ pub fn resume_waiting(app: &Arc<App>, waiting: Waiting) {
     live.lock()
         .questions
         .insert(waiting.question_id.clone(), tx);
+    // An answer forwarded by another node while no node waited on the
+    // question is sent again once this one does.
+    if let Some(cluster) = &app.cluster {
+        cluster.announce_waiter(&waiting.question_id);
+    }
     let ctx = Turn {
         _slot: slot,
         app: Arc::clone(app),

@@ -22,18 +22,19 @@ use crate::store::pg;
 use crate::store::pg::cluster::{self as sql, TurnGate};
 use crate::store::{QuestionState, StoreError, StoreResult};
 
-/// How often a forwarded answer looks at the log for its question's state.
-pub const POLL: Duration = Duration::from_millis(50);
 /// How often a turn waiting for an earlier turn looks at the log when no
 /// turn's end woke it.
 pub const GATE_POLL: Duration = Duration::from_millis(500);
-/// How long a node waits for a forwarded answer to be committed by the
-/// node running its turn before it answers `503` (the client retries).
+/// How long a forwarded answer waits for the node running its turn to
+/// commit it before the node that took it answers `503` (the client
+/// retries).
 pub const FORWARD_WAIT: Duration = Duration::from_secs(10);
-/// How often a forwarded answer is sent again while its question waits.
-const ANSWER_RESEND: Duration = Duration::from_secs(1);
-/// How long a forwarded answer waits for a question the log does not know.
-const UNKNOWN_QUESTION_WAIT: Duration = Duration::from_secs(1);
+/// How long a forwarded answer waits for a question the log does not know
+/// (it may live only in its turn's overlay for a moment) before `404`.
+pub const UNKNOWN_QUESTION_WAIT: Duration = Duration::from_secs(1);
+/// Question ids a node started waiting on again, not yet taken by a
+/// forwarded answer, before the oldest are dropped (a lag resends).
+const WAITERS_BUFFERED: usize = 256;
 
 /// A request for the node that runs a session's turn.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -47,6 +48,12 @@ pub enum Command {
         question_id: String,
         /// The answer.
         answer: String,
+    },
+    /// A node started waiting on a question again (it adopted the turn
+    /// of a lost node): an answer forwarded meanwhile is sent again.
+    Waiting {
+        /// The question.
+        question_id: String,
     },
     /// Stop the running turn `turn_id`.
     Cancel {
@@ -75,13 +82,19 @@ pub enum Forwarded {
 pub struct Cluster {
     pool: deadpool_postgres::Pool,
     publisher: Arc<Publisher>,
+    /// Question ids a node announced waiting on again ([`Command::Waiting`]).
+    waiters: broadcast::Sender<String>,
 }
 
 impl Cluster {
     /// The link when `log` is a cluster's shared log (Postgres), else `None`.
     pub fn of(log: &Log) -> Option<Cluster> {
         let (pool, publisher) = log.cluster_links()?;
-        Some(Cluster { pool, publisher })
+        Some(Cluster {
+            pool,
+            publisher,
+            waiters: broadcast::channel(WAITERS_BUFFERED).0,
+        })
     }
 
     /// The commands other nodes send from now on.
@@ -139,12 +152,40 @@ impl Cluster {
         }
     }
 
+    /// Tells every node that this one waits on `question_id` again (in
+    /// the background: the waiter is already in place).
+    pub fn announce_waiter(&self, question_id: &str) {
+        let pool = self.pool.clone();
+        let cmd = Command::Waiting {
+            question_id: question_id.to_owned(),
+        };
+        let Ok(payload) = serde_json::to_string(&cmd) else {
+            return;
+        };
+        pg::runtime().spawn(async move {
+            if let Err(e) = sql::notify_nodes(&pool, &payload).await {
+                tracing::warn!(error = %e, "announcing a waiting question failed");
+            }
+        });
+    }
+
+    /// A node announced that it waits on `question_id` again: the answers
+    /// forwarded for it here are sent again.
+    pub fn waiter_started(&self, question_id: String) {
+        // No receiver is the usual case: nothing forwarded waits.
+        let _ = self.waiters.send(question_id);
+    }
+
     /// Sends an answer for a question this node's worker is not waiting on
-    /// to every node (the node running its turn may be); returns once the
-    /// log shows the question answered, or closed, or after
-    /// [`FORWARD_WAIT`]. A question the log does not know may live only in
-    /// its turn's overlay for a moment: it gets [`UNKNOWN_QUESTION_WAIT`]
-    /// to appear.
+    /// to every node (the node running its turn may be), then waits on the
+    /// question's state, woken by the question's events as this node
+    /// publishes them: returns once the log shows the question answered or
+    /// closed, or after [`FORWARD_WAIT`] ([`Forwarded::NotDelivered`]). A
+    /// question the log does not know gets [`UNKNOWN_QUESTION_WAIT`] to
+    /// appear. A node drops an answer it has no waiter for: a turn kept
+    /// waiting across its node's loss has none until a node adopts it
+    /// (once its lease ran out), so the answer is sent again when a node
+    /// announces it waits on the question ([`Command::Waiting`]).
     pub async fn forward_answer(
         &self,
         log: &Log,
@@ -152,6 +193,11 @@ impl Cluster {
         question_id: &str,
         answer: String,
     ) -> StoreResult<Forwarded> {
+        // Subscribed before the first look: a change after it still wakes.
+        let mut notices = Notices {
+            moved: self.publisher.questions(),
+            waiting: self.waiters.subscribe(),
+        };
         // The question's state, if it is one of this session's.
         let state = || -> StoreResult<Option<QuestionState>> {
             let found = log.db().question_state(question_id)?;
@@ -169,27 +215,75 @@ impl Cluster {
         };
         self.send(&command).await?;
         let started = Instant::now();
-        let mut sent = Instant::now();
         loop {
-            tokio::time::sleep(POLL).await;
-            // Sent again while the question waits: a turn kept waiting across
-            // a node's restart has no waiter until a node adopts it (once its
-            // lease ran out), and a node drops an answer it has no waiter for.
-            if sent.elapsed() >= ANSWER_RESEND {
-                self.send(&command).await?;
-                sent = Instant::now();
-            }
-            match state()? {
+            let known = match state()? {
                 Some(QuestionState::Answered) => return Ok(Forwarded::Answered),
-                Some(QuestionState::Pending) => {}
+                Some(QuestionState::Pending) => true,
                 Some(_) => return Ok(Forwarded::Closed),
-                None if started.elapsed() >= UNKNOWN_QUESTION_WAIT => {
-                    return Ok(Forwarded::Unknown)
-                }
-                None => {}
+                None => false,
+            };
+            let (wait, gone) = if known {
+                (FORWARD_WAIT, Forwarded::NotDelivered)
+            } else {
+                (UNKNOWN_QUESTION_WAIT, Forwarded::Unknown)
+            };
+            let deadline = started + wait;
+            if Instant::now() >= deadline {
+                return Ok(gone);
             }
-            if started.elapsed() >= FORWARD_WAIT {
-                return Ok(Forwarded::NotDelivered);
+            if notices.next(question_id, deadline).await == Notice::Waiting {
+                self.send(&command).await?;
+            }
+        }
+    }
+}
+
+/// What a forwarded answer waits on.
+struct Notices {
+    /// Question ids of the question events published here.
+    moved: broadcast::Receiver<String>,
+    /// Question ids a node announced waiting on again.
+    waiting: broadcast::Receiver<String>,
+}
+
+/// What woke a forwarded answer.
+#[derive(Debug, PartialEq, Eq)]
+enum Notice {
+    /// Its question's state may have moved: look at the log.
+    Moved,
+    /// A node waits on its question again: send the answer again.
+    Waiting,
+    /// Its deadline passed.
+    Deadline,
+}
+
+impl Notices {
+    /// The next notice about `question_id`, or [`Notice::Deadline`]. A
+    /// receiver that lagged counts as a notice (what it missed may have
+    /// been about this question).
+    async fn next(&mut self, question_id: &str, deadline: Instant) -> Notice {
+        use broadcast::error::RecvError;
+        let sleep = tokio::time::sleep_until(deadline.into());
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                got = self.moved.recv() => match got {
+                    Ok(q) if q != question_id => {}
+                    Ok(_) | Err(RecvError::Lagged(_)) => return Notice::Moved,
+                    Err(RecvError::Closed) => {
+                        (&mut sleep).await;
+                        return Notice::Deadline;
+                    }
+                },
+                got = self.waiting.recv() => match got {
+                    Ok(q) if q != question_id => {}
+                    Ok(_) | Err(RecvError::Lagged(_)) => return Notice::Waiting,
+                    Err(RecvError::Closed) => {
+                        (&mut sleep).await;
+                        return Notice::Deadline;
+                    }
+                },
+                () = &mut sleep => return Notice::Deadline,
             }
         }
     }

@@ -37,6 +37,10 @@ const SAFETY_POLL: Duration = Duration::from_secs(2);
 /// Commands from other nodes not yet taken by this node's command task
 /// before the oldest are dropped (their senders time out and say so).
 const COMMANDS_BUFFERED: usize = 1024;
+/// Question ids whose state moved, not yet taken by a forwarded answer
+/// waiting on them, before the oldest are dropped (the waiter then looks at
+/// the log again: a lag is a wake-up too).
+const QUESTIONS_BUFFERED: usize = 256;
 /// Waits between attempts to reconnect the listening connection.
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(2);
@@ -112,6 +116,9 @@ pub struct Publisher {
     commands: tokio::sync::broadcast::Sender<String>,
     /// Woken when a turn's end is published (turns waiting for it).
     turn_ended: Arc<Notify>,
+    /// The question id of each question event published (asked, answered,
+    /// declined): forwarded answers wait on it.
+    questions: tokio::sync::broadcast::Sender<String>,
     /// This node's tag: its own wake-ups are skipped (its writers publish
     /// what they commit).
     node: String,
@@ -168,6 +175,7 @@ impl Publisher {
             wake: Notify::new(),
             commands: tokio::sync::broadcast::channel(COMMANDS_BUFFERED).0,
             turn_ended: Arc::default(),
+            questions: tokio::sync::broadcast::channel(QUESTIONS_BUFFERED).0,
             node,
             lose: AtomicU64::new(0),
             published_own: AtomicU64::new(0),
@@ -238,6 +246,12 @@ impl Publisher {
             env.event,
             Event::TurnCompleted(_) | Event::TurnFailed(_) | Event::TurnCancelled(_)
         );
+        let question = match &env.event {
+            Event::QuestionAsked(q) => Some(q.question_id.clone()),
+            Event::QuestionAnswered(q) => Some(q.question_id.clone()),
+            Event::QuestionDeclined(q) => Some(q.question_id.clone()),
+            _ => None,
+        };
         self.hub.publish(&Frame::new(env));
         // Heads move after the frame is in the subscribers' buffers.
         let mut h = self.heads.write().unwrap_or_else(PoisonError::into_inner);
@@ -247,6 +261,10 @@ impl Publisher {
         self.head.send_replace(id);
         if turn_end {
             self.turn_ended.notify_waiters();
+        }
+        if let Some(question) = question {
+            // No receiver is the usual case: nothing forwarded waits.
+            let _ = self.questions.send(question);
         }
     }
 
@@ -424,6 +442,12 @@ impl Publisher {
     /// Woken each time a turn's end is published (on any node's write).
     pub fn turn_ended(&self) -> Arc<Notify> {
         Arc::clone(&self.turn_ended)
+    }
+
+    /// The question id of each question event published from now on (on
+    /// any node's write).
+    pub fn questions(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.questions.subscribe()
     }
 
     /// The commands nodes send from now on (see `crate::cluster`).

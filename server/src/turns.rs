@@ -232,6 +232,11 @@ async fn carry_out(app: &App, cmd: Command) {
                 let _ = waiter.send((answer, ack)).await;
             }
         }
+        Command::Waiting { question_id } => {
+            if let Some(cluster) = &app.cluster {
+                cluster.waiter_started(question_id);
+            }
+        }
         Command::Cancel {
             session_id,
             turn_id,
