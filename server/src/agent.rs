@@ -283,6 +283,27 @@ pub fn resume_waiting(app: &Arc<App>, waiting: Waiting) {
     worker.track(handle.abort_handle());
 }
 
+/// A live tool call's state, as `LiveTool.state` carries it (PROTOCOL.md
+/// §5: `running`, `ok` or `error`; this agent's tools do not fail while
+/// live).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LiveToolState {
+    /// The call runs.
+    Running,
+    /// The call succeeded.
+    Ok,
+}
+
+impl LiveToolState {
+    /// The wire string.
+    fn as_str(self) -> &'static str {
+        match self {
+            LiveToolState::Running => "running",
+            LiveToolState::Ok => "ok",
+        }
+    }
+}
+
 /// What a turn holds open, for cleanup on cancel.
 #[derive(Default)]
 struct Track {
@@ -588,7 +609,7 @@ impl Turn {
             lt.tools.push(LiveTool {
                 call_id: cid,
                 name: "shell".into(),
-                state: "running".into(),
+                state: LiveToolState::Running.as_str().into(),
                 progress: String::new(),
             });
         });
@@ -641,7 +662,7 @@ impl Turn {
         self.live_snapshot(|lt| {
             lt.state = LiveTurnState::Sampling;
             if let Some(t) = lt.tools.iter_mut().find(|t| t.call_id == call_id) {
-                t.state = "ok".into();
+                t.state = LiveToolState::Ok.as_str().into();
             }
         });
         Ok(())
