@@ -1,5 +1,5 @@
 //! Fan-out across nodes (Postgres store): the log is the truth. A node
-//! publishes durable events to its hub in id order, each once, after the
+//! publishes durable events to its fan-out in id order, each once, after the
 //! last id it published: its own groups from their commit, other nodes'
 //! from their wake-ups (the `NOTIFY` each group sends after its commit
 //! carries its events, `store::pg::wakeup`), and from the log whenever that
@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use crate::hub::{Frame, Hub};
+use crate::fanout::{Fanout, Frame};
 use crate::store::pg::cluster::COMMANDS;
 use crate::store::pg::wakeup::{self, Wakeup};
 use crate::store::pg::{self, events_after, read as pgr, Committed, CHANNEL};
@@ -57,7 +57,7 @@ const HELD_MAX: usize = 1024;
 const WAKEUPS_QUEUED: usize = 4096;
 
 /// The published heads: every event up to a log's head here has been handed
-/// to the hub.
+/// to the fan-out.
 #[derive(Default)]
 pub struct Heads {
     /// Scope logs.
@@ -101,10 +101,10 @@ struct Order {
     gap_since: Option<Instant>,
 }
 
-/// Publishes a Postgres log to this node's hub, in id order, once each.
+/// Publishes a Postgres log to this node's fan-out, in id order, once each.
 pub struct Publisher {
     pool: Pool,
-    hub: Arc<Hub>,
+    fanout: Arc<Fanout>,
     heads: Arc<RwLock<Heads>>,
     /// Held while publishing, so frames go out in id order.
     turn: tokio::sync::Mutex<Order>,
@@ -136,7 +136,7 @@ impl Publisher {
     /// with every log's head, and the global head with the highest id.
     pub async fn start(
         pool: Pool,
-        hub: Arc<Hub>,
+        fanout: Arc<Fanout>,
         heads: Arc<RwLock<Heads>>,
         global_epoch: String,
         node: String,
@@ -168,7 +168,7 @@ impl Publisher {
         }
         Ok(Arc::new(Publisher {
             pool,
-            hub,
+            fanout,
             heads,
             turn: tokio::sync::Mutex::default(),
             head: watch::channel(last).0,
@@ -238,7 +238,7 @@ impl Publisher {
         Ok(())
     }
 
-    /// Hands one event (the next id) to the hub, then moves the heads.
+    /// Hands one event (the next id) to the fan-out, then moves the heads.
     fn publish_one(&self, env: Envelope, epoch: String) {
         let (id, seq) = (env.id.unwrap_or(0), env.seq.unwrap_or(0));
         let key = (env.scope, env.scope_id.clone());
@@ -252,7 +252,7 @@ impl Publisher {
             Event::QuestionDeclined(q) => Some(q.question_id.clone()),
             _ => None,
         };
-        self.hub.publish(&Frame::new(env));
+        self.fanout.publish(&Frame::new(env));
         // Heads move after the frame is in the subscribers' buffers.
         let mut h = self.heads.write().unwrap_or_else(PoisonError::into_inner);
         h.logs.insert(key, LogInfo { epoch, head: seq });

@@ -22,10 +22,10 @@ pub mod budget;
 pub mod cluster;
 pub mod config;
 pub mod deliveries;
+pub mod fanout;
 pub mod faults;
 pub mod follow;
 pub mod head;
-pub mod hub;
 pub mod log;
 pub mod net;
 pub mod provider;
@@ -45,7 +45,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub use config::Config;
-pub use hub::LagPolicy;
+pub use fanout::LagPolicy;
 use std::time::Duration;
 
 /// Errors of starting the server.
@@ -90,7 +90,7 @@ impl Running {
         format!("http://{}", self.addr)
     }
 
-    /// The shared state (store, hub, worker), for in-process drivers such as the benchmark.
+    /// The shared state (store, fan-out, worker), for in-process drivers such as the benchmark.
     pub fn app(&self) -> &Arc<app::App> {
         &self.app
     }
@@ -106,7 +106,7 @@ impl Running {
     pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(());
         self.app.faults.close_streams();
-        self.app.log.hub.close_all();
+        self.app.log.fanout.close_all();
         self.app.worker().stop();
         if tokio::time::timeout(SHUTDOWN_GRACE, &mut self.task)
             .await

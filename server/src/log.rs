@@ -1,7 +1,7 @@
 //! The store and the fan-out. On SQLite writes go through one lock: an
 //! event is published only after it is committed, and in commit order. On
 //! Postgres appends take no lock of this node (Postgres orders them), and
-//! durable events reach the hub only through the log, in id order
+//! durable events reach the fan-out only through the log, in id order
 //! ([`crate::follow`]), whichever node wrote them; writes that must be
 //! atomic with a check still take the lock. Reads do not take it: they run
 //! in snapshots on a pool of read-only connections (a file store, or
@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use replay_core::protocol::{Envelope, Event, LiveTurn, LiveTurnSnapshot, Scope, TasksSnapshot};
 
+use crate::fanout::{Fanout, Frame};
 use crate::follow::{self, Heads, Publisher};
-use crate::hub::{Frame, Hub};
 use crate::store::pg::{self, PgDb, PgSnapshot};
 use crate::store::{
     Db, LogInfo, ReadPool, Snapshot, SqliteDb, SqliteSnapshot as SqliteSnapshotOf, StoreResult,
@@ -28,7 +28,7 @@ use crate::worker::SessionLive;
 /// are short and CPU-bound, and the machine has few cores).
 pub const READERS: usize = 4;
 
-/// Store plus hub.
+/// Store plus fan-out.
 pub struct Log {
     db: Arc<Mutex<Db>>,
     /// `None` for `:memory:`: another connection would be another database,
@@ -38,7 +38,7 @@ pub struct Log {
     cluster: Option<Cluster>,
     heads: Arc<RwLock<Heads>>,
     /// The live fan-out.
-    pub hub: Arc<Hub>,
+    pub fanout: Arc<Fanout>,
     /// The cluster's live tail, when one was started ([`Log::start_tail`]).
     tail: OnceLock<Tail>,
 }
@@ -97,9 +97,14 @@ impl Log {
     /// a file: the writer plus [`READERS`] read-only connections).
     /// A `postgres://` URL instead: the pool, the schema, and a follower
     /// task; turns accepted here are leased for `lease`.
-    pub fn open(path: &str, sync: Synchronous, hub: Arc<Hub>, lease: Duration) -> StoreResult<Log> {
+    pub fn open(
+        path: &str,
+        sync: Synchronous,
+        fanout: Arc<Fanout>,
+        lease: Duration,
+    ) -> StoreResult<Log> {
         if pg::is_url(path) {
-            return Log::open_cluster(path, hub, lease);
+            return Log::open_cluster(path, fanout, lease);
         }
         let db = Db::Sqlite(SqliteDb::open(path, sync)?);
         let readers = if path == ":memory:" {
@@ -112,21 +117,21 @@ impl Log {
             readers,
             cluster: None,
             heads: Arc::default(),
-            hub,
+            fanout,
             tail: OnceLock::new(),
         };
         drop(log.db()); // fills the heads
         Ok(log)
     }
 
-    fn open_cluster(url: &str, hub: Arc<Hub>, lease: Duration) -> StoreResult<Log> {
+    fn open_cluster(url: &str, fanout: Arc<Fanout>, lease: Duration) -> StoreResult<Log> {
         let pool = pg::block(pg::connect(url))?;
         let db = Arc::new(pg::block(PgDb::open(pool.clone(), lease))?);
         let heads: Arc<RwLock<Heads>> = Arc::default();
         let epoch = db.global_epoch().to_owned();
         let publisher = pg::block(Publisher::start(
             pool.clone(),
-            Arc::clone(&hub),
+            Arc::clone(&fanout),
             Arc::clone(&heads),
             epoch,
             db.node_tag().to_owned(),
@@ -142,7 +147,7 @@ impl Log {
                 follower: follower.abort_handle(),
             }),
             heads,
-            hub,
+            fanout,
             tail: OnceLock::new(),
         })
     }
@@ -420,7 +425,7 @@ impl Log {
         match &self.cluster {
             None => {
                 for env in envs {
-                    self.hub.publish(&Frame::new(env));
+                    self.fanout.publish(&Frame::new(env));
                 }
             }
             Some(cluster) => {
@@ -473,7 +478,7 @@ impl Log {
 
     fn publish_here_and_on_the_tail(&self, env: Envelope) {
         let frame = Frame::new(env);
-        self.hub.publish(&frame);
+        self.fanout.publish(&frame);
         if let Some(tail) = self.tail.get() {
             tail.publish(&frame.env, &frame.json);
         }
@@ -488,7 +493,7 @@ impl Log {
         };
         let boot_id = format!("tail_{}", self.global_info().epoch);
         let local = Local {
-            hub: Arc::clone(&self.hub),
+            fanout: Arc::clone(&self.fanout),
             heads: Arc::clone(&self.heads),
             publisher: Arc::clone(&cluster.publisher),
         };
