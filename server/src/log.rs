@@ -35,7 +35,7 @@ pub struct Log {
     /// so reads use the writer's connection under its lock.
     readers: Option<Arc<ReadPool>>,
     /// Set on Postgres.
-    cluster: Option<Cluster>,
+    shared: Option<SharedLog>,
     heads: Arc<RwLock<Heads>>,
     /// The live fan-out.
     pub fanout: Arc<Fanout>,
@@ -45,7 +45,7 @@ pub struct Log {
 
 /// The Postgres side of a [`Log`]: its pool, its writer and what
 /// publishes the log.
-struct Cluster {
+struct SharedLog {
     pool: deadpool_postgres::Pool,
     db: Arc<PgDb>,
     publisher: Arc<Publisher>,
@@ -54,7 +54,7 @@ struct Cluster {
 
 impl Drop for Log {
     fn drop(&mut self) {
-        if let Some(c) = &self.cluster {
+        if let Some(c) = &self.shared {
             c.follower.abort();
         }
     }
@@ -115,7 +115,7 @@ impl Log {
         let log = Log {
             db: Arc::new(Mutex::new(db)),
             readers,
-            cluster: None,
+            shared: None,
             heads: Arc::default(),
             fanout,
             tail: OnceLock::new(),
@@ -140,7 +140,7 @@ impl Log {
         Ok(Log {
             db: Arc::new(Mutex::new(Db::Pg(Arc::clone(&db)))),
             readers: None,
-            cluster: Some(Cluster {
+            shared: Some(SharedLog {
                 pool,
                 db,
                 publisher,
@@ -154,13 +154,13 @@ impl Log {
 
     /// True when reads run on a pool of their own connections.
     pub fn concurrent_reads(&self) -> bool {
-        self.readers.is_some() || self.cluster.is_some()
+        self.readers.is_some() || self.shared.is_some()
     }
 
     /// The shared store's pool and publisher, when the store is Postgres
     /// (what `crate::cluster` links the nodes with).
     pub fn cluster_links(&self) -> Option<(deadpool_postgres::Pool, Arc<Publisher>)> {
-        self.cluster
+        self.shared
             .as_ref()
             .map(|c| (c.pool.clone(), Arc::clone(&c.publisher)))
     }
@@ -171,7 +171,7 @@ impl Log {
     /// `null` on SQLite).
     pub fn append_stats(&self) -> serde_json::Value {
         use std::sync::atomic::Ordering::Relaxed;
-        let Some(c) = &self.cluster else {
+        let Some(c) = &self.shared else {
             return serde_json::Value::Null;
         };
         let groups = c.db.group_stats();
@@ -187,7 +187,7 @@ impl Log {
     /// wakeups_dropped}`, see [`follow::FollowStats`]; `null` on SQLite).
     pub fn follow_stats(&self) -> serde_json::Value {
         use std::sync::atomic::Ordering::Relaxed;
-        let Some(c) = &self.cluster else {
+        let Some(c) = &self.shared else {
             return serde_json::Value::Null;
         };
         let s = &c.publisher.stats;
@@ -204,7 +204,7 @@ impl Log {
     /// Drops the next `count` wake-ups of other nodes as if lost (fault
     /// `lose_wakeups`; nothing on SQLite, which has no other node).
     pub fn lose_wakeups(&self, count: u64) {
-        if let Some(c) = &self.cluster {
+        if let Some(c) = &self.shared {
             c.publisher.lose_wakeups(count);
         }
     }
@@ -217,7 +217,7 @@ impl Log {
         // too would stop every task it runs (with one worker thread, the
         // node's every stream), so it hands them over first, as a Postgres
         // call does.
-        let db = if self.cluster.is_some() {
+        let db = if self.shared.is_some() {
             crate::util::lock_handing_off(&self.db)
         } else {
             self.db.lock().unwrap_or_else(PoisonError::into_inner)
@@ -236,10 +236,10 @@ impl Log {
         if let Some(info) = self.published_info(scope, scope_id) {
             return Ok(Some(info));
         }
-        let Some(cluster) = self.cluster.as_ref() else {
+        let Some(shared) = self.shared.as_ref() else {
             return Ok(None);
         };
-        cluster.publisher.catch_up_now(None)?;
+        shared.publisher.catch_up_now(None)?;
         Ok(self.published_info(scope, scope_id))
     }
 
@@ -281,7 +281,7 @@ impl Log {
         &self,
         f: impl FnOnce(&Snapshot<'_>) -> StoreResult<T>,
     ) -> Option<StoreResult<T>> {
-        if self.cluster.is_some() {
+        if self.shared.is_some() {
             return None; // every Postgres read is a round trip
         }
         match &self.readers {
@@ -324,8 +324,8 @@ impl Log {
         T: Send + 'static,
         F: FnOnce(&Snapshot<'_>, Option<LiveTurn>) -> StoreResult<T> + Send + 'static,
     {
-        if let Some(cluster) = &self.cluster {
-            let pool = cluster.pool.clone();
+        if let Some(shared) = &self.shared {
+            let pool = shared.pool.clone();
             // The connection is taken first: the session lock is held only
             // while the view is pinned, never while waiting for the pool.
             let client = pg::on_runtime(async move { Ok(pool.get().await?) }).await?;
@@ -379,10 +379,10 @@ impl Log {
     /// parallel, and each returns once the log up to it is published, so a
     /// transient the caller publishes next never overtakes it.
     pub fn append(&self, scope: Scope, scope_id: &str, event: Event) -> StoreResult<Envelope> {
-        if let Some(cluster) = &self.cluster {
+        if let Some(shared) = &self.shared {
             return pg::block(append_to_cluster(
-                &cluster.db,
-                &cluster.publisher,
+                &shared.db,
+                &shared.publisher,
                 scope,
                 scope_id,
                 event,
@@ -405,10 +405,10 @@ impl Log {
         scope_id: &str,
         event: Event,
     ) -> StoreResult<Envelope> {
-        let Some(cluster) = &self.cluster else {
+        let Some(shared) = &self.shared else {
             return self.append(scope, scope_id, event);
         };
-        let (db, publisher) = (Arc::clone(&cluster.db), Arc::clone(&cluster.publisher));
+        let (db, publisher) = (Arc::clone(&shared.db), Arc::clone(&shared.publisher));
         let scope_id = scope_id.to_owned();
         pg::on_runtime(
             async move { append_to_cluster(&db, &publisher, scope, &scope_id, event).await },
@@ -422,20 +422,20 @@ impl Log {
     /// there is only logged: the follower publishes them once it can read
     /// the log again.
     pub fn publish_committed(&self, envs: Vec<Envelope>) {
-        match &self.cluster {
+        match &self.shared {
             None => {
                 for env in envs {
                     self.fanout.publish(&Frame::new(env));
                 }
             }
-            Some(cluster) => {
+            Some(shared) => {
                 let upto = envs.iter().filter_map(|e| e.id).max();
                 if upto.is_none() {
                     return;
                 }
-                if let Err(e) = cluster.publisher.catch_up_now(upto) {
+                if let Err(e) = shared.publisher.catch_up_now(upto) {
                     tracing::warn!(error = %e, "publishing from the log failed; the follower will");
-                    cluster.publisher.poke();
+                    shared.publisher.poke();
                 }
             }
         }
@@ -488,14 +488,14 @@ impl Log {
     /// docs/server.md, Cluster). Its `boot_id` is named after the shared
     /// log's epoch: the same on every node, new only with a new log.
     pub fn start_tail(&self, url: &str, lease: Duration) -> Result<(), TailError> {
-        let Some(cluster) = &self.cluster else {
+        let Some(shared) = &self.shared else {
             return Err(TailError::NeedsSharedLog);
         };
         let boot_id = format!("tail_{}", self.global_info().epoch);
         let local = Local {
             fanout: Arc::clone(&self.fanout),
             heads: Arc::clone(&self.heads),
-            publisher: Arc::clone(&cluster.publisher),
+            publisher: Arc::clone(&shared.publisher),
         };
         let tail = Tail::start(url, boot_id, lease, local, pg::runtime())?;
         // Set once, at boot, before any turn runs.
