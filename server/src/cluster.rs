@@ -266,24 +266,19 @@ impl Notices {
         let sleep = tokio::time::sleep_until(deadline.into());
         tokio::pin!(sleep);
         loop {
-            tokio::select! {
-                got = self.moved.recv() => match got {
-                    Ok(q) if q != question_id => {}
-                    Ok(_) | Err(RecvError::Lagged(_)) => return Notice::Moved,
-                    Err(RecvError::Closed) => {
-                        (&mut sleep).await;
-                        return Notice::Deadline;
-                    }
-                },
-                got = self.waiting.recv() => match got {
-                    Ok(q) if q != question_id => {}
-                    Ok(_) | Err(RecvError::Lagged(_)) => return Notice::Waiting,
-                    Err(RecvError::Closed) => {
-                        (&mut sleep).await;
-                        return Notice::Deadline;
-                    }
-                },
+            let (got, notice) = tokio::select! {
+                got = self.moved.recv() => (got, Notice::Moved),
+                got = self.waiting.recv() => (got, Notice::Waiting),
                 () = &mut sleep => return Notice::Deadline,
+            };
+            match got {
+                Ok(q) if q != question_id => {}
+                Ok(_) | Err(RecvError::Lagged(_)) => return notice,
+                // Never while the cluster lives (it holds both senders).
+                Err(RecvError::Closed) => {
+                    (&mut sleep).await;
+                    return Notice::Deadline;
+                }
             }
         }
     }
