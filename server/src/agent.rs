@@ -260,6 +260,11 @@ pub fn resume_waiting(app: &Arc<App>, waiting: Waiting) {
     live.lock()
         .questions
         .insert(waiting.question_id.clone(), tx);
+    // An answer forwarded by another node while no node waited on the
+    // question is sent again once this one does.
+    if let Some(cluster) = &app.cluster {
+        cluster.announce_waiter(&waiting.question_id);
+    }
     let ctx = Turn {
         _slot: slot,
         app: Arc::clone(app),
@@ -276,6 +281,27 @@ pub fn resume_waiting(app: &Arc<App>, waiting: Waiting) {
     };
     let handle = tokio::spawn(async move { ctx.run(Some((waiting.question_id, rx))).await });
     worker.track(handle.abort_handle());
+}
+
+/// A live tool call's state, as `LiveTool.state` carries it (PROTOCOL.md
+/// §5: `running`, `ok` or `error`; this agent's tools do not fail while
+/// live).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LiveToolState {
+    /// The call runs.
+    Running,
+    /// The call succeeded.
+    Ok,
+}
+
+impl LiveToolState {
+    /// The wire string.
+    fn as_str(self) -> &'static str {
+        match self {
+            LiveToolState::Running => "running",
+            LiveToolState::Ok => "ok",
+        }
+    }
 }
 
 /// What a turn holds open, for cleanup on cancel.
@@ -309,11 +335,13 @@ impl Turn {
         // in the whole cluster's; one turn per node looks at the log. A
         // resumed turn is the session's earliest open one.
         live.wait_first(&self.turn_id).await;
-        if resumed.is_none()
-            && !crate::cluster::wait_for_earlier_turns(&self.app, &self.session_id, &self.turn_id)
+        if let (None, Some(cluster)) = (&resumed, &self.app.cluster) {
+            if !cluster
+                .wait_for_earlier_turns(&self.session_id, &self.turn_id)
                 .await
-        {
-            return;
+            {
+                return;
+            }
         }
         let cancel = Arc::new(Notify::new());
         live.lock().running = Some(RunningTurn {
@@ -581,7 +609,7 @@ impl Turn {
             lt.tools.push(LiveTool {
                 call_id: cid,
                 name: "shell".into(),
-                state: "running".into(),
+                state: LiveToolState::Running.as_str().into(),
                 progress: String::new(),
             });
         });
@@ -634,7 +662,7 @@ impl Turn {
         self.live_snapshot(|lt| {
             lt.state = LiveTurnState::Sampling;
             if let Some(t) = lt.tools.iter_mut().find(|t| t.call_id == call_id) {
-                t.state = "ok".into();
+                t.state = LiveToolState::Ok.as_str().into();
             }
         });
         Ok(())

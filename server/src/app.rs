@@ -1,4 +1,4 @@
-//! Shared server state and the operations that span store, hub and worker.
+//! Shared server state and the operations that span store, fan-out and worker.
 
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -8,9 +8,10 @@ use replay_core::protocol::{
 };
 
 use crate::budget::{ResponseBudget, StreamBudget};
+use crate::cluster::Cluster;
 use crate::config::Config;
+use crate::fanout::{Fanout, StreamLimits};
 use crate::faults::Faults;
-use crate::hub::{Hub, StreamLimits};
 use crate::log::Log;
 use crate::net::Connections;
 use crate::recovery;
@@ -27,6 +28,9 @@ pub struct App {
     pub log: Log,
     /// Fault injection.
     pub faults: Faults,
+    /// The link to the other nodes when the store is a cluster's shared log
+    /// (Postgres), held once: `None` on SQLite.
+    pub cluster: Option<Cluster>,
     worker: RwLock<Arc<Worker>>,
     restart: tokio::sync::Mutex<()>,
     /// When this process started.
@@ -39,7 +43,7 @@ pub struct App {
     /// Bytes of large JSON answers in flight (`--max-response-bytes`).
     pub responses: ResponseBudget,
     /// Bytes of stream output buffered (`--max-stream-buffer-bytes`),
-    /// shared with the hub (its subscriber buffers).
+    /// shared with the fan-out (its subscriber buffers).
     pub streams: Arc<StreamBudget>,
     /// False once a look found no deferred team delivery and none was
     /// deferred since (`team::deliver_deferred` skips its query then).
@@ -70,7 +74,7 @@ impl App {
             per_client: cfg.max_streams_per_client,
         };
         let streams = Arc::new(StreamBudget::new(cfg.max_stream_buffer_bytes));
-        let hub = Hub::new(
+        let fanout = Fanout::new(
             cfg.subscriber_buffer,
             cfg.subscriber_buffer_bytes,
             cfg.lag_policy,
@@ -78,7 +82,7 @@ impl App {
             Arc::clone(&streams),
         );
         let lease = Duration::from_millis(cfg.turn_lease_ms.max(1));
-        let log = Log::open(&cfg.db, cfg.synchronous, hub, lease)?;
+        let log = Log::open(&cfg.db, cfg.synchronous, fanout, lease)?;
         if let Some(url) = &cfg.redis {
             log.start_tail(url, lease)
                 .map_err(|e| crate::store::StoreError::Backend(e.to_string()))?;
@@ -89,6 +93,7 @@ impl App {
         let (handover, handover_rx) = tokio::sync::mpsc::unbounded_channel();
         let app = Arc::new(App {
             faults: Faults::new(cfg.faults),
+            cluster: Cluster::of(&log),
             responses: ResponseBudget::new(cfg.max_response_bytes),
             streams,
             cfg,
@@ -103,7 +108,7 @@ impl App {
             handover,
             handover_rx: Mutex::new(Some(handover_rx)),
         });
-        if app.log.pg_pool().is_some() {
+        if app.cluster.is_some() {
             let renewed = Arc::new(Mutex::new(None));
             crate::store::pg::runtime().spawn(renew_leases(
                 Arc::downgrade(&app),
@@ -175,7 +180,7 @@ impl App {
         *self.worker.write().unwrap_or_else(|e| e.into_inner()) = Worker::new(boot_id.clone());
         self.log.forget_live();
         *self.last_recovery.lock().unwrap_or_else(|e| e.into_inner()) = recovered.report.clone();
-        self.log.hub.close_all();
+        self.log.fanout.close_all();
         self.faults.close_streams();
         Ok((boot_id, recovered))
     }

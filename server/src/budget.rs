@@ -68,7 +68,7 @@ impl ResponseBudget {
 
 /// The process-wide budget of stream bytes buffered (`--max-stream-buffer-bytes`):
 /// every byte a stream writer has made and its connection has not taken
-/// yet, in four shares, each waited for (or, in the hub, tried) only by its
+/// yet, in four quotas, each waited for (or, in the fan-out, tried) only by its
 /// own kind of bytes:
 ///
 /// - `pages`: backlog pages being read, encoded, or waiting to be handed to
@@ -77,7 +77,7 @@ impl ResponseBudget {
 ///   reads go at the pace the sockets accept.
 /// - `frames`: snapshots, live frames and heartbeats.
 /// - `queued`: live frames published and waiting in a stream's subscriber
-///   buffers for its writer to take them (`crate::hub`): what a stream that
+///   buffers for its writer to take them (`crate::fanout`): what a stream that
 ///   is not read piles up while its logs are busy. Each frame queued for a
 ///   subscriber holds its room until the writer takes it (or the stream
 ///   ends); a subscriber that finds no room is full (the lag policy),
@@ -90,33 +90,33 @@ impl ResponseBudget {
 /// Both the JSON pages' budget and this one count in [`UNIT`]s.
 #[derive(Debug)]
 pub struct StreamBudget {
-    pub(crate) pages: Share,
-    pub(crate) frames: Share,
-    pub(crate) queued: Share,
-    pub(crate) opening: Share,
-    /// The most ever held at once in all shares, in units.
+    pub(crate) pages: Quota,
+    pub(crate) frames: Quota,
+    pub(crate) queued: Quota,
+    pub(crate) opening: Quota,
+    /// The most ever held at once in all quotas, in units.
     peak: AtomicUsize,
     /// Streams ended because no room was free within the write timeout.
     pub(crate) starved: AtomicU64,
 }
 
-/// One share of the stream budget.
+/// One quota of the stream budget.
 #[derive(Debug)]
-pub struct Share {
+pub struct Quota {
     pub(crate) room: ByteBudget,
     /// The most ever held at once, in units.
     peak: AtomicUsize,
 }
 
-impl Share {
-    fn new(units: usize) -> Share {
-        Share {
+impl Quota {
+    fn new(units: usize) -> Quota {
+        Quota {
             room: ByteBudget::new(units * UNIT),
             peak: AtomicUsize::new(0),
         }
     }
 
-    /// The share, in bytes.
+    /// The quota, in bytes.
     pub fn max_bytes(&self) -> usize {
         self.room.units * UNIT
     }
@@ -140,17 +140,17 @@ impl StreamBudget {
         let opening = (units / 16).max(1);
         let frames = (units / 4).max(1);
         StreamBudget {
-            pages: Share::new(units.saturating_sub(opening + 2 * frames).max(1)),
-            frames: Share::new(frames),
-            queued: Share::new(frames),
-            opening: Share::new(opening),
+            pages: Quota::new(units.saturating_sub(opening + 2 * frames).max(1)),
+            frames: Quota::new(frames),
+            queued: Quota::new(frames),
+            opening: Quota::new(opening),
             peak: AtomicUsize::new(0),
             starved: AtomicU64::new(0),
         }
     }
 
-    /// The shares with their names, as the diagnostics show them.
-    pub fn shares(&self) -> [(&'static str, &Share); 4] {
+    /// The quotas with their names, as the diagnostics show them.
+    pub fn quotas(&self) -> [(&'static str, &Quota); 4] {
         [
             ("pages", &self.pages),
             ("frames", &self.frames),
@@ -161,7 +161,7 @@ impl StreamBudget {
 
     /// The budget, in bytes.
     pub fn max_bytes(&self) -> usize {
-        self.shares().iter().map(|(_, s)| s.max_bytes()).sum()
+        self.quotas().iter().map(|(_, s)| s.max_bytes()).sum()
     }
 
     /// Bytes held now (reserved for bytes being made or not yet taken by
@@ -171,7 +171,7 @@ impl StreamBudget {
     }
 
     fn held_units(&self) -> usize {
-        self.shares().iter().map(|(_, s)| s.room.held_units()).sum()
+        self.quotas().iter().map(|(_, s)| s.room.held_units()).sum()
     }
 
     /// The most bytes ever held at once.
@@ -184,12 +184,12 @@ impl StreamBudget {
         self.starved.load(Ordering::Relaxed)
     }
 
-    /// Records the amounts held now in `share` and in all as peaks if they
+    /// Records the amounts held now in `quota` and in all as peaks if they
     /// are.
-    pub(crate) fn note_peak(&self, share: &Share) {
-        share
+    pub(crate) fn note_peak(&self, quota: &Quota) {
+        quota
             .peak
-            .fetch_max(share.room.held_units(), Ordering::Relaxed);
+            .fetch_max(quota.room.held_units(), Ordering::Relaxed);
         self.peak.fetch_max(self.held_units(), Ordering::Relaxed);
     }
 }
@@ -207,7 +207,7 @@ mod tests {
             assert_eq!(b.frames.max_bytes(), bytes / 4);
             assert_eq!(b.queued.max_bytes(), bytes / 4);
         }
-        // Each share is at least one unit, so a tiny budget is a bit more.
+        // Each quota is at least one unit, so a tiny budget is a bit more.
         let tiny = StreamBudget::new(1);
         assert_eq!(tiny.max_bytes(), 4 * UNIT);
     }

@@ -2,29 +2,39 @@
 //! turn's live state (its answer channels, its cancel switch) lives on the
 //! node running it, while a client's request may reach any node: an answer
 //! or a cancel that finds no turn here is sent to every node as a
-//! [`Command`] (`NOTIFY`), and the node holding the turn carries it out. And
-//! turns of one session run one at a time in the order they were accepted,
-//! whichever nodes accepted them ([`wait_for_earlier_turns`]).
+//! [`Command`] (`NOTIFY`), and the node holding the turn carries it out
+//! (`crate::turns`). And turns of one session run one at a time in the
+//! order they were accepted, whichever nodes accepted them
+//! ([`Cluster::wait_for_earlier_turns`]).
+//!
+//! The app holds one [`Cluster`] when the store is Postgres and none on
+//! SQLite (one process: its worker holds every turn).
 
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::broadcast;
 
-use crate::app::App;
+use crate::follow::Publisher;
+use crate::log::Log;
 use crate::store::pg;
 use crate::store::pg::cluster::{self as sql, TurnGate};
-use crate::store::StoreResult;
+use crate::store::{QuestionState, StoreError, StoreResult};
 
-/// How often a forwarded answer looks at the log for its question's state.
-pub const POLL: Duration = Duration::from_millis(50);
 /// How often a turn waiting for an earlier turn looks at the log when no
 /// turn's end woke it.
 pub const GATE_POLL: Duration = Duration::from_millis(500);
-/// How long a node waits for a forwarded answer to be committed by the
-/// node running its turn before it answers `503` (the client retries).
+/// How long a forwarded answer waits for the node running its turn to
+/// commit it before the node that took it answers `503` (the client
+/// retries).
 pub const FORWARD_WAIT: Duration = Duration::from_secs(10);
+/// How long a forwarded answer waits for a question the log does not know
+/// (it may live only in its turn's overlay for a moment) before `404`.
+pub const UNKNOWN_QUESTION_WAIT: Duration = Duration::from_secs(1);
+/// Question ids a node started waiting on again, not yet taken by a
+/// forwarded answer, before the oldest are dropped (a lag resends).
+const WAITERS_BUFFERED: usize = 256;
 
 /// A request for the node that runs a session's turn.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -39,6 +49,12 @@ pub enum Command {
         /// The answer.
         answer: String,
     },
+    /// A node started waiting on a question again (it adopted the turn
+    /// of a lost node): an answer forwarded meanwhile is sent again.
+    Waiting {
+        /// The question.
+        question_id: String,
+    },
     /// Stop the running turn `turn_id`.
     Cancel {
         /// The session.
@@ -48,57 +64,230 @@ pub enum Command {
     },
 }
 
-/// Sends `cmd` to every node (the one holding the turn carries it out).
-pub async fn send(app: &App, cmd: &Command) -> StoreResult<()> {
-    let Some(pool) = app.log.pg_pool().cloned() else {
-        return Ok(());
-    };
-    let payload =
-        serde_json::to_string(cmd).map_err(|e| crate::store::StoreError::Backend(e.to_string()))?;
-    pg::on_runtime(async move { sql::notify_nodes(&pool, &payload).await }).await
+/// What became of an answer sent to every node ([`Cluster::forward_answer`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Forwarded {
+    /// The question is answered.
+    Answered,
+    /// The question is not waiting for an answer.
+    Closed,
+    /// No such question in the session.
+    Unknown,
+    /// No node took the answer within [`FORWARD_WAIT`] (retry).
+    NotDelivered,
 }
 
-/// The running turn of `session_id` on any node (Postgres), if any.
-pub async fn running_turn(app: &App, session_id: &str) -> StoreResult<Option<String>> {
-    let Some(pool) = app.log.pg_pool().cloned() else {
-        return Ok(None);
-    };
-    let session_id = session_id.to_owned();
-    pg::on_runtime(async move { sql::running_turn(&pool, &session_id).await }).await
+/// This node's link to the others: the shared store's pool and what its
+/// follower hears (commands, turns' ends).
+pub struct Cluster {
+    pool: deadpool_postgres::Pool,
+    publisher: Arc<Publisher>,
+    /// Question ids a node announced waiting on again ([`Command::Waiting`]).
+    waiters: broadcast::Sender<String>,
 }
 
-/// Waits until no turn of `session_id` accepted before `turn_id` is open on
-/// any node, then says whether `turn_id` may run: `false` when it is no
-/// longer queued (its lease ran out while this node could not reach
-/// Postgres, and another node ended it). At once `true` on SQLite: one
-/// process, whose per-session lock already orders its turns. A turn of a
-/// node that died is ended by another once its lease runs out, so the wait
-/// ends; a store error (Postgres restarting) is waited out.
-pub async fn wait_for_earlier_turns(app: &App, session_id: &str, turn_id: &str) -> bool {
-    let (Some(pool), Some(ended)) = (app.log.pg_pool().cloned(), app.log.turn_ended()) else {
-        return true;
-    };
-    loop {
-        // Armed before the look, so an end published meanwhile still wakes.
-        let woken = ended.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        let (pool, sid, tid) = (pool.clone(), session_id.to_owned(), turn_id.to_owned());
-        match pg::on_runtime(async move { sql::turn_gate(&pool, &sid, &tid).await }).await {
-            Ok(TurnGate::Go) => return true,
-            Ok(TurnGate::Gone) => return false,
-            Ok(TurnGate::Wait) => {}
-            Err(e) => {
-                tracing::warn!(turn = %turn_id, error = %e, "a queued turn cannot reach the log; retrying")
+impl Cluster {
+    /// The link when `log` is a cluster's shared log (Postgres), else `None`.
+    pub fn of(log: &Log) -> Option<Cluster> {
+        let (pool, publisher) = log.cluster_links()?;
+        Some(Cluster {
+            pool,
+            publisher,
+            waiters: broadcast::channel(WAITERS_BUFFERED).0,
+        })
+    }
+
+    /// The commands other nodes send from now on.
+    pub fn commands(&self) -> broadcast::Receiver<String> {
+        self.publisher.commands()
+    }
+
+    /// Sends `cmd` to every node (the one holding the turn carries it out).
+    pub async fn send(&self, cmd: &Command) -> StoreResult<()> {
+        let pool = self.pool.clone();
+        let payload = serde_json::to_string(cmd).map_err(|e| StoreError::Backend(e.to_string()))?;
+        pg::on_runtime(async move { sql::notify_nodes(&pool, &payload).await }).await
+    }
+
+    /// The running turn of `session_id` on any node, if any.
+    pub async fn running_turn(&self, session_id: &str) -> StoreResult<Option<String>> {
+        let pool = self.pool.clone();
+        let session_id = session_id.to_owned();
+        pg::on_runtime(async move { sql::running_turn(&pool, &session_id).await }).await
+    }
+
+    /// Asks the node running `turn_id` to stop it.
+    pub async fn cancel(&self, session_id: &str, turn_id: &str) -> StoreResult<()> {
+        self.send(&Command::Cancel {
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+        })
+        .await
+    }
+
+    /// Waits until no turn of `session_id` accepted before `turn_id` is open
+    /// on any node, then says whether `turn_id` may run: `false` when it is
+    /// no longer queued (its lease ran out while this node could not reach
+    /// Postgres, and another node ended it). A turn of a node that died is
+    /// ended by another once its lease runs out, so the wait ends; a store
+    /// error (Postgres restarting) is waited out.
+    pub async fn wait_for_earlier_turns(&self, session_id: &str, turn_id: &str) -> bool {
+        let ended = self.publisher.turn_ended();
+        loop {
+            // Armed before the look, so an end published meanwhile still wakes.
+            let woken = ended.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let (pool, sid, tid) = (self.pool.clone(), session_id.to_owned(), turn_id.to_owned());
+            match pg::on_runtime(async move { sql::turn_gate(&pool, &sid, &tid).await }).await {
+                Ok(TurnGate::Go) => return true,
+                Ok(TurnGate::Gone) => return false,
+                Ok(TurnGate::Wait) => {}
+                Err(e) => {
+                    tracing::warn!(turn = %turn_id, error = %e, "a queued turn cannot reach the log; retrying")
+                }
+            }
+            // The poll is the safety net; the wake-up is the usual path.
+            let _ = tokio::time::timeout(GATE_POLL, woken).await;
+        }
+    }
+
+    /// Tells every node that this one waits on `question_id` again (in
+    /// the background: the waiter is already in place).
+    pub fn announce_waiter(&self, question_id: &str) {
+        let pool = self.pool.clone();
+        let cmd = Command::Waiting {
+            question_id: question_id.to_owned(),
+        };
+        let Ok(payload) = serde_json::to_string(&cmd) else {
+            return;
+        };
+        pg::runtime().spawn(async move {
+            if let Err(e) = sql::notify_nodes(&pool, &payload).await {
+                tracing::warn!(error = %e, "announcing a waiting question failed");
+            }
+        });
+    }
+
+    /// A node announced that it waits on `question_id` again: the answers
+    /// forwarded for it here are sent again.
+    pub fn waiter_started(&self, question_id: String) {
+        // No receiver is the usual case: nothing forwarded waits.
+        let _ = self.waiters.send(question_id);
+    }
+
+    /// Sends an answer for a question this node's worker is not waiting on
+    /// to every node (the node running its turn may be), then waits on the
+    /// question's state, woken by the question's events as this node
+    /// publishes them: returns once the log shows the question answered or
+    /// closed, or after [`FORWARD_WAIT`] ([`Forwarded::NotDelivered`]). A
+    /// question the log does not know gets [`UNKNOWN_QUESTION_WAIT`] to
+    /// appear. A node drops an answer it has no waiter for: a turn kept
+    /// waiting across its node's loss has none until a node adopts it
+    /// (once its lease ran out), so the answer is sent again when a node
+    /// announces it waits on the question ([`Command::Waiting`]).
+    pub async fn forward_answer(
+        &self,
+        log: &Log,
+        session_id: &str,
+        question_id: &str,
+        answer: String,
+    ) -> StoreResult<Forwarded> {
+        // Subscribed before the first look: a change after it still wakes.
+        let mut notices = Notices {
+            moved: self.publisher.questions(),
+            waiting: self.waiters.subscribe(),
+        };
+        // The question's state, if it is one of this session's.
+        let state = || -> StoreResult<Option<QuestionState>> {
+            let found = log.db().question_state(question_id)?;
+            Ok(found
+                .filter(|(sid, _)| sid == session_id)
+                .map(|(_, state)| state))
+        };
+        if state()?.is_some_and(|s| s != QuestionState::Pending) {
+            return Ok(Forwarded::Closed);
+        }
+        let command = Command::Answer {
+            session_id: session_id.to_owned(),
+            question_id: question_id.to_owned(),
+            answer,
+        };
+        self.send(&command).await?;
+        let started = Instant::now();
+        loop {
+            let known = match state()? {
+                Some(QuestionState::Answered) => return Ok(Forwarded::Answered),
+                Some(QuestionState::Pending) => true,
+                Some(_) => return Ok(Forwarded::Closed),
+                None => false,
+            };
+            let (wait, gone) = if known {
+                (FORWARD_WAIT, Forwarded::NotDelivered)
+            } else {
+                (UNKNOWN_QUESTION_WAIT, Forwarded::Unknown)
+            };
+            let deadline = started + wait;
+            if Instant::now() >= deadline {
+                return Ok(gone);
+            }
+            if notices.next(question_id, deadline).await == Notice::Waiting {
+                self.send(&command).await?;
             }
         }
-        // The poll is the safety net; the wake-up is the usual path.
-        let _ = tokio::time::timeout(GATE_POLL, woken).await;
     }
 }
 
-/// Carries out the commands other nodes send, for as long as the app lives.
-pub async fn serve(app: Weak<App>, mut commands: broadcast::Receiver<String>) {
+/// What a forwarded answer waits on.
+struct Notices {
+    /// Question ids of the question events published here.
+    moved: broadcast::Receiver<String>,
+    /// Question ids a node announced waiting on again.
+    waiting: broadcast::Receiver<String>,
+}
+
+/// What woke a forwarded answer.
+#[derive(Debug, PartialEq, Eq)]
+enum Notice {
+    /// Its question's state may have moved: look at the log.
+    Moved,
+    /// A node waits on its question again: send the answer again.
+    Waiting,
+    /// Its deadline passed.
+    Deadline,
+}
+
+impl Notices {
+    /// The next notice about `question_id`, or [`Notice::Deadline`]. A
+    /// receiver that lagged counts as a notice (what it missed may have
+    /// been about this question).
+    async fn next(&mut self, question_id: &str, deadline: Instant) -> Notice {
+        use broadcast::error::RecvError;
+        let sleep = tokio::time::sleep_until(deadline.into());
+        tokio::pin!(sleep);
+        loop {
+            let (got, notice) = tokio::select! {
+                got = self.moved.recv() => (got, Notice::Moved),
+                got = self.waiting.recv() => (got, Notice::Waiting),
+                () = &mut sleep => return Notice::Deadline,
+            };
+            match got {
+                Ok(q) if q != question_id => {}
+                Ok(_) | Err(RecvError::Lagged(_)) => return notice,
+                // Never while the cluster lives (it holds both senders).
+                Err(RecvError::Closed) => {
+                    (&mut sleep).await;
+                    return Notice::Deadline;
+                }
+            }
+        }
+    }
+}
+
+/// The next command another node sent (`None` once the node stops
+/// hearing them); a command dropped for lag or unreadable is skipped (its
+/// sender times out).
+pub async fn next_command(commands: &mut broadcast::Receiver<String>) -> Option<Command> {
     loop {
         let payload = match commands.recv().await {
             Ok(p) => p,
@@ -109,52 +298,11 @@ pub async fn serve(app: Weak<App>, mut commands: broadcast::Receiver<String>) {
                 );
                 continue;
             }
-            Err(broadcast::error::RecvError::Closed) => return,
+            Err(broadcast::error::RecvError::Closed) => return None,
         };
-        let Some(app) = app.upgrade() else { return };
         match serde_json::from_str::<Command>(&payload) {
-            Ok(cmd) => apply(&app, cmd).await,
+            Ok(cmd) => return Some(cmd),
             Err(e) => tracing::warn!(error = %e, "a cluster command this node cannot read"),
         }
-    }
-}
-
-/// Carries out `cmd` if this node holds the turn it is for.
-async fn apply(app: &App, cmd: Command) {
-    let worker = app.worker();
-    match cmd {
-        Command::Answer {
-            session_id,
-            question_id,
-            answer,
-        } => {
-            let waiter = worker
-                .session(&session_id)
-                .lock()
-                .questions
-                .get(&question_id)
-                .cloned();
-            if let Some(waiter) = waiter {
-                // The sender watches the log for `question.answered`.
-                let (ack, _) = oneshot::channel();
-                let _ = waiter.send((answer, ack)).await;
-            }
-        }
-        Command::Cancel {
-            session_id,
-            turn_id,
-        } => {
-            let running = worker.session(&session_id).lock().running.clone();
-            if let Some(r) = running.filter(|r| r.turn_id == turn_id) {
-                r.cancel.notify_one();
-            }
-        }
-    }
-}
-
-/// Starts [`serve`] when the store is Postgres.
-pub fn start(app: &Arc<App>) {
-    if let Some(commands) = app.log.cluster_commands() {
-        tokio::spawn(serve(Arc::downgrade(app), commands));
     }
 }

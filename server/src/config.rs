@@ -1,6 +1,6 @@
 //! The server's configuration (what the command-line flags set).
 
-use crate::hub::LagPolicy;
+use crate::fanout::LagPolicy;
 use crate::store::Synchronous;
 
 /// Server configuration (the command-line flags; see `docs/server.md`).

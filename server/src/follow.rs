@@ -1,5 +1,5 @@
 //! Fan-out across nodes (Postgres store): the log is the truth. A node
-//! publishes durable events to its hub in id order, each once, after the
+//! publishes durable events to its fan-out in id order, each once, after the
 //! last id it published: its own groups from their commit, other nodes'
 //! from their wake-ups (the `NOTIFY` each group sends after its commit
 //! carries its events, `store::pg::wakeup`), and from the log whenever that
@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use crate::hub::{Frame, Hub};
+use crate::fanout::{Fanout, Frame};
 use crate::store::pg::cluster::COMMANDS;
 use crate::store::pg::wakeup::{self, Wakeup};
 use crate::store::pg::{self, events_after, read as pgr, Committed, CHANNEL};
@@ -37,6 +37,10 @@ const SAFETY_POLL: Duration = Duration::from_secs(2);
 /// Commands from other nodes not yet taken by this node's command task
 /// before the oldest are dropped (their senders time out and say so).
 const COMMANDS_BUFFERED: usize = 1024;
+/// Question ids whose state moved, not yet taken by a forwarded answer
+/// waiting on them, before the oldest are dropped (the waiter then looks at
+/// the log again: a lag is a wake-up too).
+const QUESTIONS_BUFFERED: usize = 256;
 /// Waits between attempts to reconnect the listening connection.
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(2);
@@ -53,7 +57,7 @@ const HELD_MAX: usize = 1024;
 const WAKEUPS_QUEUED: usize = 4096;
 
 /// The published heads: every event up to a log's head here has been handed
-/// to the hub.
+/// to the fan-out.
 #[derive(Default)]
 pub struct Heads {
     /// Scope logs.
@@ -97,10 +101,10 @@ struct Order {
     gap_since: Option<Instant>,
 }
 
-/// Publishes a Postgres log to this node's hub, in id order, once each.
+/// Publishes a Postgres log to this node's fan-out, in id order, once each.
 pub struct Publisher {
     pool: Pool,
-    hub: Arc<Hub>,
+    fanout: Arc<Fanout>,
     heads: Arc<RwLock<Heads>>,
     /// Held while publishing, so frames go out in id order.
     turn: tokio::sync::Mutex<Order>,
@@ -112,6 +116,9 @@ pub struct Publisher {
     commands: tokio::sync::broadcast::Sender<String>,
     /// Woken when a turn's end is published (turns waiting for it).
     turn_ended: Arc<Notify>,
+    /// The question id of each question event published (asked, answered,
+    /// declined): forwarded answers wait on it.
+    questions: tokio::sync::broadcast::Sender<String>,
     /// This node's tag: its own wake-ups are skipped (its writers publish
     /// what they commit).
     node: String,
@@ -129,7 +136,7 @@ impl Publisher {
     /// with every log's head, and the global head with the highest id.
     pub async fn start(
         pool: Pool,
-        hub: Arc<Hub>,
+        fanout: Arc<Fanout>,
         heads: Arc<RwLock<Heads>>,
         global_epoch: String,
         node: String,
@@ -161,13 +168,14 @@ impl Publisher {
         }
         Ok(Arc::new(Publisher {
             pool,
-            hub,
+            fanout,
             heads,
             turn: tokio::sync::Mutex::default(),
             head: watch::channel(last).0,
             wake: Notify::new(),
             commands: tokio::sync::broadcast::channel(COMMANDS_BUFFERED).0,
             turn_ended: Arc::default(),
+            questions: tokio::sync::broadcast::channel(QUESTIONS_BUFFERED).0,
             node,
             lose: AtomicU64::new(0),
             published_own: AtomicU64::new(0),
@@ -230,7 +238,7 @@ impl Publisher {
         Ok(())
     }
 
-    /// Hands one event (the next id) to the hub, then moves the heads.
+    /// Hands one event (the next id) to the fan-out, then moves the heads.
     fn publish_one(&self, env: Envelope, epoch: String) {
         let (id, seq) = (env.id.unwrap_or(0), env.seq.unwrap_or(0));
         let key = (env.scope, env.scope_id.clone());
@@ -238,7 +246,13 @@ impl Publisher {
             env.event,
             Event::TurnCompleted(_) | Event::TurnFailed(_) | Event::TurnCancelled(_)
         );
-        self.hub.publish(&Frame::new(env));
+        let question = match &env.event {
+            Event::QuestionAsked(q) => Some(q.question_id.clone()),
+            Event::QuestionAnswered(q) => Some(q.question_id.clone()),
+            Event::QuestionDeclined(q) => Some(q.question_id.clone()),
+            _ => None,
+        };
+        self.fanout.publish(&Frame::new(env));
         // Heads move after the frame is in the subscribers' buffers.
         let mut h = self.heads.write().unwrap_or_else(PoisonError::into_inner);
         h.logs.insert(key, LogInfo { epoch, head: seq });
@@ -247,6 +261,10 @@ impl Publisher {
         self.head.send_replace(id);
         if turn_end {
             self.turn_ended.notify_waiters();
+        }
+        if let Some(question) = question {
+            // No receiver is the usual case: nothing forwarded waits.
+            let _ = self.questions.send(question);
         }
     }
 
@@ -424,6 +442,12 @@ impl Publisher {
     /// Woken each time a turn's end is published (on any node's write).
     pub fn turn_ended(&self) -> Arc<Notify> {
         Arc::clone(&self.turn_ended)
+    }
+
+    /// The question id of each question event published from now on (on
+    /// any node's write).
+    pub fn questions(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.questions.subscribe()
     }
 
     /// The commands nodes send from now on (see `crate::cluster`).

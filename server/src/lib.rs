@@ -22,10 +22,10 @@ pub mod budget;
 pub mod cluster;
 pub mod config;
 pub mod deliveries;
+pub mod fanout;
 pub mod faults;
 pub mod follow;
 pub mod head;
-pub mod hub;
 pub mod log;
 pub mod net;
 pub mod provider;
@@ -36,6 +36,7 @@ pub mod store;
 pub mod tail;
 pub mod team;
 pub mod transcript;
+pub mod turns;
 pub mod util;
 pub mod worker;
 pub mod worktrees;
@@ -44,7 +45,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub use config::Config;
-pub use hub::LagPolicy;
+pub use fanout::LagPolicy;
 use std::time::Duration;
 
 /// Errors of starting the server.
@@ -89,7 +90,7 @@ impl Running {
         format!("http://{}", self.addr)
     }
 
-    /// The shared state (store, hub, worker), for in-process drivers such as the benchmark.
+    /// The shared state (store, fan-out, worker), for in-process drivers such as the benchmark.
     pub fn app(&self) -> &Arc<app::App> {
         &self.app
     }
@@ -105,7 +106,7 @@ impl Running {
     pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(());
         self.app.faults.close_streams();
-        self.app.log.hub.close_all();
+        self.app.log.fanout.close_all();
         self.app.worker().stop();
         if tokio::time::timeout(SHUTDOWN_GRACE, &mut self.task)
             .await
@@ -164,7 +165,7 @@ pub async fn start(config: Config) -> Result<Running, ServerError> {
     let (app, recovered) = app::App::boot(config)?;
     resume::go_on(&app, recovered);
     resume::start(&app);
-    cluster::start(&app);
+    turns::serve_cluster(&app);
     tracing::info!(%addr, boot_id = %app.worker().boot_id, "replay-server started");
     let refused = Arc::new(refusal::Refusals::new(
         hosts.clone(),

@@ -1,7 +1,7 @@
 //! The store and the fan-out. On SQLite writes go through one lock: an
 //! event is published only after it is committed, and in commit order. On
 //! Postgres appends take no lock of this node (Postgres orders them), and
-//! durable events reach the hub only through the log, in id order
+//! durable events reach the fan-out only through the log, in id order
 //! ([`crate::follow`]), whichever node wrote them; writes that must be
 //! atomic with a check still take the lock. Reads do not take it: they run
 //! in snapshots on a pool of read-only connections (a file store, or
@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use replay_core::protocol::{Envelope, Event, LiveTurn, LiveTurnSnapshot, Scope, TasksSnapshot};
 
+use crate::fanout::{Fanout, Frame};
 use crate::follow::{self, Heads, Publisher};
-use crate::hub::{Frame, Hub};
 use crate::store::pg::{self, PgDb, PgSnapshot};
 use crate::store::{
     Db, LogInfo, ReadPool, Snapshot, SqliteDb, SqliteSnapshot as SqliteSnapshotOf, StoreResult,
@@ -28,24 +28,24 @@ use crate::worker::SessionLive;
 /// are short and CPU-bound, and the machine has few cores).
 pub const READERS: usize = 4;
 
-/// Store plus hub.
+/// Store plus fan-out.
 pub struct Log {
     db: Arc<Mutex<Db>>,
     /// `None` for `:memory:`: another connection would be another database,
     /// so reads use the writer's connection under its lock.
     readers: Option<Arc<ReadPool>>,
     /// Set on Postgres.
-    cluster: Option<Cluster>,
+    shared: Option<SharedLog>,
     heads: Arc<RwLock<Heads>>,
     /// The live fan-out.
-    pub hub: Arc<Hub>,
+    pub fanout: Arc<Fanout>,
     /// The cluster's live tail, when one was started ([`Log::start_tail`]).
     tail: OnceLock<Tail>,
 }
 
 /// The Postgres side of a [`Log`]: its pool, its writer and what
 /// publishes the log.
-struct Cluster {
+struct SharedLog {
     pool: deadpool_postgres::Pool,
     db: Arc<PgDb>,
     publisher: Arc<Publisher>,
@@ -54,7 +54,7 @@ struct Cluster {
 
 impl Drop for Log {
     fn drop(&mut self) {
-        if let Some(c) = &self.cluster {
+        if let Some(c) = &self.shared {
             c.follower.abort();
         }
     }
@@ -97,9 +97,14 @@ impl Log {
     /// a file: the writer plus [`READERS`] read-only connections).
     /// A `postgres://` URL instead: the pool, the schema, and a follower
     /// task; turns accepted here are leased for `lease`.
-    pub fn open(path: &str, sync: Synchronous, hub: Arc<Hub>, lease: Duration) -> StoreResult<Log> {
+    pub fn open(
+        path: &str,
+        sync: Synchronous,
+        fanout: Arc<Fanout>,
+        lease: Duration,
+    ) -> StoreResult<Log> {
         if pg::is_url(path) {
-            return Log::open_cluster(path, hub, lease);
+            return Log::open_cluster(path, fanout, lease);
         }
         let db = Db::Sqlite(SqliteDb::open(path, sync)?);
         let readers = if path == ":memory:" {
@@ -110,23 +115,23 @@ impl Log {
         let log = Log {
             db: Arc::new(Mutex::new(db)),
             readers,
-            cluster: None,
+            shared: None,
             heads: Arc::default(),
-            hub,
+            fanout,
             tail: OnceLock::new(),
         };
         drop(log.db()); // fills the heads
         Ok(log)
     }
 
-    fn open_cluster(url: &str, hub: Arc<Hub>, lease: Duration) -> StoreResult<Log> {
+    fn open_cluster(url: &str, fanout: Arc<Fanout>, lease: Duration) -> StoreResult<Log> {
         let pool = pg::block(pg::connect(url))?;
         let db = Arc::new(pg::block(PgDb::open(pool.clone(), lease))?);
         let heads: Arc<RwLock<Heads>> = Arc::default();
         let epoch = db.global_epoch().to_owned();
         let publisher = pg::block(Publisher::start(
             pool.clone(),
-            Arc::clone(&hub),
+            Arc::clone(&fanout),
             Arc::clone(&heads),
             epoch,
             db.node_tag().to_owned(),
@@ -135,33 +140,29 @@ impl Log {
         Ok(Log {
             db: Arc::new(Mutex::new(Db::Pg(Arc::clone(&db)))),
             readers: None,
-            cluster: Some(Cluster {
+            shared: Some(SharedLog {
                 pool,
                 db,
                 publisher,
                 follower: follower.abort_handle(),
             }),
             heads,
-            hub,
+            fanout,
             tail: OnceLock::new(),
         })
     }
 
     /// True when reads run on a pool of their own connections.
     pub fn concurrent_reads(&self) -> bool {
-        self.readers.is_some() || self.cluster.is_some()
+        self.readers.is_some() || self.shared.is_some()
     }
 
-    /// The commands other nodes send from now on, when the store is
-    /// Postgres (see `crate::cluster`).
-    pub fn cluster_commands(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
-        self.cluster.as_ref().map(|c| c.publisher.commands())
-    }
-
-    /// Woken each time a turn's end is published, when the store is
-    /// Postgres (turns waiting for an earlier turn on another node).
-    pub fn turn_ended(&self) -> Option<Arc<tokio::sync::Notify>> {
-        self.cluster.as_ref().map(|c| c.publisher.turn_ended())
+    /// The shared store's pool and publisher, when the store is Postgres
+    /// (what `crate::cluster` links the nodes with).
+    pub fn cluster_links(&self) -> Option<(deadpool_postgres::Pool, Arc<Publisher>)> {
+        self.shared
+            .as_ref()
+            .map(|c| (c.pool.clone(), Arc::clone(&c.publisher)))
     }
 
     /// How this node's appends were committed and published (Postgres:
@@ -170,7 +171,7 @@ impl Log {
     /// `null` on SQLite).
     pub fn append_stats(&self) -> serde_json::Value {
         use std::sync::atomic::Ordering::Relaxed;
-        let Some(c) = &self.cluster else {
+        let Some(c) = &self.shared else {
             return serde_json::Value::Null;
         };
         let groups = c.db.group_stats();
@@ -186,7 +187,7 @@ impl Log {
     /// wakeups_dropped}`, see [`follow::FollowStats`]; `null` on SQLite).
     pub fn follow_stats(&self) -> serde_json::Value {
         use std::sync::atomic::Ordering::Relaxed;
-        let Some(c) = &self.cluster else {
+        let Some(c) = &self.shared else {
             return serde_json::Value::Null;
         };
         let s = &c.publisher.stats;
@@ -203,14 +204,9 @@ impl Log {
     /// Drops the next `count` wake-ups of other nodes as if lost (fault
     /// `lose_wakeups`; nothing on SQLite, which has no other node).
     pub fn lose_wakeups(&self, count: u64) {
-        if let Some(c) = &self.cluster {
+        if let Some(c) = &self.shared {
             c.publisher.lose_wakeups(count);
         }
-    }
-
-    /// The Postgres pool, when the store is Postgres.
-    pub fn pg_pool(&self) -> Option<&deadpool_postgres::Pool> {
-        self.cluster.as_ref().map(|c| &c.pool)
     }
 
     /// Locks the writer (short, synchronous sections only).
@@ -221,7 +217,7 @@ impl Log {
         // too would stop every task it runs (with one worker thread, the
         // node's every stream), so it hands them over first, as a Postgres
         // call does.
-        let db = if self.cluster.is_some() {
+        let db = if self.shared.is_some() {
             crate::util::lock_handing_off(&self.db)
         } else {
             self.db.lock().unwrap_or_else(PoisonError::into_inner)
@@ -240,10 +236,10 @@ impl Log {
         if let Some(info) = self.published_info(scope, scope_id) {
             return Ok(Some(info));
         }
-        let Some(cluster) = self.cluster.as_ref() else {
+        let Some(shared) = self.shared.as_ref() else {
             return Ok(None);
         };
-        cluster.publisher.catch_up_now(None)?;
+        shared.publisher.catch_up_now(None)?;
         Ok(self.published_info(scope, scope_id))
     }
 
@@ -285,7 +281,7 @@ impl Log {
         &self,
         f: impl FnOnce(&Snapshot<'_>) -> StoreResult<T>,
     ) -> Option<StoreResult<T>> {
-        if self.cluster.is_some() {
+        if self.shared.is_some() {
             return None; // every Postgres read is a round trip
         }
         match &self.readers {
@@ -328,8 +324,8 @@ impl Log {
         T: Send + 'static,
         F: FnOnce(&Snapshot<'_>, Option<LiveTurn>) -> StoreResult<T> + Send + 'static,
     {
-        if let Some(cluster) = &self.cluster {
-            let pool = cluster.pool.clone();
+        if let Some(shared) = &self.shared {
+            let pool = shared.pool.clone();
             // The connection is taken first: the session lock is held only
             // while the view is pinned, never while waiting for the pool.
             let client = pg::on_runtime(async move { Ok(pool.get().await?) }).await?;
@@ -383,10 +379,10 @@ impl Log {
     /// parallel, and each returns once the log up to it is published, so a
     /// transient the caller publishes next never overtakes it.
     pub fn append(&self, scope: Scope, scope_id: &str, event: Event) -> StoreResult<Envelope> {
-        if let Some(cluster) = &self.cluster {
+        if let Some(shared) = &self.shared {
             return pg::block(append_to_cluster(
-                &cluster.db,
-                &cluster.publisher,
+                &shared.db,
+                &shared.publisher,
                 scope,
                 scope_id,
                 event,
@@ -409,10 +405,10 @@ impl Log {
         scope_id: &str,
         event: Event,
     ) -> StoreResult<Envelope> {
-        let Some(cluster) = &self.cluster else {
+        let Some(shared) = &self.shared else {
             return self.append(scope, scope_id, event);
         };
-        let (db, publisher) = (Arc::clone(&cluster.db), Arc::clone(&cluster.publisher));
+        let (db, publisher) = (Arc::clone(&shared.db), Arc::clone(&shared.publisher));
         let scope_id = scope_id.to_owned();
         pg::on_runtime(
             async move { append_to_cluster(&db, &publisher, scope, &scope_id, event).await },
@@ -426,20 +422,20 @@ impl Log {
     /// there is only logged: the follower publishes them once it can read
     /// the log again.
     pub fn publish_committed(&self, envs: Vec<Envelope>) {
-        match &self.cluster {
+        match &self.shared {
             None => {
                 for env in envs {
-                    self.hub.publish(&Frame::new(env));
+                    self.fanout.publish(&Frame::new(env));
                 }
             }
-            Some(cluster) => {
+            Some(shared) => {
                 let upto = envs.iter().filter_map(|e| e.id).max();
                 if upto.is_none() {
                     return;
                 }
-                if let Err(e) = cluster.publisher.catch_up_now(upto) {
+                if let Err(e) = shared.publisher.catch_up_now(upto) {
                     tracing::warn!(error = %e, "publishing from the log failed; the follower will");
-                    cluster.publisher.poke();
+                    shared.publisher.poke();
                 }
             }
         }
@@ -482,7 +478,7 @@ impl Log {
 
     fn publish_here_and_on_the_tail(&self, env: Envelope) {
         let frame = Frame::new(env);
-        self.hub.publish(&frame);
+        self.fanout.publish(&frame);
         if let Some(tail) = self.tail.get() {
             tail.publish(&frame.env, &frame.json);
         }
@@ -492,14 +488,14 @@ impl Log {
     /// docs/server.md, Cluster). Its `boot_id` is named after the shared
     /// log's epoch: the same on every node, new only with a new log.
     pub fn start_tail(&self, url: &str, lease: Duration) -> Result<(), TailError> {
-        let Some(cluster) = &self.cluster else {
+        let Some(shared) = &self.shared else {
             return Err(TailError::NeedsSharedLog);
         };
         let boot_id = format!("tail_{}", self.global_info().epoch);
         let local = Local {
-            hub: Arc::clone(&self.hub),
+            fanout: Arc::clone(&self.fanout),
             heads: Arc::clone(&self.heads),
-            publisher: Arc::clone(&cluster.publisher),
+            publisher: Arc::clone(&shared.publisher),
         };
         let tail = Tail::start(url, boot_id, lease, local, pg::runtime())?;
         // Set once, at boot, before any turn runs.

@@ -306,12 +306,8 @@ pub fn reap(log: &Log) -> StoreResult<(Option<serde_json::Value>, Vec<Waiting>)>
     let mut envs = Vec::new();
     let mut orphans = end_orphans(&mut db, &mut envs)?;
     let waiting = std::mem::take(&mut orphans.waiting);
-    let Db::Pg(pg) = &*db else {
-        log.publish_committed(envs);
-        return Ok((None, waiting));
-    };
-    let processes = pg.fail_expired_processes()?;
-    let expired_tasks = pg.fail_expired_tasks()?;
+    let processes = db.fail_expired_processes()?;
+    let expired_tasks = db.fail_expired_tasks()?;
     let processes_failed: Vec<serde_json::Value> =
         processes.iter().map(|e| json!(e.scope_id)).collect();
     envs.extend(processes);

@@ -45,7 +45,7 @@ pub const CONNECTIONS_RETRY_AFTER_S: u64 = 1;
 /// Why a connection is not served.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Refusal {
-    /// Its address holds its share.
+    /// Its address holds its cap.
     Address(usize),
     /// Every slot serves a request.
     Full(usize),

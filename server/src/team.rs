@@ -90,7 +90,7 @@ pub fn deliver_deferred(app: &Arc<App>, session_id: &str) -> StoreResult<()> {
 /// look and none was deferred since (one node's store; other nodes of a
 /// cluster defer too, so a shared store is always looked at).
 pub fn may_have_deferred(app: &App) -> bool {
-    app.log.pg_pool().is_some() || app.deliveries_deferred.load(Ordering::Relaxed)
+    app.cluster.is_some() || app.deliveries_deferred.load(Ordering::Relaxed)
 }
 
 /// Retries the deferred deliveries `ids` (startup recovery found their

@@ -268,7 +268,7 @@ async fn thirty_two_full_multiplexed_streams_do_not_lock_out_other_clients() {
     for i in 0..64 {
         s.append("team", &format!("t{i}"), 0).await;
     }
-    // One client opens 32 streams of 64 subs: it holds its share (512
+    // One client opens 32 streams of 64 subs: it holds its cap (512
     // subscriptions, 8 streams), each new stream ending its oldest.
     let mut held = Vec::new();
     for _ in 0..32 {

@@ -54,6 +54,7 @@ async fn an_answer_posted_to_another_node_reaches_the_turn_that_asked() {
     .await;
     let qid = asked(&seen).expect("asked");
     let path = format!("/v1/sessions/{sid}/questions/{qid}/answer");
+    let posted = std::time::Instant::now();
     let r = b
         .server
         .http
@@ -65,6 +66,13 @@ async fn an_answer_posted_to_another_node_reaches_the_turn_that_asked() {
     let status = r.status();
     let body = r.text().await.unwrap();
     assert_eq!(status, 200, "{body}");
+    // B answers once it publishes `question.answered`, not at the end of
+    // its wait (`cluster::FORWARD_WAIT`, 10 s).
+    let took = posted.elapsed();
+    assert!(
+        took < replay_server::cluster::FORWARD_WAIT / 2,
+        "the forwarded answer took {took:?}"
+    );
     // The forwarded answer's reply, byte for byte (key order included).
     assert_eq!(
         body,

@@ -1,6 +1,6 @@
 //! Fair subscription slots of the multiplexed stream: one address that opens
 //! stream after stream of many subs, every one read (a well-formed client),
-//! holds at most its share (`--max-streams-per-client`). Its new stream ends
+//! holds at most its cap (`--max-streams-per-client`). Its new stream ends
 //! its own oldest one instead of being refused for ever, and a stream of
 //! another address still opens at once. At the process cap
 //! (`--max-streams`) a new address's stream ends the oldest stream of the
@@ -137,7 +137,7 @@ async fn settled(open: &AtomicUsize, within: Duration, done: impl Fn(usize) -> b
 /// One address opens `streams` multiplexed streams of `subs` subs each, all
 /// read; then a victim from 127.0.0.1 and a new stream of the attacker.
 /// Failures, in words.
-async fn one_address_shape(s: &Bin, streams: usize, subs: usize, share: usize) -> Vec<String> {
+async fn one_address_shape(s: &Bin, streams: usize, subs: usize, cap: usize) -> Vec<String> {
     create_teams(s.addr, subs).await;
     let request = mux_request(s.addr, 0, subs);
     let open = Arc::new(AtomicUsize::new(0));
@@ -157,12 +157,12 @@ async fn one_address_shape(s: &Bin, streams: usize, subs: usize, share: usize) -
     }
     eprintln!("attacker's {streams} streams: {statuses:?}");
     // The streams that were ended to make room are read to their end.
-    let held = settled(&open, 3 * SEC, |held| held * subs <= share).await;
+    let held = settled(&open, 3 * SEC, |held| held * subs <= cap).await;
     let mut failures = Vec::new();
     eprintln!("attacker's streams still open: {held}");
-    if held * subs > share {
+    if held * subs > cap {
         failures.push(format!(
-            "127.0.0.2 holds {held} streams of {subs} subs, over its share of {share}"
+            "127.0.0.2 holds {held} streams of {subs} subs, over its cap of {cap}"
         ));
     }
     let victim = mux_request(s.addr, 0, 1);
@@ -185,8 +185,8 @@ async fn one_address_shape(s: &Bin, streams: usize, subs: usize, share: usize) -
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_address_holds_its_share_and_its_new_stream_ends_its_oldest() {
-    // 8 streams of 32 subs from one address whose share is 64 subs.
+async fn one_address_holds_its_cap_and_its_new_stream_ends_its_oldest() {
+    // 8 streams of 32 subs from one address whose cap is 64 subs.
     let s = start(&[
         ("REPLAY_MAX_STREAMS", "256".into()),
         ("REPLAY_MAX_STREAMS_PER_CLIENT", "64".into()),
@@ -197,7 +197,7 @@ async fn one_address_holds_its_share_and_its_new_stream_ends_its_oldest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_process_cap_a_new_address_ends_the_oldest_stream_of_the_most_represented() {
-    // Four addresses at their share fill the process cap.
+    // Four addresses at their cap fill the process cap.
     let s = start(&[
         ("REPLAY_MAX_STREAMS", "128".into()),
         ("REPLAY_MAX_STREAMS_PER_CLIENT", "32".into()),

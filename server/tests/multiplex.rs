@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use replay_core::protocol::{Envelope, Event};
-use replay_server::hub::LagPolicy;
+use replay_server::fanout::LagPolicy;
 use replay_server::util::Rng;
 use reqwest::StatusCode;
 use serde_json::{json, Value};

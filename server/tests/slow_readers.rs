@@ -78,8 +78,8 @@ fn sample_max(
     (sampled, task)
 }
 
-/// A figure of one share of the stream budget (`pages`, `frames`, `opening`).
-fn share(v: &Value, name: &str, key: &str) -> Option<u64> {
+/// A figure of one quota of the stream budget (`pages`, `frames`, `opening`).
+fn quota(v: &Value, name: &str, key: &str) -> Option<u64> {
     v["stream_buffer_shares"][name][key].as_u64()
 }
 
@@ -217,7 +217,7 @@ async fn slow_readers_are_bounded_in_memory_and_time() {
 }
 
 /// A stream's `hello` and snapshots are paid for from the stream budget
-/// (the `opening` and `frames` shares), and given back once the
+/// (the `opening` and `frames` quotas), and given back once the
 /// connection has taken them.
 #[tokio::test]
 async fn hello_and_snapshots_are_paid_for_from_the_stream_budget() {
@@ -229,8 +229,8 @@ async fn hello_and_snapshots_are_paid_for_from_the_stream_budget() {
         .await
         .expect("the session's snapshots");
     let (_, v) = s.get("/v1/diagnostics/comms").await;
-    let opening = share(&v, "opening", "peak_bytes");
-    let frames = share(&v, "frames", "peak_bytes");
+    let opening = quota(&v, "opening", "peak_bytes");
+    let frames = quota(&v, "frames", "peak_bytes");
     assert!(
         opening.is_some_and(|b| b >= 1024) && frames.is_some_and(|b| b >= 1024),
         "hello (opening {opening:?}) or snapshots (frames {frames:?}) paid nothing: {v}"
@@ -243,10 +243,10 @@ async fn hello_and_snapshots_are_paid_for_from_the_stream_budget() {
 
 /// Live frames are paid for too. Peers that read
 /// nothing of a busy log hold at most the budget's `frames` and `queued`
-/// shares (they used to hold up to 8 frames each, and their subscriber
+/// quotas (they used to hold up to 8 frames each, and their subscriber
 /// buffers, outside any budget), each ends within
 /// the write timeout of its last progress, and meanwhile another client's
-/// `hello` (the `opening` share, which no stuck frame can take) comes
+/// `hello` (the `opening` quota, which no stuck frame can take) comes
 /// within 1 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stuck_live_frames_are_bounded_by_the_budget_and_hello_still_comes() {
@@ -264,7 +264,7 @@ async fn stuck_live_frames_are_bounded_by_the_budget_and_hello_still_comes() {
     for _ in 0..STUCK {
         stuck.push(open(addr, "/v1/teams/busy/events").await);
     }
-    let (frames, sampler) = sample_max(&s, |v| share(v, "frames", "bytes"));
+    let (frames, sampler) = sample_max(&s, |v| quota(v, "frames", "bytes"));
     let (total, total_sampler) = sample_max(&s, |v| gauge(v, "stream_buffer_bytes"));
     let app = Arc::clone(s.running.as_ref().unwrap().app());
     let opened = Instant::now();
@@ -294,24 +294,24 @@ async fn stuck_live_frames_are_bounded_by_the_budget_and_hello_still_comes() {
         frames.load(Ordering::Relaxed),
         total.load(Ordering::Relaxed),
     );
-    eprintln!("frames share held at most {frames}, all {total}; ended after {ended:?}: {last}");
+    eprintln!("frames quota held at most {frames}, all {total}; ended after {ended:?}: {last}");
 
     let mut failures = Vec::new();
     match (
-        share(&last, "frames", "max_bytes"),
+        quota(&last, "frames", "max_bytes"),
         gauge(&last, "stream_buffer_max_bytes"),
     ) {
         (Some(frames_max), Some(max)) => {
             if frames > frames_max || total > max {
                 failures.push(format!(
-                    "held {frames} of frames (share {frames_max}), {total} in all (budget {max})"
+                    "held {frames} of frames (quota {frames_max}), {total} in all (budget {max})"
                 ));
             }
             // Four connections' worth of 50 KB frames wait for room: in
             // the writers (`frames`) or, before a writer takes them, in
             // the subscriber buffers (`queued`, whose subscribers, full,
             // are ended at once).
-            let peak = |name| share(&last, name, "peak_bytes").unwrap_or(0);
+            let peak = |name| quota(&last, name, "peak_bytes").unwrap_or(0);
             let held = peak("frames") + peak("queued");
             if held < frames_max / 2 {
                 failures.push(format!(
@@ -320,7 +320,7 @@ async fn stuck_live_frames_are_bounded_by_the_budget_and_hello_still_comes() {
             }
         }
         _ => failures.push(format!(
-            "no stream budget shares in the comms diagnostics: {last}"
+            "no stream budget quotas in the comms diagnostics: {last}"
         )),
     }
     // Before: 0, the stuck frames were outside the budget. (The most held

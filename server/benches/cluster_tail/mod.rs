@@ -11,7 +11,7 @@
 //!
 //! The clock is the bench's own (one process, monotonic): a delta's delay
 //! is its arrival on a stream of another node minus its first arrival on
-//! any stream of A, the node whose hub it is published to first. The
+//! any stream of A, the node whose fan-out it is published to first. The
 //! server's `ts` is a wall clock of another process, in milliseconds.
 
 use std::collections::HashMap;

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::error::ApiError;
 use crate::app::App;
 use crate::deliveries::DeliveryRecord;
-use crate::hub::LagPolicy;
+use crate::fanout::LagPolicy;
 use crate::provider::ProviderRef;
 use crate::store::RecordKind;
 use crate::worktrees::WorktreeRecord;
@@ -36,8 +36,8 @@ pub(super) async fn overview(State(app): State<Arc<App>>) -> Result<Json<Value>,
         "sessions": sessions,
         "events": events,
         "running_turns": worker.running_turns(),
-        "subscribers": app.log.hub.stats.subscribers.load(Ordering::Relaxed),
-        "streams": app.log.hub.open_streams(),
+        "subscribers": app.log.fanout.stats.subscribers.load(Ordering::Relaxed),
+        "streams": app.log.fanout.open_streams(),
         "connections": app.conns.open(),
         "connections_refused": app.conns.refused(),
         "connections_closed_idle": app.conns.closed_idle(),
@@ -196,11 +196,11 @@ pub(super) async fn team_operations(State(app): State<Arc<App>>) -> Result<Json<
 }
 
 pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {
-    let s = &app.log.hub.stats;
+    let s = &app.log.fanout.stats;
     let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     Json(json!({
         "subscribers": get(&s.subscribers),
-        "streams": app.log.hub.open_streams(),
+        "streams": app.log.fanout.open_streams(),
         "streams_open": get(&app.streams_open),
         "refused": get(&s.refused),
         "evicted_for_fairness": get(&s.evicted_for_fairness),
@@ -211,7 +211,7 @@ pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {
         "dropped": get(&s.dropped_transient),
         "frames_sent": get(&s.frames_sent),
         "bytes_sent": get(&s.bytes_sent),
-        "lag_policy": lag_policy_name(app.log.hub.policy()),
+        "lag_policy": lag_policy_name(app.log.fanout.policy()),
         "subscriber_buffer": app.cfg.subscriber_buffer,
         "stream_buffer_bytes": app.streams.held_bytes(),
         "stream_buffer_peak_bytes": app.streams.peak_bytes(),
@@ -219,13 +219,13 @@ pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {
         "stream_buffer_starved": app.streams.starved(),
         "stream_buffer_shares": app
             .streams
-            .shares()
+            .quotas()
             .iter()
-            .map(|(name, share)| {
+            .map(|(name, quota)| {
                 let figures = json!({
-                    "bytes": share.held_bytes(),
-                    "peak_bytes": share.peak_bytes(),
-                    "max_bytes": share.max_bytes(),
+                    "bytes": quota.held_bytes(),
+                    "peak_bytes": quota.peak_bytes(),
+                    "max_bytes": quota.max_bytes(),
                 });
                 ((*name).to_owned(), figures)
             })

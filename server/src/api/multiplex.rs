@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use super::stream::{checked_head, sse_response, End, Feed, Writer};
 use super::ApiError;
 use crate::app::App;
-use crate::hub::{Frame, Key, Subscription};
+use crate::fanout::{Frame, Key, Subscription};
 use crate::log::transient;
 use subs::{Start, Sub};
 
@@ -130,7 +130,7 @@ async fn run(
                 }
                 w.write_gathered(out).await?;
             }
-            // One scope's subscriber lagged (or the hub let go): end the
+            // One scope's subscriber lagged (or the fan-out let go): end the
             // stream, as a scoped stream would end (§4.3.4).
             Step::Frame((_, None)) | Step::Close => return Err(End::Closed),
             Step::Beat => {

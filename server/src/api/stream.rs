@@ -5,12 +5,12 @@
 //! Every byte a stream writes is paid for from the process-wide stream
 //! budget (`--max-stream-buffer-bytes`, `crate::budget`) until its
 //! connection takes it. A backlog is read page by page, each page only
-//! once room for it is reserved (the `pages` share) and only once the
+//! once room for it is reserved (the `pages` quota) and only once the
 //! previous page has been taken by the connection; the room is given back
 //! chunk by chunk as the connection takes them. A peer that reads nothing
 //! thereby holds about one page, not its whole backlog. Every other frame
 //! reserves its own room before it is handed to the body: `retry:` and the
-//! first `hello` from the `opening` share, the rest from `frames`. The
+//! first `hello` from the `opening` quota, the rest from `frames`. The
 //! sending side is `writer` (`Writer`); this module routes, subscribes and
 //! hands the body its channel.
 
@@ -30,7 +30,7 @@ use super::error::ApiError;
 use super::params::{check_ahead, parse_cursor, Params};
 use super::read::{global_page, scope_page};
 use crate::app::App;
-use crate::hub::{Key, Subscription};
+use crate::fanout::{Key, Subscription};
 use crate::recovery::SYSTEM_ID;
 use crate::store::{LogInfo, Snapshot, StoreResult};
 
@@ -95,7 +95,7 @@ pub(super) fn subscribe_all(
     peer: SocketAddr,
 ) -> Result<Vec<Subscription>, ApiError> {
     app.log
-        .hub
+        .fanout
         .subscribe_all(keys, Some(peer.ip()))
         .map_err(|full| {
             ApiError::new(

@@ -11,8 +11,8 @@ use replay_core::protocol::{BackgroundWait, Envelope, Event, Scope, Task, TasksS
 
 use super::pg::{PgDb, PgSnapshot};
 use super::{
-    Budget, LogInfo, OpenQuestion, OpenTool, OpenTurn, Page, ProcessLog, ProcessRow, QuestionState,
-    SqliteDb, SqliteSnapshot, StoreResult, TurnState,
+    Budget, ExpiredTasks, LogInfo, OpenQuestion, OpenTool, OpenTurn, Page, ProcessLog, ProcessRow,
+    QuestionState, SqliteDb, SqliteSnapshot, StoreResult, TurnState,
 };
 
 /// The read-only queries, on the writer ([`Db`]) or a [`Snapshot`].
@@ -123,6 +123,18 @@ pub trait Backend: Reads {
     fn question_state(&self, question_id: &str) -> StoreResult<Option<(String, QuestionState)>>;
     /// Tool calls to fail at recovery (as [`Backend::open_turns`]).
     fn open_tools(&self) -> StoreResult<Vec<OpenTool>>;
+    /// Fails, once each, the running processes whose lease ran out (their
+    /// node is gone; only a shared store leases them); returns the
+    /// `process.failed` events committed.
+    fn fail_expired_processes(&mut self) -> StoreResult<Vec<Envelope>> {
+        Ok(Vec::new())
+    }
+    /// Fails, once each, the open background tasks whose lease ran out (as
+    /// [`Backend::fail_expired_processes`]); returns each session's new
+    /// task state.
+    fn fail_expired_tasks(&mut self) -> StoreResult<Vec<ExpiredTasks>> {
+        Ok(Vec::new())
+    }
     /// Appends process output; returns the byte offset it starts at.
     fn append_process_log(&mut self, process_id: &str, text: &str) -> StoreResult<u64>;
     /// Replaces the session's task state and bumps its version; returns the

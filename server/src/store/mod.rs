@@ -117,6 +117,17 @@ pub struct LogInfo {
     pub head: u64,
 }
 
+/// A session's background tasks failed because their node is gone
+/// ([`Backend::fail_expired_tasks`]).
+pub struct ExpiredTasks {
+    /// The session.
+    pub session_id: String,
+    /// Its tasks afterwards.
+    pub snapshot: replay_core::protocol::TasksSnapshot,
+    /// The tasks failed.
+    pub failed: Vec<String>,
+}
+
 /// A nonterminal turn found at recovery.
 #[derive(Clone, Debug)]
 pub struct OpenTurn {

@@ -1,5 +1,5 @@
 //! The cluster's live tail (`--redis`): the transient events of a turn
-//! running on any node reach every node's hub, and the latest
+//! running on any node reach every node's fan-out, and the latest
 //! `live_turn.snapshot` of each running turn can be read from any node.
 //!
 //! Redis carries it: one pub/sub channel per log ([`channel`]), one
@@ -26,8 +26,8 @@ use std::time::Duration;
 use replay_core::protocol::{Envelope, Event, LiveTurn, Scope};
 use tokio::sync::mpsc;
 
+use crate::fanout::Fanout;
 use crate::follow::{Heads, Publisher};
-use crate::hub::Hub;
 
 /// Operations waiting for the publishing connection; past this many (Redis
 /// slower than the turns) the newest are dropped and counted.
@@ -169,14 +169,14 @@ enum Out {
     ForgetAll,
 }
 
-/// Where the tail hands the transients of other nodes: this node's hub, in
+/// Where the tail hands the transients of other nodes: this node's fan-out, in
 /// order after the durable events they follow.
 pub struct Local {
-    /// The hub.
-    pub hub: Arc<Hub>,
+    /// The fan-out.
+    pub fanout: Arc<Fanout>,
     /// The heads this node has published.
     pub heads: Arc<RwLock<Heads>>,
-    /// What publishes the durable log to the hub.
+    /// What publishes the durable log to the fan-out.
     pub publisher: Arc<Publisher>,
 }
 
@@ -219,7 +219,7 @@ pub struct TailStatus {
     pub node: String,
     /// Transient events sent to the other nodes.
     pub published: u64,
-    /// Transient events of other nodes handed to this node's hub.
+    /// Transient events of other nodes handed to this node's fan-out.
     pub received: u64,
     /// Operations not sent because Redis was unreachable or slow.
     pub dropped: u64,

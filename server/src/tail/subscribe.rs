@@ -1,6 +1,6 @@
 //! The subscribing side: one connection that receives every other node's
 //! transients (one pattern over every log's channel) and hands them to this
-//! node's hub in the order they arrive.
+//! node's fan-out in the order they arrive.
 //!
 //! After each (re)subscription, and before the first message is handed on,
 //! every running turn's live key is read and handed on as its snapshot:
@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use replay_core::protocol::Envelope;
 
 use super::{next_backoff, unstamp, Local, Names, Shared, RECONNECT_MIN, WRITE_TIMEOUT};
-use crate::hub::Frame;
+use crate::fanout::Frame;
 
 /// Keys asked for per `SCAN` step while reading every live turn.
 const SCAN_COUNT: usize = 500;
@@ -108,7 +108,7 @@ impl Subscriber {
         }
     }
 
-    /// Hands one stamped envelope of another node to the hub.
+    /// Hands one stamped envelope of another node to the fan-out.
     async fn deliver(&self, value: &[u8]) {
         let Some((from, json)) = unstamp(value) else {
             return;
@@ -125,7 +125,7 @@ impl Subscriber {
         }
         self.local.catch_up_for(&env).await;
         self.shared.received.fetch_add(1, Ordering::Relaxed);
-        self.local.hub.publish(&Arc::new(Frame {
+        self.local.fanout.publish(&Arc::new(Frame {
             env,
             json: json.to_owned(),
         }));

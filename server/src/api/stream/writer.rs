@@ -17,9 +17,9 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use super::Out;
 use crate::app::App;
-use crate::budget::{Share, StreamBudget};
+use crate::budget::{Quota, StreamBudget};
+use crate::fanout::{Frame, Subscription};
 use crate::faults::StreamFaults;
-use crate::hub::{Frame, Subscription};
 use crate::log::transient;
 
 mod backlog;
@@ -37,7 +37,7 @@ const BUSY: Duration = Duration::from_millis(100);
 /// Why a stream ended.
 #[derive(Debug)]
 pub(in crate::api) enum End {
-    /// The client went away, a fault cut it, or the hub let go.
+    /// The client went away, a fault cut it, or the fan-out let go.
     Closed,
 }
 
@@ -82,7 +82,7 @@ pub(in crate::api) struct Writer {
     /// Whether durable frames carry an `id:` line (not on the multiplexed stream).
     ids: bool,
     /// Until the first `hello` is written: frames are paid from the
-    /// `opening` share.
+    /// `opening` quota.
     opening: bool,
     /// While forwarding queued frames ([`Writer::forward_queued`]): their
     /// text and count, written at once.
@@ -90,12 +90,12 @@ pub(in crate::api) struct Writer {
     /// When the last durable frame was taken to be written (whether this
     /// stream is busy, [`BUSY`]).
     last_durable: Option<Instant>,
-    /// Whether the hub has let go of the stream's subscriptions
+    /// Whether the fan-out has let go of the stream's subscriptions
     /// ([`Writer::end_when_let_go`]).
     let_go: Option<watch::Receiver<bool>>,
 }
 
-/// The share of the stream budget a write is paid from.
+/// The quota of the stream budget a write is paid from.
 #[derive(Clone, Copy, Debug)]
 enum Kind {
     Pages,
@@ -104,7 +104,7 @@ enum Kind {
 }
 
 impl Kind {
-    fn of(self, budget: &StreamBudget) -> &Share {
+    fn of(self, budget: &StreamBudget) -> &Quota {
         match self {
             Kind::Pages => &budget.pages,
             Kind::Frames => &budget.frames,
@@ -134,7 +134,7 @@ impl Writer {
     }
 
     /// From now on, a wait for the peer or for room ends the stream once
-    /// the hub has let go of `sub`'s stream (lag, or ended for another
+    /// the fan-out has let go of `sub`'s stream (lag, or ended for another
     /// stream): the frames it still holds are for a peer that is not
     /// taking them, and its client resumes from its cursor.
     pub(in crate::api) fn end_when_let_go(&mut self, sub: &Subscription) {
@@ -345,18 +345,18 @@ impl Writer {
         self.write(frame_text(None, env, &env.to_json())).await
     }
 
-    /// Room for `units` in `kind`'s share, if it has it now.
+    /// Room for `units` in `kind`'s quota, if it has it now.
     fn try_room(&self, kind: Kind, units: u32) -> Option<OwnedSemaphorePermit> {
         let budget = &self.app.streams;
-        let share = kind.of(budget);
-        let held = Arc::clone(&share.room.permits)
+        let quota = kind.of(budget);
+        let held = Arc::clone(&quota.room.permits)
             .try_acquire_many_owned(units)
             .ok()?;
-        budget.note_peak(share);
+        budget.note_peak(quota);
         Some(held)
     }
 
-    /// Room for `units` in `kind`'s share, waiting for it: other streams
+    /// Room for `units` in `kind`'s quota, waiting for it: other streams
     /// give theirs back as their connections take their bytes (or end). No
     /// room within the write timeout ends the stream (the client resumes
     /// from its cursor).
@@ -365,8 +365,8 @@ impl Writer {
             return Ok(held);
         }
         let app = Arc::clone(&self.app);
-        let share = kind.of(&app.streams);
-        let permits = Arc::clone(&share.room.permits);
+        let quota = kind.of(&app.streams);
+        let permits = Arc::clone(&quota.room.permits);
         let timeout = self.write_timeout();
         let held = tokio::select! {
             p = permits.acquire_many_owned(units) => p.map_err(|_| End::Closed)?,
@@ -378,16 +378,16 @@ impl Writer {
                 return Err(End::Closed);
             }
         };
-        app.streams.note_peak(share);
+        app.streams.note_peak(quota);
         Ok(held)
     }
 
-    /// Sends one frame once its share has room for it.
+    /// Sends one frame once its quota has room for it.
     async fn write(&mut self, text: String) -> Result<(), End> {
         self.write_frames(text, 1).await
     }
 
-    /// Sends `frames` frames as `text` once its share has room for it.
+    /// Sends `frames` frames as `text` once its quota has room for it.
     async fn write_frames(&mut self, text: String, frames: u64) -> Result<(), End> {
         let kind = if self.opening {
             Kind::Opening
@@ -418,7 +418,7 @@ impl Writer {
                 *rem -= bytes.len() as u64;
             }
         }
-        let stats = &self.app.log.hub.stats;
+        let stats = &self.app.log.fanout.stats;
         stats.frames_sent.fetch_add(frames, Ordering::Relaxed);
         stats
             .bytes_sent
@@ -474,11 +474,11 @@ impl Writer {
     }
 }
 
-/// Resolves once the hub has let go of the stream (never without a
+/// Resolves once the fan-out has let go of the stream (never without a
 /// subscription to watch).
 async fn let_go(watch: &mut Option<watch::Receiver<bool>>) {
     match watch {
-        // An error: the hub dropped it, which it does only after setting it.
+        // An error: the fan-out dropped it, which it does only after setting it.
         Some(w) => drop(w.wait_for(|gone| *gone).await),
         None => std::future::pending().await,
     }

@@ -9,8 +9,8 @@ use replay_core::protocol::{BackgroundWait, Envelope, Event, Scope, Task, TasksS
 
 use super::{block, read, PgDb, PgSnapshot};
 use crate::store::{
-    Backend, Budget, LogInfo, OpenQuestion, OpenTool, OpenTurn, Page, ProcessLog, ProcessRow,
-    QuestionState, Reads, StoreResult, TurnState, View,
+    Backend, Budget, ExpiredTasks, LogInfo, OpenQuestion, OpenTool, OpenTurn, Page, ProcessLog,
+    ProcessRow, QuestionState, Reads, StoreResult, TurnState, View,
 };
 
 impl Reads for PgSnapshot {
@@ -114,6 +114,12 @@ impl Backend for Arc<PgDb> {
     }
     fn shared(&self) -> bool {
         true
+    }
+    fn fail_expired_processes(&mut self) -> StoreResult<Vec<Envelope>> {
+        PgDb::fail_expired_processes(self)
+    }
+    fn fail_expired_tasks(&mut self) -> StoreResult<Vec<ExpiredTasks>> {
+        PgDb::fail_expired_tasks(self)
     }
     fn next_number(&mut self, name: &str) -> StoreResult<u64> {
         PgDb::next_number(self, name)

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use deadpool_postgres::Transaction;
 use replay_core::protocol::{
-    Envelope, Event, Scope, Task, TaskState, TasksSnapshot, WithReason, REASON_WORKER_RESTART,
+    Envelope, Event, Scope, Task, TaskState, WithReason, REASON_WORKER_RESTART,
 };
 
 use super::append::stage;
 use super::{block, read, PgDb};
 use crate::store::rows::background_wait;
-use crate::store::StoreResult;
+use crate::store::{ExpiredTasks, StoreResult};
 use crate::util::now_rfc3339;
 
 impl PgDb {
@@ -134,16 +134,6 @@ impl PgDb {
             }
         })
     }
-}
-
-/// A session's background tasks failed because their node is gone.
-pub struct ExpiredTasks {
-    /// The session.
-    pub session_id: String,
-    /// Its tasks afterwards.
-    pub snapshot: TasksSnapshot,
-    /// The tasks failed.
-    pub failed: Vec<String>,
 }
 
 /// Fails the expired open tasks of `session_id` (see

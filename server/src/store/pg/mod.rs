@@ -35,7 +35,6 @@ use tokio_postgres::NoTls;
 use super::{StoreError, StoreResult};
 
 pub use group::{GroupStats, Grouped};
-pub use lease::ExpiredTasks;
 pub use read::{events_after, PgSnapshot};
 pub use tx::Committed;
 pub use write::PgDb;

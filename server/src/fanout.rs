@@ -27,9 +27,9 @@ pub enum LagPolicy {
 
 /// Caps on open subscriptions (a scoped stream holds one, a multiplexed
 /// stream one per sub). One address holds at most `per_client`; at that
-/// share its new stream ends its own oldest, and at `total` a new stream of
+/// cap its new stream ends its own oldest, and at `total` a new stream of
 /// an address holding fewer ends the oldest stream of the address holding
-/// the most ([`Hub::subscribe_all`]).
+/// the most ([`Fanout::subscribe_all`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamLimits {
     /// In the whole process.
@@ -78,8 +78,8 @@ impl Frame {
 }
 
 /// A frame in a subscriber's buffer, with the room it holds in the stream
-/// budget's `queued` share until it is received (`None`: the one frame an
-/// empty buffer takes when the share is full).
+/// budget's `queued` quota until it is received (`None`: the one frame an
+/// empty buffer takes when the quota is full).
 type Queued = (Arc<Frame>, Option<OwnedSemaphorePermit>);
 
 /// Which list a subscriber is on.
@@ -105,9 +105,9 @@ pub struct CommsStats {
     pub refused: AtomicU64,
     /// Streams ended to make room for an address with fewer streams (on a
     /// full list, at the process cap) or for the same address's newer
-    /// stream at its share ([`Hub::subscribe_all`]).
+    /// stream at its cap ([`Fanout::subscribe_all`]).
     pub evicted_for_fairness: AtomicU64,
-    /// Frames that found no room in the stream budget's `queued` share for
+    /// Frames that found no room in the stream budget's `queued` quota for
     /// a subscriber whose buffer held some (its buffer was full: the lag
     /// policy followed).
     pub budget_full: AtomicU64,
@@ -126,13 +126,13 @@ struct Sub {
     tx: mpsc::Sender<Queued>,
     /// Bytes of frames in `tx` not yet received.
     queued: Arc<AtomicUsize>,
-    /// Set when the hub lets go of any subscription of this one's stream
+    /// Set when the fan-out lets go of any subscription of this one's stream
     /// for lag or to make room for another stream.
     let_go: Arc<watch::Sender<bool>>,
 }
 
 impl Sub {
-    /// The hub lets go of it for lag or for another stream: its stream's
+    /// The fan-out lets go of it for lag or for another stream: its stream's
     /// writer stops waiting for a peer that takes nothing, so what it
     /// holds is freed at once. (Not when its own stream drops it: a
     /// multiplexed stream goes on without a scope it could not open.)
@@ -188,7 +188,7 @@ impl Open {
     }
 
     /// Ends stream `g`: stops counting all its subscriptions, which it
-    /// returns (for the hub to let go of).
+    /// returns (for the fan-out to let go of).
     fn end_group(&mut self, g: u64) -> Vec<(Key, u64)> {
         let Some(group) = self.groups.remove(&g) else {
             return Vec::new();
@@ -274,10 +274,10 @@ fn release<K: Eq + std::hash::Hash>(map: &mut HashMap<K, usize>, key: &K) {
 }
 
 /// The fan-out.
-pub struct Hub {
+pub struct Fanout {
     subs: Mutex<HashMap<Key, Vec<Sub>>>,
     /// Subscriptions alive per list and per client. Unlike `subs` (which
-    /// the hub leaves on lag or `close_all`) this counts until the
+    /// the fan-out leaves on lag or `close_all`) this counts until the
     /// [`Subscription`] is dropped, that is until its stream has ended.
     open: Mutex<Open>,
     next_id: AtomicU64,
@@ -285,7 +285,7 @@ pub struct Hub {
     buffer_bytes: usize,
     policy: LagPolicy,
     limits: StreamLimits,
-    /// Whose `queued` share the frames in subscriber buffers hold.
+    /// Whose `queued` quota the frames in subscriber buffers hold.
     budget: Arc<StreamBudget>,
     /// Counters.
     pub stats: CommsStats,
@@ -293,24 +293,24 @@ pub struct Hub {
 
 /// A live subscription; dropping it unsubscribes.
 pub struct Subscription {
-    /// Frames in publish order; ends when the hub lets go of this subscriber.
+    /// Frames in publish order; ends when the fan-out lets go of this subscriber.
     rx: mpsc::Receiver<Queued>,
     queued: Arc<AtomicUsize>,
     let_go: watch::Receiver<bool>,
     id: u64,
     key: Key,
-    hub: Arc<Hub>,
+    fanout: Arc<Fanout>,
 }
 
 impl Subscription {
-    /// The next frame; `None` once the hub has let go and the buffer is empty.
+    /// The next frame; `None` once the fan-out has let go and the buffer is empty.
     pub async fn recv(&mut self) -> Option<Arc<Frame>> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }
 
     /// [`Subscription::recv`] as a poll.
     /// Its room in the stream budget is given back: the writer pays for
-    /// the bytes it makes of the frame from its own share.
+    /// the bytes it makes of the frame from its own quota.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Arc<Frame>>> {
         self.rx.poll_recv(cx).map(|got| got.map(|q| self.took(q)))
     }
@@ -321,7 +321,7 @@ impl Subscription {
         Ok(self.took(q))
     }
 
-    /// Becomes true once the hub has let go of this subscription or of
+    /// Becomes true once the fan-out has let go of this subscription or of
     /// another of its stream.
     pub fn let_go(&self) -> watch::Receiver<bool> {
         self.let_go.clone()
@@ -335,27 +335,27 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        self.hub
+        self.fanout
             .open
             .lock()
-            .expect("hub lock")
+            .expect("fanout lock")
             .forget(&self.key, self.id);
-        self.hub.leave(&self.key, self.id, false);
+        self.fanout.leave(&self.key, self.id, false);
     }
 }
 
-impl Hub {
-    /// A hub with at most `buffer` frames and `buffer_bytes` bytes of frames
+impl Fanout {
+    /// A fan-out with at most `buffer` frames and `buffer_bytes` bytes of frames
     /// (past the first) per subscriber, all of them held in `budget`'s
-    /// `queued` share.
+    /// `queued` quota.
     pub fn new(
         buffer: usize,
         buffer_bytes: usize,
         policy: LagPolicy,
         limits: StreamLimits,
         budget: Arc<StreamBudget>,
-    ) -> Arc<Hub> {
-        Arc::new(Hub {
+    ) -> Arc<Fanout> {
+        Arc::new(Fanout {
             subs: Mutex::new(HashMap::new()),
             open: Mutex::new(Open::default()),
             next_id: AtomicU64::new(1),
@@ -375,13 +375,13 @@ impl Hub {
 
     /// Subscriptions alive now (streams open), in every list.
     pub fn open_streams(&self) -> usize {
-        self.open.lock().expect("hub lock").total()
+        self.open.lock().expect("fanout lock").total()
     }
 
     /// Takes subscriber `id` off list `key` (its stream ends after what is
     /// buffered), telling its stream when `let_go` ([`Sub::let_go`]).
     fn leave(&self, key: &Key, id: u64, let_go: bool) {
-        let mut subs = self.subs.lock().expect("hub lock");
+        let mut subs = self.subs.lock().expect("fanout lock");
         if let Some(list) = subs.get_mut(key) {
             let before = list.len();
             list.retain(|s| {
@@ -402,7 +402,7 @@ impl Hub {
 
     /// Subscribes `client` (its peer address; `None`: not counted per
     /// client) to one list: a stream of one subscription
-    /// ([`Hub::subscribe_all`]).
+    /// ([`Fanout::subscribe_all`]).
     pub fn subscribe(
         self: &Arc<Self>,
         key: Key,
@@ -419,7 +419,7 @@ impl Hub {
     ///
     /// - on a full list, the oldest stream there of the address holding the
     ///   most streams on it, when `client` holds at least two fewer;
-    /// - at `client`'s share (`per_client`), its own oldest streams;
+    /// - at `client`'s cap (`per_client`), its own oldest streams;
     /// - at the process cap, the oldest stream of the address holding the
     ///   most, while that address still holds no fewer than `client` would.
     pub fn subscribe_all(
@@ -435,7 +435,7 @@ impl Hub {
         // Held until the new subscriptions are on their lists: a stream
         // ended for another one that is still subscribing is then surely
         // let go of.
-        let mut open = self.open.lock().expect("hub lock");
+        let mut open = self.open.lock().expect("fanout lock");
         let ended = {
             let ended = self.make_room(&mut open, &keys, client);
             let ended = match ended {
@@ -475,7 +475,7 @@ impl Hub {
             .fetch_add(ended.0, Ordering::Relaxed);
         let (let_go, let_go_rx) = watch::channel(false);
         let let_go = Arc::new(let_go);
-        let mut subs = self.subs.lock().expect("hub lock");
+        let mut subs = self.subs.lock().expect("fanout lock");
         let subscribed = keys
             .into_iter()
             .enumerate()
@@ -495,7 +495,7 @@ impl Hub {
                     let_go: let_go_rx.clone(),
                     id,
                     key,
-                    hub: Arc::clone(self),
+                    fanout: Arc::clone(self),
                 }
             })
             .collect();
@@ -511,7 +511,7 @@ impl Hub {
     }
 
     /// Ends the streams that must give way for `n` new subscriptions of
-    /// `client` on `keys` ([`Hub::subscribe_all`]): how many, and their
+    /// `client` on `keys` ([`Fanout::subscribe_all`]): how many, and their
     /// subscriptions; or the cap that refuses them.
     #[allow(clippy::type_complexity)]
     fn make_room(
@@ -579,7 +579,7 @@ impl Hub {
 
     /// Delivers a frame to its scope's list and, when durable, the global list.
     pub fn publish(&self, frame: &Arc<Frame>) {
-        let mut subs = self.subs.lock().expect("hub lock");
+        let mut subs = self.subs.lock().expect("fanout lock");
         let key = Key::Scope(frame.env.scope, frame.env.scope_id.clone());
         self.deliver(&mut subs, &key, frame);
         if frame.env.is_durable() {
@@ -673,7 +673,7 @@ impl Hub {
 
     /// Lets go of every subscriber: their streams end after what is buffered.
     pub fn close_all(&self) {
-        let mut subs = self.subs.lock().expect("hub lock");
+        let mut subs = self.subs.lock().expect("fanout lock");
         let n: usize = subs.values().map(Vec::len).sum();
         subs.clear();
         self.stats
@@ -714,12 +714,12 @@ mod tests {
 
     #[test]
     fn full_buffer_disconnects_under_disconnect_policy() {
-        let hub = Hub::new(2, usize::MAX, LagPolicy::Disconnect, UNCAPPED, budget());
-        let mut sub = hub
+        let fanout = Fanout::new(2, usize::MAX, LagPolicy::Disconnect, UNCAPPED, budget());
+        let mut sub = fanout
             .subscribe(Key::Scope(Scope::Session, "s".into()), None)
             .unwrap();
         for seq in 1..=3 {
-            hub.publish(&durable(seq));
+            fanout.publish(&durable(seq));
         }
         assert_eq!(sub.try_recv().unwrap().env.seq, Some(1));
         assert_eq!(sub.try_recv().unwrap().env.seq, Some(2));
@@ -727,42 +727,42 @@ mod tests {
             sub.try_recv(),
             Err(mpsc::error::TryRecvError::Disconnected)
         ));
-        assert_eq!(hub.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
+        assert_eq!(fanout.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
     }
 
     #[test]
     fn full_buffer_skips_in_order_under_skip_policy() {
-        let hub = Hub::new(2, usize::MAX, LagPolicy::Skip, UNCAPPED, budget());
-        let mut sub = hub.subscribe(Key::Global, None).unwrap();
+        let fanout = Fanout::new(2, usize::MAX, LagPolicy::Skip, UNCAPPED, budget());
+        let mut sub = fanout.subscribe(Key::Global, None).unwrap();
         for seq in 1..=3 {
-            hub.publish(&durable(seq));
+            fanout.publish(&durable(seq));
         }
         assert_eq!(sub.try_recv().unwrap().env.seq, Some(1));
-        hub.publish(&durable(4));
+        fanout.publish(&durable(4));
         let rest: Vec<_> = std::iter::from_fn(|| sub.try_recv().ok())
             .map(|f| f.env.seq.unwrap())
             .collect();
         assert_eq!(rest, vec![2, 4]);
-        assert_eq!(hub.stats.skipped_durable.load(Ordering::Relaxed), 1);
+        assert_eq!(fanout.stats.skipped_durable.load(Ordering::Relaxed), 1);
     }
 
     #[test]
     fn dropping_a_subscription_unsubscribes() {
-        let hub = Hub::new(4, usize::MAX, LagPolicy::Skip, UNCAPPED, budget());
-        let sub = hub.subscribe(Key::Global, None).unwrap();
-        assert_eq!(hub.stats.subscribers.load(Ordering::Relaxed), 1);
+        let fanout = Fanout::new(4, usize::MAX, LagPolicy::Skip, UNCAPPED, budget());
+        let sub = fanout.subscribe(Key::Global, None).unwrap();
+        assert_eq!(fanout.stats.subscribers.load(Ordering::Relaxed), 1);
         drop(sub);
-        assert_eq!(hub.stats.subscribers.load(Ordering::Relaxed), 0);
-        hub.publish(&durable(1));
+        assert_eq!(fanout.stats.subscribers.load(Ordering::Relaxed), 0);
+        fanout.publish(&durable(1));
     }
 
     #[test]
     fn skip_policy_ends_a_stream_rather_than_drop_a_critical_transient() {
-        let hub = Hub::new(1, usize::MAX, LagPolicy::Skip, UNCAPPED, budget());
+        let fanout = Fanout::new(1, usize::MAX, LagPolicy::Skip, UNCAPPED, budget());
         let key = Key::Scope(Scope::Session, "s".into());
-        let mut sub = hub.subscribe(key, None).unwrap();
-        hub.publish(&durable(1));
-        hub.publish(&Frame::new(Envelope {
+        let mut sub = fanout.subscribe(key, None).unwrap();
+        fanout.publish(&durable(1));
+        fanout.publish(&Frame::new(Envelope {
             id: None,
             seq: None,
             after_seq: Some(1),
@@ -774,7 +774,7 @@ mod tests {
             sub.try_recv(),
             Err(mpsc::error::TryRecvError::Disconnected)
         ));
-        assert_eq!(hub.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
+        assert_eq!(fanout.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
     }
 
     #[test]
@@ -784,22 +784,25 @@ mod tests {
             per_list: 2,
             per_client: usize::MAX,
         };
-        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits, budget());
+        let fanout = Fanout::new(4, usize::MAX, LagPolicy::Disconnect, limits, budget());
         let a = || Key::Scope(Scope::Session, "a".into());
-        let a1 = hub.subscribe(a(), None).unwrap();
-        let _a2 = hub.subscribe(a(), None).unwrap();
-        assert_eq!(hub.subscribe(a(), None).err(), Some(StreamsFull::List(2)));
-        let _g = hub.subscribe(Key::Global, None).unwrap();
+        let a1 = fanout.subscribe(a(), None).unwrap();
+        let _a2 = fanout.subscribe(a(), None).unwrap();
         assert_eq!(
-            hub.subscribe(Key::Global, None).err(),
+            fanout.subscribe(a(), None).err(),
+            Some(StreamsFull::List(2))
+        );
+        let _g = fanout.subscribe(Key::Global, None).unwrap();
+        assert_eq!(
+            fanout.subscribe(Key::Global, None).err(),
             Some(StreamsFull::Process(3))
         );
-        // Let go of by the hub, still open until its stream drops it.
-        hub.close_all();
-        assert_eq!(hub.open_streams(), 3);
+        // Let go of by the fan-out, still open until its stream drops it.
+        fanout.close_all();
+        assert_eq!(fanout.open_streams(), 3);
         drop(a1);
-        assert_eq!(hub.open_streams(), 2);
-        assert!(hub.subscribe(a(), None).is_ok());
+        assert_eq!(fanout.open_streams(), 2);
+        assert!(fanout.subscribe(a(), None).is_ok());
     }
 
     #[test]
@@ -809,25 +812,28 @@ mod tests {
             per_list: 2,
             per_client: usize::MAX,
         };
-        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits, budget());
+        let fanout = Fanout::new(4, usize::MAX, LagPolicy::Disconnect, limits, budget());
         let a = || Key::Scope(Scope::Session, "a".into());
         let ip = |n: u8| Some(IpAddr::from([127, 0, 0, n]));
-        let mut old = hub.subscribe(a(), ip(2)).unwrap();
-        let _new = hub.subscribe(a(), ip(2)).unwrap();
-        let _other = hub.subscribe(a(), ip(3)).unwrap();
+        let mut old = fanout.subscribe(a(), ip(2)).unwrap();
+        let _new = fanout.subscribe(a(), ip(2)).unwrap();
+        let _other = fanout.subscribe(a(), ip(3)).unwrap();
         // 127.0.0.2's oldest was ended for 127.0.0.3 and no longer counts.
         assert!(matches!(
             old.try_recv(),
             Err(mpsc::error::TryRecvError::Disconnected)
         ));
-        assert_eq!(hub.open_streams(), 2);
-        assert_eq!(hub.stats.evicted_for_fairness.load(Ordering::Relaxed), 1);
+        assert_eq!(fanout.open_streams(), 2);
+        assert_eq!(fanout.stats.evicted_for_fairness.load(Ordering::Relaxed), 1);
         drop(old);
-        assert_eq!(hub.open_streams(), 2);
+        assert_eq!(fanout.open_streams(), 2);
         // One each: nobody gives way, to either or to a third address, nor
         // to a stream counted for no client.
         for client in [ip(2), ip(3), ip(4), None] {
-            assert_eq!(hub.subscribe(a(), client).err(), Some(StreamsFull::List(2)));
+            assert_eq!(
+                fanout.subscribe(a(), client).err(),
+                Some(StreamsFull::List(2))
+            );
         }
     }
 
@@ -847,51 +853,51 @@ mod tests {
 
     #[test]
     fn a_buffer_over_its_bytes_disconnects_but_takes_any_first_frame() {
-        let hub = Hub::new(1024, 10_000, LagPolicy::Disconnect, UNCAPPED, budget());
-        let mut sub = hub
+        let fanout = Fanout::new(1024, 10_000, LagPolicy::Disconnect, UNCAPPED, budget());
+        let mut sub = fanout
             .subscribe(Key::Scope(Scope::Session, "s".into()), None)
             .unwrap();
         // One frame larger than the whole budget still fits an empty buffer.
-        hub.publish(&team_message(1, 20_000));
+        fanout.publish(&team_message(1, 20_000));
         assert_eq!(sub.try_recv().unwrap().env.seq, Some(1));
         for seq in 2..=3 {
-            hub.publish(&team_message(seq, 4_000));
+            fanout.publish(&team_message(seq, 4_000));
         }
-        hub.publish(&team_message(4, 4_000));
+        fanout.publish(&team_message(4, 4_000));
         assert_eq!(sub.try_recv().unwrap().env.seq, Some(2));
         assert_eq!(sub.try_recv().unwrap().env.seq, Some(3));
         assert!(matches!(
             sub.try_recv(),
             Err(mpsc::error::TryRecvError::Disconnected)
         ));
-        assert_eq!(hub.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
+        assert_eq!(fanout.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
     }
 
     #[test]
-    fn a_client_at_its_share_ends_its_own_oldest_stream() {
+    fn a_client_at_its_cap_ends_its_own_oldest_stream() {
         let limits = StreamLimits {
             total: 10,
             per_list: 10,
             per_client: 2,
         };
-        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits, budget());
+        let fanout = Fanout::new(4, usize::MAX, LagPolicy::Disconnect, limits, budget());
         let (a, b): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
-        let mut a1 = hub.subscribe(Key::Global, Some(a)).unwrap();
-        let _a2 = hub.subscribe(Key::Global, Some(a)).unwrap();
-        let _a3 = hub.subscribe(Key::Global, Some(a)).unwrap();
+        let mut a1 = fanout.subscribe(Key::Global, Some(a)).unwrap();
+        let _a2 = fanout.subscribe(Key::Global, Some(a)).unwrap();
+        let _a3 = fanout.subscribe(Key::Global, Some(a)).unwrap();
         assert!(matches!(
             a1.try_recv(),
             Err(mpsc::error::TryRecvError::Disconnected)
         ));
-        assert_eq!(hub.open_streams(), 2);
-        // A stream larger than the share never fits.
+        assert_eq!(fanout.open_streams(), 2);
+        // A stream larger than the cap never fits.
         let three = vec![Key::Global; 3];
         assert_eq!(
-            hub.subscribe_all(three, Some(b)).err(),
+            fanout.subscribe_all(three, Some(b)).err(),
             Some(StreamsFull::Client(2))
         );
-        let _b1 = hub.subscribe(Key::Global, Some(b)).unwrap();
-        assert_eq!(hub.open_streams(), 3);
+        let _b1 = fanout.subscribe(Key::Global, Some(b)).unwrap();
+        assert_eq!(fanout.open_streams(), 3);
     }
 
     #[test]
@@ -901,30 +907,30 @@ mod tests {
             per_list: 10,
             per_client: 4,
         };
-        let hub = Hub::new(4, usize::MAX, LagPolicy::Disconnect, limits, budget());
+        let fanout = Fanout::new(4, usize::MAX, LagPolicy::Disconnect, limits, budget());
         let ip = |n: u8| Some(IpAddr::from([127, 0, 0, n]));
         let keys = |n: usize| -> Vec<Key> {
             (0..n)
                 .map(|i| Key::Scope(Scope::Team, format!("t{i}")))
                 .collect()
         };
-        let mut old = hub.subscribe_all(keys(2), ip(2)).unwrap();
-        let _new = hub.subscribe_all(keys(2), ip(2)).unwrap();
-        let _other = hub.subscribe_all(keys(2), ip(3)).unwrap();
+        let mut old = fanout.subscribe_all(keys(2), ip(2)).unwrap();
+        let _new = fanout.subscribe_all(keys(2), ip(2)).unwrap();
+        let _other = fanout.subscribe_all(keys(2), ip(3)).unwrap();
         // 127.0.0.4 (none) takes 127.0.0.2's oldest stream, both its subs.
-        let _third = hub.subscribe_all(keys(2), ip(4)).unwrap();
+        let _third = fanout.subscribe_all(keys(2), ip(4)).unwrap();
         for sub in &mut old {
             assert!(matches!(
                 sub.try_recv(),
                 Err(mpsc::error::TryRecvError::Disconnected)
             ));
         }
-        assert_eq!(hub.open_streams(), 6);
-        assert_eq!(hub.stats.evicted_for_fairness.load(Ordering::Relaxed), 1);
+        assert_eq!(fanout.open_streams(), 6);
+        assert_eq!(fanout.stats.evicted_for_fairness.load(Ordering::Relaxed), 1);
         // Two each now: nobody gives way to a third stream of anyone.
         for client in [ip(2), ip(3), ip(5), None] {
             assert_eq!(
-                hub.subscribe_all(keys(2), client).err(),
+                fanout.subscribe_all(keys(2), client).err(),
                 Some(StreamsFull::Process(6)),
                 "{client:?}"
             );
@@ -932,29 +938,29 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_is_told_when_the_hub_lets_go_not_when_it_drops_a_scope() {
-        let hub = Hub::new(1, usize::MAX, LagPolicy::Disconnect, UNCAPPED, budget());
+    fn a_stream_is_told_when_the_fanout_lets_go_not_when_it_drops_a_scope() {
+        let fanout = Fanout::new(1, usize::MAX, LagPolicy::Disconnect, UNCAPPED, budget());
         let keys = vec![
             Key::Scope(Scope::Session, "s".into()),
             Key::Scope(Scope::Team, "t".into()),
         ];
-        let mut subs = hub.subscribe_all(keys, None).unwrap();
+        let mut subs = fanout.subscribe_all(keys, None).unwrap();
         let let_go = subs[0].let_go();
         // A multiplexed stream drops a scope it could not open: it goes on.
         drop(subs.pop());
         assert!(!*let_go.borrow());
         // Its other scope lags: the stream is told.
-        hub.publish(&durable(1));
-        hub.publish(&durable(2));
+        fanout.publish(&durable(1));
+        fanout.publish(&durable(2));
         assert!(*let_go.borrow());
     }
 
     #[test]
     fn a_buffer_that_finds_no_room_in_the_stream_budget_is_full() {
-        // A `queued` share of 16 KiB: two frames of about 3 KB each (each
+        // A `queued` quota of 16 KiB: two frames of about 3 KB each (each
         // holding twice its JSON).
         let budget = Arc::new(StreamBudget::new(64 << 10));
-        let hub = Hub::new(
+        let fanout = Fanout::new(
             1024,
             1 << 20,
             LagPolicy::Disconnect,
@@ -962,15 +968,15 @@ mod tests {
             Arc::clone(&budget),
         );
         let key = || Key::Scope(Scope::Session, "s".into());
-        let mut slow = hub.subscribe(key(), None).unwrap();
-        hub.publish(&team_message(1, 3_000));
-        hub.publish(&team_message(2, 3_000));
+        let mut slow = fanout.subscribe(key(), None).unwrap();
+        fanout.publish(&team_message(1, 3_000));
+        fanout.publish(&team_message(2, 3_000));
         assert!(budget.queued.held_bytes() >= 12_000);
         // A reader that keeps up still gets every frame (an empty buffer
         // takes one), while the one that reads nothing is ended.
-        let mut quick = hub.subscribe(key(), None).unwrap();
+        let mut quick = fanout.subscribe(key(), None).unwrap();
         for seq in 3..=5 {
-            hub.publish(&team_message(seq, 3_000));
+            fanout.publish(&team_message(seq, 3_000));
             assert_eq!(quick.try_recv().unwrap().env.seq, Some(seq));
         }
         let got: Vec<_> = std::iter::from_fn(|| slow.try_recv().ok())
@@ -982,6 +988,6 @@ mod tests {
         ));
         assert!(got.len() < 5, "{got:?}");
         assert_eq!(budget.queued.held_bytes(), 0);
-        assert_eq!(hub.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
+        assert_eq!(fanout.stats.lagged_disconnects.load(Ordering::Relaxed), 1);
     }
 }
