@@ -485,7 +485,7 @@ impl Log {
     }
 
     /// Starts the cluster's live tail on Redis at `url` (Postgres only;
-    /// docs/server.md, Cluster). Its `boot_id` is named after the shared
+    /// docs/cluster.md). Its `boot_id` is named after the shared
     /// log's epoch: the same on every node, new only with a new log.
     pub fn start_tail(&self, url: &str, lease: Duration) -> Result<(), TailError> {
         let Some(shared) = &self.shared else {

@@ -72,7 +72,7 @@ pub fn recover(log: &Log, boot_id: &str) -> StoreResult<Recovered> {
     let orphans = end_orphans(&mut db, &mut envs)?;
     // On a shared store processes and background tasks are leased: another
     // node may be running them; those of a gone node are failed by
-    // [`reap`] once their lease runs out (docs/server.md, "Cluster").
+    // [`reap`] once their lease runs out (docs/cluster.md).
     let shared = db.shared();
 
     let mut processes = Vec::new();

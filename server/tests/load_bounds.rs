@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 /// Anonymous resident memory (its heap, not the database's mapped pages)
-/// the server must stay under through the whole run (docs/server.md).
+/// the server must stay under through the whole run (docs/limits.md, Memory).
 const ANON_BOUND_MB: f64 = 200.0;
 const BIG: usize = 60_000;
 

@@ -1,4 +1,4 @@
-//! Leases on Postgres (docs/server.md, "Cluster"): a node renews what it
+//! Leases on Postgres (docs/cluster.md): a node renews what it
 //! runs (turns, processes, background tasks) on a connection of its own,
 //! and fails, once each, the processes and tasks of nodes whose lease ran
 //! out (turns are ended by `recovery::end_orphans`).

@@ -11,7 +11,7 @@
 //! in one round trip ([`tx`]), so the counter's row lock is held for that
 //! statement and the commit inside Postgres, never across a round trip, and
 //! ids are still dense and commit in id order: a reader that sees an id sees
-//! every smaller one (docs/server.md, "Cluster").
+//! every smaller one (docs/cluster.md).
 
 mod append;
 mod backend;

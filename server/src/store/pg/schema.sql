@@ -4,7 +4,7 @@
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
 -- '$events' numbers every event of every scope: the row lock taken to bump it
--- makes appends commit one at a time, in id order (docs/server.md).
+-- makes appends commit one at a time, in id order (docs/cluster.md).
 INSERT INTO counters (name, value) VALUES ('$events', 0) ON CONFLICT DO NOTHING;
 CREATE TABLE IF NOT EXISTS logs (
   scope TEXT NOT NULL, scope_id TEXT NOT NULL, epoch TEXT NOT NULL,
@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS sessions (
   session_id TEXT PRIMARY KEY, title TEXT NOT NULL, created_at TEXT NOT NULL,
   tasks_version BIGINT NOT NULL DEFAULT 0, background_wait TEXT);
 -- A turn is run by the node whose boot `owner` holds its lease; a lease
--- that ran out means that node is gone (docs/server.md, "Cluster").
+-- that ran out means that node is gone (docs/cluster.md).
 CREATE TABLE IF NOT EXISTS turns (
   row_no BIGINT GENERATED ALWAYS AS IDENTITY,
   turn_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, message_id TEXT NOT NULL,
