@@ -47,7 +47,10 @@ wire_struct! {
         call_id: String,
         /// Tool name.
         name: String = default,
-        /// `running`, `ok` or `error`.
+        /// `running`, `ok` or `error` from the reference runtime (typed
+        /// there). Read as text: a state another runtime adds is shown as
+        /// it is, where an unknown enum value would fail the whole
+        /// `live_turn` and blank the running answer.
         state: String = default,
         /// Latest progress text.
         progress: String = default,
