@@ -767,3 +767,36 @@ fn a_cancel_that_names_no_turn_is_sent_once() {
         "a retry could stop a later turn"
     );
 }
+
+#[test]
+fn an_answer_whose_question_ends_while_it_is_in_flight_settles_with_its_reply() {
+    // The runtime writes `question.answered` before it replies: the stream
+    // may bring it first.
+    let mut r = asked();
+    let w = answer(&mut r, "q1", "yes");
+    let sent = raw_posts(&r.pump());
+    r.send(&[question_answered(4, "q1")]);
+    assert!(done(&mut r).is_empty(), "its reply settles it");
+    r.c.handle_post_answer(sent[0].0, b"", r.now);
+    r.pump();
+    assert_eq!(
+        done(&mut r),
+        vec![WriteDone {
+            id: w,
+            result: Ok(WriteOutcome::Answered)
+        }]
+    );
+    assert_eq!(answer_of(&r, "q1"), None);
+    // Refused (another client's answer came first): the server's code.
+    let mut r = asked();
+    let w = answer(&mut r, "q1", "no");
+    let sent = raw_posts(&r.pump());
+    r.send(&[question_answered(4, "q1")]);
+    let closed = br#"{"error":"question_closed","message":"not waiting"}"#;
+    r.c.handle_http_error(sent[0].0, 409, None, closed, r.now);
+    r.pump();
+    let out = done(&mut r);
+    assert_eq!(out[0].id, w);
+    assert_eq!(out[0].result.clone().unwrap_err().code(), "question_closed");
+    assert_eq!(answer_of(&r, "q1"), None);
+}

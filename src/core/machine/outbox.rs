@@ -545,14 +545,16 @@ impl Machine {
 
     /// The answers whose question the painted view shows ended (answered
     /// here or elsewhere, declined, ended with its turn) leave the outbox:
-    /// nothing is sent for a closed question. One that may have reached the
-    /// runtime resolves; one that did not fails with `question_closed`.
+    /// nothing is sent for a closed question. One in flight waits for its
+    /// reply (the runtime writes the end before it replies); one that may
+    /// have reached the runtime resolves; one that did not fails with
+    /// `question_closed`.
     fn drop_closed_answers(&mut self) {
         let Some(s) = self.view.as_session() else {
             return;
         };
         let closed = (self.writes.outbox.entries.iter())
-            .position(|e| e.answer && s.question_resolved(&e.key));
+            .position(|e| e.answer && e.request.is_none() && s.question_resolved(&e.key));
         if let Some(i) = closed {
             let e = self.writes.outbox.entries.remove(i);
             self.left(&e);
