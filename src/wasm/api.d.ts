@@ -413,7 +413,7 @@ export interface View {
   readonly live: LiveOverlay | null;
   /** Turns cut by a runtime restart, with the text they had shown. */
   readonly interrupted: readonly InterruptedTurn[];
-  /** The unanswered questions. */
+  /** The unanswered questions, each with the answer on its way (`answer`), if one is. */
   readonly pendingPrompts: readonly PendingPrompt[];
   /**
    * Sessions: the messages sent and not yet in `items`, in send order
