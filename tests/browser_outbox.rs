@@ -290,3 +290,77 @@ async fn the_js_view_shows_a_send_in_pending_at_once_and_discard_removes_it() {
     assert!(!c.discard("js1".into()));
     c.close();
 }
+
+/// The JS client of `base` over `slot`.
+fn js_client(base: &str, session: &str, slot: &Object) -> replay_client::wasm::ReplayClient {
+    let o =
+        js_sys::JSON::parse(&json!({"baseUrl": base, "sessionId": session}).to_string()).unwrap();
+    js_sys::Reflect::set(&o, &"storage".into(), slot).unwrap();
+    replay_client::wasm::ReplayClient::connect(o).unwrap()
+}
+
+/// The view's first open question, as JSON.
+fn first_prompt(c: &replay_client::wasm::ReplayClient) -> Value {
+    json_of(&get(&c.view(), "pendingPrompts"))[0].clone()
+}
+
+/// The server's `question` items: (question_id, outcome, answer).
+async fn server_answers(session: &str) -> Vec<(String, String, String)> {
+    let t = server_transcript(session).await;
+    (t["items"].as_array().unwrap().iter())
+        .filter(|i| i["kind"] == "question")
+        .map(|i| {
+            let s = |k: &str| i[k].as_str().unwrap_or_default().to_owned();
+            (s("question_id"), s("outcome"), s("answer"))
+        })
+        .collect()
+}
+
+#[wasm_bindgen_test]
+async fn an_answer_given_with_the_server_down_survives_a_reload_and_is_answered_once() {
+    let session = create_session().await;
+    let slot = one_slot();
+    // The question is asked and stored while the server is up.
+    let up = js_client(server(), &session, &slot);
+    let _asked = up.send("/ask may I".into(), Some("ask_1".into()));
+    assert!(wait_until(15_000, || first_prompt(&up)["persisted"] == true).await);
+    let question = first_prompt(&up)["question_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    sleep(300).await;
+    up.close();
+    // The server is down: answered; shown on its question at once.
+    let down = js_client(DOWN, &session, &slot);
+    assert!(
+        wait_until(5_000, || first_prompt(&down)["question_id"]
+            == question.as_str())
+        .await
+    );
+    let _answered = down.answer(question.clone(), "yes".into());
+    let shown = first_prompt(&down)["answer"].clone();
+    assert_eq!(shown["text"], "yes", "{shown}");
+    assert!(["queued", "sending"].contains(&shown["state"].as_str().unwrap()));
+    sleep(300).await;
+    down.close();
+    // A reload, still down: the answer is still on its question.
+    let again = js_client(DOWN, &session, &slot);
+    assert!(
+        wait_until(5_000, || first_prompt(&again)["answer"]["text"] == "yes").await,
+        "{}",
+        first_prompt(&again)
+    );
+    sleep(300).await;
+    again.close();
+    // The server is back: answered once, the question and its answer gone
+    // from the prompts.
+    let back = js_client(server(), &session, &slot);
+    let done = wait_until(20_000, || {
+        json_of(&get(&back.view(), "pendingPrompts")) == json!([])
+    })
+    .await;
+    assert!(done, "{}", json_of(&get(&back.view(), "pendingPrompts")));
+    let answers = server_answers(&session).await;
+    assert_eq!(answers, vec![(question, "answered".into(), "yes".into())]);
+    back.close();
+}

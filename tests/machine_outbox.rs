@@ -57,11 +57,17 @@ fn accept(r: &mut Rig, id: RequestId, turn: &str) {
 
 /// Runs timers until the outbox sends; the POSTs of that step.
 fn until_post(r: &mut Rig) -> Vec<(RequestId, String)> {
+    let p = until_raw_post(r);
+    posts(&r.log[r.log.len() - p.len()..])
+}
+
+/// Runs timers until a POST goes out: (request, path, body) of that step.
+fn until_raw_post(r: &mut Rig) -> Vec<(RequestId, String, String)> {
     for _ in 0..1_000 {
         let t = r.c.poll_timeout().expect("a timer is armed");
         r.now = r.now.max(t);
         r.c.handle_timeout(r.now);
-        let p = posts(&r.pump());
+        let p = raw_posts(&r.pump());
         if !p.is_empty() {
             return p;
         }
@@ -479,4 +485,318 @@ fn what_left_the_outbox_is_stored_as_gone_and_never_restored() {
     r.send(&[user_msg(2, "m3", "text of m3")]);
     let stored = String::from_utf8(r.c.persisted_value()).unwrap();
     assert!(stored.contains(r#""gone":["m3"]"#), "{stored}");
+}
+
+// --- Answers: the same outbox, keyed by question ------------------------
+
+fn answer(r: &mut Rig, q: &str, text: &str) -> WriteId {
+    let write = Write::Answer {
+        question_id: q.into(),
+        answer: text.into(),
+    };
+    r.c.handle_write(write, r.now)
+}
+
+/// The POSTs among `actions`: (request, path, body).
+fn raw_posts(actions: &[Action]) -> Vec<(RequestId, String, String)> {
+    (actions.iter())
+        .filter_map(|a| match a {
+            Action::Post {
+                id,
+                path_and_query,
+                body,
+                ..
+            } => Some((*id, path_and_query.clone(), body.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The answer the outbox holds for `q`: (text, state, error code).
+fn answer_of(r: &Rig, q: &str) -> Option<(String, PendingState, Option<String>)> {
+    let a = r.c.pending_answer(q)?;
+    Some((a.text, a.state, a.error.map(|e| e.code)))
+}
+
+/// A live session whose turn `t1` asks `q1`.
+fn asked() -> Rig {
+    let mut log = simple_log(1);
+    log.push(turn_started(2, "t1"));
+    log.push(question_asked(3, "t1", "q1"));
+    Rig::live_with(&log)
+}
+
+fn declined(seq: u64, q: &str) -> replay_client::core::protocol::Envelope {
+    let data = serde_json::json!({"question_id": q, "reason": "cancelled"});
+    durable(seq, ev("question.declined", data))
+}
+
+#[test]
+fn an_answer_is_shown_on_its_question_and_stored_before_its_request() {
+    let mut r = asked();
+    answer(&mut r, "q1", "yes");
+    let actions = r.pump();
+    assert!(r.changes().iter().any(|c| c.pending), "painted at once");
+    assert_eq!(
+        answer_of(&r, "q1"),
+        Some(("yes".into(), PendingState::Sending, None))
+    );
+    assert!(pending(&r).is_empty(), "not a message");
+    let persist = (actions.iter())
+        .position(|a| matches!(a, Action::Persist(v) if String::from_utf8_lossy(v).contains(r#""message_id":"q1","answer":true,"text":"yes""#)))
+        .expect("the answer is stored with the state");
+    let post = (actions.iter())
+        .position(|a| matches!(a, Action::Post { .. }))
+        .expect("and sent");
+    assert!(persist < post, "stored before it is sent: {actions:?}");
+    let p = raw_posts(&actions);
+    assert_eq!(p[0].1, format!("/v1/sessions/{SES}/questions/q1/answer"));
+    assert_eq!(p[0].2, r#"{"answer":"yes"}"#);
+    let (taken, _) = claims(&actions);
+    assert_eq!(taken, vec!["replay-client:answer:q1".to_owned()]);
+}
+
+#[test]
+fn an_answer_is_retried_until_accepted_and_leaves_with_its_questions_end() {
+    let mut r = asked();
+    r.c.handle_lifecycle(Lifecycle::Offline, r.now);
+    let w = answer(&mut r, "q1", "yes");
+    assert!(raw_posts(&r.pump()).is_empty(), "nothing while offline");
+    assert_eq!(answer_of(&r, "q1").unwrap().1, PendingState::Queued);
+    r.advance(600_000);
+    r.c.handle_lifecycle(Lifecycle::Online, r.now);
+    let mut sent = raw_posts(&r.pump());
+    for i in 0..8 {
+        let id = sent[0].0;
+        match i % 2 {
+            0 => r.c.handle_network_error(id, "reset", r.now),
+            _ => r.c.handle_http_error(id, 503, None, b"", r.now),
+        }
+        assert!(done(&mut r).is_empty(), "the Promise does not reject");
+        sent = until_raw_post(&mut r);
+    }
+    // A transport failure earlier: the runtime may have taken it, and says
+    // so with `question_closed`: answered.
+    let closed = br#"{"error":"question_closed","message":"not waiting"}"#;
+    r.c.handle_http_error(sent[0].0, 409, None, closed, r.now);
+    let out = done(&mut r);
+    assert_eq!(
+        out,
+        vec![WriteDone {
+            id: w,
+            result: Ok(WriteOutcome::Answered)
+        }]
+    );
+    assert_eq!(
+        answer_of(&r, "q1").unwrap().1,
+        PendingState::Sending,
+        "until its end is shown"
+    );
+    r.changes();
+    r.send(&[question_answered(4, "q1")]);
+    let changes = r.changes();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert!(
+        changes[0].pending && changes[0].prompts,
+        "one view change: {changes:?}"
+    );
+    assert_eq!(answer_of(&r, "q1"), None);
+    r.advance(60_000);
+    assert!(done(&mut r).is_empty());
+    let text = String::from_utf8(r.c.persisted_value()).unwrap();
+    assert!(text.contains(r#""outbox":[]"#), "{text}");
+}
+
+#[test]
+fn a_second_answer_waits_on_the_same_one_replaces_a_failed_one_and_is_refused_otherwise() {
+    let mut r = asked();
+    let first = answer(&mut r, "q1", "yes");
+    let same = answer(&mut r, "q1", "yes");
+    let other = answer(&mut r, "q1", "no");
+    let sent = raw_posts(&r.pump());
+    assert_eq!(sent.len(), 1, "one answer, one request: {sent:?}");
+    let out = done(&mut r);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].id, other);
+    assert_eq!(out[0].result.clone().unwrap_err().code(), "answer_pending");
+    // A 4xx fails it with the server's code: both writes reject.
+    let body = error_body_with("invalid_answer", "not an option");
+    r.c.handle_http_error(sent[0].0, 400, None, &body, r.now);
+    let out = done(&mut r);
+    assert_eq!(
+        out.iter().map(|d| d.id).collect::<Vec<_>>(),
+        vec![first, same]
+    );
+    assert_eq!(out[0].result.clone().unwrap_err().code(), "invalid_answer");
+    assert_eq!(
+        answer_of(&r, "q1"),
+        Some((
+            "yes".into(),
+            PendingState::Failed,
+            Some("invalid_answer".into())
+        ))
+    );
+    // Another answer replaces the failed one.
+    let again = answer(&mut r, "q1", "no");
+    let sent = raw_posts(&r.pump());
+    assert_eq!(sent[0].2, r#"{"answer":"no"}"#);
+    r.c.handle_post_answer(sent[0].0, b"", r.now);
+    assert_eq!(
+        done(&mut r),
+        vec![WriteDone {
+            id: again,
+            result: Ok(WriteOutcome::Answered)
+        }]
+    );
+}
+
+#[test]
+fn a_question_closed_before_its_answer_went_out_drops_it_unsent() {
+    let mut r = asked();
+    // Behind a message in flight: answers go out in order with messages.
+    send(&mut r, "m1");
+    let w = answer(&mut r, "q1", "yes");
+    let sent = raw_posts(&r.pump());
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(answer_of(&r, "q1").unwrap().1, PendingState::Queued);
+    r.send(&[declined(4, "q1")]);
+    assert_eq!(answer_of(&r, "q1"), None);
+    let out = done(&mut r);
+    assert_eq!(out[0].id, w);
+    assert_eq!(out[0].result, Err(CoreError::QuestionClosed));
+    assert_eq!(CoreError::QuestionClosed.code(), "question_closed");
+    accept(&mut r, sent[0].0, "t2");
+    r.advance(60_000);
+    assert_eq!(raw_posts(&r.log).len(), 1, "{:?}", r.log);
+}
+
+#[test]
+fn whoever_restores_the_scope_sends_a_queued_answer_unless_its_question_ended() {
+    let mut r = asked();
+    r.c.handle_lifecycle(Lifecycle::Offline, r.now);
+    answer(&mut r, "q1", "yes");
+    send(&mut r, "m1");
+    r.pump();
+    let stored = r.c.persisted_value();
+    let next = Rig::with(Config::session(SES), Some(&stored));
+    assert_eq!(answer_of(&next, "q1").unwrap().0, "yes");
+    let sent = raw_posts(&next.log);
+    assert_eq!(sent.len(), 1, "one at a time, in order: {sent:?}");
+    assert!(sent[0].1.ends_with("/questions/q1/answer"), "{sent:?}");
+    // A stored state that holds the question's end drops it.
+    let mut r = asked();
+    send(&mut r, "m1");
+    answer(&mut r, "q1", "yes");
+    r.pump();
+    r.send(&[question_answered(4, "q1")]);
+    let stored = r.c.persisted_value();
+    let next = Rig::with(Config::session(SES), Some(&stored));
+    assert_eq!(answer_of(&next, "q1"), None);
+    assert_eq!(pending(&next).len(), 1, "the message stays");
+}
+
+// --- Cancel: sent at once, never past the turn it names -----------------
+
+fn cancel(r: &mut Rig, turn: Option<&str>) -> WriteId {
+    let write = Write::Cancel {
+        turn_id: turn.map(str::to_owned),
+    };
+    r.c.handle_write(write, r.now)
+}
+
+#[test]
+fn a_cancel_is_not_retried_once_its_turn_ended_and_says_how_it_ended() {
+    let mut r = asked();
+    let w = cancel(&mut r, Some("t1"));
+    let sent = raw_posts(&r.pump());
+    assert_eq!(sent.len(), 1, "sent at once");
+    assert!(!r.c.persisted_value().windows(6).any(|w| w == b"cancel"));
+    r.c.handle_network_error(sent[0].0, "offline", r.now);
+    assert!(done(&mut r).is_empty(), "retried while its turn is open");
+    // The turn ends (cancelled elsewhere) before the retry: not sent again.
+    r.send(&[
+        declined(4, "q1"),
+        durable(
+            5,
+            ev("turn.cancelled", serde_json::json!({"turn_id": "t1"})),
+        ),
+    ]);
+    let out = done(&mut r);
+    let stopped = WriteOutcome::Cancelled {
+        turn_id: Some("t1".into()),
+    };
+    assert_eq!(
+        out,
+        vec![WriteDone {
+            id: w,
+            result: Ok(stopped)
+        }]
+    );
+    r.advance(60_000);
+    assert_eq!(raw_posts(&r.log).len(), 1, "{:?}", raw_posts(&r.log));
+    // A turn that completed: the cancel stopped nothing.
+    let mut r = asked();
+    let w = cancel(&mut r, Some("t1"));
+    let sent = raw_posts(&r.pump());
+    r.c.handle_http_error(sent[0].0, 503, None, b"", r.now);
+    r.send(&[declined(4, "q1"), turn_completed(5, "t1")]);
+    let none = WriteOutcome::Cancelled { turn_id: None };
+    assert_eq!(
+        done(&mut r),
+        vec![WriteDone {
+            id: w,
+            result: Ok(none)
+        }]
+    );
+}
+
+#[test]
+fn a_cancel_that_names_no_turn_is_sent_once() {
+    let mut r = Rig::live_with(&simple_log(1));
+    let w = cancel(&mut r, None);
+    let sent = raw_posts(&r.pump());
+    assert_eq!(sent[0].2, "{}");
+    r.c.handle_network_error(sent[0].0, "reset", r.now);
+    let out = done(&mut r);
+    assert_eq!(out[0].id, w);
+    assert_eq!(out[0].result.clone().unwrap_err().code(), "network");
+    r.advance(60_000);
+    assert_eq!(
+        raw_posts(&r.log).len(),
+        1,
+        "a retry could stop a later turn"
+    );
+}
+
+#[test]
+fn an_answer_whose_question_ends_while_it_is_in_flight_settles_with_its_reply() {
+    // The runtime writes `question.answered` before it replies: the stream
+    // may bring it first.
+    let mut r = asked();
+    let w = answer(&mut r, "q1", "yes");
+    let sent = raw_posts(&r.pump());
+    r.send(&[question_answered(4, "q1")]);
+    assert!(done(&mut r).is_empty(), "its reply settles it");
+    r.c.handle_post_answer(sent[0].0, b"", r.now);
+    r.pump();
+    assert_eq!(
+        done(&mut r),
+        vec![WriteDone {
+            id: w,
+            result: Ok(WriteOutcome::Answered)
+        }]
+    );
+    assert_eq!(answer_of(&r, "q1"), None);
+    // Refused (another client's answer came first): the server's code.
+    let mut r = asked();
+    let w = answer(&mut r, "q1", "no");
+    let sent = raw_posts(&r.pump());
+    r.send(&[question_answered(4, "q1")]);
+    let closed = br#"{"error":"question_closed","message":"not waiting"}"#;
+    r.c.handle_http_error(sent[0].0, 409, None, closed, r.now);
+    r.pump();
+    let out = done(&mut r);
+    assert_eq!(out[0].id, w);
+    assert_eq!(out[0].result.clone().unwrap_err().code(), "question_closed");
+    assert_eq!(answer_of(&r, "q1"), None);
 }

@@ -124,6 +124,8 @@ export type ReplayErrorCode =
   | "expired"
   /** The message was discarded (`discard(messageId)`) before the runtime accepted it. */
   | "discarded"
+  /** `answer()` while another answer to the question is queued or being sent (the same answer again waits for it). */
+  | "answer_pending"
   /** The server answered, but without CORS headers for this page's origin (`--allow-origin`). */
   | "cors"
   /** `ReplayClient.connect` was called before the wasm was loaded (`await init()` first). */
@@ -203,6 +205,27 @@ export interface PendingPrompt {
   options: string[];
   /** `false` while the question exists only in the live turn, not yet in the log. */
   persisted: boolean;
+  /**
+   * In a view's `pendingPrompts`: the answer given with `answer()` and not
+   * yet shown ended (the outbox); it leaves with the question. Never in a
+   * `Transcript`.
+   */
+  answer?: PendingAnswer;
+}
+
+/** An answer of the outbox, on its question until the question's end is in the view. */
+export interface PendingAnswer {
+  /** The answer, as given to `answer()`. */
+  readonly text: string;
+  /** When it was given (ms since the Unix epoch). */
+  readonly at: number;
+  /**
+   * As a message's: `queued`, `sending` (in flight, or accepted), `failed`
+   * (the server's code, or `expired`; `answer()` again replaces it).
+   */
+  readonly state: "queued" | "sending" | "failed";
+  /** Why it failed. */
+  readonly error?: { readonly code: ReplayErrorCode | (string & {}); readonly message: string; readonly status?: number };
 }
 
 /** A background task (PROTOCOL.md §3). */
@@ -390,7 +413,7 @@ export interface View {
   readonly live: LiveOverlay | null;
   /** Turns cut by a runtime restart, with the text they had shown. */
   readonly interrupted: readonly InterruptedTurn[];
-  /** The unanswered questions. */
+  /** The unanswered questions, each with the answer on its way (`answer`), if one is. */
   readonly pendingPrompts: readonly PendingPrompt[];
   /**
    * Sessions: the messages sent and not yet in `items`, in send order

@@ -125,7 +125,14 @@ impl ReplayClient {
         self.client.driver().discard_message(&message_id)
     }
 
-    /// Answers a pending question.
+    /// Answers a pending question through the outbox, keyed by the
+    /// question: shown at once on its prompt (`pendingPrompts[i].answer`),
+    /// stored before it is sent, sent in order with messages until the
+    /// runtime takes it (by whichever client next follows the session, after
+    /// a reload). Resolves when the runtime accepted it; rejects with the
+    /// server's code (e.g. `question_closed`), `question_closed` when the
+    /// question ended before it went out, `answer_pending` when another
+    /// answer to it is on its way.
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn answer(
         &self,
@@ -139,8 +146,11 @@ impl ReplayClient {
         self.write(write, |_| Ok(JsValue::UNDEFINED))
     }
 
-    /// Stops `turnId`, or the turn the view shows live; a retry never stops
-    /// the turn after it.
+    /// Stops `turnId`, or the turn the view shows live. Never queued: sent
+    /// at once, retried only while that turn has not ended in the view (a
+    /// cancel naming no turn, none being live, is sent once); resolves when
+    /// the runtime took it or the turn ended, rejects after the writes'
+    /// attempts.
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn cancel(&self, #[wasm_bindgen(js_name = turnId)] turn_id: Option<String>) -> Promise {
         self.write(Write::Cancel { turn_id }, |_| Ok(JsValue::UNDEFINED))

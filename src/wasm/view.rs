@@ -22,8 +22,8 @@ use super::js;
 use super::stage::Staged;
 use crate::core::fold::{LogEntry, LogView, Overlay, SessionView, View, ViewChange};
 use crate::core::json::RawJson;
-use crate::core::machine::{Counters, ErrorInfo, Machine, State, Status, Target};
-use crate::core::protocol::{LiveTurnState, TasksSnapshot};
+use crate::core::machine::{Counters, ErrorInfo, Machine, PendingAnswer, State, Status, Target};
+use crate::core::protocol::{LiveTurnState, PendingPrompt, TasksSnapshot};
 use crate::core::share::Transport;
 
 #[wasm_bindgen(module = "/src/wasm/browser.js")]
@@ -269,12 +269,24 @@ pub struct ViewCache {
     painted: Painted,
 }
 
+/// An open question as the view shows it: with the answer the outbox
+/// holds for it, if any (current even behind a restore, as `pending`).
+#[derive(Serialize)]
+struct PromptJs<'a> {
+    question_id: &'a str,
+    prompt: &'a str,
+    options: &'a [String],
+    persisted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answer: Option<PendingAnswer>,
+}
+
 /// What [`ViewCache::assemble`] reads from the machine besides the status.
 #[derive(Default)]
 struct Painted {
     cursor: f64,
     epoch: JsValue,
-    prompts: JsValue,
+    prompts: Vec<PendingPrompt>,
     tasks: JsValue,
     has_older: bool,
 }
@@ -486,7 +498,7 @@ impl ViewCache {
             self.painted = Painted {
                 cursor: m.cursor() as f64,
                 epoch: m.epoch().map_or(JsValue::NULL, |e| self.epoch.str(e)),
-                prompts: self.prompts.json(&prompts, true),
+                prompts,
                 tasks: self.tasks.json(tasks, false),
                 has_older: m.position().older > 0,
             };
@@ -494,6 +506,16 @@ impl ViewCache {
         let status = hint.status(m.status());
         let notices: Vec<_> = m.recent_notices().iter().map(|n| hint.notice(n)).collect();
         let pending = self.pending.json(&m.pending_messages(), true);
+        let prompts: Vec<PromptJs> = (self.painted.prompts.iter())
+            .map(|p| PromptJs {
+                question_id: &p.question_id,
+                prompt: &p.prompt,
+                options: &p.options,
+                persisted: p.persisted,
+                answer: m.pending_answer(&p.question_id),
+            })
+            .collect();
+        let prompts = self.prompts.json(&prompts, true);
         let p = &self.painted;
         view_object(
             &self.scope.str(scope),
@@ -504,7 +526,7 @@ impl ViewCache {
             &events,
             &self.live,
             &self.interrupted,
-            &p.prompts,
+            &prompts,
             &p.tasks,
             &self.status.json(&StatusJs::of(&status), false),
             &self.notices.json(&notices, true),

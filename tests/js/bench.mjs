@@ -8,7 +8,7 @@ import { proxyBench } from "./bench-proxy.mjs";
 
 const url = process.env.BENCH_URL;
 const EVENTS = 10_000;
-// BENCH_ONLY=live,burst,restore,cold,memory,shared,paint,link,proxy runs those parts (quick, repeatable
+// BENCH_ONLY=live,burst,restore,cold,memory,shared,paint,link,proxy,send runs those parts (quick, repeatable
 // figures while working on one path); unset runs everything.
 const only = process.env.BENCH_ONLY ? process.env.BENCH_ONLY.split(",") : null;
 const wants = (part) => !only || only.includes(part);
@@ -465,6 +465,55 @@ async function linkPaint(long) {
   }
 }
 
+// From `send()` to the frame that shows the message's pending bubble
+// (tests/js/bench/send.html): the shared host's tab and a page with the
+// client on it, each rendering `view.pending` from `subscribe`, beside a
+// hand-written page that appends its own bubble before it POSTs. Each host
+// in a fresh browser context on a session of its own; SENDS sends each
+// (one before them not counted), made 0, 2, ... 14 ms after a frame's
+// start in turn (a click comes anywhere in a frame); the median of the
+// frames to the bubble (1: the first frame painted after the send) and of
+// the time to that frame's start, the time's ratio to the hand-written
+// page's.
+async function sendPaint() {
+  const SENDS = 21;
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const result = {};
+  for (const host of ["plain", "page", "shared"]) {
+    const { session_id: id } = await api("POST", "/v1/sessions", { title: `send ${host}` });
+    const context = await browser.newContext();
+    try {
+      const tab = await context.newPage();
+      await tab.goto(`${url}/bench/send.html?host=${host}&session=${id}`);
+      await tab.waitForFunction(() => window.ready === true, null, { timeout: 60_000 });
+      await tab.evaluate(() => window.measureSend("not counted", 0));
+      const frames = [];
+      const ms = [];
+      for (let i = 0; i < SENDS; i++) {
+        await tab.waitForTimeout(200);
+        const r = await tab.evaluate(([text, delay]) => window.measureSend(text, delay), [`message ${i}`, (i % 8) * 2]);
+        if (!Number.isFinite(r.ms)) throw new Error(`send (${host}): no bubble after ${r.frames} frames`);
+        frames.push(r.frames);
+        ms.push(r.ms);
+      }
+      const error = await tab.evaluate(() => window.sendError);
+      if (error) console.error(`send (${host}): a send failed: ${error}`);
+      result[host] = { frames: median(frames), max: Math.max(...frames), ms: median(ms) };
+      console.error(`send paint, ${host}: frames ${frames.join(" ")}; ms ${ms.map((x) => x.toFixed(1)).join(" ")}`);
+    } finally {
+      await context.close();
+    }
+  }
+  for (const host of ["plain", "page", "shared"]) {
+    console.log(`browser_send_${host}_frames ${result[host].frames}`);
+    console.log(`browser_send_${host}_max_frames ${result[host].max}`);
+    console.log(`browser_send_${host}_ms ${result[host].ms.toFixed(2)}`);
+  }
+  for (const host of ["page", "shared"]) {
+    console.log(`browser_send_${host}_vs_plain ${(result[host].ms / result.plain.ms).toFixed(3)}`);
+  }
+}
+
 const browser = await chromium.launch(launchOptions);
 try {
   const page = await browser.newPage();
@@ -730,6 +779,8 @@ try {
   console.log(`browser_heap_mb ${(heap.usedSize / 1e6).toFixed(2)}`);
   console.log(`browser_wasm_memory_mb ${(wasmBytes / 1e6).toFixed(2)}`);
   }
+
+  if (wants("send")) await sendPaint();
 
   if (wants("shared")) await sharedTabs(id, head);
   if (wants("paint")) await reloadPaint();

@@ -1,27 +1,28 @@
 // The demo's outbox with the runtime really stopped: headless Chromium on the
-// demo page, served by a front of this test (the site's files, and `/v1/`
-// forwarded to a replay-server it starts and kills on one SQLite file), so
-// the page still loads and reloads while the runtime is down. The front
-// counts, per `message_id`, the sends the runtime accepted, and can hold or
-// refuse a send. The runtime takes `--faults` for its `/v1/admin/events` (a
-// session's failure, written as a runtime would). `cargo xtask test` passes
+// demo page, served by a front of this test (front.mjs: the site's files,
+// and `/v1/` forwarded to a replay-server it starts and kills on one SQLite
+// file), so the page still loads and reloads while the runtime is down. The
+// runtime takes `--faults` for its `/v1/admin/events` (a session's failure,
+// written as a runtime would). `cargo xtask test` passes
 // E2E_SERVER (the replay-server binary) and E2E_SITE (the demo site).
 import { test, after, before, beforeEach } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import fs from "node:fs/promises";
-import http from "node:http";
 import os from "node:os";
 import path from "node:path";
-import readline from "node:readline";
+import {
+  closeFront,
+  commits as commitsOf,
+  startFront,
+  startRuntime as startRuntimeOf,
+  stopRuntime as stopRuntimeOf,
+} from "./front.mjs";
 import { launchChromium, until as waitUntil } from "./support.mjs";
 
 const SERVER = process.env.E2E_SERVER;
 const SITE = process.env.E2E_SITE;
 
 let dir;
-let runtime = null;
 let front;
 let browser;
 const pageErrors = [];
@@ -40,129 +41,10 @@ const describe = async () => {
 };
 const until = (what, predicate, timeoutMs = 30_000) => waitUntil(what, predicate, { timeoutMs, describe });
 
-const TYPES = {
-  ".html": "text/html",
-  ".js": "text/javascript",
-  ".mjs": "text/javascript",
-  ".wasm": "application/wasm",
-  ".css": "text/css",
-  ".json": "application/json",
-};
-
-/** The site's file at `urlPath`, or 404. */
-async function serveFile(urlPath, res) {
-  const file = path.join(SITE, decodeURIComponent(urlPath === "/" ? "/index.html" : urlPath));
-  if (!file.startsWith(SITE + path.sep)) return res.writeHead(404).end();
-  try {
-    const body = await fs.readFile(file);
-    res.writeHead(200, { "Content-Type": TYPES[path.extname(file)] ?? "application/octet-stream", "Cache-Control": "no-store" });
-    res.end(body);
-  } catch {
-    res.writeHead(404).end();
-  }
-}
-
-/**
- * The page's origin. `/v1/` goes to the runtime on `front.port`; with no
- * runtime (`port` null) the connection is cut, as a stopped server's. A
- * message the runtime accepted counts in `accepted[message_id]`. While
- * `holdSends` is set a send is kept, unanswered and not forwarded, in `held`;
- * while `rejectSends` (`{ status, error }`) is set a send is answered with it.
- */
-function startFront() {
-  const state = { port: null, accepted: {}, holdSends: false, held: [], rejectSends: null };
-  const server = http.createServer(async (req, res) => {
-    const urlPath = new URL(req.url, "http://front").pathname;
-    if (!urlPath.startsWith("/v1/")) return serveFile(urlPath, res);
-    const chunks = [];
-    for await (const chunk of req) chunks.push(chunk);
-    const body = Buffer.concat(chunks);
-    const isSend = req.method === "POST" && urlPath.endsWith("/messages");
-    if (isSend && state.rejectSends) {
-      const { status, error } = state.rejectSends;
-      res.writeHead(status, { "Content-Type": "application/json" });
-      return res.end(JSON.stringify({ error, message: "refused by the test's front" }));
-    }
-    if (isSend && state.holdSends) {
-      const entry = { messageId: JSON.parse(body).message_id, aborted: false, res };
-      res.on("close", () => (entry.aborted = true));
-      state.held.push(entry);
-      return;
-    }
-    if (state.port === null) return res.destroy();
-    const upstream = http.request(
-      { host: "127.0.0.1", port: state.port, method: req.method, path: req.url, headers: req.headers, agent: false },
-      (answer) => {
-        if (isSend && answer.statusCode < 300) {
-          const id = JSON.parse(body).message_id;
-          state.accepted[id] = (state.accepted[id] ?? 0) + 1;
-        }
-        // The page dropped it (its commit came first on the stream).
-        if (res.destroyed) return answer.resume();
-        res.writeHead(answer.statusCode, answer.headers);
-        answer.pipe(res);
-        // A runtime killed mid-answer ends the page's connection too.
-        answer.on("close", () => {
-          if (!answer.complete) res.destroy();
-        });
-      },
-    );
-    upstream.on("error", () => res.destroy());
-    // A send the page dropped still reaches the runtime: its answer is
-    // counted all the same.
-    res.on("close", () => isSend || upstream.destroy());
-    upstream.end(body);
-  });
-  return new Promise((resolve) =>
-    server.listen(0, "127.0.0.1", () =>
-      resolve(Object.assign(state, { server, url: `http://127.0.0.1:${server.address().port}` })),
-    ),
-  );
-}
-
-/** A replay-server on the test's SQLite file, behind the front once it listens. */
-async function startRuntime() {
-  const child = spawn(
-    SERVER,
-    [
-      ...["--listen", "127.0.0.1:0", "--db", path.join(dir, "outbox.sqlite")],
-      ...["--heartbeat-ms", "500", "--delta-ms", "5", "--faults"],
-    ],
-    { stdio: ["ignore", "pipe", "inherit"] },
-  );
-  const port = await new Promise((resolve, reject) => {
-    const lines = readline.createInterface({ input: child.stdout });
-    lines.on("line", (line) => {
-      const url = line.split("listening on ")[1];
-      if (url) resolve(Number(new URL(url.trim()).port));
-    });
-    child.on("exit", (code) => reject(new Error(`replay-server exited (${code}) before it listened`)));
-  });
-  runtime = child;
-  front.port = port;
-}
-
-/** Kills the runtime (as a crash): the front cuts every connection to it. */
-async function stopRuntime() {
-  front.port = null;
-  const child = runtime;
-  runtime = null;
-  child.kill("SIGKILL");
-  if (child.exitCode === null && child.signalCode === null) await once(child, "exit");
-}
-
-/** The runtime's `message.committed` events of `sessionId`, as `message_id -> count`. */
-async function commits(sessionId) {
-  const res = await fetch(`${front.url}/v1/sessions/${sessionId}/replay?after_cursor=0`);
-  assert.ok(res.ok, `replay: ${res.status}`);
-  const page = await res.json();
-  assert.equal(page.has_more, false, "one page holds the session");
-  const counts = {};
-  for (const event of page.history) {
-    if (event.type === "message.committed") counts[event.data.message_id] = (counts[event.data.message_id] ?? 0) + 1;
-  }
-  return counts;
-}
+/** Starts the runtime on the test's SQLite file, behind the front. */
+const startRuntime = () => startRuntimeOf(front, SERVER, path.join(dir, "outbox.sqlite"));
+const stopRuntime = () => stopRuntimeOf(front);
+const commits = (sessionId) => commitsOf(front, sessionId);
 
 /** A new page of `context` at the demo's `query` (and `#sessionId`), its client live or not. */
 async function openDemo(context, query = "", sessionId = "") {
@@ -208,7 +90,7 @@ const shownItems = (page, messageId) =>
 before(async () => {
   assert.ok(SERVER && SITE, "E2E_SERVER and E2E_SITE are set by cargo xtask test");
   dir = await fs.mkdtemp(path.join(os.tmpdir(), "replay-outbox-"));
-  front = await startFront();
+  front = await startFront(SITE);
   await startRuntime();
   browser = await launchChromium();
 });
@@ -216,16 +98,14 @@ before(async () => {
 // A test that failed with the runtime stopped leaves it stopped: the next
 // one starts from a running runtime all the same.
 beforeEach(async () => {
-  if (!runtime) await startRuntime();
+  if (!front.runtime) await startRuntime();
   front.holdSends = false;
   front.rejectSends = null;
 });
 
 after(async () => {
   await browser?.close();
-  if (runtime) await stopRuntime();
-  front?.server.closeAllConnections();
-  front?.server.close();
+  await closeFront(front);
   if (dir) await fs.rm(dir, { recursive: true, force: true });
 });
 

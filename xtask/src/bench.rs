@@ -603,6 +603,66 @@ const FIGURES: &[Figure] = &[
         target: Some((Goal::AtMost, 0.5)),
     },
     Figure {
+        name: "browser_send_plain_frames",
+        unit: "frames",
+        what: "`send()` to its bubble painted: the hand-written page that appends its own, animation frames (1: the next), median of 21",
+        target: None,
+    },
+    Figure {
+        name: "browser_send_plain_ms",
+        unit: "ms",
+        what: "the same, time from the send (0-14 ms into a frame) to the start of the frame that paints it",
+        target: None,
+    },
+    Figure {
+        name: "browser_send_page_frames",
+        unit: "frames",
+        what: "`send()` to its pending bubble painted (`view.pending` from `subscribe`), client on the page, median of 21",
+        target: Some((Goal::AtMost, 1.0)),
+    },
+    Figure {
+        name: "browser_send_page_max_frames",
+        unit: "frames",
+        what: "the same, the slowest of the 21",
+        target: None,
+    },
+    Figure {
+        name: "browser_send_page_ms",
+        unit: "ms",
+        what: "the same, time to that frame",
+        target: None,
+    },
+    Figure {
+        name: "browser_send_page_vs_plain",
+        unit: "ratio",
+        what: "client on the page / hand-written page, time to the bubble's frame, ratio of the medians (the frame's phase dominates it: the goal is the frames)",
+        target: None,
+    },
+    Figure {
+        name: "browser_send_shared_frames",
+        unit: "frames",
+        what: "`send()` to its pending bubble painted, shared host (the send and the view cross to the SharedWorker and back), median of 21",
+        target: Some((Goal::AtMost, 1.0)),
+    },
+    Figure {
+        name: "browser_send_shared_max_frames",
+        unit: "frames",
+        what: "the same, the slowest of the 21",
+        target: None,
+    },
+    Figure {
+        name: "browser_send_shared_ms",
+        unit: "ms",
+        what: "the same, time to that frame",
+        target: None,
+    },
+    Figure {
+        name: "browser_send_shared_vs_plain",
+        unit: "ratio",
+        what: "shared host / hand-written page, time to the bubble's frame, ratio of the medians (the frame's phase dominates it: the goal is the frames)",
+        target: None,
+    },
+    Figure {
         name: "browser_tabs10_shared_heap_mb",
         unit: "MB",
         what: "10 tabs of the 10 000-event session through the shared host: JS heap used after a full GC (CDP `Runtime.getHeapUsage` after `HeapProfiler.collectGarbage`), summed over the 10 pages and the SharedWorker",
@@ -655,7 +715,7 @@ pub fn run_task(args: &[String]) -> Result {
     // `--native` or `--browser` runs one half (while developing; the report
     // then holds only that half).
     let only_native = args.iter().any(|a| a == "--native");
-    // `--only live` (or `burst`, `restore`, `cold`, `memory`, `shared`, `paint`, `link`, `proxy`, comma-separated) runs
+    // `--only live` (or `burst`, `restore`, `cold`, `memory`, `shared`, `paint`, `link`, `proxy`, `send`, comma-separated) runs
     // those browser parts and prints them without rewriting the report: a
     // quick figure to compare within one run on a noisy machine.
     let only_parts = args
@@ -665,17 +725,24 @@ pub fn run_task(args: &[String]) -> Result {
         .map(String::as_str);
     // `--link` runs the browser's link part alone (the paint figures on
     // loopback and through the link emulator) and writes the report, the
-    // rest carried over.
+    // rest carried over; `--send` the same for the send part (a send's
+    // pending bubble painted).
     let only_link = args.iter().any(|a| a == "--link");
-    // `--proxy` runs the browser's proxy part alone (the clients behind a
-    // proxy that mutes event streams) and writes the report, the rest
-    // carried over.
+    // `--proxy` the same for the proxy part (the clients behind a proxy
+    // that mutes event streams). Several of them run their parts together.
     let only_proxy = args.iter().any(|a| a == "--proxy");
-    if only_link && only_proxy {
-        return Err("--link and --proxy each run one part alone: one at a time".into());
-    }
+    let only_send = args.iter().any(|a| a == "--send");
+    let alone: Vec<&str> = [
+        (only_link, "link"),
+        (only_proxy, proxy::PART),
+        (only_send, "send"),
+    ]
+    .into_iter()
+    .filter_map(|(on, part)| on.then_some(part))
+    .collect();
+    let alone = (!alone.is_empty()).then(|| alone.join(","));
     let only_browser =
-        only_parts.is_some() || only_link || only_proxy || args.iter().any(|a| a == "--browser");
+        only_parts.is_some() || alone.is_some() || args.iter().any(|a| a == "--browser");
     // `--cluster` runs the cluster bench alone (the rest carried over): it
     // needs no other bench's build and is the one that starts databases.
     let only_cluster = args.iter().any(|a| a == "--cluster");
@@ -779,12 +846,9 @@ pub fn run_task(args: &[String]) -> Result {
             "headless Chromium: tests/js/bench.mjs (its figures carried over, see below)".into(),
         );
     } else {
-        let parts = if only_link {
-            Some("link")
-        } else if only_proxy {
-            Some(proxy::PART)
-        } else {
-            only_parts
+        let parts = match &alone {
+            Some(parts) => Some(parts.as_str()),
+            None => only_parts,
         };
         crate::browser_bench::run(parts, &mut |name, value| {
             values.insert(name.to_owned(), value);
@@ -792,10 +856,12 @@ pub fn run_task(args: &[String]) -> Result {
         if only_parts.is_some() {
             return Ok(());
         }
-        sources.push(if only_proxy {
-            proxy::SOURCE.into()
-        } else if only_link {
-            "headless Chromium: tests/js/bench.mjs, its link part alone (`cargo xtask bench --link`; the other figures carried over)".into()
+        sources.push(if let Some(parts) = &alone {
+            if parts == proxy::PART {
+                proxy::SOURCE.into()
+            } else {
+                format!("headless Chromium: tests/js/bench.mjs, its {parts} part(s) alone (`cargo xtask bench --{}`; the other figures carried over)", parts.replace(',', " --"))
+            }
         } else {
             "headless Chromium: tests/js/bench.mjs (driven by xtask)".into()
         });

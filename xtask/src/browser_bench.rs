@@ -10,7 +10,7 @@ use std::process::Command;
 
 /// Measures and reports each figure through `record`; `only` names the parts
 /// of `tests/js/bench.mjs` to run (`live`, `burst`, `restore`, `cold`,
-/// `memory`, `shared`, `paint`, `link`, `proxy`; comma-separated), all when `None`.
+/// `memory`, `shared`, `paint`, `link`, `proxy`, `send`; comma-separated), all when `None`.
 pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
     setup::ensure_package_tools()?;
     setup::ensure_browser()?;

@@ -652,10 +652,12 @@ fn report_artifacts(dir: &Path) {
     }
 }
 
-/// The engine layer (`tests/js/engines/engines.test.mjs`, then
-/// `proxy.test.mjs` behind a proxy that mutes event streams): the demo in
-/// every mode on each engine, against a server of its own (the schedule's faults
-/// and the stream counts are server-wide), in two lanes for the two cores:
+/// The engine layer (`tests/js/engines/*.test.mjs`: `engines.test.mjs`, the
+/// demo in every mode on each engine, against a server of its own (the
+/// schedule's faults and the stream counts are server-wide); `proxy.test.mjs`,
+/// the same runtime behind nginx compressing event streams; `outbox.test.mjs`,
+/// the outbox with a runtime it stops and starts behind a front of its own),
+/// in two lanes for the two cores:
 /// Firefox beside WebKitGTK then WPE (one window: no schedule). Each
 /// engine's output is kept in `target/engines/ENGINE.log`, printed after.
 /// `built`: the e2e layer built the demo site (`target/demo`) in this run.
@@ -672,6 +674,16 @@ fn engines(built: bool) -> Result {
     let logs = root().join("target/engines");
     fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
     let tmp = setup::browser_tmp()?;
+    // Every `tests/js/engines/*.test.mjs`, one after the other (each starts
+    // its browser; outbox.test.mjs its own server, behind a front).
+    let mut files: Vec<String> = fs::read_dir(setup::js_dir().join("engines"))
+        .map_err(|e| e.to_string())?
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".test.mjs"))
+        .map(|name| format!("engines/{name}"))
+        .collect();
+    files.sort();
+    let server_bin = server_binary();
     let run_engine = |engine: &str, schedule: bool| -> Result {
         let server = test_server(&["--static", site])?;
         // `proxy.test.mjs`: the same runtime behind nginx compressing
@@ -680,22 +692,18 @@ fn engines(built: bool) -> Result {
         let log =
             fs::File::create(logs.join(format!("{engine}.log"))).map_err(|e| e.to_string())?;
         let mut node = Command::new("node");
-        // One file after the other: each drives the engine's one browser.
-        node.args([
-            "--test",
-            "--test-concurrency=1",
-            "--test-reporter=spec",
-            "engines/engines.test.mjs",
-            "engines/proxy.test.mjs",
-        ])
-        .current_dir(setup::js_dir())
-        .env("ENGINE", engine)
-        .env("E2E_URL", &server.url)
-        .env("E2E_PROXY_URL", &proxy.url)
-        .env("E2E_CHROMIUM", setup::CHROMIUM)
-        .env("TMPDIR", &tmp)
-        .stdout(log.try_clone().map_err(|e| e.to_string())?)
-        .stderr(log);
+        node.args(["--test", "--test-concurrency=1", "--test-reporter=spec"])
+            .args(&files)
+            .current_dir(setup::js_dir())
+            .env("ENGINE", engine)
+            .env("E2E_URL", &server.url)
+            .env("E2E_PROXY_URL", &proxy.url)
+            .env("E2E_SERVER", &server_bin)
+            .env("E2E_SITE", site)
+            .env("E2E_CHROMIUM", setup::CHROMIUM)
+            .env("TMPDIR", &tmp)
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log);
         if schedule {
             node.env("SCHEDULE", "1");
         }

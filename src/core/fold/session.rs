@@ -109,6 +109,28 @@ impl SessionView {
         self.committed_messages.contains(message_id)
     }
 
+    /// Whether the question `question_id` ended (answered, declined, or
+    /// with its turn before it was asked durably).
+    pub fn question_resolved(&self, question_id: &str) -> bool {
+        self.resolved_questions.contains(question_id)
+    }
+
+    /// How the turn `turn_id` ended (`completed`, `cancelled`, `failed`),
+    /// `None` while it has not.
+    pub fn turn_outcome(&self, turn_id: &str) -> Option<&str> {
+        if !self.ended_turns.contains(turn_id) {
+            return None;
+        }
+        self.items.iter().rev().find_map(|i| match i {
+            TranscriptItem::TurnEnd {
+                turn_id: t,
+                outcome,
+                ..
+            } if t == turn_id => Some(outcome.as_str()),
+            _ => None,
+        })
+    }
+
     /// The runtime run last seen.
     pub fn boot_id(&self) -> &str {
         &self.boot_id

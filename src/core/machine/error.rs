@@ -161,6 +161,14 @@ pub enum CoreError {
     /// `claim`): it is sending it. The outbox waits; never shown.
     #[error("another client is sending this message")]
     Claimed,
+    /// The question ended (answered elsewhere, declined, its turn ended)
+    /// before this answer reached the runtime: the runtime's own code for
+    /// an answer to a closed question.
+    #[error("the question was closed before the answer reached the runtime")]
+    QuestionClosed,
+    /// Another answer to this question is queued or being sent.
+    #[error("another answer to this question is being sent")]
+    AnswerPending,
 }
 
 impl CoreError {
@@ -197,6 +205,8 @@ impl CoreError {
             CoreError::Expired { .. } => "expired",
             CoreError::Discarded => "discarded",
             CoreError::Claimed => "claimed",
+            CoreError::QuestionClosed => "question_closed",
+            CoreError::AnswerPending => "answer_pending",
         }
     }
 
@@ -207,7 +217,7 @@ impl CoreError {
                 Some(*status)
             }
             CoreError::InvalidCursor(_) => Some(400),
-            CoreError::CursorAhead(_) => Some(409),
+            CoreError::CursorAhead(_) | CoreError::QuestionClosed => Some(409),
             _ => None,
         }
     }

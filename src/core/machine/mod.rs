@@ -40,7 +40,7 @@ pub use answers::{Response, StreamEvent};
 pub use backoff::{parse_retry_after, Backoff, SplitMix64, MAX_RETRY_HINT_MS};
 pub use error::{CoreError, ErrorInfo};
 pub use feed::{ClientNotice, NOTICE_CAPACITY};
-pub use outbox::{PendingMessage, PendingState};
+pub use outbox::{PendingAnswer, PendingMessage, PendingState};
 pub use pace::{Frames, Notify, Pace, FRAME_WAIT_MS};
 pub use persist::{merge_stored, supersedes, LastApplied, Position, StoredHead, STORAGE_VERSION};
 pub use transport::{
@@ -791,6 +791,9 @@ impl Machine {
         self.send_older();
         self.maybe_prefetch(now);
         self.pump_outbox(now);
+        if !self.writes.is_idle() {
+            self.drop_ended_cancels();
+        }
         self.track_answers(now);
         if self.dirty && now >= self.persist_due() {
             self.flush_persist(now);

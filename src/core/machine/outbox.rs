@@ -32,7 +32,7 @@ use super::error::{CoreError, ErrorInfo};
 use super::types::{Action, RequestId, WriteDone, WriteId, WriteOutcome};
 use super::{paths, persist, Machine};
 use crate::json;
-use crate::protocol::{MessageAccepted, PostMessage};
+use crate::protocol::{AnswerQuestion, MessageAccepted, PostMessage};
 
 /// Where a pending message stands, as the view shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -64,10 +64,30 @@ pub struct PendingMessage {
     pub error: Option<ErrorInfo>,
 }
 
-/// A message's persisted form: what it takes to send it after a reload.
+/// An answer of the outbox, as the view shows it on its question
+/// (`pendingPrompts[i].answer`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PendingAnswer {
+    /// The answer.
+    pub text: String,
+    /// When it was given, ms of the wall clock.
+    pub at: u64,
+    /// Where it stands.
+    pub state: PendingState,
+    /// Why it failed (`expired`, or the server's code).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+}
+
+/// A message's (an answer's) persisted form: what it takes to send it
+/// after a reload.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(super) struct StoredMessage {
+    /// Its key: a message's id, an answer's question id.
     pub(super) message_id: String,
+    /// An answer to the question `message_id`, not a message.
+    #[serde(skip_serializing_if = "is_false")]
+    pub(super) answer: bool,
     text: String,
     /// When it was sent: the merged outbox of two tabs is in this order.
     pub(super) at: u64,
@@ -84,8 +104,13 @@ struct StoredFailure {
     status: Option<u64>,
 }
 
+fn is_false(b: &bool) -> bool {
+    !b
+}
+
 crate::json_struct!(StoredMessage {
     message_id: req,
+    answer: def,
     text: req,
     at: req,
     failed: def
@@ -96,10 +121,14 @@ crate::json_struct!(StoredFailure {
     status: def
 });
 
-/// One message between `send` and its commit.
+/// One message between `send` and its commit, or one answer between
+/// `answer` and its question's end.
 #[derive(Debug)]
 struct Entry {
-    message_id: String,
+    /// A message's `message_id`; an answer's question id.
+    key: String,
+    /// An answer (`POST .../questions/{key}/answer`), not a message.
+    answer: bool,
     text: String,
     at: u64,
     failed: Option<ErrorInfo>,
@@ -119,12 +148,16 @@ struct Entry {
     committed: bool,
     /// The writes waiting for its outcome (`send`, `retry`).
     waiters: Vec<WriteId>,
+    /// An attempt got no answer: the runtime may have applied it (an
+    /// answer's `409 question_closed` then means it was).
+    maybe_applied: bool,
 }
 
 impl Entry {
-    fn new(message_id: String, text: String, at: u64, failed: Option<ErrorInfo>) -> Self {
+    fn new(key: String, answer: bool, text: String, at: u64, failed: Option<ErrorInfo>) -> Self {
         Entry {
-            message_id,
+            key,
+            answer,
             text,
             at,
             failed,
@@ -137,6 +170,7 @@ impl Entry {
             claimed: false,
             committed: false,
             waiters: Vec::new(),
+            maybe_applied: false,
         }
     }
 
@@ -145,26 +179,30 @@ impl Entry {
         self.failed.is_none() && !self.accepted && !self.committed
     }
 
-    fn shown(&self) -> PendingMessage {
-        let state = if self.failed.is_some() {
+    fn state(&self) -> PendingState {
+        if self.failed.is_some() {
             PendingState::Failed
         } else if self.request.is_some() || self.accepted || self.committed {
             PendingState::Sending
         } else {
             PendingState::Queued
-        };
+        }
+    }
+
+    fn shown(&self) -> PendingMessage {
         PendingMessage {
-            message_id: self.message_id.clone(),
+            message_id: self.key.clone(),
             text: self.text.clone(),
             at: self.at,
-            state,
+            state: self.state(),
             error: self.failed.clone(),
         }
     }
 
     fn stored(&self) -> StoredMessage {
         StoredMessage {
-            message_id: self.message_id.clone(),
+            message_id: self.key.clone(),
+            answer: self.answer,
             text: self.text.clone(),
             at: self.at,
             failed: self.failed.as_ref().map(|e| StoredFailure {
@@ -198,8 +236,9 @@ impl Outbox {
         self.entries.iter().position(|e| e.request == Some(request))
     }
 
-    fn find(&self, message_id: &str) -> Option<usize> {
-        self.entries.iter().position(|e| e.message_id == message_id)
+    /// The message (`answer`: the answer to the question) `key`.
+    fn find(&self, answer: bool, key: &str) -> Option<usize> {
+        (self.entries.iter()).position(|e| e.answer == answer && e.key == key)
     }
 
     /// The persisted form of the outbox.
@@ -212,10 +251,10 @@ impl Outbox {
         &self.gone
     }
 
-    /// `message_id` left the outbox for good.
-    fn forget(&mut self, message_id: &str) {
-        self.gone.retain(|g| g != message_id);
-        self.gone.push(message_id.to_owned());
+    /// `key` left the outbox for good.
+    fn forget(&mut self, key: &str) {
+        self.gone.retain(|g| g != key);
+        self.gone.push(key.to_owned());
         self.gone
             .drain(..self.gone.len().saturating_sub(persist::GONE_KEPT));
         self.unsaved = true;
@@ -224,7 +263,7 @@ impl Outbox {
     /// Whether `message_id` is pending (an empty outbox answers at once:
     /// a restore folds thousands of commits).
     pub(super) fn awaits(&self, message_id: &str) -> bool {
-        !self.entries.is_empty() && self.find(message_id).is_some()
+        !self.entries.is_empty() && self.find(false, message_id).is_some()
     }
 
     /// Whether anything is pending.
@@ -244,21 +283,40 @@ enum Verdict {
     Resend,
 }
 
-/// The name of the claim a message is sent under: one per message across
-/// the clients of a browser profile.
-fn claim_name(message_id: &str) -> String {
-    "replay-client:message:".to_owned() + message_id
+/// The name of the claim a message (an answer) is sent under: one per
+/// message (question) across the clients of a browser profile.
+fn claim_name(e: &Entry) -> String {
+    let kind = if e.answer { "answer:" } else { "message:" };
+    "replay-client:".to_owned() + kind + &e.key
+}
+
+/// What a waiting write resolves to once its entry is accepted.
+fn outcome(answer: bool, turn_id: &str) -> WriteOutcome {
+    if answer {
+        WriteOutcome::Answered
+    } else {
+        WriteOutcome::Sent {
+            turn_id: turn_id.to_owned(),
+        }
+    }
 }
 
 impl Machine {
     /// `view.pending`: the outbox in send order.
     pub fn pending_messages(&self) -> Vec<PendingMessage> {
-        self.writes
-            .outbox
-            .entries
-            .iter()
-            .map(Entry::shown)
-            .collect()
+        let entries = self.writes.outbox.entries.iter();
+        entries.filter(|e| !e.answer).map(Entry::shown).collect()
+    }
+
+    /// The answer of the outbox to `question_id` (a prompt's `answer`).
+    pub fn pending_answer(&self, question_id: &str) -> Option<PendingAnswer> {
+        let e = &self.writes.outbox.entries[self.writes.outbox.find(true, question_id)?];
+        Some(PendingAnswer {
+            text: e.text.clone(),
+            at: e.at,
+            state: e.state(),
+            error: e.failed.clone(),
+        })
     }
 
     /// Puts a message in the outbox (or, when its `message_id` is there
@@ -271,25 +329,51 @@ impl Machine {
         text: String,
         now: u64,
     ) {
-        match self.writes.outbox.find(&message_id) {
+        match self.writes.outbox.find(false, &message_id) {
             // A send of a message already pending waits for it (a failed
             // one is retried).
             Some(i) => self.retry_entry(i, id, now),
-            None => {
-                self.writes.outbox.gone.retain(|g| *g != message_id);
-                let mut e = Entry::new(message_id, text, self.wall_now(now), None);
-                e.waiters.push(id);
-                self.writes.outbox.entries.push(e);
-                self.writes.outbox.unsaved = true;
-                self.change.pending = true;
-            }
+            None => self.push_entry(id, message_id, false, text, now),
         }
+    }
+
+    fn push_entry(&mut self, id: WriteId, key: String, answer: bool, text: String, now: u64) {
+        self.writes.outbox.gone.retain(|g| *g != key);
+        let mut e = Entry::new(key, answer, text, self.wall_now(now), None);
+        e.waiters.push(id);
+        self.writes.outbox.entries.push(e);
+        self.writes.outbox.unsaved = true;
+        self.change.pending = true;
+    }
+
+    /// Puts an answer in the outbox, keyed by its question: shown on the
+    /// prompt at once, persisted before its first request, sent in order
+    /// with the messages. The same answer again waits for the first; a
+    /// different one replaces a `failed` one and is refused
+    /// (`answer_pending`) while another is queued or sent.
+    pub(super) fn enqueue_answer(
+        &mut self,
+        id: WriteId,
+        question_id: String,
+        answer: String,
+        now: u64,
+    ) {
+        let Some(i) = self.writes.outbox.find(true, &question_id) else {
+            return self.push_entry(id, question_id, true, answer, now);
+        };
+        let e = &mut self.writes.outbox.entries[i];
+        if e.text != answer && e.failed.is_none() {
+            let result = Err(CoreError::AnswerPending);
+            return self.writes.done.push_back(WriteDone { id, result });
+        }
+        e.text = answer;
+        self.retry_entry(i, id, now);
     }
 
     /// `retry(messageId)`: a failed message is queued again (its age runs
     /// anew: the user asked for it now). `None` when it is not pending.
     pub fn retry_message(&mut self, message_id: &str, now: u64) -> Option<WriteId> {
-        let i = self.writes.outbox.find(message_id)?;
+        let i = self.writes.outbox.find(false, message_id)?;
         let id = self.writes.next_write_id();
         self.retry_entry(i, id, now);
         self.after_input(now);
@@ -315,7 +399,7 @@ impl Machine {
     /// reached the runtime). False when it is not pending or the runtime
     /// already accepted it.
     pub fn discard_message(&mut self, message_id: &str, now: u64) -> bool {
-        let Some(i) = self.writes.outbox.find(message_id) else {
+        let Some(i) = self.writes.outbox.find(false, message_id) else {
             return false;
         };
         let e = &self.writes.outbox.entries[i];
@@ -349,22 +433,28 @@ impl Machine {
         let left = outbox.gone.len().saturating_sub(persist::GONE_KEPT);
         outbox.gone.drain(..left);
         let outbox = &self.writes.outbox;
-        let committed = |id: &str| self.view.as_session().is_some_and(|s| s.has_message(id));
+        let session = self.view.as_session();
+        let done = |m: &StoredMessage| {
+            session.is_some_and(|s| match m.answer {
+                true => s.question_resolved(&m.message_id),
+                false => s.has_message(&m.message_id),
+            })
+        };
         let mut entries: Vec<Entry> = stored
             .into_iter()
-            .filter(|m| !committed(&m.message_id) && !outbox.gone.contains(&m.message_id))
+            .filter(|m| !done(m) && !outbox.gone.contains(&m.message_id))
             .map(|m| {
                 let failed = m.failed.map(|f| ErrorInfo {
                     code: f.code,
                     message: f.message,
                     status: f.status.and_then(|s| u16::try_from(s).ok()),
                 });
-                Entry::new(m.message_id, m.text, m.at, failed)
+                Entry::new(m.message_id, m.answer, m.text, m.at, failed)
             })
             .collect();
         let newer = std::mem::take(&mut self.writes.outbox.entries);
         for e in newer {
-            match entries.iter_mut().find(|s| s.message_id == e.message_id) {
+            match (entries.iter_mut()).find(|s| s.answer == e.answer && s.key == e.key) {
                 Some(s) => s.waiters.extend(e.waiters),
                 None => {
                     self.writes.outbox.unsaved = true;
@@ -382,13 +472,13 @@ impl Machine {
     /// sent; it leaves `pending` in this view change when that view is
     /// painted (`painted`), else when the restore that folded it is.
     pub(super) fn message_committed(&mut self, message_id: &str, turn_id: &str, painted: bool) {
-        let Some(i) = self.writes.outbox.find(message_id) else {
+        let Some(i) = self.writes.outbox.find(false, message_id) else {
             return;
         };
         if painted {
             let e = self.writes.outbox.entries.remove(i);
             self.left(&e);
-            self.settle_waiters(e.waiters, Ok(turn_id));
+            self.settle_waiters(e.waiters, Ok(outcome(false, turn_id)));
             self.change.pending = true;
         } else {
             let e = &mut self.writes.outbox.entries[i];
@@ -397,7 +487,7 @@ impl Machine {
                 self.actions.push_back(Action::Abort { id });
             }
             let waiters = std::mem::take(&mut e.waiters);
-            self.settle_waiters(waiters, Ok(turn_id));
+            self.settle_waiters(waiters, Ok(outcome(false, turn_id)));
         }
         // Stored with the state that holds its commit.
         self.writes.outbox.unsaved = true;
@@ -434,28 +524,48 @@ impl Machine {
             self.actions.push_back(Action::Abort { id });
         }
         self.release_claim(e);
-        self.writes.outbox.forget(&e.message_id);
+        self.writes.outbox.forget(&e.key);
     }
 
     fn release_claim(&mut self, e: &Entry) {
         if e.claimed {
-            self.actions.push_back(Action::Release {
-                claim: claim_name(&e.message_id),
-            });
+            let claim = claim_name(e);
+            self.actions.push_back(Action::Release { claim });
         }
     }
 
-    /// Ends the waiting `send`s and `retry`s: with the turn the message
-    /// started, or the error that failed it.
-    fn settle_waiters(&mut self, waiters: Vec<WriteId>, outcome: Result<&str, &CoreError>) {
+    /// Ends the waiting `send`s, `answer`s and `retry`s: with the turn the
+    /// message started (an answer: `Answered`), or the error that failed it.
+    fn settle_waiters(&mut self, waiters: Vec<WriteId>, result: Result<WriteOutcome, &CoreError>) {
         for id in waiters {
-            let result = match outcome {
-                Ok(turn_id) => Ok(WriteOutcome::Sent {
-                    turn_id: turn_id.to_owned(),
-                }),
-                Err(e) => Err(e.clone()),
-            };
+            let result = result.clone().map_err(CoreError::clone);
             self.writes.done.push_back(WriteDone { id, result });
+        }
+    }
+
+    /// The answers whose question the painted view shows ended (answered
+    /// here or elsewhere, declined, ended with its turn) leave the outbox:
+    /// nothing is sent for a closed question. One in flight waits for its
+    /// reply (the runtime writes the end before it replies); one that may
+    /// have reached the runtime resolves; one that did not fails with
+    /// `question_closed`.
+    fn drop_closed_answers(&mut self) {
+        let Some(s) = self.view.as_session() else {
+            return;
+        };
+        let closed = (self.writes.outbox.entries.iter())
+            .position(|e| e.answer && e.request.is_none() && s.question_resolved(&e.key));
+        if let Some(i) = closed {
+            let e = self.writes.outbox.entries.remove(i);
+            self.left(&e);
+            self.change.pending = true;
+            let result = match e.accepted || e.maybe_applied {
+                true => Ok(WriteOutcome::Answered),
+                false => Err(&CoreError::QuestionClosed),
+            };
+            self.settle_waiters(e.waiters, result);
+            // The next one, if any, at the next input: answers are few.
+            self.drop_closed_answers();
         }
     }
 
@@ -464,6 +574,10 @@ impl Machine {
     pub(super) fn pump_outbox(&mut self, now: u64) {
         if self.writes.outbox.is_empty() || self.closed || self.loading.is_some() {
             return;
+        }
+        if !self.withheld() {
+            // Left in the view change that shows its question ended.
+            self.drop_closed_answers();
         }
         let wall = self.wall_now(now);
         let max_age = self.cfg.outbox_max_age_ms;
@@ -512,30 +626,35 @@ impl Machine {
         e.request = Some(request);
         e.issued_at = now;
         e.claimed = true;
-        let body = json::to_string(&PostMessage {
-            message_id: e.message_id.clone(),
-            text: e.text.clone(),
-        })
-        .unwrap_or_default();
+        let (path_and_query, body) = if e.answer {
+            let answer = e.text.clone();
+            let body = json::to_string(&AnswerQuestion { answer });
+            (paths::answer(&session, &e.key), body)
+        } else {
+            let body = json::to_string(&PostMessage {
+                message_id: e.key.clone(),
+                text: e.text.clone(),
+            });
+            (paths::post_message(&session), body)
+        };
         self.change.pending = true;
         self.actions.push_back(Action::Post {
             id: request,
-            path_and_query: paths::post_message(&session),
-            body,
-            claim: Some(claim_name(&e.message_id)),
+            path_and_query,
+            body: body.unwrap_or_default(),
+            claim: Some(claim_name(e)),
         });
     }
 
     fn fail_entry(&mut self, i: usize, error: CoreError) {
         // Another client that holds it may try it: it fails there too, or
         // the runtime now takes it.
-        let e = &self.writes.outbox.entries[i];
+        let e = &mut self.writes.outbox.entries[i];
         if e.claimed {
             self.actions.push_back(Action::Release {
-                claim: claim_name(&e.message_id),
+                claim: claim_name(e),
             });
         }
-        let e = &mut self.writes.outbox.entries[i];
         e.claimed = false;
         e.request = None;
         e.failed = Some(error.info());
@@ -593,6 +712,9 @@ impl Machine {
 
     /// A transport failure or timeout of an attempt: queued again.
     pub(super) fn outbox_failed(&mut self, request: RequestId, error: CoreError, now: u64) {
+        if let Some(i) = self.writes.outbox.position(request) {
+            self.writes.outbox.entries[i].maybe_applied = true;
+        }
         let verdict = match error {
             CoreError::Credentials(_) => Verdict::Failed(error),
             CoreError::Claimed => Verdict::Claimed,
@@ -613,7 +735,8 @@ impl Machine {
         let Some(i) = self.writes.outbox.position(request) else {
             return;
         };
-        let refreshed = self.writes.outbox.entries[i].refreshed;
+        let e = &self.writes.outbox.entries[i];
+        let (refreshed, replied_lost) = (e.refreshed, e.answer && e.maybe_applied);
         let verdict = match classify(status, retry_after, body, self.wall_now(now)) {
             HttpClass::RefreshCredentials { .. }
                 if !self.sent_with_current_credentials(request) =>
@@ -622,6 +745,10 @@ impl Machine {
             }
             HttpClass::RefreshCredentials { .. } if !refreshed => Verdict::Refresh,
             HttpClass::Retry { after, .. } => Verdict::Retry(after),
+            // An answer's first try was applied, its reply lost.
+            HttpClass::Fail(CoreError::HttpStatus {
+                status: 409, code, ..
+            }) if replied_lost && code == "question_closed" => Verdict::Accepted(String::new()),
             HttpClass::RefreshCredentials { error }
             | HttpClass::CursorRejected { error }
             | HttpClass::Fail(error) => Verdict::Failed(error),
@@ -633,7 +760,10 @@ impl Machine {
     pub(super) fn outbox_accepted(&mut self, request: RequestId, body: &[u8], now: u64) {
         // An answer that cannot be read is asked for again: the message is
         // idempotent, and the next answer names its turn.
+        let answer = (self.writes.outbox.position(request))
+            .is_some_and(|i| self.writes.outbox.entries[i].answer);
         let verdict = match json::from_slice::<MessageAccepted>(body) {
+            _ if answer => Verdict::Accepted(String::new()),
             Ok(a) => Verdict::Accepted(a.turn_id),
             Err(_) => Verdict::Retry(None),
         };
@@ -650,12 +780,18 @@ impl Machine {
         match verdict {
             Verdict::Accepted(turn_id) => {
                 e.accepted = true;
-                let waiters = std::mem::take(&mut e.waiters);
-                self.settle_waiters(waiters, Ok(&turn_id));
+                let (answer, waiters) = (e.answer, std::mem::take(&mut e.waiters));
+                self.settle_waiters(waiters, Ok(outcome(answer, &turn_id)));
                 // A repeat of a message whose commit is shown already: no
-                // second commit will come for it.
-                let id = &self.writes.outbox.entries[i].message_id;
-                if self.view().as_session().is_some_and(|s| s.has_message(id)) {
+                // second commit will come for it (an answer: its question's
+                // end drops it, `drop_closed_answers`).
+                let e = &self.writes.outbox.entries[i];
+                if !e.answer
+                    && self
+                        .view()
+                        .as_session()
+                        .is_some_and(|s| s.has_message(&e.key))
+                {
                     let e = self.writes.outbox.entries.remove(i);
                     self.left(&e);
                 }

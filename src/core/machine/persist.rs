@@ -336,9 +336,10 @@ pub fn merge_stored<'a>(new: &'a str, stored: &str) -> Option<Cow<'a, str>> {
         .cloned()
         .collect();
     gone.drain(..gone.len().saturating_sub(GONE_KEPT));
-    let mine = |id: &str| n.outbox.iter().any(|m| m.message_id == id);
-    let theirs =
-        (s.outbox.iter()).filter(|m| !mine(&m.message_id) && !gone.contains(&m.message_id));
+    let mine = |o: &StoredMessage| {
+        (n.outbox.iter()).any(|m| m.answer == o.answer && m.message_id == o.message_id)
+    };
+    let theirs = (s.outbox.iter()).filter(|m| !mine(m) && !gone.contains(&m.message_id));
     let mut outbox: Vec<StoredMessage> = Vec::new();
     for m in (n.outbox.iter())
         .filter(|m| !s.gone.contains(&m.message_id))

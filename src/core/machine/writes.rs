@@ -4,8 +4,12 @@
 //!
 //! Every write carries what makes a repeat harmless (rule 11): a message its
 //! client-chosen `message_id`, an answer its question, a cancel the turn it
-//! stops. So transport failures, timeouts, 408/429/5xx are retried with the
-//! writes' own backoff; a 401/403 refreshes the credentials once.
+//! stops. Messages and answers go through the outbox (`outbox.rs`: stored,
+//! sent until the runtime takes them). A cancel is never stored: it is sent
+//! at once, and transport failures, timeouts, 408/429/5xx are retried with
+//! the writes' own backoff only while its turn has not ended in the view (a
+//! later retry could only find it over); a cancel that names no turn (none
+//! was live) is sent once. A 401/403 refreshes the credentials once.
 
 use super::backoff::Backoff;
 use super::classify::{classify, HttpClass};
@@ -14,20 +18,14 @@ use super::outbox::Outbox;
 use super::types::{Action, RequestId, Write, WriteDone, WriteId, WriteOutcome};
 use super::{paths, Machine};
 use crate::json;
-use crate::protocol::{AnswerQuestion, CancelAccepted, CancelTurn};
+use crate::protocol::{CancelAccepted, CancelTurn};
 
-/// What kind of write is pending, for reading its answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Answer,
-    Cancel,
-}
-
-/// One write between its first request and its outcome.
+/// One cancel between its first request and its outcome.
 #[derive(Debug)]
 pub(super) struct PendingWrite {
     id: WriteId,
-    kind: Kind,
+    /// The turn it stops (`None`: whichever runs; then never retried).
+    turn_id: Option<String>,
     path: String,
     body: String,
     /// The attempt in flight; `None` while waiting for `retry_at`.
@@ -36,8 +34,6 @@ pub(super) struct PendingWrite {
     retry_at: Option<u64>,
     backoff: Backoff,
     refreshed: bool,
-    /// An earlier attempt may have been applied (no answer came back).
-    maybe_applied: bool,
 }
 
 /// The machine's writes in flight.
@@ -65,6 +61,11 @@ impl Writes {
                 None => w.retry_at.unwrap_or(0),
             })
             .min()
+    }
+
+    /// No cancel is pending.
+    pub(super) fn is_idle(&self) -> bool {
+        self.pending.is_empty()
     }
 
     fn position(&self, request: RequestId) -> Option<usize> {
@@ -114,7 +115,7 @@ impl Machine {
             });
             return id;
         };
-        let (kind, path, body) = match write {
+        let turn_id = match write {
             Write::Send { message_id, text } => {
                 self.enqueue_message(id, message_id, text, now);
                 self.after_input(now);
@@ -123,38 +124,34 @@ impl Machine {
             Write::Answer {
                 question_id,
                 answer,
-            } => (
-                Kind::Answer,
-                paths::answer(&session, &question_id),
-                json::to_string(&AnswerQuestion { answer }),
-            ),
+            } => {
+                self.enqueue_answer(id, question_id, answer, now);
+                self.after_input(now);
+                return id;
+            }
             Write::Cancel { turn_id } => {
                 let live = self
                     .view
                     .as_session()
                     .and_then(|s| s.overlay())
                     .map(|o| o.turn_id.clone());
-                let turn_id = turn_id.or(live);
-                (
-                    Kind::Cancel,
-                    paths::cancel(&session),
-                    json::to_string(&CancelTurn { turn_id }),
-                )
+                turn_id.or(live)
             }
         };
-        // The bodies are plain structs of strings: encoding cannot fail.
-        let body = body.unwrap_or_default();
+        // A plain struct of strings: encoding cannot fail.
+        let body = json::to_string(&CancelTurn {
+            turn_id: turn_id.clone(),
+        });
         self.writes.pending.push(PendingWrite {
             id,
-            kind,
-            path,
-            body,
+            turn_id,
+            path: paths::cancel(&session),
+            body: body.unwrap_or_default(),
             request: None,
             issued_at: now,
             retry_at: Some(now),
             backoff: Backoff::default(),
             refreshed: false,
-            maybe_applied: false,
         });
         self.send_write(id, now);
         self.after_input(now);
@@ -168,8 +165,11 @@ impl Machine {
             self.outbox_accepted(id, body, now);
             self.after_input(now);
         } else if let Some(i) = self.writes.position(id) {
-            let kind = self.writes.pending[i].kind;
-            self.settle_write(i, Verdict::Done(read_success(kind, body)), now);
+            let reply: CancelAccepted = json::from_slice(body).unwrap_or_default();
+            let outcome = WriteOutcome::Cancelled {
+                turn_id: reply.turn_id,
+            };
+            self.settle_write(i, Verdict::Done(Ok(outcome)), now);
             self.after_input(now);
         }
     }
@@ -211,8 +211,7 @@ impl Machine {
             return false;
         };
         // No answer: the server may have applied it. Retrying is safe (the
-        // write is idempotent) and tells us.
-        self.writes.pending[i].maybe_applied = true;
+        // cancel names its turn) and tells us.
         let verdict = match error {
             CoreError::Credentials(_) => Verdict::Done(Err(error)),
             error => Verdict::Retry { error, hint: None },
@@ -245,12 +244,6 @@ impl Machine {
             }
             HttpClass::RefreshCredentials { .. } if !w.refreshed => Verdict::Refresh,
             HttpClass::Retry { after, error } => Verdict::Retry { error, hint: after },
-            // The answer's first try was committed, its reply lost.
-            HttpClass::Fail(CoreError::HttpStatus {
-                status: 409, code, ..
-            }) if w.kind == Kind::Answer && w.maybe_applied && code == "question_closed" => {
-                Verdict::Done(Ok(WriteOutcome::Answered))
-            }
             HttpClass::RefreshCredentials { error }
             | HttpClass::CursorRejected { error }
             | HttpClass::Fail(error) => Verdict::Done(Err(error)),
@@ -276,7 +269,8 @@ impl Machine {
                 return;
             }
             Verdict::Retry { error, hint } => {
-                if w.backoff.attempts() + 1 >= self.cfg.write_attempts {
+                let last = w.backoff.attempts() + 1 >= self.cfg.write_attempts;
+                if last || w.turn_id.is_none() {
                     Err(error)
                 } else {
                     let delay = w.backoff.next_delay(
@@ -323,6 +317,28 @@ impl Machine {
         self.outbox_timers(now);
     }
 
+    /// A cancel waiting to be retried whose turn the view shows ended is
+    /// not sent again: it resolves to that turn when the turn ended
+    /// cancelled (by it or by anyone), to `None` when it ended otherwise.
+    pub(super) fn drop_ended_cancels(&mut self) {
+        let Some(s) = self.view.as_session() else {
+            return;
+        };
+        let ended = self.writes.pending.iter().position(|w| {
+            w.request.is_none()
+                && w.turn_id
+                    .as_deref()
+                    .is_some_and(|t| s.turn_outcome(t).is_some())
+        });
+        if let Some(i) = ended {
+            let w = self.writes.pending.remove(i);
+            let t = w.turn_id.filter(|t| s.turn_outcome(t) == Some("cancelled"));
+            let result = Ok(WriteOutcome::Cancelled { turn_id: t });
+            self.writes.done.push_back(WriteDone { id: w.id, result });
+            self.drop_ended_cancels();
+        }
+    }
+
     /// `close()`: every pending write ends with `closed`, its request
     /// aborted; the outbox's messages stay stored for the next client.
     pub(super) fn close_writes(&mut self) {
@@ -335,18 +351,6 @@ impl Machine {
                 id: w.id,
                 result: Err(CoreError::Closed),
             });
-        }
-    }
-}
-
-fn read_success(kind: Kind, body: &[u8]) -> Result<WriteOutcome, CoreError> {
-    match kind {
-        Kind::Answer => Ok(WriteOutcome::Answered),
-        Kind::Cancel => {
-            let reply: CancelAccepted = json::from_slice(body).unwrap_or_default();
-            Ok(WriteOutcome::Cancelled {
-                turn_id: reply.turn_id,
-            })
         }
     }
 }
