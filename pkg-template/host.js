@@ -9,6 +9,7 @@
 // `init` itself and needs nothing the entry adds.
 import * as replay from "./replay_client.js";
 import { CALLS, changedParts, message, read, targetKey, wireError } from "./messages.js";
+import { prefetch } from "./prefetch.js";
 
 /** @typedef {import("./index.js").ConnectOptions} ConnectOptions */
 /** @typedef {import("./index.js").ReplayClient} ReplayClient */
@@ -79,6 +80,7 @@ export class Host {
       if (msg.type !== "attach") return;
       // Without the tab's lock the host could never tell that it went away.
       if (this.#shared && typeof msg.tab !== "string") return refuse({ code: "invalid_options", message: "attach needs the tab's lock name" });
+      this.#prefetch(msg.options);
       this.#serving
         .then(
           () => closed || (attachment = this.#attach(port, msg.tab, msg.options, msg.hidden)),
@@ -89,6 +91,20 @@ export class Host {
     };
     port.onmessage = ({ data }) => receive(data);
     if (first !== undefined) receive(first);
+  }
+
+  /**
+   * A log not followed yet: its first page is asked for at once, while
+   * the wasm may still be loading (`prefetch`: the client takes it).
+   * @param {unknown} pageOptions
+   */
+  #prefetch(pageOptions) {
+    try {
+      const options = this.#options(pageOptions);
+      if (!this.#followed.has(this.#shared ? targetKey(options) : null)) prefetch(options);
+    } catch {
+      // Refused options: the attach says why.
+    }
   }
 
   /**

@@ -1,8 +1,35 @@
-//! A default the JS page halves need without the wasm is the core's own:
+//! A default the JS needs without the wasm is the core's own:
 //! `CONNECT_TIMEOUT_MS` in `pkg-template/messages.js` (the one JS statement
-//! of it) equals `Config::DEFAULT_CONNECT_TIMEOUT_MS`.
+//! of it) equals `Config::DEFAULT_CONNECT_TIMEOUT_MS`, and the first page
+//! `prefetch` asks for (`src/wasm/browser.js`) is the one the machine's
+//! start asks for.
 
 use replay_client::core::machine::Config;
+
+/// The number of `const {name} = …;` in `js`.
+fn js_const(js: &str, name: &str) -> u64 {
+    let start = format!("const {name} = ");
+    let line = js
+        .lines()
+        .find(|l| l.starts_with(&start))
+        .unwrap_or_else(|| panic!("{name} is stated"));
+    line.trim_start_matches(&start)
+        .trim_end_matches(';')
+        .replace('_', "")
+        .parse()
+        .expect("a number")
+}
+
+#[test]
+fn prefetch_asks_for_the_first_page_the_machine_asks_for() {
+    let js = include_str!("../src/wasm/browser.js");
+    let cfg = Config::session("s");
+    assert_eq!(
+        js_const(js, "FIRST_PAGE_LIMIT"),
+        u64::from(cfg.first_page_limit.min(cfg.replay_page_limit))
+    );
+    assert_eq!(js_const(js, "TAIL"), u64::from(cfg.tail));
+}
 
 #[test]
 fn the_page_halves_wait_as_long_as_the_core_connect_timeout() {

@@ -201,6 +201,43 @@ fn rule_2_one_view_change_per_restore_never_older_than_shown() {
 }
 
 #[test]
+fn rule_2_a_stored_view_read_later_is_shown_before_any_answer() {
+    // An asynchronous storage (IndexedDB) answers after the client was
+    // returned and its empty view built: the stored state is reported at
+    // once, so a reload paints it without a round trip.
+    let stored = persisted(&Rig::live_with(&simple_log(10)));
+    let log = simple_log(12);
+    let mut r = Rig::new();
+    r.c = Machine::load(Config::session(SES), 0);
+    r.pump();
+    assert!(r.changes().is_empty(), "nothing to show while it is read");
+    r.c.handle_stored(Some(&stored), 5);
+    r.pump();
+    let shown = r.changes();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(shown[0].reset && !shown[0].restore_completed);
+    assert_eq!(r.c.view().as_session().unwrap().items().len(), 10);
+    // Then the restore's one repaint, appending what the page lacked.
+    r.open_ok();
+    r.send(&[hello(EPOCH, 12, BOOT)]);
+    assert!(r.changes().is_empty(), "nothing painted mid-restore");
+    r.answer(&replay_page(
+        EPOCH,
+        BOOT,
+        10,
+        &log[10..],
+        12,
+        false,
+        None,
+        None,
+    ));
+    let changes = r.changes();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert!(changes[0].restore_completed && !changes[0].reset);
+    assert_eq!(changes[0].items_appended_from, Some(10));
+}
+
+#[test]
 fn rule_3_applies_only_the_next_seq_and_drops_duplicates() {
     let log = simple_log(4);
     let mut r = Rig::live_with(&log[..3]);

@@ -433,6 +433,10 @@ fn the_revision_moves_with_what_a_snapshot_shows_and_quiet_steps_notify_nobody()
     assert!(!told(&mut c, 0), "connecting is quiet");
     c.handle_stored(Some(&stored), 1);
     assert_eq!(c.status().state, State::Restoring);
+    // What was stored is told, once: a reload paints it before any answer;
+    // restoring itself is quiet.
+    assert!(told(&mut c, 1), "the stored view is told");
+    assert!(c.poll_view_change().is_some_and(|v| v.reset));
     assert!(!told(&mut c, 1), "restoring is quiet");
     assert!(c.revision() > r0, "but the snapshot shows it");
     let r1 = c.revision();

@@ -382,7 +382,10 @@ impl<I: Io> Executor<I> {
     /// an asynchronous storage answers.
     fn load(self: &Rc<Self>) {
         match self.io.load() {
-            Ok(Loaded::Ready(v)) => self.stored(v.as_deref()),
+            Ok(Loaded::Ready(v)) => {
+                let v = v.as_deref().map(str::as_bytes);
+                self.input(|m, now| m.handle_stored_at_once(v, now));
+            }
             Ok(Loaded::Pending) => {}
             Err(why) => self.storage_failed(&why),
         }

@@ -174,7 +174,9 @@ function run(mode, fn) {
 }
 
 export function idbGet(key) {
-  return run("readonly", (s) => s.get(key)).then((v) => (typeof v === "string" ? v : null));
+  const read = earlyReads.get(key);
+  earlyReads.delete(key);
+  return read ?? run("readonly", (s) => s.get(key)).then((v) => (typeof v === "string" ? v : null));
 }
 
 // The read, the merge (by the wasm: `merge(stored)` returns the value to
@@ -219,31 +221,14 @@ export function idbRemove(key) {
 // [kind, message], kind one of "credentials", "options", "cors", "network". Only a
 // stream's chunks may be held (`stream`).
 async function exchange(http, method, path, accept, body, lastEventId, ctl, stream, head, chunk, held) {
-  const [base, pairs, getToken, credentials, fetchOption] = http;
   // Called unbound: a `fetch` taken off `globalThis` throws "Illegal
   // invocation" when called on another object (this array).
-  const send = fetchOption ?? fetch;
-  const guard = (kind, f) => {
-    try { return f(); } catch (e) { throw [kind, text(e)]; }
-  };
+  const send = http[4] ?? fetch;
   try {
-    const headers = guard("options", () => new Headers(pairs));
-    headers.set("Accept", accept);
-    if (getToken) {
-      let token;
-      const refresh = http.refresh === true;
-      http.refresh = false;
-      try { token = await getToken({ refresh }); } catch (e) { throw ["credentials", text(e)]; }
-      if (typeof token !== "string") throw ["credentials", "getToken must return a string"];
-      guard("credentials", () => headers.set("Authorization", "Bearer " + token));
-    }
-    if (lastEventId != null) headers.set("Last-Event-ID", lastEventId);
-    if (body != null) headers.set("Content-Type", "application/json");
-    const url = base + path;
-    const init = { method, headers, body, signal: ctl.signal };
-    if (credentials) init.credentials = credentials;
+    const init = await prepare(http, method, accept, body, lastEventId, ctl.signal);
+    const url = http[0] + path;
     // A `fetch` option may return a value, not a Promise.
-    const r = await Promise.resolve(send(url, init)).catch((e) => noAnswer(send, url, ctl, e));
+    const r = await (claimEarly(url, init, ctl, send) ?? Promise.resolve(send(url, init))).catch((e) => noAnswer(send, url, ctl, e));
     if (!head(r.status, r.headers.get("content-type"), r.headers.get("retry-after"))) {
       if (r.body) r.body.cancel().catch(() => {});
       return false;
@@ -260,6 +245,106 @@ async function exchange(http, method, path, accept, body, lastEventId, ctl, stre
     if (ctl.signal.aborted) return false;
     throw Array.isArray(e) ? e : ["network", text(e)];
   }
+}
+
+const guard = (kind, f) => {
+  try { return f(); } catch (e) { throw [kind, text(e)]; }
+};
+
+// A request's fetch `init`: its headers (the options', `Accept`, the
+// token, `Last-Event-ID`), body, credentials and signal.
+async function prepare(http, method, accept, body, lastEventId, signal) {
+  const [, pairs, getToken, credentials] = http;
+  const headers = guard("options", () => new Headers(pairs));
+  headers.set("Accept", accept);
+  if (getToken) {
+    let token;
+    const refresh = http.refresh === true;
+    http.refresh = false;
+    try { token = await getToken({ refresh }); } catch (e) { throw ["credentials", text(e)]; }
+    if (typeof token !== "string") throw ["credentials", "getToken must return a string"];
+    guard("credentials", () => headers.set("Authorization", "Bearer " + token));
+  }
+  if (lastEventId != null) headers.set("Last-Event-ID", lastEventId);
+  if (body != null) headers.set("Content-Type", "application/json");
+  const init = { method, headers, body, signal };
+  if (credentials) init.credentials = credentials;
+  return init;
+}
+
+// --- The first page before the wasm -----------------------------------------
+// `prefetch(options)` sends, while the wasm is still fetched and compiled,
+// the request that a client connected with the same options asks for first
+// on a first visit (none stored): a session's newest page (`tail`), or the
+// first page of its history. It decides nothing: the machine still asks for
+// its own page, and the first request of that session's replay takes the
+// answer in flight when their URL and headers are equal (`claimEarly`); any
+// other aborts it, as does no client asking within EARLY_MS. A value
+// already stored means no first visit: nothing is sent. The storage read is
+// kept for the client's own (IndexedDB: read while the wasm compiles).
+// FIRST_PAGE_LIMIT and TAIL are the machine's `Config` defaults
+// (`first_page_limit`, `tail`; tests/prefetch_agrees.rs).
+const FIRST_PAGE_LIMIT = 500;
+const TAIL = 0;
+const EARLY_MS = 30_000;
+// replay URL prefix -> { sent: Promise of the request's signature, answer, ctl }
+const early = new Map();
+// storage key -> the IndexedDB read `prefetch` started
+const earlyReads = new Map();
+
+const signature = (url, init) => url + "\n" + [...init.headers].join("\n");
+// `paths::segment`: all but RFC 3986's unreserved characters encoded.
+const segment = (s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => "%" + c.charCodeAt(0).toString(16).toUpperCase());
+
+export function prefetch(options) {
+  let o;
+  try { o = connectOptions(options); } catch { return; }
+  const base = o.baseUrl.replace(/\/+$/, "");
+  const prefix = `${base}/v1/sessions/${segment(o.scopeId)}/replay?`;
+  if (o.scope !== "session" || early.has(prefix)) return;
+  const key = `replay-client:${base}|session:${o.scopeId}`;
+  const storage = o.storage ?? "local";
+  let stored = null;
+  if (storage === "indexeddb") earlyReads.set(key, (stored = idbGet(key)));
+  else if (storage === "local" || storage === "session") {
+    try { stored = globalThis[storage + "Storage"].getItem(key); } catch {}
+  } else if (storage !== "memory") return;
+  const tail = Math.min(Math.trunc(o.tail ?? TAIL), 5000);
+  const url = `${prefix}${tail > 0 ? "tail=" + tail : "after_cursor=0"}&limit=${FIRST_PAGE_LIMIT}`;
+  const ctl = new AbortController();
+  const http = [base, o.headers, o.getToken, o.credentials ?? "same-origin"];
+  const e = { ctl, answer: null };
+  e.sent = Promise.resolve(stored).then(async (value) => {
+    if (value != null) throw 0;
+    const init = await prepare(http, "GET", "application/json", null, null, ctl.signal);
+    e.answer = Promise.resolve((o.fetch ?? fetch)(url, init));
+    e.answer.catch(() => {});
+    return signature(url, init);
+  });
+  e.sent.catch(() => {});
+  early.set(prefix, e);
+  setTimeout(() => {
+    if (early.get(prefix) === e) early.delete(prefix), earlyReads.delete(key), ctl.abort();
+  }, EARLY_MS);
+}
+
+// The answer `prefetch` started for this request (URL and headers equal),
+// or null: a request of another page of that session's replay aborts it
+// and goes itself.
+function claimEarly(url, init, ctl, send) {
+  for (const [prefix, e] of early) {
+    if (!url.startsWith(prefix)) continue;
+    early.delete(prefix);
+    const own = () => (e.ctl.abort(), send(url, init));
+    return e.sent.then((sig) => {
+      if (sig !== signature(url, init)) return own();
+      const stop = () => e.ctl.abort();
+      if (ctl.signal.aborted) stop();
+      ctl.signal.addEventListener("abort", stop);
+      return e.answer;
+    }, own);
+  }
+  return null;
 }
 
 // A fetch rejected without an answer: none came (the server is down,

@@ -348,7 +348,7 @@ impl ViewCache {
             }
             View::Log(l) => self.log(l, &change, full),
         }
-        self.view = self.assemble(m, target, hint);
+        self.view = self.assemble(m, target, hint, full);
         self.revision = Some(m.revision());
         self.view.clone()
     }
@@ -474,7 +474,13 @@ impl ViewCache {
         self.log_first = first;
     }
 
-    fn assemble(&mut self, m: &Machine, target: &Target, hint: &UnauthorizedHint) -> JsValue {
+    fn assemble(
+        &mut self,
+        m: &Machine,
+        target: &Target,
+        hint: &UnauthorizedHint,
+        full: bool,
+    ) -> JsValue {
         let (scope, scope_id) = match target {
             Target::Scoped { scope, scope_id } => (scope.as_str(), scope_id.as_str()),
             Target::Global => ("global", ""),
@@ -488,8 +494,10 @@ impl ViewCache {
         // A restore's changes are withheld until its one repaint (rule 2),
         // so the parts read from the machine stay as last painted too: the
         // stored cursor beside items built before the state was read would
-        // show a moment that never was. The status and notices are current.
-        if self.revision.is_none() || !m.withheld() {
+        // show a moment that never was. A whole repaint (the first, the
+        // stored view's, a reset) reads them with the items. The status and
+        // notices are current.
+        if full || !m.withheld() {
             let no_tasks = TasksSnapshot::default();
             let (prompts, tasks) = match session {
                 Some(s) => (s.pending_prompts(), s.tasks()),

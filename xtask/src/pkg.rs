@@ -332,15 +332,18 @@ fn write_index(out: &Path, target: &str) -> Result {
         ""
     };
     let guard = entry_code(target);
+    let browser = self::snippet(out, "browser.js")?;
     let js = format!(
         "// Entry point: the wasm-bindgen glue plus the ReplayError class.\n\
          import {{ ReplayError }} from \"{snippet}\";\n\
          export * from \"./replay_client.js\";\n\
+         export {{ prefetch }} from \"{browser}\";\n\
          export {{ ReplayError }};\n{guard}"
     );
     let dts = format!(
         "export * from \"./replay_client.js\";\n{default_export}\
-         export {{ ReplayError }} from \"./replay_error.js\";\n"
+         export {{ ReplayError }} from \"./replay_error.js\";\n\
+         export {{ prefetch }} from \"./prefetch.js\";\n"
     );
     write(out, "index.js", &js)?;
     soften_dispose_typing(&out.join("replay_client.d.ts"))?;
@@ -358,6 +361,18 @@ fn write_index(out: &Path, target: &str) -> Result {
         out.join("replay_error.d.ts"),
     )
     .map_err(|e| format!("copy replay_error.d.ts: {e}"))?;
+    // `prefetch` alone: a first visit's first page asked for before the
+    // wasm is loaded (the `bundler` entry instantiates it on import).
+    write(
+        out,
+        "prefetch.js",
+        &format!("export {{ prefetch }} from \"{browser}\";\n"),
+    )?;
+    fs::copy(
+        root().join("pkg-template/prefetch.d.ts"),
+        out.join("prefetch.d.ts"),
+    )
+    .map_err(|e| format!("copy prefetch.d.ts: {e}"))?;
     // wasm-bindgen writes a package.json and README only with wasm-pack; make sure
     // nothing stale shadows the package root's files.
     let _ = fs::remove_file(out.join(".gitignore"));
@@ -393,6 +408,7 @@ fn add_worker_entries(out: &Path) -> Result {
     // needs as the same instance; what must be one stays an import: the
     // glue, `ReplayError`, the entry.
     let error = error_snippet(out)?;
+    let browser = snippet(out, "browser.js")?;
     for entry in [
         "worker.js",
         "worker-client.js",
@@ -403,6 +419,7 @@ fn add_worker_entries(out: &Path) -> Result {
             &root().join("pkg-template").join(entry),
             &out.join(entry),
             &error,
+            &browser,
         )?;
     }
     Ok(())
@@ -414,7 +431,7 @@ fn add_worker_entries(out: &Path) -> Result {
 /// `replay_error.js` re-exports it from: the same class, one module fewer
 /// in a row before the entry runs (a first visit fetches each level of
 /// imports only once the level above has come).
-fn bundle(entry: &Path, outfile: &Path, error: &str) -> Result {
+fn bundle(entry: &Path, outfile: &Path, error: &str, browser: &str) -> Result {
     let esbuild = setup::node_bin("esbuild");
     cmd::run_in(
         &root(),
@@ -428,6 +445,7 @@ fn bundle(entry: &Path, outfile: &Path, error: &str) -> Result {
             "--external:./replay_client.js",
             "--external:./replay_error.js",
             "--external:./index.js",
+            "--external:./prefetch.js",
             &format!("--outfile={}", outfile.to_str().expect("utf-8 path")),
         ],
         &[],
@@ -437,6 +455,9 @@ fn bundle(entry: &Path, outfile: &Path, error: &str) -> Result {
     if !code.contains(from) {
         return Err(format!("{} no longer imports {from}", outfile.display()));
     }
+    // `prefetch` too, from the snippet the glue imports (`prefetch.js`
+    // re-exports it): one module fewer in a row.
+    let code = code.replace("\"./prefetch.js\"", &format!("\"{browser}\""));
     fs::write(outfile, code.replace(from, &format!("\"{error}\"")))
         .map_err(|e| format!("write {}: {e}", outfile.display()))
 }

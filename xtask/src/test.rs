@@ -552,6 +552,8 @@ fn e2e() -> Result {
         "scoped.test.mjs",
         // A newcomer's first mistakes with the packaged client.
         "newcomer.test.mjs",
+        // A first visit's first page asked for before the wasm (`prefetch`).
+        "start.test.mjs",
         // The demo's outbox with the runtime stopped (the test starts and
         // kills its own server on one SQLite file, behind a front of its own).
         "outbox.test.mjs",

@@ -150,6 +150,9 @@ pub struct Machine {
     /// of the view with the live frames on top, and the last durable key
     /// applied to it (rule 2; `sync.rs`, `restore_failed`).
     shown: Option<(View, u64)>,
+    /// A stored view was read and not yet reported: a restore from it
+    /// reports it at once (`poll_view_change`), before the network answers.
+    stored_unpainted: bool,
     /// Restarts from 0 in a row (see `restarts_settled`), and their pacing.
     zero_restarts: u32,
     restart_backoff: Backoff,
@@ -243,6 +246,8 @@ impl Machine {
     pub fn new(config: Config, stored: Option<&[u8]>, now: u64) -> Self {
         let mut c = Machine::idle(config, now);
         c.begin(stored, now);
+        // Its view is there before any consumer reads one: nothing to report.
+        c.stored_unpainted = false;
         c.after_input(now);
         c
     }
@@ -263,9 +268,24 @@ impl Machine {
     }
 
     /// The stored value asked for by [`Action::LoadStored`] (`None`: none).
+    /// Read asynchronously, it may come after a view was built without it:
+    /// it is reported at once (`poll_view_change`), before any answer.
     pub fn handle_stored(&mut self, stored: Option<&[u8]>, now: u64) {
+        self.stored(stored, true, now);
+    }
+
+    /// [`handle_stored`](Self::handle_stored) for a value read before
+    /// [`Action::LoadStored`] was taken (a synchronous storage): nothing
+    /// can have shown the view without it, so, as with [`new`](Self::new),
+    /// its view is not reported apart.
+    pub fn handle_stored_at_once(&mut self, stored: Option<&[u8]>, now: u64) {
+        self.stored(stored, false, now);
+    }
+
+    fn stored(&mut self, stored: Option<&[u8]>, late: bool, now: u64) {
         if !self.closed && self.loading.take().is_some() {
             self.begin(stored, now);
+            self.stored_unpainted &= late;
             self.after_input(now);
         }
     }
@@ -309,6 +329,7 @@ impl Machine {
                 Ok(d) => {
                     self.pos = d.pos;
                     self.view = d.view;
+                    self.stored_unpainted = true;
                     self.restore_outbox(d.outbox, d.gone);
                 }
                 Err(e) => {
@@ -338,6 +359,7 @@ impl Machine {
             buffer: held::Held::default(),
             restore: None,
             shown: None,
+            stored_unpainted: false,
             zero_restarts: 0,
             restart_backoff: Backoff::default(),
             live_since: None,
@@ -649,13 +671,27 @@ impl Machine {
         self.feed.notices()
     }
 
-    /// What changed in the view since the last call. Nothing is reported
-    /// while a restore is in progress; its completion is one change with
-    /// `restore_completed` (rule 2: repaint once per restore), none when a
-    /// restore from nothing found nothing to show. While its backlog cannot
+    /// What changed in the view since the last call. A restore from a
+    /// stored value first reports that value's view (`reset`); nothing else
+    /// is reported while it is in progress; its completion is one change
+    /// with `restore_completed` (rule 2: repaint once per restore), none
+    /// when a restore from nothing found nothing to show. While its backlog cannot
     /// be read the live view is: a change with `reset`, then per input.
     #[must_use]
     pub fn poll_view_change(&mut self) -> Option<ViewChange> {
+        if std::mem::take(&mut self.stored_unpainted) && self.withheld() {
+            // The stored view is what the page showed when it was stored: a
+            // moment that was, painted before the restore's network answers
+            // (a reload's paint needs no round trip). Its end is the one
+            // repaint after it.
+            let pending = std::mem::take(&mut self.change.pending);
+            self.feed.view_change_taken();
+            return Some(ViewChange {
+                reset: true,
+                pending,
+                ..ViewChange::default()
+            });
+        }
         if self.withheld() && self.change.pending {
             // The outbox is shown at once, a restore or not: nothing leaves
             // it while one is withheld (`Machine::message_committed`).
@@ -820,7 +856,10 @@ impl Machine {
             self.feed.notice(n, now);
         }
         self.notices_recorded += unrecorded;
-        if (!self.withheld() && !self.change.is_empty()) || self.change.pending {
+        if (!self.withheld() && !self.change.is_empty())
+            || self.change.pending
+            || self.stored_unpainted
+        {
             self.feed.view_changed();
         }
         // Every input (each stream chunk) passes here: compare by reference

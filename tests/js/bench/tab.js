@@ -37,11 +37,15 @@ async function connect() {
     if (role !== "shared") throw new Error(`the client runs in "${role}", not the shared host`);
     return client;
   }
-  const { default: init, ReplayClient } = await import("../pkg/web/index.js");
+  const { default: init, ReplayClient, prefetch } = await import("../pkg/web/index.js");
   window.marks.imported = performance.now();
+  const options = { baseUrl, sessionId, storage: query.get("storage") ?? "memory", ...tail };
+  // As the README's short start: the first page asked for while the wasm
+  // compiles (the client takes it).
+  prefetch(options);
   const wasm = await init();
   window.wasmMemoryBytes = () => wasm.memory.buffer.byteLength;
-  return ReplayClient.connect({ baseUrl, sessionId, storage: query.get("storage") ?? "memory", ...tail });
+  return ReplayClient.connect(options);
 }
 
 // What a hand-written page does: every replay page, its messages rendered.
