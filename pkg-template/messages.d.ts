@@ -84,6 +84,8 @@ export type WorkerMessage =
 export declare const SCHEMA: SchemaVersion;
 /** The page half's wait for its worker unless `connectTimeoutMs` is given (ms). */
 export declare const CONNECT_TIMEOUT_MS: number;
+/** Events a first visit of a session reads first, newest first, unless `tail` is given. */
+export declare const TAIL: number;
 
 /**
  * The log `options` follow, as the core names it (`session:ses_1`,

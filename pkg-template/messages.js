@@ -52,6 +52,14 @@ export const toError = ({ code, message, status }) => new ReplayError(code, mess
  */
 export const CONNECT_TIMEOUT_MS = 10_000;
 
+/**
+ * How many events a first visit of a session reads first, from the newest,
+ * unless the options' `tail` says otherwise: `Config::DEFAULT_TAIL`, the
+ * one default of it (`tests/defaults_once.rs` keeps the two equal). For a
+ * page half that asks for that first page before the wasm has loaded.
+ */
+export const TAIL = 40;
+
 /** The `ReplayClient` methods a page may call through a worker. */
 export const CALLS = ["send", "retry", "discard", "answer", "cancel", "transcript", "loadOlder"];
 
