@@ -84,7 +84,6 @@ export type WorkerMessage =
 export declare const SCHEMA: SchemaVersion;
 /** The page half's wait for its worker unless `connectTimeoutMs` is given (ms). */
 export declare const CONNECT_TIMEOUT_MS: number;
-
 /**
  * The log `options` follow, as the core names it (`session:ses_1`,
  * `system:runtime`, `global`): for `"session"` the `sessionId` wins over

@@ -8,7 +8,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 mod support;
 
 use js_sys::{Array, Object};
-use replay_client::core::machine::{Notify, Target};
+use replay_client::core::machine::{Config, Notify, Target};
 use replay_client::wasm::{Options, ReplayClient, StorageChoice};
 use serde_json::json;
 use support::*;
@@ -177,6 +177,7 @@ fn named_options_reach_the_client() {
             "connectTimeoutMs": 1234,
             "prefetchDepth": 5,
             "outboxMaxAgeMs": 5678,
+            "tail": 7,
             "seed": 42,
             "multiplex": true,
         })
@@ -198,6 +199,7 @@ fn named_options_reach_the_client() {
     assert_eq!(opts.connect_timeout_ms, 1234);
     assert_eq!(opts.prefetch_depth, 5);
     assert_eq!(opts.outbox_max_age_ms, 5678);
+    assert_eq!(opts.tail, 7);
     assert_eq!(opts.seed, Some(42));
     assert!(opts.multiplex);
     assert!(opts.get_token.is_some());
@@ -213,6 +215,15 @@ fn named_options_reach_the_client() {
         js_sys::JSON::parse(&json!({"baseUrl": url, "sessionId": "ses_9"}).to_string()).unwrap();
     let opts = Options::from_js(&o).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(opts.target.key(), "session:ses_9");
+    // Left out, `tail` is the core's default; 0 reads the whole history.
+    assert_eq!(opts.tail, Config::DEFAULT_TAIL);
+    assert_eq!(defaults.tail, Config::DEFAULT_TAIL);
+    let o = js_sys::JSON::parse(&json!({"baseUrl": url, "sessionId": "s", "tail": 0}).to_string())
+        .unwrap();
+    assert_eq!(
+        Options::from_js(&o).unwrap_or_else(|e| panic!("{e}")).tail,
+        0
+    );
     for (scope, scope_id) in [
         ("process", "proc_1"),
         ("worktree", "wt_1"),

@@ -357,3 +357,35 @@ fn a_failed_older_page_settles_with_its_error_and_can_be_asked_again() {
     r.answer_path(&older_path(46), &tail_page(&log, 5, Some(46), EPOCH));
     assert_eq!(r.c.transcript().unwrap().items, items_of(&log[41..]));
 }
+
+#[test]
+fn the_default_configuration_reads_a_first_visit_newest_first() {
+    let log = turns_log(20);
+    let mut r = Rig::with(Config::session(SES), None);
+    r.open_ok();
+    r.send(&[hello(EPOCH, log.len() as u64, BOOT)]);
+    let tail = Config::DEFAULT_TAIL;
+    assert_eq!(
+        r.fetch_paths(),
+        [format!("/v1/sessions/ses_1/replay?tail={tail}&limit=500")]
+    );
+    r.answer(&tail_page(&log, u64::from(tail), None, EPOCH));
+    // 40 events back from the head 101 is 61, the end of turn 12.
+    assert_eq!((r.c.cursor(), r.c.position().older), (101, 61));
+    assert_eq!(r.c.transcript().unwrap().items, items_of(&log[61..]));
+    assert_eq!(Config::session(SES).tail, Config::DEFAULT_TAIL);
+}
+
+#[test]
+fn the_default_configuration_reads_a_runtime_without_the_extension_forward() {
+    let log = turns_log(20);
+    let mut r = Rig::with(Config::session(SES), None);
+    r.open_ok();
+    r.send(&[hello(EPOCH, log.len() as u64, BOOT)]);
+    // It ignores `tail`: the page after 0, whole, with no `older_cursor`.
+    r.answer(&replay_page(EPOCH, BOOT, 0, &log, 101, false, None, None));
+    assert_eq!((r.c.cursor(), r.c.position().older), (101, 0));
+    assert_eq!(r.c.transcript().unwrap().items, items_of(&log));
+    let id = r.c.load_older(r.now);
+    assert_eq!(dones(&mut r)[0].id, id, "nothing older");
+}

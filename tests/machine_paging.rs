@@ -215,7 +215,7 @@ fn a_failed_prefetch_is_dropped_and_the_page_fetched_normally() {
 fn a_prefetch_without_an_answer_times_out_silently() {
     let log = simple_log(30);
     // The whole answer's deadline (fetch_timeout_ms), not the first byte's.
-    let mut cfg = Config::session(SES);
+    let mut cfg = forward();
     cfg.replay_page_limit = LIMIT;
     cfg.prefetch_depth = 1;
     cfg.connect_timeout_ms = cfg.fetch_timeout_ms;
@@ -458,7 +458,7 @@ fn view_progress_flows_while_the_restore_withholds_the_view() {
 
 #[test]
 fn a_restore_ramps_up_from_a_small_first_page() {
-    let mut cfg = Config::session(SES);
+    let mut cfg = forward();
     cfg.replay_page_limit = LIMIT;
     cfg.first_page_limit = 3;
     cfg.prefetch_depth = 1;

@@ -143,7 +143,7 @@ fn a_short_page_aborts_every_prefetch() {
 
 #[test]
 fn a_ramping_restore_doubles_each_page_of_the_window() {
-    let mut cfg = Config::session(SES);
+    let mut cfg = forward();
     cfg.replay_page_limit = 12;
     cfg.first_page_limit = 3;
     let log = simple_log(40);

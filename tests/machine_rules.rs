@@ -85,7 +85,7 @@ fn rule_1_deltas_alone_do_not_rewrite_the_state_but_snapshots_do() {
 #[test]
 fn rule_1_corrupt_or_foreign_storage_is_discarded_with_a_notice() {
     for bad in [&b"{not json"[..], br#"{"v":99}"#] {
-        let r = Rig::with(Config::session(SES), Some(bad));
+        let r = Rig::with(forward(), Some(bad));
         assert_eq!(r.c.cursor(), 0);
         assert!(
             matches!(&r.notices[0], Notice::StorageDiscarded { error } if error.code == "corrupt_storage")
@@ -660,7 +660,7 @@ fn rule_8_a_chunk_cut_by_an_epoch_change_leaves_nothing_to_the_next_stream() {
 #[test]
 fn rule_8_epoch_change_in_replay_restarts_from_zero() {
     let live = Rig::live_with(&simple_log(3));
-    let mut r = Rig::with(Config::session(SES), Some(&persisted(&live)));
+    let mut r = Rig::with(forward(), Some(&persisted(&live)));
     r.answer(&replay_page("e9", BOOT, 3, &[], 0, false, None, None));
     assert!(r
         .notices

@@ -131,8 +131,12 @@ function renderTranscript(view) {
     list.replaceChildren();
     renderedItems = [];
   }
-  const appended = items.length > renderedItems.length;
-  // Items only append or change in place; unchanged items keep their object.
+  // Items append, change in place, or (an older page, `loadOlder()`) come
+  // first with the last one unchanged: the reader then stays where they were.
+  const grew = items.length > renderedItems.length;
+  const older = grew && renderedItems.length > 0 && sameItem(items.at(-1), renderedItems.at(-1));
+  const fromBottom = list.scrollHeight - list.scrollTop;
+  // Unchanged items keep their object (on the page; a worker's are copies).
   for (let i = 0; i < items.length; i++) {
     if (renderedItems[i] === items[i]) continue;
     const node = itemNode(items[i]);
@@ -140,12 +144,19 @@ function renderTranscript(view) {
     else list.append(node);
     renderedItems[i] = items[i];
   }
-  if (appended) list.scrollTop = list.scrollHeight;
+  if (older) list.scrollTop = list.scrollHeight - fromBottom;
+  else if (grew) list.scrollTop = list.scrollHeight;
+  // The session is read newest first: the pages before it on request.
+  $("load-older").hidden = !view.hasOlder;
   $("interrupted").replaceChildren(
     ...view.interrupted.map((turn) =>
       el("li", "item interrupted", interruptedWords(turn.reason)),
     ),
   );
+}
+
+function sameItem(a, b) {
+  return a === b || JSON.stringify(a) === JSON.stringify(b);
 }
 
 // Why a shown answer stopped, for a person (the reason codes of rule 7).
@@ -306,6 +317,18 @@ $("composer").addEventListener("submit", (e) => {
   client.send(text).catch(showError);
 });
 $("cancel").onclick = () => client?.cancel().catch(showError);
+$("load-older").onclick = async () => {
+  const button = $("load-older");
+  if (!client || button.disabled) return;
+  button.disabled = true;
+  try {
+    await client.loadOlder();
+  } catch (err) {
+    showError(err);
+  } finally {
+    button.disabled = false;
+  }
+};
 $("new-session").onclick = async () => open(await createSession());
 $("session-select").onchange = (e) => open(e.target.value);
 $("reload").onclick = () => location.reload();

@@ -83,9 +83,10 @@ export interface ConnectOptions {
    * Sessions: a first visit (nothing stored) paints the newest page first,
    * at least this many events from the start of a turn (at most 5000), and
    * follows live from there; `loadOlder()` reads the pages before it, and
-   * `view.hasOlder` says whether any is left. Default 0: the whole history
-   * is read first. A runtime without the extension (protocol §4.1) is read
-   * forward either way.
+   * `view.hasOlder` says whether any is left. Default 40: one page that
+   * fills a screen, in one round trip. 0: the whole history is read first.
+   * A runtime without the extension (protocol §4.1) is read forward either
+   * way.
    */
   tail?: number;
   /** Seed of the reconnect jitter (tests); random by default. */
@@ -405,8 +406,8 @@ export interface View {
   /** Sessions: the committed messages, tool cards and turn ends, in durable order. */
   readonly items: readonly TranscriptItem[];
   /**
-   * Sessions read newest first (`tail`): older items exist before `items[0]`;
-   * `loadOlder()` puts them first.
+   * Sessions read newest first (`tail`, the default): older items exist
+   * before `items[0]`; `loadOlder()` puts them first.
    */
   readonly hasOlder: boolean;
   /** The running turn over the committed items; `null` when none runs. */

@@ -283,9 +283,9 @@ async function prepare(http, method, accept, body, lastEventId, signal) {
 // already stored means no first visit: nothing is sent. The storage read is
 // kept for the client's own (IndexedDB: read while the wasm compiles).
 // FIRST_PAGE_LIMIT and TAIL are the machine's `Config` defaults
-// (`first_page_limit`, `tail`; tests/prefetch_agrees.rs).
+// (`first_page_limit`, `tail`; tests/defaults_once.rs keeps them equal).
 const FIRST_PAGE_LIMIT = 500;
-const TAIL = 0;
+const TAIL = 40;
 const EARLY_MS = 30_000;
 // replay URL prefix -> { sent: Promise of the request's signature, answer, ctl }
 const early = new Map();

@@ -101,8 +101,8 @@ pub struct Options {
     /// each holds one of the browser's ~6 HTTP/1.1 connections per origin.
     pub prefetch_depth: u8,
     /// A first visit reads the session's newest page of at least this many
-    /// events first, older ones on `load_older` (`Config::tail`); 0: the
-    /// whole history forward.
+    /// events first, older ones on `load_older` (`Config::tail`; default
+    /// `Config::DEFAULT_TAIL`); 0: the whole history forward.
     pub tail: u32,
     /// Seed of the reconnect jitter; random when `None`.
     pub seed: Option<u64>,
@@ -137,7 +137,7 @@ impl Options {
             connect_timeout_ms: Config::DEFAULT_CONNECT_TIMEOUT_MS as u32,
             prefetch_depth: Config::DEFAULT_PREFETCH_DEPTH,
             seed: None,
-            tail: 0,
+            tail: Config::DEFAULT_TAIL,
             outbox_max_age_ms: Config::DEFAULT_OUTBOX_MAX_AGE_MS,
             multiplex: false,
         }

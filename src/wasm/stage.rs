@@ -95,7 +95,9 @@ mod tests {
 
     #[test]
     fn staged_items_follow_updates_across_pages() {
+        // Pages read forward from 0, not the newest first.
         let mut cfg = Config::session("s");
+        cfg.tail = 0;
         cfg.replay_page_limit = 3;
         let mut m = Machine::new(cfg, None, 0);
         let msg = |seq: u64| {

@@ -107,3 +107,33 @@ test("a reload restores from storage and repaints once", async () => {
   const restores = await page.evaluate(() => window.__replay.client.diagnostics().counters.restores);
   assert.equal(restores, 1);
 });
+
+test("a long session opens on its newest page; the demo's control loads the older ones to the whole transcript", async () => {
+  const { session_id: long } = await api("POST", "/v1/sessions", { title: "long" });
+  const put = (type, data) => api("POST", "/v1/admin/events", { scope: "session", scope_id: long, type, data });
+  for (let k = 0; k < 40; k++) {
+    await put("message.committed", { message_id: `u${k}`, turn_id: `t${k}`, role: "user", text: `question ${k}` });
+    await put("message.committed", { message_id: `a${k}`, turn_id: `t${k}`, role: "assistant", text: `answer ${k}` });
+    await put("turn.completed", { turn_id: `t${k}` });
+  }
+  const server = await api("GET", `/v1/sessions/${long}/transcript`);
+  const errors = [];
+  const fresh = await openPage(browser, `${url}/?page#${long}`, errors);
+  const shown = () => fresh.evaluate(() => document.getElementById("transcript").children.length);
+  await waitUntil("the newest page", () =>
+    fresh.evaluate(() => window.__replay?.client.status().state === "live" && window.__replay.client.view().items.length > 0),
+  );
+  const first = await shown();
+  assert.ok(first > 0 && first < server.items.length, `the newest page alone: ${first} of ${server.items.length}`);
+  const button = fresh.locator("#load-older");
+  while (await button.isVisible()) {
+    const before = await shown();
+    await button.click();
+    await waitUntil("an older page shown", async () => (await shown()) > before || !(await button.isVisible()));
+  }
+  const items = await fresh.evaluate(() => window.__replay.client.view().items);
+  assert.deepEqual(items, server.items);
+  assert.equal(await shown(), server.items.length);
+  await fresh.close();
+  assert.deepEqual(errors, []);
+});

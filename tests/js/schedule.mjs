@@ -31,8 +31,17 @@ export const DIRECTIVES = ["", "", "/tool", "/bg", "/ask", "/long 600", "/tool /
 
 export const turnEnds = (transcript) => transcript.items.filter((i) => i.kind === "turn_end").length;
 
-/** The demo page's (`window.__replay`) transcript. */
-export const pageTranscript = (page) => page.evaluate(() => window.__replay.client.transcript());
+/**
+ * The demo page's (`window.__replay`) whole transcript: a session is read
+ * newest first, so the pages before the one read first are asked for
+ * (`loadOlder()` until `hasOlder` is false).
+ */
+export const pageTranscript = (page) =>
+  page.evaluate(async () => {
+    const client = window.__replay.client;
+    while (client.view().hasOlder) await client.loadOlder();
+    return client.transcript();
+  });
 
 /** For a timeout's message: the demo page client's diagnostics and last notices. */
 export async function clientState(page) {

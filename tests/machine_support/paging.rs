@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use replay_client::core::machine::{Action, Config, Notice, RequestId};
+use replay_client::core::machine::{Action, Notice, RequestId};
 use replay_client::core::protocol::Envelope;
 
 use super::events::*;
@@ -14,7 +14,7 @@ pub const LIMIT: u32 = 10;
 
 /// A session rig whose pages hold `LIMIT` events, `depth` pages ahead.
 pub fn paging_rig(depth: u8) -> Rig {
-    let mut cfg = Config::session(SES);
+    let mut cfg = forward();
     cfg.replay_page_limit = LIMIT;
     cfg.prefetch_depth = depth;
     Rig::with(cfg, None)

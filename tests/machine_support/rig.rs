@@ -39,8 +39,9 @@ impl Rig {
         r
     }
 
+    /// A session rig whose first visit reads the history forward.
     pub fn new() -> Self {
-        Rig::with(Config::session(SES), None)
+        Rig::with(forward(), None)
     }
 
     /// Drains actions (remembering the current stream and fetch) and notices.
@@ -251,4 +252,15 @@ pub fn simple_log(n: u64) -> Vec<Envelope> {
     (1..=n)
         .map(|s| user_msg(s, &format!("u{s}"), &format!("text {s}")))
         .collect()
+}
+
+/// The session's default configuration with `tail: 0`: a first visit
+/// reads the whole history forward from cursor 0, which is what the rules'
+/// tests (restore, paging, repair) are about. The newest page first, the
+/// default, has its own tests (`machine_newest_first.rs`).
+pub fn forward() -> Config {
+    Config {
+        tail: 0,
+        ..Config::session(SES)
+    }
 }

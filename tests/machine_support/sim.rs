@@ -282,7 +282,9 @@ impl Sim {
             rng: SplitMix64::new(seed),
         };
         let script = script(&mut c, turns, true).into();
+        // The oracle is the whole history: read forward (`rig::forward`).
         let mut cfg = Config::session(super::events::SES);
+        cfg.tail = 0;
         cfg.seed = seed ^ 0xabc;
         cfg.replay_page_limit = 1 + c.pick(7);
         cfg.buffer_limit = 4 + c.pick(60) as usize;

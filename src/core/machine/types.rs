@@ -96,7 +96,8 @@ pub struct Config {
     pub first_page_limit: u32,
     /// A first visit (no stored state) of a session reads its newest page
     /// first: at least this many events, from a turn boundary
-    /// (docs/protocol.md §4.1), older pages on `load_older`; 0 reads the
+    /// (docs/protocol.md §4.1), older pages on `load_older`
+    /// ([`DEFAULT_TAIL`](Self::DEFAULT_TAIL) by default); 0 reads the
     /// whole history forward. A runtime without the extension is read
     /// forward either way.
     pub tail: u32,
@@ -228,6 +229,14 @@ impl Config {
     /// The default [`outbox_max_age_ms`](Self::outbox_max_age_ms): a day.
     pub const DEFAULT_OUTBOX_MAX_AGE_MS: u64 = 24 * 60 * 60 * 1000;
 
+    /// The default [`tail`](Self::tail), also the JS option `tail`'s (the
+    /// page halves read it as `TAIL` in `pkg-template/messages.js`, kept
+    /// equal by `tests/defaults_once.rs`): one page that fills a screen
+    /// (a turn is a handful of events: its message, tool calls, answer and
+    /// end) and is one round trip of a few KB. The answer starts at a turn
+    /// boundary, so it may hold more.
+    pub const DEFAULT_TAIL: u32 = 40;
+
     /// Defaults for a target.
     pub fn new(target: Target) -> Self {
         Config {
@@ -235,7 +244,7 @@ impl Config {
             max_event_size: 1 << 20,
             replay_page_limit: 2_000,
             first_page_limit: 500,
-            tail: 0,
+            tail: Config::DEFAULT_TAIL,
             prefetch_depth: Config::DEFAULT_PREFETCH_DEPTH,
             backoff: BackoffConfig::default(),
             stall_factor: 2.5,
