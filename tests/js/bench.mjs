@@ -756,8 +756,10 @@ try {
     // which is measured in the same rounds: the shared host's page half
     // against the dedicated worker's.
     if (wants("shared")) {
-      const { js, sdkShared, sdkWorker } = await followAll(["js", "sdkShared", "sdkWorker"]);
+      const { js, sdkShared, sdkWorker, worker } = await followAll(["js", "sdkShared", "sdkWorker", "worker"]);
       console.log(`browser_live_sdk_shared_js_delta_us ${js.us.toFixed(2)}`);
+      console.log(`browser_live_sdk_shared_worker_delta_us ${worker.us.toFixed(2)}`);
+      console.log(`browser_live_sdk_shared_vs_worker ${(sdkShared.us / worker.us).toFixed(3)}`);
       console.log(`browser_live_sdk_shared_delta_us ${sdkShared.us.toFixed(2)}`);
       console.log(`browser_live_sdk_shared_vs_js ${(sdkShared.us / js.us).toFixed(3)}`);
       console.log(`browser_live_sdk_shared_vs_sdk_worker ${(sdkShared.us / sdkWorker.us).toFixed(3)}`);

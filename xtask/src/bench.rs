@@ -423,6 +423,18 @@ const FIGURES: &[Figure] = &[
         target: None,
     },
     Figure {
+        name: "browser_live_sdk_shared_worker_delta_us",
+        unit: "µs",
+        what: "the plain-JS follower reading its stream in a worker, measured interleaved with the shared host below (the floor of a follower that keeps the network off the main thread)",
+        target: None,
+    },
+    Figure {
+        name: "browser_live_sdk_shared_vs_worker",
+        unit: "x",
+        what: "the shared host / the plain-JS follower reading in a worker, page main-thread time per streamed event, measured in the same rounds",
+        target: Some((Goal::AtMost, 1.1)),
+    },
+    Figure {
         name: "browser_live_sdk_shared_delta_us",
         unit: "µs",
         what: "this SDK in the shared host (`serveShared()` in a SharedWorker), the page following through `SharedClient` with the same subscriber: the page's main-thread time per streamed event",
