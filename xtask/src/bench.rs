@@ -19,6 +19,21 @@ struct Figure {
     target: Option<(Goal, f64)>,
 }
 
+/// A figure of a bench module's list (`hardening.rs`, `proxy.rs`).
+const fn figure(
+    name: &'static str,
+    unit: &'static str,
+    what: &'static str,
+    target: Option<(Goal, f64)>,
+) -> Figure {
+    Figure {
+        name,
+        unit,
+        what,
+        target,
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Goal {
     AtLeast,

@@ -5,6 +5,7 @@
 // every view it is given, when it came and what of the answer it shows: the
 // live text's end and last characters, the last assistant message's last
 // characters (not whole views: an answer's every poll would copy it).
+import { connect } from "./connect.js";
 const query = new URLSearchParams(location.search);
 const sessionId = query.get("session");
 const baseUrl = location.origin;
@@ -24,22 +25,9 @@ function record(view) {
   });
 }
 
-async function connect() {
-  if (query.get("host") === "shared") {
-    const { SharedClient } = await import("../pkg/web/shared-client.js");
-    const startShared = () => new SharedWorker(new URL("./sdk-shared.js", import.meta.url), { type: "module", name: "bench-proxy" });
-    const client = await SharedClient.connect(startShared, { baseUrl, sessionId });
-    const role = client.diagnostics()?.host?.role;
-    if (role !== "shared") throw new Error(`the client runs in "${role}", not the shared host`);
-    return client;
-  }
-  const { default: init, ReplayClient } = await import("../pkg/web/index.js");
-  await init();
-  return ReplayClient.connect({ baseUrl, sessionId, storage: "memory" });
-}
 
 try {
-  const client = await connect();
+  const client = await connect(query.get("host"), "bench-proxy", baseUrl, sessionId);
   window.client = client;
   record(client.view());
   client.subscribe(() => record(client.view()));

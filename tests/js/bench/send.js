@@ -8,6 +8,7 @@
 // ms }`: the frame that paints its bubble, counted from the first frame
 // painted after the send (1: that one, as for the hand-written page's own
 // append), and the time from the send to that frame's start.
+import { connect } from "./connect.js";
 const query = new URLSearchParams(location.search);
 const host = query.get("host");
 const sessionId = query.get("session");
@@ -40,19 +41,6 @@ function render(view) {
   for (const p of view.pending) add(p.message_id, p.text);
 }
 
-async function connect() {
-  if (host === "shared") {
-    const { SharedClient } = await import("../pkg/web/shared-client.js");
-    const worker = () => new SharedWorker(new URL("./sdk-shared.js", import.meta.url), { type: "module", name: "bench-send" });
-    const client = await SharedClient.connect(worker, { baseUrl, sessionId });
-    const role = client.diagnostics()?.host?.role;
-    if (role !== "shared") throw new Error(`the client runs in "${role}", not the shared host`);
-    return client;
-  }
-  const { default: init, ReplayClient } = await import("../pkg/web/index.js");
-  await init();
-  return ReplayClient.connect({ baseUrl, sessionId, storage: "memory" });
-}
 
 let n = 0;
 /** Sends `text`; its bubble's id. */
@@ -69,7 +57,7 @@ if (host === "plain") {
     return id;
   };
 } else {
-  const client = await connect();
+  const client = await connect(host, "bench-send", baseUrl, sessionId);
   client.subscribe(() => render(client.view()));
   render(client.view());
   send = (text) => {

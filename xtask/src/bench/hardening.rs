@@ -3,7 +3,7 @@
 //! and streams aimed at one log, at full scale against a release server
 //! with its default limits).
 
-use super::{Figure, Goal};
+use super::{figure, Figure, Goal};
 
 /// The bench's label (`--hardening` runs it alone).
 pub const LABEL: &str =
@@ -11,20 +11,6 @@ pub const LABEL: &str =
 
 /// Its command.
 pub const ARGV: &[&str] = &["bench", "-q", "-p", "replay-server", "--bench", "hardening"];
-
-const fn figure(
-    name: &'static str,
-    unit: &'static str,
-    what: &'static str,
-    target: Option<(Goal, f64)>,
-) -> Figure {
-    Figure {
-        name,
-        unit,
-        what,
-        target,
-    }
-}
 
 const SECOND: Option<(Goal, f64)> = Some((Goal::AtMost, 1000.0));
 const FIVE_OF_FIVE: Option<(Goal, f64)> = Some((Goal::AtLeast, 5.0));

@@ -2,27 +2,13 @@
 //! part): the clients behind nginx compressing event streams
 //! (`xtask/src/nginx.rs`), where they follow by polling.
 
-use super::{Figure, Goal};
+use super::{figure, Figure, Goal};
 
 /// The part's name in `BENCH_ONLY` (`--proxy` runs it alone).
 pub const PART: &str = "proxy";
 
 /// How `--proxy` names its run in the report's commands.
 pub const SOURCE: &str = "headless Chromium: tests/js/bench.mjs, its proxy part alone (`cargo xtask bench --proxy`; the other figures carried over)";
-
-const fn figure(
-    name: &'static str,
-    unit: &'static str,
-    what: &'static str,
-    target: Option<(Goal, f64)>,
-) -> Figure {
-    Figure {
-        name,
-        unit,
-        what,
-        target,
-    }
-}
 
 const THREE_SECONDS: Option<(Goal, f64)> = Some((Goal::AtMost, 3000.0));
 
