@@ -315,11 +315,23 @@ fn an_idle_polling_client_asks_at_most_six_times_a_minute_probes_included() {
     let mut n = Net::new(true);
     n.run_until(60_000);
     assert!(switched(&n));
-    // Settled at the idle pace; then two whole re-probe cycles (a muted
-    // probe waits out the connect deadline, then the re-probe period).
-    n.run_until(120_000);
+    // Settled at the idle pace. A lone `online` probes at once, between two
+    // polls: from then on the probes do not fall on the polls' times (in
+    // a browser they seldom do: each poll waits for its answer).
+    n.run_until(150_000);
+    let last = *n.polls.last().unwrap();
+    n.run_until(last + 4_000);
+    n.lifecycle(Lifecycle::Online);
+    // The probe stands in for the poll due 6 s later: the poll after it
+    // comes one interval after that one, whatever the probe's time.
+    n.run_until(last + 2 * POLL_IDLE_MAX_MS + 1_000);
+    let next = n.polls.iter().copied().find(|t| *t > last);
+    assert_eq!(next, Some(last + 2 * POLL_IDLE_MAX_MS), "{:?}", n.polls);
+    // Whole re-probe cycles (a muted probe waits out the connect deadline,
+    // then the re-probe period).
     let cycle = n.r.c.config().connect_timeout_ms + REPROBE_MS;
-    let (from, to) = (120_000, 120_000 + 2 * cycle);
+    let from = last + 4_000;
+    let to = from + 4 * cycle;
     n.run_until(to);
     let polls = n.polls_between(from, to).len();
     let probes = n.streams.iter().filter(|t| (from..to).contains(*t)).count();

@@ -32,8 +32,8 @@
 //!   one that ends otherwise (a network error, an HTTP status, a clean end:
 //!   the shared connection was replaced or failed) is tried again with the
 //!   stream's backoff, as any try.
-//! - A probe stands in for the poll due next (that poll waits one interval
-//!   from the probe): re-probing adds no request to the idle pace.
+//! - A probe stands in for the poll due next (skipped; the one after keeps
+//!   its time): re-probing adds no request to the idle pace.
 //! - Every stream try of a polling machine, and the first after `online`,
 //!   visible or shown again, is a *probe* ([`Action::OpenStream`]'s
 //!   `probe`): it waits out no backoff, so a shared connection waiting out
@@ -191,15 +191,16 @@ impl Machine {
     }
 
     /// A probe is a request to the runtime like a poll: it stands in for
-    /// the poll due next, which waits one interval from the probe, so that
-    /// re-probing adds no request to the idle pace (at most 6 a minute).
+    /// the poll due next, which is skipped (the one after it keeps its
+    /// time), so that re-probing adds no request to the idle pace (at most
+    /// 6 a minute) whenever the probe comes between two polls.
     pub(super) fn link_probe_opened(&mut self, now: u64) {
         if !self.link.polling || self.fetch.is_some() {
             return;
         }
         let wait = poll_interval(self.busy(), self.link.idle_polls, self.link.hidden);
-        let at = now.saturating_add(wait);
-        self.link.poll_at = Some(self.link.poll_at.map_or(at, |t| t.max(at)));
+        let due = self.link.poll_at.map_or(now, |t| t.max(now));
+        self.link.poll_at = Some(due.saturating_add(wait));
     }
 
     /// `online` without an `offline` before it: a polling machine waiting
