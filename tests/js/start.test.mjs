@@ -77,7 +77,9 @@ async function firstVisit(id, options, early) {
 test("a first visit's prefetched page is the client's: one replay request", async () => {
   const id = await session(5);
   const { items } = await api("GET", `/v1/sessions/${id}/transcript`);
-  for (const extra of [{}, { tail: 3 }]) {
+  // The default (the newest page, which holds this short session whole),
+  // the history read forward, and a shorter newest page.
+  for (const extra of [{}, { tail: 0 }, { tail: 3 }]) {
     const options = { baseUrl: site, sessionId: id, storage: "indexeddb", ...extra };
     const visit = await firstVisit(id, options, options);
     assert.equal(visit.replays.length, 1, `one replay request (${JSON.stringify(extra)}): ${JSON.stringify(visit.replays)}`);
@@ -90,7 +92,7 @@ test("a first visit's prefetched page is the client's: one replay request", asyn
 test("a prefetch of another page is aborted; the client's own page applies once", async () => {
   const id = await session(5);
   const { items } = await api("GET", `/v1/sessions/${id}/transcript`);
-  const options = { baseUrl: site, sessionId: id, storage: "memory" };
+  const options = { baseUrl: site, sessionId: id, storage: "memory", tail: 0 };
   // The newest page prefetched; the client reads the history forward.
   const visit = await firstVisit(id, options, { ...options, tail: 3 });
   assert.equal(visit.replays.length, 2, JSON.stringify(visit.replays));
