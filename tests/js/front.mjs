@@ -1,8 +1,9 @@
 // A page's origin in front of a replay-server that a test can stop and
 // start: the site's files, and `/v1/` forwarded to the runtime, so the page
 // still loads and reloads while the runtime is down. The front counts, per
-// `message_id`, the sends the runtime accepted, and can hold or refuse a
-// send. Used by the demo's outbox tests (Chromium, and every engine).
+// `message_id`, the sends the runtime accepted (and per `question_id` the
+// answers), and can hold or refuse a send, or hold an answer. Used by the
+// demo's outbox tests (Chromium, and every engine).
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -37,12 +38,23 @@ async function serveFile(site, urlPath, res) {
  * The page's origin, serving `site`. `/v1/` goes to the runtime on
  * `front.port`; with no runtime (`port` null) the connection is cut, as a
  * stopped server's. A message the runtime accepted counts in
- * `accepted[message_id]`. While `holdSends` is set a send is kept,
- * unanswered and not forwarded, in `held`; while `rejectSends` (`{ status,
- * error }`) is set a send is answered with it.
+ * `accepted[message_id]`, an answer it accepted in `answered[question_id]`.
+ * While `holdSends` (`holdAnswers`) is set a send (an answer) is kept,
+ * unanswered and not forwarded, in `held` (`{ messageId | questionId,
+ * aborted }`); while `rejectSends` (`{ status, error }`) is set a send is
+ * answered with it.
  */
 export function startFront(site) {
-  const state = { port: null, runtime: null, accepted: {}, holdSends: false, held: [], rejectSends: null };
+  const state = {
+    port: null,
+    runtime: null,
+    accepted: {},
+    answered: {},
+    holdSends: false,
+    holdAnswers: false,
+    held: [],
+    rejectSends: null,
+  };
   const server = http.createServer(async (req, res) => {
     const urlPath = new URL(req.url, "http://front").pathname;
     if (!urlPath.startsWith("/v1/")) return serveFile(site, urlPath, res);
@@ -50,13 +62,16 @@ export function startFront(site) {
     for await (const chunk of req) chunks.push(chunk);
     const body = Buffer.concat(chunks);
     const isSend = req.method === "POST" && urlPath.endsWith("/messages");
+    const questionId = req.method === "POST" ? urlPath.match(/\/questions\/([^/]+)\/answer$/)?.[1] : undefined;
+    const isWrite = isSend || questionId !== undefined;
     if (isSend && state.rejectSends) {
       const { status, error } = state.rejectSends;
       res.writeHead(status, { "Content-Type": "application/json" });
       return res.end(JSON.stringify({ error, message: "refused by the test's front" }));
     }
-    if (isSend && state.holdSends) {
-      const entry = { messageId: JSON.parse(body).message_id, aborted: false, res };
+    if ((isSend && state.holdSends) || (questionId !== undefined && state.holdAnswers)) {
+      const of = isSend ? { messageId: JSON.parse(body).message_id } : { questionId: decodeURIComponent(questionId) };
+      const entry = { ...of, aborted: false, res };
       res.on("close", () => (entry.aborted = true));
       state.held.push(entry);
       return;
@@ -69,6 +84,10 @@ export function startFront(site) {
           const id = JSON.parse(body).message_id;
           state.accepted[id] = (state.accepted[id] ?? 0) + 1;
         }
+        if (questionId !== undefined && answer.statusCode < 300) {
+          const id = decodeURIComponent(questionId);
+          state.answered[id] = (state.answered[id] ?? 0) + 1;
+        }
         // The page dropped it (its commit came first on the stream).
         if (res.destroyed) return answer.resume();
         res.writeHead(answer.statusCode, answer.headers);
@@ -80,9 +99,9 @@ export function startFront(site) {
       },
     );
     upstream.on("error", () => res.destroy());
-    // A send the page dropped still reaches the runtime: its answer is
+    // A write the page dropped still reaches the runtime: its reply is
     // counted all the same.
-    res.on("close", () => isSend || upstream.destroy());
+    res.on("close", () => isWrite || upstream.destroy());
     upstream.end(body);
   });
   return new Promise((resolve) =>
