@@ -2,8 +2,9 @@
 // engine hooks by `cargo xtask test`) in every mode on one engine
 // (`ENGINE`: chromium, firefox, webkitgtk or wpe, through driver.mjs),
 // against a replay-server of its own (`E2E_URL`, short `--delta-ms`). Each
-// check ends equal to the server's transcript, and any error a page or a
-// worker recorded fails it. `E2E_TURNS` turns of the seeded fault schedule
+// check ends equal to the server's transcript (or, for a session's own
+// events, to what the server wrote), and any error a page or a worker
+// recorded fails it. `E2E_TURNS` turns of the seeded fault schedule
 // run in shared mode with two tabs where `SCHEDULE` is set.
 import { test, after, afterEach, before } from "node:test";
 import assert from "node:assert/strict";
@@ -146,6 +147,46 @@ test("a request dropped as its answer comes ends quietly", async () => {
   for (let round = 0; round < 3; round++) {
     assert.equal(await tab.evaluate(() => window.probe()), "settled false");
   }
+  await noErrors();
+  await closeAll([tab]);
+});
+
+/** What the tab shows of its session: the view's `session` and `extras`, and the page's words. */
+const shownSession = (tab) =>
+  tab.evaluate(() => {
+    const view = window.__replay?.client.view();
+    const text = (id) => document.getElementById(id).textContent;
+    return view && { session: view.session, extras: view.extras, state: text("session-state"), reason: text("session-reason") };
+  });
+
+// A runtime's own events (written at `/v1/admin/events`, as a runtime
+// would): a durable type the fold does not know reaches `view.extras`,
+// `session.failed` reaches `view.session`; a reload restores both.
+test("shared: a runtime's own event type reaches view.extras, session.failed view.session, both kept across a reload", async () => {
+  const title = `${engine} said`;
+  const sessionId = await newSession(title);
+  const tab = await openDemo("shared", sessionId);
+  const append = (type, data) => api("POST", "/v1/admin/events", { scope: "session", scope_id: sessionId, type, data });
+  const shows = (what, predicate) => until(what, async () => predicate(await shownSession(tab)), 30_000, tab);
+  await shows("the session open", (s) => s?.session?.title === title && s.session.state === "open");
+
+  const written = await append("artifact.added", { name: "report.md", bytes: 2048 });
+  const extra = { seq: written.seq, type: "artifact.added", data: { name: "report.md", bytes: 2048 } };
+  await shows("the event in view.extras", (s) => s.extras.length === 1);
+  assert.deepEqual((await shownSession(tab)).extras, [extra]);
+
+  await append("session.failed", { reason: "quota_exceeded" });
+  const failed = { title, state: "failed", reason: "quota_exceeded" };
+  await shows("the failure in view.session and on the page", (s) => s.session.state === "failed" && s.state === "failed");
+  const before = await shownSession(tab);
+  assert.deepEqual(before.session, failed);
+  assert.equal(before.reason, "reason: quota_exceeded");
+
+  await tab.reload();
+  await shows("the session failed after the reload", (s) => s?.session?.state === "failed");
+  const after = await shownSession(tab);
+  assert.deepEqual(after.session, failed, "view.session after the reload");
+  assert.deepEqual(after.extras, [extra], "view.extras after the reload");
   await noErrors();
   await closeAll([tab]);
 });
