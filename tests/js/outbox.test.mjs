@@ -100,6 +100,7 @@ before(async () => {
 beforeEach(async () => {
   if (!front.runtime) await startRuntime();
   front.holdSends = false;
+  front.holdAnswers = false;
   front.rejectSends = null;
 });
 
@@ -275,6 +276,43 @@ test("shared mode: the SharedWorker ends with a send in flight; a tab opened aft
   );
   assert.equal((await commits(sessionId))[id], 1, "one message.committed at the runtime");
   assert.equal(front.accepted[id], 1, "the runtime accepted one send of it");
+  await context.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+test("shared mode: the SharedWorker ends with an answer in flight; a tab opened after answers it, once", async () => {
+  const context = await browser.newContext();
+  const page = await openDemo(context);
+  await until("the client to go live", () => live(page));
+  const sessionId = await page.evaluate(() => window.__replay.sessionId);
+  await page.fill("#message", "/ask may I");
+  await page.click("#composer button[type=submit]");
+  const question = await until("the question asked and stored", () =>
+    page.evaluate(() => window.__replay.client.view().pendingPrompts.find((p) => p.persisted)?.question_id),
+  );
+
+  front.holdAnswers = true;
+  await page.click(`.prompt[data-question-id="${question}"] button`);
+  const held = await until("the answer in flight at the front", () => front.held.find((h) => h.questionId === question));
+  const shown = await page.evaluate(
+    (q) => window.__replay.client.view().pendingPrompts.find((p) => p.question_id === q).answer,
+    question,
+  );
+  assert.equal(shown?.state, "sending", JSON.stringify(shown));
+  // Closing every page of the origin ends its SharedWorker, and with it the request.
+  await page.close();
+  await until("the request in flight to end with the SharedWorker", () => held.aborted);
+  front.holdAnswers = false;
+  assert.equal(front.answered[question], undefined, "the runtime never saw it");
+
+  const next = await openDemo(context, "", sessionId);
+  await until("answered by the new tab's host, no open question", () =>
+    next.evaluate(() => window.__replay.client.view().pendingPrompts.length === 0),
+  );
+  const { items } = await (await fetch(`${front.url}/v1/sessions/${sessionId}/transcript`)).json();
+  const answered = items.filter((i) => i.kind === "question").map((i) => [i.question_id, i.outcome, i.answer]);
+  assert.deepEqual(answered, [[question, "answered", shown.text]], "answered once, with the answer given");
+  assert.equal(front.answered[question], 1, "the runtime accepted one answer");
   await context.close();
   assert.deepEqual(pageErrors, []);
 });
