@@ -247,7 +247,7 @@ test("a message older than outboxMaxAgeMs is failed `expired` and never sent, no
   await stop(tab);
   await connect(sessionId);
   const id = `late-${engine}-${Date.now()}`;
-  // Rejected when it becomes failed: the rejection is the page's to keep.
+  // Its Promise rejects when the message becomes failed: caught in the page.
   await tab.evaluate((id) => void window.__late.send("meant now, not later", id).catch(() => {}), id);
   await expired(id);
   await start();
