@@ -291,9 +291,9 @@ test(
     }, second);
     // The tab in front first: Firefox's hidden first tab took about 30 s to
     // open its stream again (its send went out at once); shown in front, it
-    // catches up at once. Firefox once left the tab in front `connecting`
-    // for more than 30 s (under load, both sends committed): the views get
-    // a minute.
+    // catches up at once. Under load Firefox at times leaves one tab
+    // `connecting` for about 30 s, its stream request never reaching the
+    // front (both sends committed): the views get a minute.
     const both = async (tab) => {
       const s = await shown(tab);
       return s.pending.length === 0 && (await shownTimes(tab, a)) === 1 && (await shownTimes(tab, b)) === 1;
