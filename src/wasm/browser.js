@@ -283,7 +283,10 @@ async function prepare(http, method, accept, body, lastEventId, signal) {
 // already stored means no first visit: nothing is sent. The storage read is
 // kept for the client's own (IndexedDB: read while the wasm compiles).
 // FIRST_PAGE_LIMIT and TAIL are the machine's `Config` defaults
-// (`first_page_limit`, `tail`; tests/defaults_once.rs keeps them equal).
+// (`first_page_limit`, `tail`; tests/defaults_once.rs keeps them equal);
+// the URL and the storage key are the machine's first page and the core's
+// `Target::storage_key` (tests/fixtures/first_page.json, against which
+// tests/first_page.rs checks the core and tests/js/targets.test.mjs this).
 const FIRST_PAGE_LIMIT = 500;
 const TAIL = 40;
 const EARLY_MS = 30_000;
@@ -293,7 +296,8 @@ const early = new Map();
 const earlyReads = new Map();
 
 const signature = (url, init) => url + "\n" + [...init.headers].join("\n");
-// `paths::segment`: all but RFC 3986's unreserved characters encoded.
+// The core's `paths::segment`: all but RFC 3986's unreserved characters
+// encoded (pinned with the URL, above).
 const segment = (s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => "%" + c.charCodeAt(0).toString(16).toUpperCase());
 
 export function prefetch(options) {

@@ -16,10 +16,10 @@ use super::options::StorageChoice;
 use crate::core::machine::{merge_stored, Target};
 use wasm_bindgen::closure::Closure;
 
-/// The key under which a client of `target` at `base_url` keeps its value:
-/// tabs following the same scope of the same runtime share it.
+/// The key under which a client of `target` at `base_url` keeps its value
+/// (the core's [`Target::storage_key`]).
 pub fn storage_key(base_url: &str, target: &Target) -> String {
-    "replay-client:".to_owned() + base_url + "|" + &target.key()
+    target.storage_key(base_url)
 }
 
 /// The stored value, now or later.

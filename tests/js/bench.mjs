@@ -361,6 +361,28 @@ async function sharedTabs(id, head) {
 // BENCH_LINK_TRACE=1: what a page fetched (the page's own requests, not
 // its workers'), when, and the bytes that crossed the link.
 async function traceLoads(tab, label) {
+  // The shared host's worker: its own requests (its script, the wasm, the
+  // first page), on the page's clock.
+  let worker = [];
+  if (/shared/.test(label)) {
+    const browserCdp = await browser.newBrowserCDPSession();
+    try {
+      const target = await sharedWorkerTarget(browserCdp, await contextIdOf(browserCdp, tab));
+      const pageOrigin = await tab.evaluate(() => performance.timeOrigin);
+      const { result } = await target.send("Runtime.evaluate", {
+        expression: `JSON.stringify([performance.timeOrigin, performance.getEntriesByType("resource").map((e) => [e.name.replace(location.origin, ""), e.startTime, e.responseEnd, e.transferSize])])`,
+        returnByValue: true,
+      });
+      await target.detach();
+      const [origin, entries] = JSON.parse(result.value);
+      const at = (ms) => (ms + origin - pageOrigin).toFixed(0);
+      worker = [`worker started ${at(0)}`].concat(entries.map(([name, start, end, bytes]) => `worker ${name} ${at(start)}-${at(end)} ms, ${bytes} B`));
+    } catch (err) {
+      worker = [`worker: ${err.message}`];
+    } finally {
+      await browserCdp.detach();
+    }
+  }
   const entries = await tab.evaluate(() => {
     const nav = performance.getEntriesByType("navigation")[0];
     const m = window.marks ?? {};
@@ -371,7 +393,7 @@ async function traceLoads(tab, label) {
         .map((e) => `${e.name.replace(location.origin, "")} ${e.startTime.toFixed(0)}-${e.responseEnd.toFixed(0)} ms, ${e.transferSize} B`),
     );
   });
-  console.error(`${label}: ${entries.join("; ")}`);
+  console.error(`${label}: ${entries.concat(worker).join("; ")}`);
 }
 
 async function linkPaint(long) {
@@ -381,10 +403,22 @@ async function linkPaint(long) {
   const { items } = await api("GET", `/v1/sessions/${short.id}/transcript`);
   const MESSAGES = items.filter((item) => item.kind === "message").length;
   if (MESSAGES !== 40) throw new Error(`the paint session has ${MESSAGES} messages, not 40`);
-  const HOSTS = ["plain", "shared", "page"];
   // The page each host is measured on: an app's HTML as the README gives
   // it, preloading the host's files (tab-shared.html, tab-page.html).
-  const html = (host) => ({ plain: "tab.html", shared: "tab-shared.html", page: "tab-page.html" })[host];
+  const pages = { plain: "tab.html", shared: "tab-shared.html", page: "tab-page.html" };
+  // BENCH_LINK_VARIANTS=`name=host@page.html,...`: other pages measured
+  // in the same rounds, interleaved (a change of the recommended HTML
+  // weighed against it on a loaded machine); `host` is what the page's
+  // query says (`shared` or `page`).
+  const hostOf = { plain: "plain", shared: "shared", page: "page" };
+  for (const v of (process.env.BENCH_LINK_VARIANTS ?? "").split(",").filter(Boolean)) {
+    const [name, spec] = v.split("=");
+    const [host, page] = spec.split("@");
+    hostOf[name] = host;
+    pages[name] = page;
+  }
+  const HOSTS = Object.keys(pages);
+  const html = (host) => pages[host];
   const painted = async (tab) => {
     await tab.waitForFunction(() => window.paintedAt !== undefined || window.paintError !== undefined, null, {
       timeout: 120_000,
@@ -399,7 +433,10 @@ async function linkPaint(long) {
     return { ms: paintedAt, afterHtml: paintedAt - htmlAt, afterModule: paintedAt - moduleAt };
   };
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  // BENCH_LINK_ONLY=`name,...`: those links alone (e.g. `100ms`).
+  const linkOnly = process.env.BENCH_LINK_ONLY?.split(",");
   for (const [name, origin] of links) {
+    if (linkOnly && !linkOnly.includes(name)) continue;
     const t = Object.fromEntries(
       HOSTS.map((h) => [h, { first: [], reload: [], reloadAfterHtml: [], reloadAfterModule: [], second: [], long: [] }]),
     );
@@ -407,7 +444,7 @@ async function linkPaint(long) {
       for (const host of HOSTS) {
         const context = await browser.newContext();
         try {
-          const query = `host=${host}&session=${short.id}&head=${short.head}&messages=${MESSAGES}&storage=indexeddb`;
+          const query = `host=${hostOf[host]}&session=${short.id}&head=${short.head}&messages=${MESSAGES}&storage=indexeddb`;
           const tab = await context.newPage();
           await tab.goto(`${origin}/bench/${html(host)}?${query}`);
           const first = await painted(tab);
@@ -432,7 +469,7 @@ async function linkPaint(long) {
         const context = await browser.newContext();
         try {
           const tab = await context.newPage();
-          await tab.goto(`${origin}/bench/${html(host)}?host=${host}&session=${long.id}&head=${long.head}&storage=indexeddb&tail=40`);
+          await tab.goto(`${origin}/bench/${html(host)}?host=${hostOf[host]}&session=${long.id}&head=${long.head}&storage=indexeddb&tail=40`);
           const visit = await painted(tab);
           if (process.env.BENCH_LINK_TRACE) await traceLoads(tab, `link ${name}, ${host} 10 000 events (paint ${visit.ms.toFixed(0)})`);
           t[host].long.push(visit.ms);

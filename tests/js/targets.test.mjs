@@ -8,7 +8,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { connectOptions } from "../../src/wasm/browser.js";
+import { connectOptions, prefetch } from "../../src/wasm/browser.js";
 import { logKey, targetKey } from "../../pkg/web/messages.js";
 import * as connection from "../../pkg/web/connection.js";
 
@@ -30,4 +30,38 @@ test("two tabs on the same scopeId but different sessions are two targets", () =
   const b = { baseUrl: "http://rt", sessionId: "b", scopeId: "x" };
   assert.notEqual(targetKey(a), targetKey(b));
   assert.equal(targetKey(a), targetKey({ baseUrl: "http://rt", sessionId: "a" }));
+});
+
+// `prefetch` builds, before the wasm, the first page's URL and the stored
+// value's key the client will use: for every case of
+// tests/fixtures/first_page.json it looks up the fixture's key and asks for
+// the fixture's URL, which tests/first_page.rs pins to the machine's first
+// page and the core's `Target::storage_key`.
+test("prefetch asks for the machine's first page under the core's storage key", async () => {
+  const firstPages = JSON.parse(readFileSync(new URL("../fixtures/first_page.json", import.meta.url), "utf8"));
+  const looked = [];
+  const asked = [];
+  const stub = { getItem: (key) => (looked.push(key), null) };
+  const had = Object.getOwnPropertyDescriptor(globalThis, "localStorage");
+  Object.defineProperty(globalThis, "localStorage", { value: stub, configurable: true });
+  // Its own timer (what no client claims is dropped after EARLY_MS) run
+  // at the end, not waited for.
+  const setTimer = globalThis.setTimeout;
+  const timers = [];
+  globalThis.setTimeout = (f) => timers.push(f);
+  try {
+    for (const { options, key, url } of firstPages) {
+      looked.length = 0;
+      asked.length = 0;
+      prefetch({ ...options, storage: "local", fetch: (u) => (asked.push(u), new Promise(() => {})) });
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.deepEqual(looked, [key], JSON.stringify(options));
+      assert.deepEqual(asked, [url], JSON.stringify(options));
+    }
+  } finally {
+    globalThis.setTimeout = setTimer;
+    timers.forEach((f) => f());
+    if (had) Object.defineProperty(globalThis, "localStorage", had);
+    else delete globalThis.localStorage;
+  }
 });

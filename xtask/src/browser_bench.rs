@@ -57,8 +57,15 @@ pub fn run(only: Option<&str>, record: &mut dyn FnMut(&str, f64)) -> Result {
             &format!("--outfile={}", bundle.to_str().expect("utf-8 path")),
         ],
     )?;
-    for tab in ["tab-shared.html", "tab-page.html"] {
-        let tab = site.join("bench").join(tab);
+    // Every preloading tab: the README's two and the variants a run may
+    // weigh against them (BENCH_LINK_VARIANTS).
+    let tabs = std::fs::read_dir(site.join("bench")).map_err(|e| format!("bench site: {e}"))?;
+    for entry in tabs {
+        let tab = entry.map_err(|e| format!("bench site: {e}"))?.path();
+        let name = tab.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !(name.starts_with("tab-") && name.ends_with(".html")) {
+            continue;
+        }
         let html = std::fs::read_to_string(&tab).map_err(|e| format!("{}: {e}", tab.display()))?;
         std::fs::write(&tab, html.replace("SNIPPETS", folder))
             .map_err(|e| format!("{}: {e}", tab.display()))?;

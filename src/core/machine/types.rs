@@ -53,6 +53,15 @@ impl Target {
         }
     }
 
+    /// Where a client of this target at `base_url` (without a trailing
+    /// `/`) keeps its persisted value: tabs following the same log of the
+    /// same runtime share it. The wasm's storage and `prefetch` (browser.js,
+    /// which looks for it before the wasm) are pinned to it by
+    /// `tests/fixtures/first_page.json`.
+    pub fn storage_key(&self, base_url: &str) -> String {
+        "replay-client:".to_owned() + base_url + "|" + &self.key()
+    }
+
     /// The key of log `scope_id` of `scope` (see [`Target::key`]).
     pub fn scoped_key(scope: Scope, scope_id: &str) -> String {
         format!("{}:{}", scope.as_str(), scope_id)
