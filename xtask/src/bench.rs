@@ -960,7 +960,7 @@ fn link_figures() -> &'static [Figure] {
                     None,
                 ));
                 figs.push(ms("second_ms", "a second tab of that context on the same session", None));
-                figs.push(ms("long_ms", "first visit to a 10 000-event session, navigation start to the frame showing it live", None));
+                figs.push(ms("long_ms", "first visit to a 10 000-event session, navigation start to the frame showing its newest message (at its head, live or not)", None));
                 figs.push(x(
                     "long_vs_first",
                     "the 10 000-event first visit / the 40-message first visit, per round",

@@ -4,7 +4,9 @@
 // (`SharedClient`; this page loads no wasm), `host=page` on this page
 // (`ReplayClient`, as `/?page` in the demo). Each loads only its own half.
 // `window.paintedAt`: navigation start to the animation frame that first
-// shows the whole session (live, at `head`); with `messages=<n>`, the first
+// shows the whole session (live, at `head`); with `newest`, the first that
+// shows its newest message (at `head`, live or not: a long session's first
+// visit, which reads the newest page first); with `messages=<n>`, the first
 // that shows its n messages, live or not (a reload's paint), and
 // `host=plain` is a hand-written page that fetches the replay pages and
 // renders them.
@@ -63,10 +65,11 @@ async function plainPage() {
   return { items };
 }
 
+const newest = query.has("newest");
 const shown = (view) =>
-  messages === null
-    ? view?.status.state === "live" && view.cursor >= head
-    : view?.items.filter((item) => item.kind === "message").length >= messages;
+  messages !== null
+    ? view?.items.filter((item) => item.kind === "message").length >= messages
+    : view?.cursor >= head && (newest || view.status.state === "live");
 
 function whenLive(client) {
   return new Promise((resolve) => {
