@@ -201,7 +201,7 @@ fn a_4xx_fails_the_message_with_the_servers_code_until_it_is_retried() {
     accept(&mut r, next[0].0, "t2");
     r.pump();
     done(&mut r);
-    let retry = r.c.retry_message("m1", r.now).expect("pending");
+    let retry = r.c.retry_pending("m1", r.now).expect("pending");
     let again = posts(&r.pump());
     assert_eq!(again[0].1, "m1");
     accept(&mut r, again[0].0, "t1");
@@ -214,7 +214,7 @@ fn a_4xx_fails_the_message_with_the_servers_code_until_it_is_retried() {
             })
         }]
     );
-    assert!(r.c.retry_message("nope", r.now).is_none());
+    assert!(r.c.retry_pending("nope", r.now).is_none());
 }
 
 #[test]
@@ -224,14 +224,14 @@ fn a_discarded_message_is_never_sent() {
     let w = send(&mut r, "m1");
     r.pump();
     r.changes();
-    assert!(r.c.discard_message("m1", r.now));
+    assert!(r.c.discard_pending("m1", r.now));
     assert!(r.changes().iter().any(|c| c.pending));
     assert!(pending(&r).is_empty());
     assert_eq!(done(&mut r)[0].id, w);
     r.c.handle_lifecycle(Lifecycle::Online, r.now);
     r.advance(60_000);
     assert!(posts(&r.log).is_empty(), "{:?}", r.log);
-    assert!(!r.c.discard_message("m1", r.now));
+    assert!(!r.c.discard_pending("m1", r.now));
 }
 
 #[test]
@@ -517,7 +517,7 @@ fn a_claim_is_let_go_only_after_the_save_that_lists_its_message_as_gone() {
     r.c.handle_lifecycle(Lifecycle::Online, r.now);
     assert_eq!(posts(&r.pump())[0].1, "m3");
     let from = r.log.len();
-    assert!(r.c.discard_message("m3", r.now));
+    assert!(r.c.discard_pending("m3", r.now));
     r.pump();
     let (release, saved) = released_after_gone(&r.log[from..], "replay-client:message:m3", "m3");
     assert!(release.is_some() && saved, "{:?}", &r.log[from..]);
@@ -626,7 +626,7 @@ fn what_left_the_outbox_is_stored_as_gone_and_never_restored() {
     r.pump();
     // Another tab's value: both messages queued.
     let other = r.c.persisted_value();
-    assert!(r.c.discard_message("m1", r.now));
+    assert!(r.c.discard_pending("m1", r.now));
     r.pump();
     let mine = String::from_utf8(r.c.persisted_value()).unwrap();
     assert!(mine.contains(r#""gone":["m1"]"#), "{mine}");
@@ -814,6 +814,48 @@ fn a_second_answer_waits_on_the_same_one_replaces_a_failed_one_and_is_refused_ot
             result: Ok(WriteOutcome::Answered)
         }]
     );
+}
+
+#[test]
+fn a_failed_answer_is_retried_or_discarded_by_its_question_id() {
+    let mut r = asked();
+    let w = answer(&mut r, "q1", "yes");
+    let sent = raw_posts(&r.pump());
+    let body = error_body_with("invalid_answer", "not now");
+    r.c.handle_http_error(sent[0].0, 400, None, &body, r.now);
+    assert_eq!(done(&mut r)[0].id, w);
+    assert_eq!(answer_of(&r, "q1").unwrap().2.as_deref(), Some("invalid_answer"));
+    // `retry` names it by its question: sent again, the same answer.
+    let again = r.c.retry_pending("q1", r.now).expect("a failed answer to q1");
+    let sent = raw_posts(&r.pump());
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].1.ends_with("/questions/q1/answer"), "{sent:?}");
+    assert_eq!(sent[0].2, r#"{"answer":"yes"}"#);
+    assert_eq!(answer_of(&r, "q1").unwrap().1, PendingState::Sending);
+    r.c.handle_post_answer(sent[0].0, b"", r.now);
+    assert_eq!(
+        done(&mut r),
+        vec![WriteDone {
+            id: again,
+            result: Ok(WriteOutcome::Answered)
+        }]
+    );
+    // `discard` too: gone from its question, never sent again.
+    let mut r = asked();
+    answer(&mut r, "q1", "no");
+    let sent = raw_posts(&r.pump());
+    r.c.handle_http_error(sent[0].0, 400, None, &body, r.now);
+    r.pump();
+    assert!(r.c.discard_pending("q1", r.now));
+    r.pump();
+    assert_eq!(answer_of(&r, "q1"), None);
+    assert!(r.changes().iter().any(|c| c.pending), "shown gone");
+    assert!(!r.c.discard_pending("q1", r.now), "nothing left to discard");
+    assert!(r.c.retry_pending("q1", r.now).is_none());
+    r.advance(60_000);
+    assert_eq!(raw_posts(&r.log).len(), 1, "the refused try only: {:?}", raw_posts(&r.log));
+    let text = String::from_utf8(r.c.persisted_value()).unwrap();
+    assert!(text.contains(r#""outbox":[]"#), "{text}");
 }
 
 #[test]

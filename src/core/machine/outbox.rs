@@ -44,7 +44,7 @@ pub enum PendingState {
     /// `message.committed` has not reached the view yet.
     Sending,
     /// Retrying will not change the answer (a 4xx, or `expired`): it waits
-    /// for [`Machine::retry_message`] or [`Machine::discard_message`].
+    /// for [`Machine::retry_pending`] or [`Machine::discard_pending`].
     Failed,
 }
 
@@ -249,6 +249,12 @@ impl Outbox {
         (self.entries.iter()).position(|e| e.answer == answer && e.key == key)
     }
 
+    /// The entry `retry` and `discard` name by `key`: the message of that
+    /// `message_id`, else the answer to the question of that id.
+    fn named(&self, key: &str) -> Option<usize> {
+        self.find(false, key).or_else(|| self.find(true, key))
+    }
+
     /// The persisted form of the outbox.
     pub(super) fn stored(&self) -> Vec<StoredMessage> {
         self.entries.iter().map(Entry::stored).collect()
@@ -378,10 +384,11 @@ impl Machine {
         self.retry_entry(i, id, now);
     }
 
-    /// `retry(messageId)`: a failed message is queued again (its age runs
-    /// anew: the user asked for it now). `None` when it is not pending.
-    pub fn retry_message(&mut self, message_id: &str, now: u64) -> Option<WriteId> {
-        let i = self.writes.outbox.find(false, message_id)?;
+    /// `retry(id)`: a failed message (`id`: its `message_id`) or answer
+    /// (`id`: its question's id) is queued again (its age runs anew: the
+    /// user asked for it now). `None` when it is not pending.
+    pub fn retry_pending(&mut self, id: &str, now: u64) -> Option<WriteId> {
+        let i = self.writes.outbox.named(id)?;
         let id = self.writes.next_write_id();
         self.retry_entry(i, id, now);
         self.after_input(now);
@@ -402,12 +409,13 @@ impl Machine {
         }
     }
 
-    /// `discard(messageId)`: the message leaves the outbox and is never
-    /// sent again; a request in flight is aborted (it may still have
-    /// reached the runtime). False when it is not pending or the runtime
-    /// already accepted it.
-    pub fn discard_message(&mut self, message_id: &str, now: u64) -> bool {
-        let Some(i) = self.writes.outbox.find(false, message_id) else {
+    /// `discard(id)`: the message (`id`: its `message_id`) or answer (`id`:
+    /// its question's id) leaves the outbox and is never sent again; a
+    /// request in flight is aborted (it may still have reached the
+    /// runtime). False when it is not pending or the runtime already
+    /// accepted it.
+    pub fn discard_pending(&mut self, id: &str, now: u64) -> bool {
+        let Some(i) = self.writes.outbox.named(id) else {
             return false;
         };
         let e = &self.writes.outbox.entries[i];
