@@ -379,7 +379,10 @@ async fn asked(c: &replay_client::wasm::ReplayClient, mid: &str, before: Option<
 
 /// Answers `question`; the refused answer's rejection code.
 async fn refused_answer(c: &replay_client::wasm::ReplayClient, question: &str) -> String {
-    fault(json!({"kind": "fail_requests", "route": "answer", "status": 400, "error": "refused_here"})).await;
+    fault(
+        json!({"kind": "fail_requests", "route": "answer", "status": 400, "error": "refused_here"}),
+    )
+    .await;
     let answered = wasm_bindgen_futures::JsFuture::from(c.answer(question.into(), "yes".into()));
     let err = answered.await.expect_err("rejected when failed");
     get(&err, "code").as_string().unwrap_or_default()

@@ -824,9 +824,14 @@ fn a_failed_answer_is_retried_or_discarded_by_its_question_id() {
     let body = error_body_with("invalid_answer", "not now");
     r.c.handle_http_error(sent[0].0, 400, None, &body, r.now);
     assert_eq!(done(&mut r)[0].id, w);
-    assert_eq!(answer_of(&r, "q1").unwrap().2.as_deref(), Some("invalid_answer"));
+    assert_eq!(
+        answer_of(&r, "q1").unwrap().2.as_deref(),
+        Some("invalid_answer")
+    );
     // `retry` names it by its question: sent again, the same answer.
-    let again = r.c.retry_pending("q1", r.now).expect("a failed answer to q1");
+    let again =
+        r.c.retry_pending("q1", r.now)
+            .expect("a failed answer to q1");
     let sent = raw_posts(&r.pump());
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert!(sent[0].1.ends_with("/questions/q1/answer"), "{sent:?}");
@@ -853,7 +858,12 @@ fn a_failed_answer_is_retried_or_discarded_by_its_question_id() {
     assert!(!r.c.discard_pending("q1", r.now), "nothing left to discard");
     assert!(r.c.retry_pending("q1", r.now).is_none());
     r.advance(60_000);
-    assert_eq!(raw_posts(&r.log).len(), 1, "the refused try only: {:?}", raw_posts(&r.log));
+    assert_eq!(
+        raw_posts(&r.log).len(),
+        1,
+        "the refused try only: {:?}",
+        raw_posts(&r.log)
+    );
     let text = String::from_utf8(r.c.persisted_value()).unwrap();
     assert!(text.contains(r#""outbox":[]"#), "{text}");
 }
