@@ -303,20 +303,20 @@ export class PageClient {
 
   /**
    * As `ReplayClient.retry`.
-   * @param {string} messageId
-   * @returns {Promise<{ turnId: string }>}
+   * @param {string} id a message's `message_id`, or an answer's question id
+   * @returns {Promise<{ turnId: string } | undefined>}
    */
-  retry(messageId) {
-    return this.#call("retry", [messageId]);
+  retry(id) {
+    return this.#call("retry", [id]);
   }
 
   /**
    * As `ReplayClient.discard`, asked of the host.
-   * @param {string} messageId
+   * @param {string} id a message's `message_id`, or an answer's question id
    * @returns {Promise<boolean>}
    */
-  discard(messageId) {
-    return this.#call("discard", [messageId]);
+  discard(id) {
+    return this.#call("discard", [id]);
   }
 
   /**

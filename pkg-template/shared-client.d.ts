@@ -48,10 +48,10 @@ export declare class SharedClient {
   subscribe(listener: () => void): () => void;
   /** As `ReplayClient.send`; the message id is chosen on the page, so a retry on a new worker keeps it. */
   send(text: string, messageId?: string | null): Promise<{ turnId: string }>;
-  /** As `ReplayClient.retry`. */
-  retry(messageId: string): Promise<{ turnId: string }>;
+  /** As `ReplayClient.retry`: a failed message by its `message_id`, or a failed answer by its question's id. */
+  retry(id: string): Promise<{ turnId: string } | undefined>;
   /** As `ReplayClient.discard`, asked of the host. */
-  discard(messageId: string): Promise<boolean>;
+  discard(id: string): Promise<boolean>;
   /** As `ReplayClient.answer`. */
   answer(questionId: string, answer: string): Promise<void>;
   /** As `ReplayClient.cancel`; without `turnId`, the turn this page shows live. */

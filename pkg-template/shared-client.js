@@ -261,14 +261,14 @@ class OnPageClient {
     return this.#client.send(text, messageId);
   }
 
-  /** @param {string} messageId */
-  retry(messageId) {
-    return this.#client.retry(messageId);
+  /** @param {string} id */
+  retry(id) {
+    return this.#client.retry(id);
   }
 
-  /** @param {string} messageId */
-  async discard(messageId) {
-    return this.#client.discard(messageId);
+  /** @param {string} id */
+  async discard(id) {
+    return this.#client.discard(id);
   }
 
   /**

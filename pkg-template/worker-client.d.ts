@@ -38,10 +38,10 @@ export declare class WorkerClient {
   subscribe(listener: () => void): () => void;
   /** As `ReplayClient.send`. */
   send(text: string, messageId?: string | null): Promise<{ turnId: string }>;
-  /** As `ReplayClient.retry`. */
-  retry(messageId: string): Promise<{ turnId: string }>;
+  /** As `ReplayClient.retry`: a failed message by its `message_id`, or a failed answer by its question's id. */
+  retry(id: string): Promise<{ turnId: string } | undefined>;
   /** As `ReplayClient.discard`, asked of the worker. */
-  discard(messageId: string): Promise<boolean>;
+  discard(id: string): Promise<boolean>;
   /** As `ReplayClient.answer`. */
   answer(questionId: string, answer: string): Promise<void>;
   /** As `ReplayClient.cancel`. */

@@ -226,7 +226,7 @@ async fn a_4xx_fails_the_message_and_a_retry_commits_it_once() {
     assert_eq!(shown[0].error.as_ref().unwrap().code, "refused_here");
     assert!(server_messages(&session).await.is_empty());
     let turn = c.retry("f1").expect("pending").await.expect("accepted");
-    assert!(!turn.is_empty());
+    assert!(turn.is_some_and(|t| !t.is_empty()), "a message's turn");
     committed(&c, &["f1"]).await;
     assert_eq!(server_messages(&session).await, vec!["f1"]);
     c.close();
@@ -363,4 +363,62 @@ async fn an_answer_given_with_the_server_down_survives_a_reload_and_is_answered_
     let answers = server_answers(&session).await;
     assert_eq!(answers, vec![(question, "answered".into(), "yes".into())]);
     back.close();
+}
+
+/// Asks the server's runtime a question in `c`'s session (`/ask`, message
+/// `mid`) and waits for it on a prompt: its id.
+async fn asked(c: &replay_client::wasm::ReplayClient, mid: &str, before: Option<&str>) -> String {
+    let _asked = c.send(format!("/ask {mid}"), Some(mid.into()));
+    let new = |c: &replay_client::wasm::ReplayClient| {
+        let p = first_prompt(c);
+        p["persisted"] == true && p["question_id"].as_str() != before
+    };
+    assert!(wait_until(15_000, || new(c)).await, "{}", first_prompt(c));
+    first_prompt(c)["question_id"].as_str().unwrap().to_owned()
+}
+
+/// Answers `question`; the refused answer's rejection code.
+async fn refused_answer(c: &replay_client::wasm::ReplayClient, question: &str) -> String {
+    fault(
+        json!({"kind": "fail_requests", "route": "answer", "status": 400, "error": "refused_here"}),
+    )
+    .await;
+    let answered = wasm_bindgen_futures::JsFuture::from(c.answer(question.into(), "yes".into()));
+    let err = answered.await.expect_err("rejected when failed");
+    get(&err, "code").as_string().unwrap_or_default()
+}
+
+#[wasm_bindgen_test]
+async fn a_refused_answer_fails_with_its_code_and_retry_or_discard_name_it_by_its_question() {
+    let session = create_session().await;
+    let c = js_client(server(), &session, &one_slot());
+    let q1 = asked(&c, "ask_retry", None).await;
+    assert_eq!(refused_answer(&c, &q1).await, "refused_here");
+    let shown = first_prompt(&c)["answer"].clone();
+    assert_eq!(shown["state"], "failed", "{shown}");
+    assert_eq!(shown["error"]["code"], "refused_here", "{shown}");
+    assert_eq!(shown["error"]["status"], 400, "{shown}");
+    assert!(server_answers(&session).await.is_empty());
+    // The server takes answers again: `retry` by the question's id.
+    let retried = wasm_bindgen_futures::JsFuture::from(c.retry(q1.clone()))
+        .await
+        .expect("answered");
+    assert!(retried.is_undefined(), "an answer names no turn");
+    let ended = wait_until(15_000, || first_prompt(&c)["question_id"] != q1.as_str()).await;
+    assert!(ended, "{}", first_prompt(&c));
+    let once = vec![(q1.clone(), "answered".to_owned(), "yes".to_owned())];
+    assert_eq!(server_answers(&session).await, once);
+    // Another question, its answer refused, then discarded: gone from its
+    // prompt, the question still open, nothing more sent.
+    let q2 = asked(&c, "ask_discard", Some(&q1)).await;
+    assert_eq!(refused_answer(&c, &q2).await, "refused_here");
+    assert!(c.discard(q2.clone()));
+    let prompt = first_prompt(&c);
+    assert_eq!(prompt["question_id"], q2.as_str(), "{prompt}");
+    assert!(prompt.get("answer").is_none(), "{prompt}");
+    assert!(!c.discard(q2.clone()), "nothing left to discard");
+    sleep(1_000).await;
+    assert_eq!(server_answers(&session).await, once, "nothing sent for q2");
+    assert_eq!(first_prompt(&c)["question_id"], q2.as_str());
+    c.close();
 }

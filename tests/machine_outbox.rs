@@ -201,7 +201,7 @@ fn a_4xx_fails_the_message_with_the_servers_code_until_it_is_retried() {
     accept(&mut r, next[0].0, "t2");
     r.pump();
     done(&mut r);
-    let retry = r.c.retry_message("m1", r.now).expect("pending");
+    let retry = r.c.retry_pending("m1", r.now).expect("pending");
     let again = posts(&r.pump());
     assert_eq!(again[0].1, "m1");
     accept(&mut r, again[0].0, "t1");
@@ -214,7 +214,7 @@ fn a_4xx_fails_the_message_with_the_servers_code_until_it_is_retried() {
             })
         }]
     );
-    assert!(r.c.retry_message("nope", r.now).is_none());
+    assert!(r.c.retry_pending("nope", r.now).is_none());
 }
 
 #[test]
@@ -224,14 +224,14 @@ fn a_discarded_message_is_never_sent() {
     let w = send(&mut r, "m1");
     r.pump();
     r.changes();
-    assert!(r.c.discard_message("m1", r.now));
+    assert!(r.c.discard_pending("m1", r.now));
     assert!(r.changes().iter().any(|c| c.pending));
     assert!(pending(&r).is_empty());
     assert_eq!(done(&mut r)[0].id, w);
     r.c.handle_lifecycle(Lifecycle::Online, r.now);
     r.advance(60_000);
     assert!(posts(&r.log).is_empty(), "{:?}", r.log);
-    assert!(!r.c.discard_message("m1", r.now));
+    assert!(!r.c.discard_pending("m1", r.now));
 }
 
 #[test]
@@ -451,6 +451,172 @@ fn a_message_held_by_another_client_waits_queued_and_its_claim_is_let_go_when_it
     assert_eq!(released, vec!["replay-client:message:m2".to_owned()]);
 }
 
+/// Where the release of `claim` is among `actions`, and whether a save
+/// before it lists `id` as gone.
+fn released_after_gone(actions: &[Action], claim: &str, id: &str) -> (Option<usize>, bool) {
+    let release =
+        (actions.iter()).position(|a| matches!(a, Action::Release { claim: c } if c == claim));
+    let gone = format!(r#""gone":["{id}"]"#);
+    let gone_other = format!(r#","{id}"]"#);
+    let saved = release.is_some_and(|at| {
+        actions[..at].iter().any(|a| {
+            matches!(a, Action::Persist(v) if {
+                let v = String::from_utf8_lossy(v);
+                v.contains(&gone) || v.contains(&gone_other)
+            })
+        })
+    });
+    (release, saved)
+}
+
+#[test]
+fn a_claim_is_let_go_only_after_the_save_that_lists_its_message_as_gone() {
+    // A client that gets the claim next (a tab that restored the message)
+    // reads the stored value after this save: it finds the message gone.
+    let mut r = Rig::live_with(&simple_log(1));
+    send(&mut r, "m1");
+    send(&mut r, "m2");
+    let p = posts(&r.pump());
+    accept(&mut r, p[0].0, "t1");
+    let p = posts(&r.pump());
+    assert_eq!(p[0].1, "m2");
+    let from = r.log.len();
+    // Committed with another message still in the outbox.
+    r.send(&[user_msg(2, "m1", "text of m1")]);
+    let (release, saved) = released_after_gone(&r.log[from..], "replay-client:message:m1", "m1");
+    assert!(
+        release.is_some(),
+        "let go with its commit: {:?}",
+        &r.log[from..]
+    );
+    assert!(
+        saved,
+        "after the save that lists it gone: {:?}",
+        &r.log[from..]
+    );
+    // Committed as the outbox empties, within the persist throttle.
+    accept(&mut r, p[0].0, "t2");
+    r.pump();
+    let from = r.log.len();
+    r.send(&[user_msg(3, "m2", "text of m2")]);
+    let (release, saved) = released_after_gone(&r.log[from..], "replay-client:message:m2", "m2");
+    assert!(
+        release.is_some(),
+        "let go with its commit: {:?}",
+        &r.log[from..]
+    );
+    assert!(
+        saved,
+        "after the save that lists it gone: {:?}",
+        &r.log[from..]
+    );
+    // A discarded message too.
+    r.c.handle_lifecycle(Lifecycle::Offline, r.now);
+    send(&mut r, "m3");
+    r.pump();
+    r.c.handle_lifecycle(Lifecycle::Online, r.now);
+    assert_eq!(posts(&r.pump())[0].1, "m3");
+    let from = r.log.len();
+    assert!(r.c.discard_pending("m3", r.now));
+    r.pump();
+    let (release, saved) = released_after_gone(&r.log[from..], "replay-client:message:m3", "m3");
+    assert!(release.is_some() && saved, "{:?}", &r.log[from..]);
+}
+
+/// A client that restored `stored` (a reload while the runtime was down):
+/// its first attempt at the message found the claim held by another client.
+fn restored_and_claimed_elsewhere(stored: &[u8]) -> Rig {
+    let mut b = Rig::with(Config::session(SES), Some(stored));
+    let first = posts(&b.log);
+    assert_eq!(first.len(), 1, "sent at once after the restore: {first:?}");
+    b.c.handle_request_failed(first[0].0, CoreError::Claimed, b.now);
+    b.pump();
+    assert_eq!(pending(&b), vec![("m1".to_owned(), PendingState::Queued)]);
+    b
+}
+
+/// The first client's message `m1`, stored while the runtime was down.
+fn stored_with_m1() -> Vec<u8> {
+    let mut a = Rig::live_with(&simple_log(1));
+    a.c.handle_lifecycle(Lifecycle::Offline, a.now);
+    send(&mut a, "m1");
+    a.pump();
+    a.c.persisted_value()
+}
+
+/// Brings a restoring rig live at `history` (its stream's `hello` and the
+/// restore's page).
+fn caught_up_at(b: &mut Rig, history: &[replay_client::core::protocol::Envelope]) {
+    let head = history.len() as u64;
+    if b.stream.is_none() {
+        b.until_reconnect();
+    }
+    b.run_timers_until(|r| r.fetch.is_some());
+    b.open_ok();
+    b.send(&[hello(EPOCH, head, BOOT)]);
+    let after = 1;
+    let page = replay_page(EPOCH, BOOT, after, &history[1..], head, false, None, None);
+    b.answer(&page);
+}
+
+#[test]
+fn a_message_whose_claim_another_client_holds_is_not_sent_again_before_this_view_caught_up() {
+    let stored = stored_with_m1();
+    let mut b = restored_and_claimed_elsewhere(&stored);
+    // The runtime is back, this client's stream not yet: the other client
+    // sends and commits it, and lets its claim go. Whatever time passes, it
+    // is not asked for here until this view caught up.
+    for _ in 0..120 {
+        b.advance(500);
+    }
+    assert_eq!(
+        posts(&b.log).len(),
+        1,
+        "asked again before catching up: {:?}",
+        posts(&b.log)
+    );
+    // Caught up: the other client's commit is in this view, and the
+    // message leaves without a request.
+    let mut history = simple_log(1);
+    history.push(user_msg(2, "m1", "text of m1"));
+    caught_up_at(&mut b, &history);
+    assert!(pending(&b).is_empty(), "{:?}", pending(&b));
+    for _ in 0..60 {
+        b.advance(1_000);
+    }
+    assert_eq!(
+        posts(&b.log).len(),
+        1,
+        "sent once, by the other client: {:?}",
+        posts(&b.log)
+    );
+}
+
+#[test]
+fn a_message_whose_claim_was_held_is_sent_once_caught_up_when_the_other_client_ended_without_it() {
+    let stored = stored_with_m1();
+    let mut b = restored_and_claimed_elsewhere(&stored);
+    // The other client ended (a tab closed) without sending it: this one
+    // catches up, finds no commit, and sends it.
+    for _ in 0..20 {
+        b.advance(500);
+    }
+    assert_eq!(posts(&b.log).len(), 1, "asked again before catching up");
+    caught_up_at(&mut b, &simple_log(1));
+    let sent = posts(&b.log);
+    assert_eq!(sent.len(), 2, "sent once caught up: {sent:?}");
+    accept(&mut b, sent[1].0, "t1");
+    b.send(&[user_msg(2, "m1", "text of m1")]);
+    assert!(pending(&b).is_empty());
+    b.advance(60_000);
+    assert_eq!(
+        posts(&b.log).len(),
+        2,
+        "the claimed try, then one send: {:?}",
+        posts(&b.log)
+    );
+}
+
 #[test]
 fn what_left_the_outbox_is_stored_as_gone_and_never_restored() {
     let mut r = Rig::live_with(&simple_log(1));
@@ -460,7 +626,7 @@ fn what_left_the_outbox_is_stored_as_gone_and_never_restored() {
     r.pump();
     // Another tab's value: both messages queued.
     let other = r.c.persisted_value();
-    assert!(r.c.discard_message("m1", r.now));
+    assert!(r.c.discard_pending("m1", r.now));
     r.pump();
     let mine = String::from_utf8(r.c.persisted_value()).unwrap();
     assert!(mine.contains(r#""gone":["m1"]"#), "{mine}");
@@ -648,6 +814,58 @@ fn a_second_answer_waits_on_the_same_one_replaces_a_failed_one_and_is_refused_ot
             result: Ok(WriteOutcome::Answered)
         }]
     );
+}
+
+#[test]
+fn a_failed_answer_is_retried_or_discarded_by_its_question_id() {
+    let mut r = asked();
+    let w = answer(&mut r, "q1", "yes");
+    let sent = raw_posts(&r.pump());
+    let body = error_body_with("invalid_answer", "not now");
+    r.c.handle_http_error(sent[0].0, 400, None, &body, r.now);
+    assert_eq!(done(&mut r)[0].id, w);
+    assert_eq!(
+        answer_of(&r, "q1").unwrap().2.as_deref(),
+        Some("invalid_answer")
+    );
+    // `retry` names it by its question: sent again, the same answer.
+    let again =
+        r.c.retry_pending("q1", r.now)
+            .expect("a failed answer to q1");
+    let sent = raw_posts(&r.pump());
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].1.ends_with("/questions/q1/answer"), "{sent:?}");
+    assert_eq!(sent[0].2, r#"{"answer":"yes"}"#);
+    assert_eq!(answer_of(&r, "q1").unwrap().1, PendingState::Sending);
+    r.c.handle_post_answer(sent[0].0, b"", r.now);
+    assert_eq!(
+        done(&mut r),
+        vec![WriteDone {
+            id: again,
+            result: Ok(WriteOutcome::Answered)
+        }]
+    );
+    // `discard` too: gone from its question, never sent again.
+    let mut r = asked();
+    answer(&mut r, "q1", "no");
+    let sent = raw_posts(&r.pump());
+    r.c.handle_http_error(sent[0].0, 400, None, &body, r.now);
+    r.pump();
+    assert!(r.c.discard_pending("q1", r.now));
+    r.pump();
+    assert_eq!(answer_of(&r, "q1"), None);
+    assert!(r.changes().iter().any(|c| c.pending), "shown gone");
+    assert!(!r.c.discard_pending("q1", r.now), "nothing left to discard");
+    assert!(r.c.retry_pending("q1", r.now).is_none());
+    r.advance(60_000);
+    assert_eq!(
+        raw_posts(&r.log).len(),
+        1,
+        "the refused try only: {:?}",
+        raw_posts(&r.log)
+    );
+    let text = String::from_utf8(r.c.persisted_value()).unwrap();
+    assert!(text.contains(r#""outbox":[]"#), "{text}");
 }
 
 #[test]

@@ -221,14 +221,14 @@ impl<I: Io> Executor<I> {
         self.drive();
     }
 
-    /// `retry(messageId)`: `done` gets the outcome of the message sent
-    /// again; false (and `done` dropped) when it is not pending.
-    pub fn retry_message(self: &Rc<Self>, message_id: &str, done: Done) -> bool {
+    /// `retry(id)`: `done` gets the outcome of the message (the answer)
+    /// sent again; false (and `done` dropped) when it is not pending.
+    pub fn retry_pending(self: &Rc<Self>, id: &str, done: Done) -> bool {
         let started = {
             let mut state = self.state.borrow_mut();
             let now = self.io.now();
             state.machine.handle_wall_clock(self.io.wall_clock(), now);
-            match state.machine.retry_message(message_id, now) {
+            match state.machine.retry_pending(id, now) {
                 Some(id) => {
                     state.outcomes.wait(id, done);
                     true
@@ -240,12 +240,13 @@ impl<I: Io> Executor<I> {
         started
     }
 
-    /// `discard(messageId)`: whether the message left the outbox unsent.
-    pub fn discard_message(self: &Rc<Self>, message_id: &str) -> bool {
+    /// `discard(id)`: whether the message (the answer) left the outbox
+    /// unsent.
+    pub fn discard_pending(self: &Rc<Self>, id: &str) -> bool {
         let discarded = {
             let mut state = self.state.borrow_mut();
             let now = self.io.now();
-            state.machine.discard_message(message_id, now)
+            state.machine.discard_pending(id, now)
         };
         self.drive();
         discarded

@@ -123,7 +123,7 @@ export type ReplayErrorCode =
   | "closed" | "invalid_options" | "timeout"
   /** A queued message was not accepted within `outboxMaxAgeMs` of its sending: never sent. */
   | "expired"
-  /** The message was discarded (`discard(messageId)`) before the runtime accepted it. */
+  /** The message (the answer) was discarded (`discard(id)`) before the runtime accepted it. */
   | "discarded"
   /** `answer()` while another answer to the question is queued or being sent (the same answer again waits for it). */
   | "answer_pending"
@@ -222,7 +222,9 @@ export interface PendingAnswer {
   readonly at: number;
   /**
    * As a message's: `queued`, `sending` (in flight, or accepted), `failed`
-   * (the server's code, or `expired`; `answer()` again replaces it).
+   * (the server's code, or `expired`; `retry(questionId)` sends it again,
+   * `discard(questionId)` removes it, `answer()` with another text
+   * replaces it).
    */
   readonly state: "queued" | "sending" | "failed";
   /** Why it failed. */

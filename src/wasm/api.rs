@@ -101,28 +101,31 @@ impl ReplayClient {
         self.write(client::send_write(&text, message_id), sent_js)
     }
 
-    /// Sends a `failed` message of `view.pending` again; settles as `send`.
-    /// Rejects with `invalid_options` when no such message is pending.
-    #[wasm_bindgen(unchecked_return_type = "Promise<{ turnId: string }>")]
-    pub fn retry(&self, #[wasm_bindgen(js_name = messageId)] message_id: String) -> Promise {
+    /// Sends a failed message of `view.pending` again (`id`: its
+    /// `message_id`), or a failed answer (`id`: its question's id); settles
+    /// as `send` (`{ turnId }`) or `answer` (`undefined`) does. Rejects with
+    /// `invalid_options` when nothing of that id is pending.
+    #[wasm_bindgen(unchecked_return_type = "Promise<{ turnId: string } | undefined>")]
+    pub fn retry(&self, id: String) -> Promise {
         let mut settle = None;
         let promise = Promise::new(&mut |resolve, reject| settle = Some((resolve, reject)));
         if let Some((resolve, reject)) = settle {
             let hint = self.client.driver().io().hint().clone();
-            let done = settle_with(hint, resolve, reject.clone(), sent_js);
-            if !self.client.driver().retry_message(&message_id, done) {
-                let e = WasmError::InvalidOptions(format!("no pending message {message_id}"));
+            let done = settle_with(hint, resolve, reject.clone(), retried_js);
+            if !self.client.driver().retry_pending(&id, done) {
+                let e = WasmError::InvalidOptions(format!("nothing pending with id {id}"));
                 drop(reject.call1(&JsValue::UNDEFINED, &e.into()));
             }
         }
         promise
     }
 
-    /// Removes a message of `view.pending` that the runtime has not
-    /// accepted: it is never sent again (one in flight is aborted). Returns
-    /// whether it was removed; its `send` rejects with `discarded`.
-    pub fn discard(&self, #[wasm_bindgen(js_name = messageId)] message_id: String) -> bool {
-        self.client.driver().discard_message(&message_id)
+    /// Removes a message of `view.pending` (`id`: its `message_id`) or an
+    /// answer (`id`: its question's id) that the runtime has not accepted:
+    /// it is never sent again (one in flight is aborted). Returns whether
+    /// it was removed; its `send` (`answer`) rejects with `discarded`.
+    pub fn discard(&self, id: String) -> bool {
+        self.client.driver().discard_pending(&id)
     }
 
     /// Answers a pending question through the outbox, keyed by the
@@ -229,6 +232,14 @@ fn settle_with(
 }
 
 /// `send`'s and `retry`'s value: `{ turnId }`.
+/// A `retry`'s outcome: a message's `{ turnId }`, an answer's nothing.
+fn retried_js(outcome: WriteOutcome) -> Result<JsValue, WasmError> {
+    match outcome {
+        WriteOutcome::Answered => Ok(JsValue::UNDEFINED),
+        sent => sent_js(sent),
+    }
+}
+
 fn sent_js(outcome: WriteOutcome) -> Result<JsValue, WasmError> {
     let o = Object::new();
     js::set(

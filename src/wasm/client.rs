@@ -199,22 +199,25 @@ impl Client {
         self.driver.with_machine(Machine::pending_messages)
     }
 
-    /// Sends a `failed` message of [`pending`](Self::pending) again;
-    /// resolves as [`send`](Self::send). `None` when it is not pending.
+    /// Sends a `failed` message of [`pending`](Self::pending) again (`id`:
+    /// its `message_id`), or a failed answer (`id`: its question's id);
+    /// resolves as [`send`](Self::send) does, with its turn (`None` for an
+    /// answer). `None` when nothing of that id is pending.
     pub fn retry(
         &self,
-        message_id: &str,
-    ) -> Option<impl Future<Output = Result<String, WasmError>> + 'static> {
+        id: &str,
+    ) -> Option<impl Future<Output = Result<Option<String>, WasmError>> + 'static> {
         let (future, done) = WriteFuture::new();
         self.driver
-            .retry_message(message_id, done)
-            .then_some(async move { sent_turn(future.await?) })
+            .retry_pending(id, done)
+            .then_some(async move { retried_turn(future.await?) })
     }
 
-    /// Removes a message the runtime has not accepted from the outbox: it
-    /// is never sent again. Whether it was removed.
-    pub fn discard(&self, message_id: &str) -> bool {
-        self.driver.discard_message(message_id)
+    /// Removes a message (`id`: its `message_id`) or an answer (`id`: its
+    /// question's id) the runtime has not accepted from the outbox: it is
+    /// never sent again. Whether it was removed.
+    pub fn discard(&self, id: &str) -> bool {
+        self.driver.discard_pending(id)
     }
 
     /// Answers a pending question. A retry whose first try was committed
@@ -293,6 +296,15 @@ pub(crate) fn send_write(text: &str, message_id: Option<String>) -> Write {
 pub(crate) fn sent_turn(outcome: WriteOutcome) -> Result<String, WasmError> {
     match outcome {
         WriteOutcome::Sent { turn_id } => Ok(turn_id),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// What a `retry` resolves to: a message's turn, nothing for an answer.
+pub(crate) fn retried_turn(outcome: WriteOutcome) -> Result<Option<String>, WasmError> {
+    match outcome {
+        WriteOutcome::Sent { turn_id } => Ok(Some(turn_id)),
+        WriteOutcome::Answered => Ok(None),
         other => Err(unexpected(other)),
     }
 }

@@ -44,7 +44,7 @@ pub enum PendingState {
     /// `message.committed` has not reached the view yet.
     Sending,
     /// Retrying will not change the answer (a 4xx, or `expired`): it waits
-    /// for [`Machine::retry_message`] or [`Machine::discard_message`].
+    /// for [`Machine::retry_pending`] or [`Machine::discard_pending`].
     Failed,
 }
 
@@ -143,6 +143,9 @@ struct Entry {
     accepted: bool,
     /// An attempt asked the IO for its claim: released when it leaves.
     claimed: bool,
+    /// Its last attempt found the claim held by another client: not asked
+    /// for again before this view caught up with the runtime.
+    held_elsewhere: bool,
     /// Its `message.committed` was folded into a view not painted yet (a
     /// restore's): it leaves `pending` when that view is painted.
     committed: bool,
@@ -168,6 +171,7 @@ impl Entry {
             refreshed: false,
             accepted: false,
             claimed: false,
+            held_elsewhere: false,
             committed: false,
             waiters: Vec::new(),
             maybe_applied: false,
@@ -224,6 +228,10 @@ pub(super) struct Outbox {
     /// last, at most `GONE_KEPT`: stored, so that another tab's save does
     /// not bring them back.
     gone: Vec<String>,
+    /// The claims of messages that left, let go once the save that lists
+    /// them in `gone` is issued: a client that gets one next and restores
+    /// the stored value does not find its message there.
+    leaving: Vec<String>,
 }
 
 impl Outbox {
@@ -239,6 +247,12 @@ impl Outbox {
     /// The message (`answer`: the answer to the question) `key`.
     fn find(&self, answer: bool, key: &str) -> Option<usize> {
         (self.entries.iter()).position(|e| e.answer == answer && e.key == key)
+    }
+
+    /// The entry `retry` and `discard` name by `key`: the message of that
+    /// `message_id`, else the answer to the question of that id.
+    fn named(&self, key: &str) -> Option<usize> {
+        self.find(false, key).or_else(|| self.find(true, key))
     }
 
     /// The persisted form of the outbox.
@@ -370,10 +384,11 @@ impl Machine {
         self.retry_entry(i, id, now);
     }
 
-    /// `retry(messageId)`: a failed message is queued again (its age runs
-    /// anew: the user asked for it now). `None` when it is not pending.
-    pub fn retry_message(&mut self, message_id: &str, now: u64) -> Option<WriteId> {
-        let i = self.writes.outbox.find(false, message_id)?;
+    /// `retry(id)`: a failed message (`id`: its `message_id`) or answer
+    /// (`id`: its question's id) is queued again (its age runs anew: the
+    /// user asked for it now). `None` when it is not pending.
+    pub fn retry_pending(&mut self, id: &str, now: u64) -> Option<WriteId> {
+        let i = self.writes.outbox.named(id)?;
         let id = self.writes.next_write_id();
         self.retry_entry(i, id, now);
         self.after_input(now);
@@ -394,12 +409,13 @@ impl Machine {
         }
     }
 
-    /// `discard(messageId)`: the message leaves the outbox and is never
-    /// sent again; a request in flight is aborted (it may still have
-    /// reached the runtime). False when it is not pending or the runtime
-    /// already accepted it.
-    pub fn discard_message(&mut self, message_id: &str, now: u64) -> bool {
-        let Some(i) = self.writes.outbox.find(false, message_id) else {
+    /// `discard(id)`: the message (`id`: its `message_id`) or answer (`id`:
+    /// its question's id) leaves the outbox and is never sent again; a
+    /// request in flight is aborted (it may still have reached the
+    /// runtime). False when it is not pending or the runtime already
+    /// accepted it.
+    pub fn discard_pending(&mut self, id: &str, now: u64) -> bool {
+        let Some(i) = self.writes.outbox.named(id) else {
             return false;
         };
         let e = &self.writes.outbox.entries[i];
@@ -518,20 +534,44 @@ impl Machine {
     }
 
     /// `e` left the outbox (committed, discarded): its request in flight is
-    /// aborted, its claim released, its id kept in `gone`.
+    /// aborted, its id kept in `gone`, its claim released after the save
+    /// that lists it there (`save_outbox`).
     fn left(&mut self, e: &Entry) {
         if let Some(id) = e.request {
             self.actions.push_back(Action::Abort { id });
         }
-        self.release_claim(e);
+        if e.claimed {
+            self.writes.outbox.leaving.push(claim_name(e));
+        }
         self.writes.outbox.forget(&e.key);
     }
 
-    fn release_claim(&mut self, e: &Entry) {
-        if e.claimed {
-            let claim = claim_name(e);
+    /// Writes what changed in the outbox, forced past the throttle (a new
+    /// message is stored before it is sent, in the same value as the
+    /// state), then lets go of the claims of the messages that left.
+    fn save_outbox(&mut self, now: u64) {
+        if self.writes.outbox.unsaved {
+            self.writes.outbox.unsaved = false;
+            self.dirty = true;
+            self.flush_persist(now);
+        }
+        for claim in std::mem::take(&mut self.writes.outbox.leaving) {
             self.actions.push_back(Action::Release { claim });
         }
+    }
+
+    /// This view holds every durable event the runtime had when it last
+    /// said its head: the scope is live and its cursor there. A commit
+    /// another client made before then is in it.
+    fn caught_up(&self) -> bool {
+        self.derive_state() == super::State::Live && self.pos.cursor >= self.known_head
+    }
+
+    /// A queued entry whose claim another client held waits until this
+    /// view caught up: if that client committed it, the commit reaches
+    /// this view first and it leaves unsent.
+    fn waits_for_view(&self, e: &Entry) -> bool {
+        e.held_elsewhere && !self.caught_up()
     }
 
     /// Ends the waiting `send`s, `answer`s and `retry`s: with the turn the
@@ -572,8 +612,12 @@ impl Machine {
     /// After every input: expiry, the write that makes a new message
     /// durable, then the next send.
     pub(super) fn pump_outbox(&mut self, now: u64) {
-        if self.writes.outbox.is_empty() || self.closed || self.loading.is_some() {
+        if self.closed || self.loading.is_some() {
             return;
+        }
+        if self.writes.outbox.is_empty() {
+            // The last one left: its save and its claim.
+            return self.save_outbox(now);
         }
         if !self.withheld() {
             // Left in the view change that shows its question ended.
@@ -595,13 +639,7 @@ impl Machine {
                 },
             );
         }
-        if self.writes.outbox.unsaved {
-            self.writes.outbox.unsaved = false;
-            // Forced past the throttle: the message is stored before it is
-            // sent, in the same value as the state.
-            self.dirty = true;
-            self.flush_persist(now);
-        }
+        self.save_outbox(now);
         if self.outbox_held() {
             return;
         }
@@ -610,7 +648,7 @@ impl Machine {
             return;
         };
         let e = &outbox.entries[i];
-        if e.request.is_some() || now < e.retry_at {
+        if e.request.is_some() || now < e.retry_at || self.waits_for_view(e) {
             return;
         }
         // Every message before it was accepted or failed.
@@ -674,7 +712,7 @@ impl Machine {
         if let Some(e) = head {
             match e.request {
                 Some(_) => at(e.issued_at.saturating_add(self.cfg.fetch_timeout_ms)),
-                None if !self.outbox_held() => at(e.retry_at),
+                None if !self.outbox_held() && !self.waits_for_view(e) => at(e.retry_at),
                 None => {}
             }
         }
@@ -777,6 +815,7 @@ impl Machine {
         self.change.pending = true;
         let e = &mut self.writes.outbox.entries[i];
         e.request = None;
+        e.held_elsewhere = matches!(verdict, Verdict::Claimed);
         match verdict {
             Verdict::Accepted(turn_id) => {
                 e.accepted = true;
