@@ -1,21 +1,20 @@
 //! Shared server state and the operations that span store, fan-out and worker.
 
 use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use replay_core::protocol::{
     BackgroundWait, Event, LiveTurn, LiveTurnSnapshot, Scope, Task, TaskState, TasksSnapshot,
 };
 
 use crate::budget::{ResponseBudget, StreamBudget};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Renewed};
 use crate::config::Config;
 use crate::fanout::{Fanout, StreamLimits};
 use crate::faults::Faults;
 use crate::log::Log;
 use crate::net::Connections;
 use crate::recovery;
-use crate::store::pg::PgDb;
 use crate::store::StoreResult;
 use crate::util::{now_rfc3339, random_id};
 use crate::worker::Worker;
@@ -108,14 +107,12 @@ impl App {
             handover,
             handover_rx: Mutex::new(Some(handover_rx)),
         });
-        if app.cluster.is_some() {
-            let renewed = Arc::new(Mutex::new(None));
-            crate::store::pg::runtime().spawn(renew_leases(
-                Arc::downgrade(&app),
-                app.cfg.db.clone(),
-                lease,
-                Arc::clone(&renewed),
-            ));
+        if let Some(cluster) = &app.cluster {
+            let weak = Arc::downgrade(&app);
+            let renewed = cluster.renew_leases(&app.cfg.db, lease, move || {
+                let worker = weak.upgrade()?.worker();
+                Some((worker.boot_id.clone(), worker.abandoned()))
+            });
             tokio::spawn(reap_expired(Arc::downgrade(&app), lease, renewed));
         }
         Ok((app, recovered))
@@ -250,46 +247,6 @@ impl App {
 /// Entries each list of the recovery report keeps of what reaping did
 /// (a node may reap for weeks; the report stays small).
 pub const REAPED_KEPT: usize = 1000;
-
-/// When the last lease renewal that succeeded began (`None`: none yet).
-type Renewed = Arc<Mutex<Option<Instant>>>;
-
-/// On a shared store, while the app lives: renews the leases of the turns,
-/// processes and background tasks this node runs, every third of a lease,
-/// on a connection of its own (reconnected when lost) and on the Postgres
-/// runtime: never behind the pool, appends or reaping.
-async fn renew_leases(app: Weak<App>, url: String, lease: Duration, renewed: Renewed) {
-    let mut tick = tokio::time::interval(lease / 3);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut client: Option<tokio_postgres::Client> = None;
-    loop {
-        tick.tick().await;
-        let Some((owner, abandoned)) = app.upgrade().map(|app| {
-            let worker = app.worker();
-            (worker.boot_id.clone(), worker.abandoned())
-        }) else {
-            return;
-        };
-        if client.as_ref().is_none_or(|c| c.is_closed()) {
-            client = match tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
-                Ok((c, conn)) => {
-                    tokio::spawn(conn);
-                    Some(c)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "connecting to renew leases failed");
-                    continue;
-                }
-            };
-        }
-        let Some(c) = client.as_ref() else { continue };
-        let began = Instant::now();
-        match PgDb::renew_leases(c, &owner, lease, &abandoned).await {
-            Ok(()) => *renewed.lock().unwrap_or_else(|e| e.into_inner()) = Some(began),
-            Err(e) => tracing::warn!(error = %e, "renewing leases failed"),
-        }
-    }
-}
 
 /// On a shared store, while the app lives: every third of a lease, ends
 /// what nodes whose lease ran out left open (see [`recovery::reap`]) and

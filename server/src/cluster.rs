@@ -5,12 +5,14 @@
 //! [`Command`] (`NOTIFY`), and the node holding the turn carries it out
 //! (`crate::turns`). And turns of one session run one at a time in the
 //! order they were accepted, whichever nodes accepted them
-//! ([`Cluster::wait_for_earlier_turns`]).
+//! ([`Cluster::wait_for_earlier_turns`]). A node keeps renewing the leases
+//! of what it runs ([`Cluster::renew_leases`]): what a node leaves to run
+//! out is ended by another (`crate::recovery::reap`).
 //!
 //! The app holds one [`Cluster`] when the store is Postgres and none on
 //! SQLite (one process: its worker holds every turn).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -18,8 +20,8 @@ use tokio::sync::broadcast;
 
 use crate::follow::Publisher;
 use crate::log::Log;
-use crate::store::pg;
 use crate::store::pg::cluster::{self as sql, TurnGate};
+use crate::store::pg::{self, PgDb};
 use crate::store::{QuestionState, StoreError, StoreResult};
 
 /// How often a turn waiting for an earlier turn looks at the log when no
@@ -77,6 +79,9 @@ pub enum Forwarded {
     NotDelivered,
 }
 
+/// When the last lease renewal that succeeded began (`None`: none yet).
+pub type Renewed = Arc<Mutex<Option<Instant>>>;
+
 /// This node's link to the others: the shared store's pool and what its
 /// follower hears (commands, turns' ends).
 pub struct Cluster {
@@ -95,6 +100,28 @@ impl Cluster {
             publisher,
             waiters: broadcast::channel(WAITERS_BUFFERED).0,
         })
+    }
+
+    /// Renews, every third of a lease, the leases of the turns, processes
+    /// and background tasks this node runs, as long as `held` gives their
+    /// owner (this node's boot) and the turns it gave up (whose leases run
+    /// out now); returns when the last renewal that succeeded began. On a
+    /// connection of its own to `url` (reconnected when lost) and on the
+    /// Postgres runtime: never behind the pool, appends or reaping.
+    pub fn renew_leases(
+        &self,
+        url: &str,
+        lease: Duration,
+        held: impl Fn() -> Option<(String, Vec<String>)> + Send + 'static,
+    ) -> Renewed {
+        let renewed = Renewed::default();
+        pg::runtime().spawn(renew_leases(
+            url.to_owned(),
+            lease,
+            held,
+            Arc::clone(&renewed),
+        ));
+        renewed
     }
 
     /// The commands other nodes send from now on.
@@ -303,6 +330,42 @@ pub async fn next_command(commands: &mut broadcast::Receiver<String>) -> Option<
         match serde_json::from_str::<Command>(&payload) {
             Ok(cmd) => return Some(cmd),
             Err(e) => tracing::warn!(error = %e, "a cluster command this node cannot read"),
+        }
+    }
+}
+
+/// [`Cluster::renew_leases`]'s task.
+async fn renew_leases(
+    url: String,
+    lease: Duration,
+    held: impl Fn() -> Option<(String, Vec<String>)>,
+    renewed: Renewed,
+) {
+    let mut tick = tokio::time::interval(lease / 3);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut client: Option<tokio_postgres::Client> = None;
+    loop {
+        tick.tick().await;
+        let Some((owner, abandoned)) = held() else {
+            return;
+        };
+        if client.as_ref().is_none_or(|c| c.is_closed()) {
+            client = match tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
+                Ok((c, conn)) => {
+                    tokio::spawn(conn);
+                    Some(c)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "connecting to renew leases failed");
+                    continue;
+                }
+            };
+        }
+        let Some(c) = client.as_ref() else { continue };
+        let began = Instant::now();
+        match PgDb::renew_leases(c, &owner, lease, &abandoned).await {
+            Ok(()) => *renewed.lock().unwrap_or_else(|e| e.into_inner()) = Some(began),
+            Err(e) => tracing::warn!(error = %e, "renewing leases failed"),
         }
     }
 }

@@ -32,6 +32,7 @@ pub mod provider;
 pub mod recovery;
 pub mod refusal;
 pub mod resume;
+pub mod shared_log;
 pub mod store;
 pub mod tail;
 pub mod team;

@@ -1,11 +1,10 @@
 //! The store and the fan-out. On SQLite writes go through one lock: an
 //! event is published only after it is committed, and in commit order. On
-//! Postgres appends take no lock of this node (Postgres orders them), and
-//! durable events reach the fan-out only through the log, in id order
-//! ([`crate::follow`]), whichever node wrote them; writes that must be
-//! atomic with a check still take the lock. Reads do not take it: they run
-//! in snapshots on a pool of read-only connections (a file store, or
-//! Postgres) off the async runtime, and heads are kept in memory.
+//! Postgres appends take no lock of this node and durable events reach the
+//! fan-out through the log ([`SharedLog`]); writes that must be atomic with
+//! a check still take the lock. Reads do not take it: they run in
+//! snapshots where the store's [`Readers`] say, off the async runtime, and
+//! heads are kept in memory.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
@@ -14,50 +13,24 @@ use std::time::Duration;
 use replay_core::protocol::{Envelope, Event, LiveTurn, LiveTurnSnapshot, Scope, TasksSnapshot};
 
 use crate::fanout::{Fanout, Frame};
-use crate::follow::{self, Heads, Publisher};
-use crate::store::pg::{self, PgDb, PgSnapshot};
-use crate::store::{
-    Db, LogInfo, ReadPool, Snapshot, SqliteDb, SqliteSnapshot as SqliteSnapshotOf, StoreResult,
-    Synchronous,
-};
+use crate::follow::{Heads, Publisher};
+use crate::shared_log::SharedLog;
+use crate::store::{pg, Db, LogInfo, Readers, Snapshot, Store, StoreResult, Synchronous};
 use crate::tail::{Local, Tail, TailError, TailStatus};
 use crate::util::now_rfc3339;
 use crate::worker::SessionLive;
 
-/// Read-only connections of a file store (a handful is plenty: page reads
-/// are short and CPU-bound, and the machine has few cores).
-pub const READERS: usize = 4;
-
 /// Store plus fan-out.
 pub struct Log {
     db: Arc<Mutex<Db>>,
-    /// `None` for `:memory:`: another connection would be another database,
-    /// so reads use the writer's connection under its lock.
-    readers: Option<Arc<ReadPool>>,
-    /// Set on Postgres.
+    readers: Readers,
+    /// The part of a shared store (Postgres), held once: `None` on SQLite.
     shared: Option<SharedLog>,
     heads: Arc<RwLock<Heads>>,
     /// The live fan-out.
     pub fanout: Arc<Fanout>,
     /// The cluster's live tail, when one was started ([`Log::start_tail`]).
     tail: OnceLock<Tail>,
-}
-
-/// The Postgres side of a [`Log`]: its pool, its writer and what
-/// publishes the log.
-struct SharedLog {
-    pool: deadpool_postgres::Pool,
-    db: Arc<PgDb>,
-    publisher: Arc<Publisher>,
-    follower: tokio::task::AbortHandle,
-}
-
-impl Drop for Log {
-    fn drop(&mut self) {
-        if let Some(c) = &self.shared {
-            c.follower.abort();
-        }
-    }
 }
 
 /// The locked writer. Dropping it copies the heads changed under it to the
@@ -93,68 +66,36 @@ impl Drop for DbGuard<'_> {
 }
 
 impl Log {
-    /// Opens the store at `path` (`:memory:`: one connection for everything;
-    /// a file: the writer plus [`READERS`] read-only connections).
-    /// A `postgres://` URL instead: the pool, the schema, and a follower
-    /// task; turns accepted here are leased for `lease`.
+    /// Opens the store at `path` ([`Store::open`]: `:memory:`, a file, or a
+    /// `postgres://` URL, whose turns accepted here are leased for
+    /// `lease`) and fills the heads.
     pub fn open(
         path: &str,
         sync: Synchronous,
         fanout: Arc<Fanout>,
         lease: Duration,
     ) -> StoreResult<Log> {
-        if pg::is_url(path) {
-            return Log::open_cluster(path, fanout, lease);
-        }
-        let db = Db::Sqlite(SqliteDb::open(path, sync)?);
-        let readers = if path == ":memory:" {
-            None
-        } else {
-            Some(Arc::new(ReadPool::open(path, READERS)?))
-        };
+        let store = Store::open(path, sync, lease)?;
+        let heads = Arc::default();
+        let shared = store
+            .shared
+            .map(|db| SharedLog::start(path, db, &fanout, &heads))
+            .transpose()?;
         let log = Log {
-            db: Arc::new(Mutex::new(db)),
-            readers,
-            shared: None,
-            heads: Arc::default(),
-            fanout,
-            tail: OnceLock::new(),
-        };
-        drop(log.db()); // fills the heads
-        Ok(log)
-    }
-
-    fn open_cluster(url: &str, fanout: Arc<Fanout>, lease: Duration) -> StoreResult<Log> {
-        let pool = pg::block(pg::connect(url))?;
-        let db = Arc::new(pg::block(PgDb::open(pool.clone(), lease))?);
-        let heads: Arc<RwLock<Heads>> = Arc::default();
-        let epoch = db.global_epoch().to_owned();
-        let publisher = pg::block(Publisher::start(
-            pool.clone(),
-            Arc::clone(&fanout),
-            Arc::clone(&heads),
-            epoch,
-            db.node_tag().to_owned(),
-        ))?;
-        let follower = pg::runtime().spawn(follow::follow(url.to_owned(), Arc::clone(&publisher)));
-        Ok(Log {
-            db: Arc::new(Mutex::new(Db::Pg(Arc::clone(&db)))),
-            readers: None,
-            shared: Some(SharedLog {
-                pool,
-                db,
-                publisher,
-                follower: follower.abort_handle(),
-            }),
+            db: store.writer,
+            readers: store.readers,
+            shared,
             heads,
             fanout,
             tail: OnceLock::new(),
-        })
+        };
+        drop(log.db()); // the writer's heads, where it keeps them
+        Ok(log)
     }
 
-    /// True when reads run on a pool of their own connections.
+    /// True when reads run on connections of their own.
     pub fn concurrent_reads(&self) -> bool {
-        self.readers.is_some() || self.shared.is_some()
+        self.readers.concurrent()
     }
 
     /// The shared store's pool and publisher, when the store is Postgres
@@ -162,50 +103,30 @@ impl Log {
     pub fn cluster_links(&self) -> Option<(deadpool_postgres::Pool, Arc<Publisher>)> {
         self.shared
             .as_ref()
-            .map(|c| (c.pool.clone(), Arc::clone(&c.publisher)))
+            .map(|c| (c.pool().clone(), Arc::clone(c.publisher())))
     }
 
-    /// How this node's appends were committed and published (Postgres:
-    /// `{transactions, events, published_own}`, appends grouped into
-    /// transactions and events published without reading them back;
-    /// `null` on SQLite).
+    /// How this node's appends were committed and published
+    /// ([`SharedLog::append_stats`]; `null` on SQLite).
     pub fn append_stats(&self) -> serde_json::Value {
-        use std::sync::atomic::Ordering::Relaxed;
-        let Some(c) = &self.shared else {
-            return serde_json::Value::Null;
-        };
-        let groups = c.db.group_stats();
-        serde_json::json!({
-            "transactions": groups.commits.load(Relaxed),
-            "events": groups.events.load(Relaxed),
-            "published_own": c.publisher.published_own.load(Relaxed),
-        })
+        self.shared
+            .as_ref()
+            .map_or(serde_json::Value::Null, SharedLog::append_stats)
     }
 
-    /// Where the events this node published came from (Postgres:
-    /// `{from_wakeups, read, reads, gap_reads, plain_wakeups,
-    /// wakeups_dropped}`, see [`follow::FollowStats`]; `null` on SQLite).
+    /// Where the events this node published came from
+    /// ([`SharedLog::follow_stats`]; `null` on SQLite).
     pub fn follow_stats(&self) -> serde_json::Value {
-        use std::sync::atomic::Ordering::Relaxed;
-        let Some(c) = &self.shared else {
-            return serde_json::Value::Null;
-        };
-        let s = &c.publisher.stats;
-        serde_json::json!({
-            "from_wakeups": s.from_wakeups.load(Relaxed),
-            "read": s.read.load(Relaxed),
-            "reads": s.reads.load(Relaxed),
-            "gap_reads": s.gap_reads.load(Relaxed),
-            "plain_wakeups": s.plain_wakeups.load(Relaxed),
-            "wakeups_dropped": s.wakeups_dropped.load(Relaxed),
-        })
+        self.shared
+            .as_ref()
+            .map_or(serde_json::Value::Null, SharedLog::follow_stats)
     }
 
     /// Drops the next `count` wake-ups of other nodes as if lost (fault
     /// `lose_wakeups`; nothing on SQLite, which has no other node).
     pub fn lose_wakeups(&self, count: u64) {
         if let Some(c) = &self.shared {
-            c.publisher.lose_wakeups(count);
+            c.publisher().lose_wakeups(count);
         }
     }
 
@@ -239,7 +160,7 @@ impl Log {
         let Some(shared) = self.shared.as_ref() else {
             return Ok(None);
         };
-        shared.publisher.catch_up_now(None)?;
+        shared.catch_up()?;
         Ok(self.published_info(scope, scope_id))
     }
 
@@ -266,7 +187,7 @@ impl Log {
     }
 
     /// Runs `f` on one consistent snapshot of the store, off the async
-    /// runtime and, for a file store, without the writer's lock.
+    /// runtime and, but for `:memory:`, without the writer's lock.
     pub async fn read<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
@@ -281,17 +202,7 @@ impl Log {
         &self,
         f: impl FnOnce(&Snapshot<'_>) -> StoreResult<T>,
     ) -> Option<StoreResult<T>> {
-        if self.shared.is_some() {
-            return None; // every Postgres read is a round trip
-        }
-        match &self.readers {
-            Some(pool) => pool.try_run(|conn| f(&Snapshot::Sqlite(SqliteSnapshotOf::begin(conn)?))),
-            None => {
-                let db = self.db.try_lock().ok()?;
-                let Db::Sqlite(db) = &*db else { return None };
-                Some(db.snapshot().and_then(|snap| f(&Snapshot::Sqlite(snap))))
-            }
-        }
+        self.readers.try_run_now(|mut reader| f(&reader.pin()?))
     }
 
     /// Like [`Log::read`], with the session's `live_turn` taken atomically
@@ -324,54 +235,22 @@ impl Log {
         T: Send + 'static,
         F: FnOnce(&Snapshot<'_>, Option<LiveTurn>) -> StoreResult<T> + Send + 'static,
     {
-        if let Some(shared) = &self.shared {
-            let pool = shared.pool.clone();
-            // The connection is taken first: the session lock is held only
-            // while the view is pinned, never while waiting for the pool.
-            let client = pg::on_runtime(async move { Ok(pool.get().await?) }).await?;
-            return tokio::task::spawn_blocking(move || {
+        self.readers
+            .run(move |mut reader| {
+                // The connection is already ours: the session lock is held
+                // only while the view is pinned, never while waiting for one
+                // (and, on the writer's connection, taken before the store's
+                // lock, the order writers take them in).
                 let (snap, live_turn) = match &live {
                     Some(live) => {
                         let st = live.lock();
-                        (pg::block(PgSnapshot::pin(client))?, st.live_turn.clone())
+                        (reader.pin()?, st.live_turn.clone())
                     }
-                    None => (pg::block(PgSnapshot::pin(client))?, None),
+                    None => (reader.pin()?, None),
                 };
-                f(&Snapshot::Pg(Box::new(snap)), live_turn)
+                f(&snap, live_turn)
             })
-            .await?;
-        }
-        match &self.readers {
-            Some(pool) => {
-                pool.run(move |conn| {
-                    // The connection is already ours: the session lock is held
-                    // only while the view is pinned, never while waiting.
-                    let (snap, live_turn) = match &live {
-                        Some(live) => {
-                            let st = live.lock();
-                            (SqliteSnapshotOf::begin(conn)?, st.live_turn.clone())
-                        }
-                        None => (SqliteSnapshotOf::begin(conn)?, None),
-                    };
-                    f(&Snapshot::Sqlite(snap), live_turn)
-                })
-                .await
-            }
-            None => {
-                let db = Arc::clone(&self.db);
-                tokio::task::spawn_blocking(move || {
-                    // Session lock before store lock, the order writers use.
-                    let st = live.as_ref().map(|l| l.lock());
-                    let db = db.lock().unwrap_or_else(PoisonError::into_inner);
-                    let Db::Sqlite(db) = &*db else {
-                        unreachable!("a Postgres store reads above")
-                    };
-                    let snap = Snapshot::Sqlite(db.snapshot()?);
-                    f(&snap, st.and_then(|s| s.live_turn.clone()))
-                })
-                .await?
-            }
-        }
+            .await
     }
 
     /// Commits a durable event, then publishes it; returns it. On Postgres
@@ -380,13 +259,7 @@ impl Log {
     /// transient the caller publishes next never overtakes it.
     pub fn append(&self, scope: Scope, scope_id: &str, event: Event) -> StoreResult<Envelope> {
         if let Some(shared) = &self.shared {
-            return pg::block(append_to_cluster(
-                &shared.db,
-                &shared.publisher,
-                scope,
-                scope_id,
-                event,
-            ));
+            return pg::block(shared.append(scope, scope_id, event));
         }
         let mut db = self.db();
         let env = db.append(scope, scope_id, &event)?;
@@ -405,37 +278,21 @@ impl Log {
         scope_id: &str,
         event: Event,
     ) -> StoreResult<Envelope> {
-        let Some(shared) = &self.shared else {
-            return self.append(scope, scope_id, event);
-        };
-        let (db, publisher) = (Arc::clone(&shared.db), Arc::clone(&shared.publisher));
-        let scope_id = scope_id.to_owned();
-        pg::on_runtime(
-            async move { append_to_cluster(&db, &publisher, scope, &scope_id, event).await },
-        )
-        .await
+        match &self.shared {
+            Some(shared) => pg::on_runtime(shared.append(scope, scope_id, event)).await,
+            None => self.append(scope, scope_id, event),
+        }
     }
 
     /// Publishes durable events just committed, in commit order (on SQLite
-    /// the caller holds the writer). On Postgres they are read back from
-    /// the log with whatever other nodes committed before them; a failure
-    /// there is only logged: the follower publishes them once it can read
-    /// the log again.
+    /// the caller holds the writer; on Postgres through the log,
+    /// [`SharedLog::publish_committed`]).
     pub fn publish_committed(&self, envs: Vec<Envelope>) {
         match &self.shared {
+            Some(shared) => shared.publish_committed(&envs),
             None => {
                 for env in envs {
                     self.fanout.publish(&Frame::new(env));
-                }
-            }
-            Some(shared) => {
-                let upto = envs.iter().filter_map(|e| e.id).max();
-                if upto.is_none() {
-                    return;
-                }
-                if let Err(e) = shared.publisher.catch_up_now(upto) {
-                    tracing::warn!(error = %e, "publishing from the log failed; the follower will");
-                    shared.publisher.poke();
                 }
             }
         }
@@ -457,12 +314,12 @@ impl Log {
     /// locked writer `db` (the caller holds it, so snapshots go out in
     /// version order).
     pub fn publish_tasks(&self, db: &Db, session_id: &str, snap: &TasksSnapshot) {
-        // On Postgres the committed head may be ahead of what was published.
-        let head = match db {
-            Db::Sqlite(db) => db.cached_log_info(Scope::Session, session_id),
-            Db::Pg(_) => self.published_info(Scope::Session, session_id),
-        }
-        .map_or(0, |i| i.head);
+        // Where the writer does not know it (Postgres), the published head:
+        // the committed one may be ahead of what subscribers were sent.
+        let head = db
+            .cached_log_info(Scope::Session, session_id)
+            .or_else(|| self.published_info(Scope::Session, session_id))
+            .map_or(0, |i| i.head);
         let event = Event::TasksSnapshot(snap.clone());
         let env = transient(Scope::Session, session_id, head, event, true);
         self.publish_here_and_on_the_tail(env);
@@ -495,7 +352,7 @@ impl Log {
         let local = Local {
             fanout: Arc::clone(&self.fanout),
             heads: Arc::clone(&self.heads),
-            publisher: Arc::clone(&shared.publisher),
+            publisher: Arc::clone(shared.publisher()),
         };
         let tail = Tail::start(url, boot_id, lease, local, pg::runtime())?;
         // Set once, at boot, before any turn runs.
@@ -567,29 +424,4 @@ pub fn transient(
         ts: now_rfc3339(),
         event,
     }
-}
-
-/// Commits `event` in a group of this node's appends, then publishes the
-/// group (the events are not read back); returns the event as committed.
-async fn append_to_cluster(
-    db: &PgDb,
-    publisher: &Publisher,
-    scope: Scope,
-    scope_id: &str,
-    event: Event,
-) -> StoreResult<Envelope> {
-    let grouped = match db.append_grouped(scope, scope_id, event).await {
-        Ok(grouped) => grouped,
-        Err(e) => {
-            // It may have committed (a lost reply); this node skips its
-            // own wake-ups, so its follower looks now.
-            publisher.poke();
-            return Err(e);
-        }
-    };
-    if let Err(e) = publisher.publish_own(&grouped.group).await {
-        tracing::warn!(error = %e, "publishing from the log failed; the follower will");
-        publisher.poke();
-    }
-    Ok(grouped.own().0.clone())
 }

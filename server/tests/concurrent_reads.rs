@@ -11,7 +11,7 @@ use std::sync::Arc;
 use common::*;
 use replay_core::protocol::{Event, Scope, TeamMessage};
 use replay_server::app::App;
-use replay_server::log::READERS;
+use replay_server::store::READERS;
 use reqwest::StatusCode;
 use serde_json::Value;
 

@@ -177,8 +177,8 @@ async fn run(s: &Bin, shape: Shape) -> Vec<String> {
         .await
         .unwrap();
     eprintln!(
-        "lagged {} queued_full {} shares {}",
-        comms["lagged"], comms["stream_buffer_queued_full"], comms["stream_buffer_shares"]
+        "lagged {} queued_full {} quotas {}",
+        comms["lagged"], comms["stream_buffer_queued_full"], comms["stream_buffer_quotas"]
     );
     let mut failures = Vec::new();
     if peak > shape.bound_mb {

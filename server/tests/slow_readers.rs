@@ -80,7 +80,7 @@ fn sample_max(
 
 /// A figure of one quota of the stream budget (`pages`, `frames`, `opening`).
 fn quota(v: &Value, name: &str, key: &str) -> Option<u64> {
-    v["stream_buffer_shares"][name][key].as_u64()
+    v["stream_buffer_quotas"][name][key].as_u64()
 }
 
 /// Polls the comms diagnostics until no stream is open; when, and the last

@@ -193,8 +193,8 @@ pub async fn unread() -> Unread {
     let (rss_mb, _) = peaks.stop();
     let comms = gauges::comms(&server.http, &server.base).await;
     eprintln!(
-        "  lagged {} queued_full {} shares {}",
-        comms["lagged"], comms["stream_buffer_queued_full"], comms["stream_buffer_shares"]
+        "  lagged {} queued_full {} quotas {}",
+        comms["lagged"], comms["stream_buffer_queued_full"], comms["stream_buffer_quotas"]
     );
     Unread {
         rss_mb,

@@ -217,7 +217,7 @@ pub(super) async fn comms(State(app): State<Arc<App>>) -> Json<Value> {
         "stream_buffer_peak_bytes": app.streams.peak_bytes(),
         "stream_buffer_max_bytes": app.streams.max_bytes(),
         "stream_buffer_starved": app.streams.starved(),
-        "stream_buffer_shares": app
+        "stream_buffer_quotas": app
             .streams
             .quotas()
             .iter()

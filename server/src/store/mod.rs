@@ -2,15 +2,17 @@
 //! projections the endpoints and startup recovery need. Synchronous. [`Db`]
 //! is the one writer of this process, on SQLite ([`sqlite`]) or on
 //! Postgres shared by a cluster ([`pg`]); callers hold it behind one mutex
-//! so that commit order equals publish order. Reads run in [`Snapshot`]s, on
-//! the writer's connection or on a [`ReadPool`] of read-only connections
-//! (WAL), or on Postgres's pool. What an event changes ([`model`]) and the
-//! answers built from rows ([`rows`]) are stated once, for both.
+//! so that commit order equals publish order. Reads run in [`Snapshot`]s,
+//! where [`Readers`] say: on the writer's connection, on a [`ReadPool`] of
+//! read-only connections (WAL), or on Postgres's pool. What an event
+//! changes ([`model`]) and the answers built from rows ([`rows`]) are
+//! stated once, for both.
 
 mod backend;
 mod boundary;
 pub mod model;
 pub mod pg;
+mod readers;
 mod records;
 mod rows;
 pub mod sqlite;
@@ -20,6 +22,7 @@ use replay_core::protocol::Scope;
 pub use backend::{Backend, Db, Reads, Snapshot, View};
 pub use boundary::BOUNDARY_SCAN_MAX;
 pub use model::{ProcessState, QuestionState, ToolState, TurnState};
+pub use readers::{Reader, Readers, Store, READERS};
 pub use records::RecordKind;
 pub use rows::{Budget, Page, ProcessLog, ProcessRow, ENVELOPE_BYTES};
 pub use sqlite::{ReadPool, SqliteDb, SqliteSnapshot, Synchronous};

@@ -155,12 +155,6 @@ impl SqliteDb {
         })
     }
 
-    /// A scope log's epoch and head, if the log exists, from the cached
-    /// heads (no query: this connection is the only writer).
-    pub fn cached_log_info(&self, scope: Scope, scope_id: &str) -> Option<LogInfo> {
-        self.logs.get(&(scope, scope_id.to_owned())).cloned()
-    }
-
     /// Creates the log if needed (a new log gets a new epoch).
     fn ensure_log(&mut self, scope: Scope, scope_id: &str) -> StoreResult<LogInfo> {
         if let Some(info) = self.cached_log_info(scope, scope_id) {
@@ -206,6 +200,11 @@ impl Backend for SqliteDb {
 
     fn log_info(&self, scope: Scope, scope_id: &str) -> StoreResult<Option<LogInfo>> {
         Ok(self.cached_log_info(scope, scope_id))
+    }
+
+    /// From the cached heads (no query: this connection is the only writer).
+    fn cached_log_info(&self, scope: Scope, scope_id: &str) -> Option<LogInfo> {
+        self.logs.get(&(scope, scope_id.to_owned())).cloned()
     }
 
     fn next_number(&mut self, name: &str) -> StoreResult<u64> {
