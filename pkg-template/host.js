@@ -8,7 +8,7 @@
 // The glue itself, not the package entry (`index.js`): the host calls
 // `init` itself and needs nothing the entry adds.
 import * as replay from "./replay_client.js";
-import { CALLS, changedParts, message, read, targetKey, wireError } from "./messages.js";
+import { CALLS, message, read, targetKey, wireError } from "./messages.js";
 import { prefetch } from "./prefetch.js";
 
 /** @typedef {import("./index.js").ConnectOptions} ConnectOptions */
@@ -16,7 +16,7 @@ import { prefetch } from "./prefetch.js";
 /** @typedef {import("./messages.js").PageMessage} PageMessage */
 /** @typedef {import("./messages.js").WireError} WireError */
 /** @typedef {{ key: unknown, follower: ReplayClient, attachments: Set<Attachment>, unsubscribe: () => void }} Scope */
-/** @typedef {{ port: MessagePort, tab?: string, scope: Scope, last: object, said: string, paused: boolean, viewer: number }} Attachment */
+/** @typedef {{ port: MessagePort, tab?: string, scope: Scope, paused: boolean, viewer: number }} Attachment */
 
 // The `web` build loads its wasm with `init()`; the `bundler` build has none.
 /** @type {Promise<unknown>} */
@@ -30,6 +30,8 @@ export const instance = crypto.randomUUID();
 // the shared host). Paced by time instead, at most once per frame's worth,
 // unless the page chose.
 const FRAME_MS = 16;
+// `PageUpdate::WHOLE` as `ReplayClient.pageUpdate` gives it: every part and the diagnostics.
+const WHOLE = 2 ** 17 - 1;
 
 /** The clients followed, each with the attachments (one per page's client) that share it. */
 export class Host {
@@ -123,22 +125,17 @@ export class Host {
       const notify = options.notify ?? (typeof requestAnimationFrame === "function" ? "frame" : FRAME_MS);
       const follower = replay.ReplayClient.connect({ ...options, notify });
       const created = /** @type {Scope} */ ({ key, follower, attachments: new Set() });
-      // One subscription per client, posted to every attachment of it.
-      // The diagnostics are made and compared once per change, not per page.
-      created.unsubscribe = follower.subscribe(() => {
-        const diagnostics = follower.diagnostics();
-        const said = JSON.stringify(diagnostics);
-        created.attachments.forEach((a) => this.#post(a, diagnostics, said));
-      });
+      created.unsubscribe = follower.subscribe(() => this.#post(created));
       this.#followed.set(key, (scope = created));
     }
+    // Paused until it gets the whole view (`#post`).
     /** @type {Attachment} */
-    const attachment = { port, tab, scope, last: {}, said: "", paused: false, viewer: ++this.#viewers };
+    const attachment = { port, tab, scope, paused: true, viewer: ++this.#viewers };
     scope.attachments.add(attachment);
     this.#viewer(attachment, !!hidden);
     if (tab) this.#watch(tab).add(attachment);
     // From memory: a page on a log already followed paints at once.
-    this.#post(attachment);
+    this.#post(scope, attachment);
     return attachment;
   }
 
@@ -150,16 +147,8 @@ export class Host {
   #receive(attachment, msg) {
     if (msg.type === "close") return this.#detach(attachment);
     if (msg.type === "visibility") return this.#viewer(attachment, !!msg.hidden);
-    if (msg.type === "pause") {
-      attachment.paused = true;
-      return;
-    }
-    if (msg.type === "resume") {
-      attachment.paused = false;
-      attachment.last = {};
-      attachment.said = "";
-      return this.#post(attachment);
-    }
+    if (msg.type === "pause") attachment.paused = true;
+    if (msg.type === "resume") this.#post(attachment.scope, attachment);
     if (msg.type !== "call" || !CALLS.includes(msg.call) || !Array.isArray(msg.args)) return;
     const { id, call, args } = msg;
     const { port, scope } = attachment;
@@ -226,46 +215,40 @@ export class Host {
     return { role: this.#role, instance, attached: scope?.attachments.size };
   }
 
-  // Only the parts that changed since this page's last post cross, and the
-  // diagnostics only when they changed (a new object on every call); a
-  // paused page (frozen, or in the back/forward cache) gets nothing until it
-  // resumes.
+  // The pages' update, as the core makes it (`pageUpdate`): what changed
+  // since the last one, posted to every page of the scope but a paused one
+  // (frozen, or in the back/forward cache). With `to`, a page that has none
+  // of the updates (attached, or resumed: what was posted meanwhile may not
+  // have reached it): the others get what changed first, then it alone
+  // gets the whole view, so that all go on from the same update.
   /**
-   * @param {Attachment} attachment
-   * @param {import("./index.js").Diagnostics} [diagnostics] the scope's, if already made
-   * @param {string} [said] their JSON
+   * @param {Scope} scope
+   * @param {Attachment} [to]
    */
-  #post(attachment, diagnostics = attachment.scope.follower.diagnostics(), said = JSON.stringify(diagnostics)) {
-    if (attachment.paused) return;
-    const { scope } = attachment;
-    const view = scope.follower.view();
-    const changed = changedParts(view, attachment.last);
-    const liveText = appendedText(changed, attachment.last);
-    attachment.last = view;
-    const fresh = said !== attachment.said;
-    attachment.said = said;
-    attachment.port.postMessage(
-      message("view", { host: this.#info(scope), view: changed, liveText, diagnostics: fresh ? diagnostics : undefined }),
-    );
+  #post(scope, to) {
+    const follower = /** @type {any} */ (scope.follower);
+    if (to) {
+      this.#post(scope);
+      to.paused = false;
+    }
+    // The number's fields: `ReplayClient.pageUpdate` (wasm/api.rs); every
+    // part and the diagnostics for a page that has none of the updates.
+    /** @type {number} */
+    const u = to ? WHOLE : follower.pageUpdate();
+    if (u < 0) return;
+    const view = follower.view();
+    /** @type {Record<string, unknown>} */
+    const parts = {};
+    Object.keys(view).forEach((part, i) => (u >> i) & 1 && (parts[part] = view[part]));
+    const from = Math.floor(u / 131072) - 1;
+    let liveText;
+    if (from >= 0) {
+      const { text, ...live } = view.live;
+      parts.live = live;
+      liveText = text.slice(from);
+    }
+    const diagnostics = Math.floor(u / 65536) % 2 ? follower.diagnostics() : undefined;
+    const msg = message("view", { host: this.#info(scope), view: parts, liveText, diagnostics });
+    for (const a of to ? [to] : scope.attachments) if (!a.paused) a.port.postMessage(msg);
   }
-}
-
-/**
- * A live answer's text grows by its end, frame after frame: when the text
- * posted last is the head of the new one, `changed.live` goes without its
- * text and the rest of the text is returned, for the page to append
- * (`liveText`), so that a long answer is not copied whole to every page
- * on every frame.
- * @param {Record<string, any>} changed
- * @param {Record<string, any>} last
- * @returns {string | undefined}
- */
-function appendedText(changed, last) {
-  const live = changed.live;
-  const was = last.live;
-  if (!live || !was || live.message_id !== was.message_id || live.text_offset !== was.text_offset) return undefined;
-  if (live.text.length < was.text.length || !live.text.startsWith(was.text)) return undefined;
-  const { text, ...rest } = live;
-  changed.live = rest;
-  return text.slice(was.text.length);
 }

@@ -69,8 +69,11 @@ export type PageMessage =
 /** Worker to page; `host` says which worker instance wrote it. */
 export type WorkerMessage =
   /**
-   * The parts of the view that changed (all of them in the first one) and
-   * the diagnostics (absent when unchanged since this page's last post).
+   * The parts of the view that changed since this page's last `view`
+   * (all of them in the first one, and after a `resume`) and the
+   * diagnostics (absent when a page would show no difference; their
+   * counters at most once a second). The core makes it
+   * (`Machine::page_update`).
    * With `liveText`, `view.live` comes without its `text`: the text is the
    * one this page was posted last with `liveText` appended.
    */
@@ -106,5 +109,3 @@ export declare function wireError(err: unknown, fallback?: ReplayErrorCode): Wir
 export declare function toError(error: WireError): ReplayError;
 /** The `ReplayClient` methods a page may call through a worker. */
 export declare const CALLS: CallName[];
-/** The parts of `view` that are not the same object as in `last` (all of them against `{}`). */
-export declare function changedParts(view: object, last: object): Record<string, unknown>;

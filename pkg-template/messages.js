@@ -57,19 +57,6 @@ export const CONNECT_TIMEOUT_MS = 10_000;
 export const CALLS = ["send", "retry", "discard", "answer", "cancel", "transcript", "loadOlder"];
 
 /**
- * The parts of `view` that are not the same object as in `last`: all of
- * them against `{}`. Unchanged parts keep their object, so only changes cross.
- * @param {Record<string, unknown>} view
- * @param {Record<string, unknown>} last
- */
-export function changedParts(view, last) {
-  /** @type {Record<string, unknown>} */
-  const changed = {};
-  for (const key of Object.keys(view)) if (view[key] !== last[key]) changed[key] = view[key];
-  return changed;
-}
-
-/**
  * The log `options` follow, named as the core names it (`Target::key`:
  * `session:ses_1`, `system:runtime`, `global`), read from the options as
  * `ReplayClient.connect` reads them (`connectOptions` in browser.js, which

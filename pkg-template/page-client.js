@@ -215,7 +215,7 @@ export class PageClient {
     this.#diagnostics = /** @type {Diagnostics & { host: HostInfo }} */ ({ ...(msg.diagnostics ?? this.#diagnostics), host: msg.host });
     // Nothing of the view changed: the same view, no listener called.
     if (Object.keys(msg.view).length === 0) return;
-    // The live answer's text is posted as what it gained (host.js, appendedText).
+    // The live answer's text is posted as what it gained (`Machine::page_update`).
     const live = msg.liveText !== undefined && msg.view.live;
     const posted = live ? { ...msg.view, live: Object.freeze({ ...live, text: (this.#hostView?.live?.text ?? "") + msg.liveText }) } : msg.view;
     // A new object when anything changed; the parts not posted keep theirs.

@@ -189,6 +189,25 @@ impl ReplayClient {
         let driver = self.client.driver();
         driver.input(|m, now| m.handle_viewer(u64::from(viewer), hidden, now));
     }
+
+    /// For a worker host: what its pages get next, as a number (the core
+    /// decides: `Machine::page_update`): -1 when nothing changed since the
+    /// last; else bits 0-15 the view's parts that changed (bit `i`: its
+    /// `i`th key, `PAGE_PARTS`), bit 16 whether the diagnostics go, and
+    /// from bit 17 on, 1 + the offset (UTF-16) from which the live text is
+    /// new to the pages (0: `live` goes whole). Every part and the
+    /// diagnostics (2 ** 17 - 1, `PageUpdate::WHOLE`) go to a page that has
+    /// none of the updates, once the others got what changed. Not part of
+    /// the typed API.
+    #[wasm_bindgen(js_name = pageUpdate, skip_typescript)]
+    pub fn page_update(&self) -> f64 {
+        let driver = self.client.driver();
+        let now = crate::exec::Io::now(driver.io());
+        let u = driver.with_machine_mut(|m| m.page_update(now));
+        u.map_or(-1.0, |u| {
+            f64::from(u.parts | u32::from(u.diagnostics) << 16) + u.live_from as f64 * 131_072.0
+        })
+    }
 }
 
 impl ReplayClient {

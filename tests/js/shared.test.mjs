@@ -106,7 +106,7 @@ test("a long answer's live text on every tab is always a head of the committed a
   await tabs[0].evaluate(() => window.t.client.send("/long 6000 every tab sees the same words"));
   await until("the answer to stream", () => tabs[0].evaluate(() => (window.t.state().live?.text.length ?? 0) > 500));
   // Attached mid-answer: its first view has the live text whole, the next
-  // ones what the text gained (host.js, appendedText).
+  // ones what the text gained (`Machine::page_update`).
   tabs.push(...(await openTabs(1, () => ({ sessionId }))));
   await converged(tabs, () => sessionId);
   const answer = (await api("GET", `/v1/sessions/${sessionId}/transcript`)).items.find(

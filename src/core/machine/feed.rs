@@ -135,6 +135,9 @@ fn interrupted_words(reason: &str) -> String {
 pub(super) struct Feed {
     revision: u64,
     notices: VecDeque<ClientNotice>,
+    /// The view's `status` (bit 10) and `notices` (bit 11) changed since
+    /// the pages' last update (`page_update.rs`, taken there).
+    pub(super) page_parts: u32,
     last_status: Option<Status>,
     /// Subscribers should be told (cleared by `take_notify`).
     due: bool,
@@ -163,6 +166,7 @@ impl Feed {
                 self.notices.pop_front();
             }
             self.notices.push_back(n);
+            self.page_parts |= 1 << 11;
             self.bump(true);
         }
     }
@@ -175,6 +179,7 @@ impl Feed {
             let quiet = matches!(status.state, State::Connecting | State::Restoring)
                 && status.last_error.is_none();
             self.last_status = Some(status);
+            self.page_parts |= 1 << 10;
             self.bump(!quiet);
         }
     }

@@ -27,6 +27,7 @@ mod io;
 mod older;
 mod outbox;
 mod pace;
+mod page_update;
 pub(crate) mod paths;
 mod persist;
 mod prefetch;
@@ -42,6 +43,7 @@ pub use error::{CoreError, ErrorInfo};
 pub use feed::{ClientNotice, NOTICE_CAPACITY};
 pub use outbox::{PendingAnswer, PendingMessage, PendingState};
 pub use pace::{Frames, Notify, Pace, FRAME_WAIT_MS};
+pub use page_update::{PageUpdate, COUNTERS_EVERY_MS, PAGE_PARTS};
 pub use persist::{merge_stored, supersedes, LastApplied, Position, StoredHead, STORAGE_VERSION};
 pub use transport::{
     poll_interval, HIDDEN_FACTOR, MUTED_TRIES, POLL_BUSY_MS, POLL_IDLE_MAX_MS, REPROBE_MS,
@@ -236,6 +238,9 @@ pub struct Machine {
     link: transport::Link,
     /// Pages showing this view from another context (`viewers.rs`).
     viewers: viewers::Viewers,
+    /// What the pages showing this view from another context were last
+    /// posted (`page_update.rs`).
+    pages: page_update::Pages,
 }
 
 impl Machine {
@@ -406,6 +411,7 @@ impl Machine {
             answers: answers::Answers::default(),
             link: transport::Link::default(),
             viewers: viewers::Viewers::default(),
+            pages: page_update::Pages::default(),
         }
     }
 
@@ -679,6 +685,12 @@ impl Machine {
     /// be read the live view is: a change with `reset`, then per input.
     #[must_use]
     pub fn poll_view_change(&mut self) -> Option<ViewChange> {
+        let c = self.next_view_change()?;
+        self.pages.changed(&c);
+        Some(c)
+    }
+
+    fn next_view_change(&mut self) -> Option<ViewChange> {
         if std::mem::take(&mut self.stored_unpainted) && self.withheld() {
             // The stored view is what the page showed when it was stored: a
             // moment that was, painted before the restore's network answers
