@@ -134,6 +134,12 @@ fn optimise(out: &Path) -> Result {
             // only by a stack already overflowing: wasm-opt may fold
             // constant offsets into loads and stores (−0.45 KB gz).
             "--low-memory-unused",
+            // Last, on the optimised module (wasm-bindgen keeps the name
+            // section until here): functions ordered by their Rust path, so
+            // one type's methods, one generic's instances and one module's
+            // functions sit side by side and gzip finds their repeats
+            // within its window (−0.9 KB gz). Order changes no code.
+            "--reorder-functions-by-name",
             "--enable-bulk-memory",
             "--enable-nontrapping-float-to-int",
             "--enable-reference-types",
