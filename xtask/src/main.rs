@@ -21,6 +21,7 @@ mod history;
 mod link;
 mod names;
 mod nginx;
+mod order;
 mod pkg;
 mod postgres;
 mod proxy;

@@ -202,12 +202,12 @@ fn rewrite_entries<'a>(
     Ok(out)
 }
 
-fn write_name(out: &mut Vec<u8>, name: &str) {
+pub(crate) fn write_name(out: &mut Vec<u8>, name: &str) {
     write_leb(out, name.len() as u64);
     out.extend_from_slice(name.as_bytes());
 }
 
-fn write_leb(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn write_leb(out: &mut Vec<u8>, mut v: u64) {
     loop {
         let byte = (v & 0x7f) as u8;
         v >>= 7;
@@ -220,17 +220,17 @@ fn write_leb(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// A reader of the module's bytes.
-struct Bytes<'a> {
-    b: &'a [u8],
-    at: usize,
+pub(crate) struct Bytes<'a> {
+    pub(crate) b: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl<'a> Bytes<'a> {
-    fn byte(&mut self) -> Result<u8> {
+    pub(crate) fn byte(&mut self) -> Result<u8> {
         Ok(self.take(1)?[0])
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         let s = self
             .b
             .get(self.at..self.at + n)
@@ -239,7 +239,7 @@ impl<'a> Bytes<'a> {
         Ok(s)
     }
 
-    fn leb(&mut self) -> Result<u64> {
+    pub(crate) fn leb(&mut self) -> Result<u64> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.byte()?;
@@ -251,7 +251,7 @@ impl<'a> Bytes<'a> {
         Err("bad LEB128 in wasm module".into())
     }
 
-    fn name(&mut self) -> Result<&'a str> {
+    pub(crate) fn name(&mut self) -> Result<&'a str> {
         let len = self.leb()? as usize;
         std::str::from_utf8(self.take(len)?).map_err(|_| "import name is not UTF-8".into())
     }

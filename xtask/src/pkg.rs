@@ -9,7 +9,7 @@
 //! two halves of a client run in a worker (`worker.js`, `worker-client.js`).
 
 use crate::cmd::{self, root, run, Result};
-use crate::{names, setup};
+use crate::{names, order, setup};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -119,6 +119,8 @@ fn build_wasm() -> Result<PathBuf> {
 
 fn optimise(out: &Path) -> Result {
     let file = out.join("replay_client_bg.wasm");
+    let wasm = fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    fs::write(&file, order::sort_names(&wasm)?).map_err(|e| format!("{}: {e}", file.display()))?;
     let file = file.to_str().expect("utf-8 path");
     let wasm_opt = setup::node_bin("wasm-opt");
     cmd::run_in(
@@ -134,6 +136,12 @@ fn optimise(out: &Path) -> Result {
             // only by a stack already overflowing: wasm-opt may fold
             // constant offsets into loads and stores (−0.45 KB gz).
             "--low-memory-unused",
+            // Last, on the optimised module: functions ordered by the sort
+            // keys `order.rs` wrote into the name section (one trait
+            // method's impls, one type's methods side by side), so gzip
+            // finds their repeats within its window: −0.96 KB gz by plain
+            // names, −1.1 KB more by those keys. Order changes no code.
+            "--reorder-functions-by-name",
             "--enable-bulk-memory",
             "--enable-nontrapping-float-to-int",
             "--enable-reference-types",
