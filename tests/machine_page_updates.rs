@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use machine_support::events::*;
 use machine_support::rig::*;
-use replay_client::core::machine::{Machine, PageUpdate, COUNTERS_EVERY_MS, PAGE_PARTS};
+use replay_client::core::machine::{Machine, PageUpdate, Write, COUNTERS_EVERY_MS, PAGE_PARTS};
 
 /// Each part of the machine's view as a page would show it (the live
 /// answer without its text, which [`Page::live_text`] checks).
@@ -33,7 +33,16 @@ fn parts(m: &Machine) -> BTreeMap<&'static str, String> {
         ("items", format!("{:?}", s.items())),
         ("live", format!("{live:?}")),
         ("interrupted", format!("{:?}", s.interrupted())),
-        ("pendingPrompts", format!("{:?}", s.pending_prompts())),
+        // A prompt shows its answer while the outbox holds it.
+        (
+            "pendingPrompts",
+            format!(
+                "{:?}",
+                (s.pending_prompts().iter())
+                    .map(|p| (p, m.pending_answer(&p.question_id)))
+                    .collect::<Vec<_>>()
+            ),
+        ),
         ("tasks", format!("{:?}", s.tasks())),
         ("session", format!("{:?}", s.session())),
         ("extras", format!("{:?}", s.extras())),
@@ -150,6 +159,22 @@ fn an_update_carries_exactly_what_changed_since_the_last() {
         "the cursor moved: the diagnostics show it at once"
     );
     assert_eq!(page.live_text, "");
+}
+
+#[test]
+fn an_answer_given_is_shown_on_its_prompt_by_the_next_update() {
+    let (mut r, mut page) = watched();
+    r.send(&[question_asked(3, "t1", "q1")]);
+    page.update(&mut r).expect("the question is asked");
+    let answer = Write::Answer {
+        question_id: "q1".into(),
+        answer: "yes".into(),
+    };
+    r.c.handle_write(answer, r.now);
+    r.pump();
+    let u = page.update(&mut r).expect("the answer is shown at once");
+    assert!(u.names().contains(&"pendingPrompts"), "{:?}", u.names());
+    assert!(r.c.pending_answer("q1").is_some());
 }
 
 #[test]

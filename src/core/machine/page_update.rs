@@ -115,7 +115,8 @@ impl Pages {
             (u32::from(items) * 0b11) << 4
                 | u32::from(c.overlay) << 6
                 | u32::from(c.interrupted) << 7
-                | u32::from(c.prompts) << 8
+                // A prompt shows its answer while the outbox holds it.
+                | u32::from(c.prompts || c.pending) << 8
                 | u32::from(c.tasks) << 9
                 | u32::from(c.session) << 12
                 | u32::from(c.extras) << 13
