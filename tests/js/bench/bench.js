@@ -25,11 +25,12 @@ function whenLive(client, cursor) {
 // told of every change at once.
 const onPage = (Client) => (o) => Client.connect({ ...o, notify: "sync" });
 
-// SDK: connect with empty storage, resolve when the whole backlog is folded.
+// SDK: connect with empty storage, resolve when the whole backlog is folded
+// (`tail: 0`: read forward, as the baseline does, not the newest page first).
 // `connect` makes the client (a `WorkerClient` is made asynchronously).
 async function sdkRestore(sessionId, head, connect = onPage(ReplayClient)) {
   const t0 = performance.now();
-  const client = await connect({ baseUrl, sessionId, storage: "memory" });
+  const client = await connect({ baseUrl, sessionId, storage: "memory", tail: 0 });
   const view = await whenLive(client, head);
   const ms = performance.now() - t0;
   client.close();
