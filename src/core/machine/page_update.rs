@@ -3,9 +3,9 @@
 //! parts of the view changed since the last update, from the machine's own
 //! [`ViewChange`]s; the live answer's text as what it gained; the
 //! diagnostics only when a page would show a difference: at once when the
-//! position or the status moved, and for the counters (or the transport)
-//! alone at most once per [`COUNTERS_EVERY_MS`] (the last ones of an
-//! answer go with its commit, which moves the position).
+//! position, the status or the transport (stream or polling) moved, and
+//! for the counters alone at most once per [`COUNTERS_EVERY_MS`] (the last
+//! ones of an answer go with its commit, which moves the position).
 //!
 //! Every page of a machine is posted the same updates, in order (a port's
 //! messages are neither lost nor reordered), so one record serves them
@@ -101,6 +101,9 @@ pub(super) struct Pages {
     /// change of transport).
     said_at: u64,
     said_bytes: u64,
+    /// Whether the machine polled when the last diagnostics went: a page
+    /// shows the transport, which can change while nothing else does.
+    said_polling: bool,
 }
 
 impl Pages {
@@ -135,6 +138,7 @@ impl Machine {
         // part posted is the machine's.
         let overlay = self.view.as_session().and_then(|s| s.overlay());
         let bytes = self.counters.bytes;
+        let polling = self.polling();
         let p = &mut self.pages;
         let mut u = PageUpdate {
             parts: std::mem::take(&mut p.parts) | std::mem::take(&mut self.feed.page_parts),
@@ -145,6 +149,7 @@ impl Machine {
         // posted at once, as the view's is.
         u.diagnostics = moved
             || u.parts & STATUS != 0
+            || p.said_polling != polling
             || (p.said_bytes != bytes && now >= p.said_at.saturating_add(COUNTERS_EVERY_MS));
         if u.parts == 0 && !u.diagnostics {
             return None;
@@ -169,7 +174,7 @@ impl Machine {
             });
         }
         if u.diagnostics {
-            (p.said_at, p.said_bytes) = (now, bytes);
+            (p.said_at, p.said_bytes, p.said_polling) = (now, bytes, polling);
         }
         p.cursor = cursor;
         Some(u)
