@@ -16,7 +16,7 @@ import { execFileSync, spawn } from "node:child_process";
 import http from "node:http";
 import readline from "node:readline";
 import { api as call, launchChromium, openPage, sleep, until as waitUntil } from "./support.mjs";
-import { clientState, converged, pageTranscript, rng, runSchedule, turnEnds } from "./schedule.mjs";
+import { clientState, converged, pageTranscript, rng, runSchedule, turnEnds, userTexts } from "./schedule.mjs";
 
 const SERVER = process.env.CLUSTER_SERVER;
 const SITE = process.env.CLUSTER_SITE;
@@ -148,7 +148,7 @@ after(async () => {
 test("a fault schedule whose reconnects land on either node ends equal to the log", async () => {
   // The node that served the page's stream after each turn (its boot id).
   const boots = [];
-  const faultsInjected = await runSchedule({
+  const { faultsInjected, typed } = await runSchedule({
     page,
     turns: TURNS,
     random,
@@ -167,6 +167,9 @@ test("a fault schedule whose reconnects land on either node ends equal to the lo
   const { server, client } = await pageConverged();
   assert.deepEqual(client.items, server.items);
   assert.ok(server.items.length >= TURNS * 2, "every turn left at least its messages");
+  // Nothing typed was lost or committed twice, and nothing still waits.
+  assert.deepEqual(userTexts(server), typed);
+  assert.deepEqual(await page.evaluate(() => window.__replay.client.view().pending), []);
   // Both nodes read the same log: read together, until a pair of reads
   // falls between two changes of the last turn's background task (its
   // tasks snapshot moves on after the page converged: version 6 -> 7).

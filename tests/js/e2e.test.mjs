@@ -12,6 +12,7 @@ import {
   pageTranscript as transcriptOf,
   rng,
   runSchedule,
+  userTexts,
 } from "./schedule.mjs";
 
 const url = process.env.E2E_URL;
@@ -49,7 +50,7 @@ const pageTranscript = () => transcriptOf(page);
 const converged = () => pageConverged(page, serverTranscript);
 
 test("a seeded fault schedule over many turns ends equal to the server's transcript", async () => {
-  const faultsInjected = await runSchedule({
+  const { faultsInjected, typed } = await runSchedule({
     page,
     turns: TURNS,
     random,
@@ -68,6 +69,9 @@ test("a seeded fault schedule over many turns ends equal to the server's transcr
   assert.deepEqual(client.items, server.items);
   assert.equal(client.cursor, server.cursor);
   assert.ok(server.items.length >= TURNS * 2, "every turn left at least its messages");
+  // Nothing typed was lost or committed twice, and nothing still waits.
+  assert.deepEqual(userTexts(server), typed);
+  assert.deepEqual(await page.evaluate(() => window.__replay.client.view().pending), []);
   const diagnostics = await page.evaluate(() => window.__replay.client.diagnostics());
   console.log("faults:", faultsInjected.join(", "));
   console.log("counters:", JSON.stringify(diagnostics.counters));

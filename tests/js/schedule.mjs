@@ -68,20 +68,36 @@ export async function converged(page, serverTranscript) {
 }
 
 /**
- * Runs `turns` turns of the schedule on the demo `page`: types each message,
- * maybe injects a fault with `injectFault(fault)`, answers questions through
- * the page, and waits for each turn's end on the server. `afterTurn(turn)`
- * runs after each. Returns the kinds of the faults injected.
+ * A send refused for a moment (the runtime's `503` to the message's POST):
+ * injected before a turn's message is typed, so that the outbox keeps it
+ * queued and sends it again.
+ */
+export const SEND_FAULT = { kind: "fail_requests", route: "messages", status: 503, count: 1, retry_after: 1 };
+
+/**
+ * Runs `turns` turns of the schedule on the demo `page`: types each message
+ * (sometimes into a refused send, `SEND_FAULT`), maybe injects a fault with
+ * `injectFault(fault)`, answers questions through the page, and waits for
+ * each turn's end on the server. `afterTurn(turn)` runs after each. Returns
+ * the kinds of the faults injected and the messages typed, in order.
  */
 export async function runSchedule({ page, turns, random, serverTranscript, injectFault, until, afterTurn }) {
   const pick = (list) => list[Math.floor(random() * list.length)];
   const faultsInjected = [];
+  const typed = [];
   const answered = new Set();
   for (let turn = 0; turn < turns; turn++) {
     const directive = pick(DIRECTIVES);
     const before = turnEnds(await serverTranscript());
+    if (random() < 0.2) {
+      const where = await injectFault(SEND_FAULT);
+      faultsInjected.push("refused_send");
+      console.log(`turn ${turn}: its send refused once${where ? ` on ${where}` : ""}`);
+    }
     console.log(`turn ${turn}: "${directive}"`);
-    await page.fill("#message", `turn ${turn} ${directive}`.trim());
+    const text = `turn ${turn} ${directive}`.trim();
+    typed.push(text);
+    await page.fill("#message", text);
     await page.click("#composer button[type=submit]");
     if (random() < 0.7) {
       await new Promise((r) => setTimeout(r, Math.floor(random() * 200)));
@@ -120,5 +136,12 @@ export async function runSchedule({ page, turns, random, serverTranscript, injec
     );
     await afterTurn?.(turn);
   }
-  return faultsInjected;
+  return { faultsInjected, typed };
 }
+
+/**
+ * The texts of the user's messages in a transcript, in order: each message
+ * typed once is there once, whatever the faults did to its sends.
+ */
+export const userTexts = (transcript) =>
+  transcript.items.filter((i) => i.kind === "message" && i.role === "user").map((i) => i.text);
