@@ -2,23 +2,14 @@
 // Chromium: each gives a ReplayError whose code is stable and
 // whose message names the fix. `cargo xtask test` serves the package on the
 // demo site (E2E_URL).
-import { test, after, before } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { api, launchChromium, openPage } from "./support.mjs";
+import { api, openPage, withChromium } from "./support.mjs";
 
 const site = process.env.E2E_URL;
 
-let browser;
-const errors = [];
-
-before(async () => {
-  assert.ok(site, "E2E_URL is set by cargo xtask test");
-  browser = await launchChromium();
-});
-
-after(async () => {
-  await browser?.close();
-});
+const chromium = withChromium();
+const errors = chromium.errors;
 
 /**
  * What `ReplayClient.connect(options)` throws in a fresh page, after `init()`
@@ -26,7 +17,7 @@ after(async () => {
  * host script loads the wasm, with the entry imported too).
  */
 async function connectError(options, { init }) {
-  const page = await openPage(browser, `${site}/pkg/package.json`, errors);
+  const page = await openPage(chromium.browser, `${site}/pkg/package.json`, errors);
   try {
     return await page.evaluate(
       async ({ options, init }) => {
@@ -74,7 +65,7 @@ test("a baseUrl without a scheme is refused at connect, naming the value", async
 
 test("a second client of one target warns once in the console, a closed one does not count", async () => {
   const { session_id: sessionId } = await api(site, "POST", "/v1/sessions", { title: "newcomer-twice" });
-  const page = await openPage(browser, `${site}/pkg/package.json`, errors);
+  const page = await openPage(chromium.browser, `${site}/pkg/package.json`, errors);
   const warnings = [];
   page.on("console", (m) => m.type() === "warning" && warnings.push(m.text()));
   try {
@@ -108,7 +99,7 @@ test("a second client of one target warns once in the console, a closed one does
  * session that need not exist: no answer is ever read).
  */
 async function firstError(baseUrl) {
-  const page = await openPage(browser, `${site}/pkg/package.json`, errors);
+  const page = await openPage(chromium.browser, `${site}/pkg/package.json`, errors);
   try {
     return await page.evaluate(async (baseUrl) => {
       const pkg = await import("/pkg/web/index.js");
@@ -149,7 +140,7 @@ test("a server that does not allow the page's origin says cors and names the fla
 
 test("each thing shows in one place: a tool call never in items and live.tools at once, an answered question stays, across a reload", async () => {
   const { session_id: sessionId } = await api(site, "POST", "/v1/sessions", { title: "newcomer-one-place" });
-  const page = await openPage(browser, `${site}/pkg/package.json`, errors);
+  const page = await openPage(chromium.browser, `${site}/pkg/package.json`, errors);
   try {
     const seen = await page.evaluate(async ({ site, sessionId }) => {
       const pkg = await import("/pkg/web/index.js");
@@ -212,7 +203,7 @@ test("each thing shows in one place: a tool call never in items and live.tools a
 
 test("a baseUrl ending in /v1 fails with the server's hint to give the root", async () => {
   const { session_id: sessionId } = await api(site, "POST", "/v1/sessions", { title: "newcomer-v1" });
-  const page = await openPage(browser, `${site}/pkg/package.json`, errors);
+  const page = await openPage(chromium.browser, `${site}/pkg/package.json`, errors);
   try {
     const error = await page.evaluate(async ({ baseUrl, sessionId }) => {
       const pkg = await import("/pkg/web/index.js");
@@ -233,7 +224,7 @@ test("a baseUrl ending in /v1 fails with the server's hint to give the root", as
 });
 
 test("the demo fits a 360 px wide phone: nothing past the viewport", async () => {
-  const page = await openPage(browser, `${site}/?page`, errors, { viewport: { width: 360, height: 800 } });
+  const page = await openPage(chromium.browser, `${site}/?page`, errors, { viewport: { width: 360, height: 800 } });
   try {
     await page.waitForSelector("#status[data-state=live]", { timeout: 30_000 });
     const wide = await page.evaluate(() => ({

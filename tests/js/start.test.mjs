@@ -3,24 +3,15 @@
 // the client takes the answer in flight, so the runtime sees one replay
 // request; a prefetch of another page is aborted and the client's own page
 // is applied once.
-import { test, after, before } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { api as call, launchChromium, openPage, until } from "./support.mjs";
+import { api as call, openPage, until, withChromium } from "./support.mjs";
 
 const site = process.env.E2E_URL;
 const api = (method, path, body) => call(site, method, path, body);
 
-let browser;
-const errors = [];
-
-before(async () => {
-  assert.ok(site, "E2E_URL is set by cargo xtask test");
-  browser = await launchChromium();
-});
-
-after(async () => {
-  await browser?.close();
-});
+const chromium = withChromium();
+const errors = chromium.errors;
 
 /** A session of `turns` turns, each a user message and a reply. */
 async function session(turns) {
@@ -41,7 +32,7 @@ async function session(turns) {
  * whether each failed) and the client's items and counters once live.
  */
 async function firstVisit(id, options, early) {
-  const context = await browser.newContext();
+  const context = await chromium.browser.newContext();
   try {
     // A context has `newPage` as a browser does: a fresh profile each.
     const page = await openPage(context, `${site}/pkg/package.json`, errors);

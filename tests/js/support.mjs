@@ -1,5 +1,6 @@
 // Helpers shared by the Playwright test files (`e2e.test.mjs`, `worker.test.mjs`).
 import assert from "node:assert/strict";
+import { after, before } from "node:test";
 import { chromium } from "playwright-core";
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -53,4 +54,22 @@ export function launchChromium() {
       "--disable-dev-shm-usage",
     ],
   });
+}
+
+/**
+ * The Chromium of one test file against the demo site (`E2E_URL`): launched
+ * before the file's tests, closed after them. `chromium.browser` is set once
+ * launched; `chromium.errors` collects the uncaught errors of pages opened
+ * with `openPage(chromium.browser, url, chromium.errors)`.
+ */
+export function withChromium() {
+  const chromium = { site: process.env.E2E_URL, browser: null, errors: [] };
+  before(async () => {
+    assert.ok(chromium.site, "E2E_URL is set by cargo xtask test");
+    chromium.browser = await launchChromium();
+  });
+  after(async () => {
+    await chromium.browser?.close();
+  });
+  return chromium;
 }
