@@ -451,11 +451,12 @@ fn a_message_held_by_another_client_waits_queued_and_its_claim_is_let_go_when_it
     assert_eq!(released, vec!["replay-client:message:m2".to_owned()]);
 }
 
-/// Where the release of `claim` is among `actions`, and whether a save
-/// before it lists `id` as gone.
-fn released_after_gone(actions: &[Action], claim: &str, id: &str) -> (Option<usize>, bool) {
+/// Asserts that `actions` let go of message `id`'s claim, and only after a
+/// save that lists `id` as gone.
+fn assert_let_go_after_gone(actions: &[Action], id: &str) {
+    let claim = format!("replay-client:message:{id}");
     let release =
-        (actions.iter()).position(|a| matches!(a, Action::Release { claim: c } if c == claim));
+        (actions.iter()).position(|a| matches!(a, Action::Release { claim: c } if *c == claim));
     let gone = format!(r#""gone":["{id}"]"#);
     let gone_other = format!(r#","{id}"]"#);
     let saved = release.is_some_and(|at| {
@@ -466,7 +467,11 @@ fn released_after_gone(actions: &[Action], claim: &str, id: &str) -> (Option<usi
             })
         })
     });
-    (release, saved)
+    assert!(release.is_some(), "{id} let go: {actions:?}");
+    assert!(
+        saved,
+        "{id} let go after the save that lists it gone: {actions:?}"
+    );
 }
 
 #[test]
@@ -483,33 +488,13 @@ fn a_claim_is_let_go_only_after_the_save_that_lists_its_message_as_gone() {
     let from = r.log.len();
     // Committed with another message still in the outbox.
     r.send(&[user_msg(2, "m1", "text of m1")]);
-    let (release, saved) = released_after_gone(&r.log[from..], "replay-client:message:m1", "m1");
-    assert!(
-        release.is_some(),
-        "let go with its commit: {:?}",
-        &r.log[from..]
-    );
-    assert!(
-        saved,
-        "after the save that lists it gone: {:?}",
-        &r.log[from..]
-    );
+    assert_let_go_after_gone(&r.log[from..], "m1");
     // Committed as the outbox empties, within the persist throttle.
     accept(&mut r, p[0].0, "t2");
     r.pump();
     let from = r.log.len();
     r.send(&[user_msg(3, "m2", "text of m2")]);
-    let (release, saved) = released_after_gone(&r.log[from..], "replay-client:message:m2", "m2");
-    assert!(
-        release.is_some(),
-        "let go with its commit: {:?}",
-        &r.log[from..]
-    );
-    assert!(
-        saved,
-        "after the save that lists it gone: {:?}",
-        &r.log[from..]
-    );
+    assert_let_go_after_gone(&r.log[from..], "m2");
     // A discarded message too.
     r.c.handle_lifecycle(Lifecycle::Offline, r.now);
     send(&mut r, "m3");
@@ -519,8 +504,7 @@ fn a_claim_is_let_go_only_after_the_save_that_lists_its_message_as_gone() {
     let from = r.log.len();
     assert!(r.c.discard_pending("m3", r.now));
     r.pump();
-    let (release, saved) = released_after_gone(&r.log[from..], "replay-client:message:m3", "m3");
-    assert!(release.is_some() && saved, "{:?}", &r.log[from..]);
+    assert_let_go_after_gone(&r.log[from..], "m3");
 }
 
 /// A client that restored `stored` (a reload while the runtime was down):
