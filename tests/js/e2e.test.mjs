@@ -59,6 +59,7 @@ test("a seeded fault schedule over many turns ends equal to the server's transcr
       await api("POST", "/v1/admin/faults", fault);
     },
     until,
+    refuseSends: true,
   }).catch(async (err) => {
     console.log("comms:", JSON.stringify(await api("GET", "/v1/diagnostics/comms")));
     console.log("faults:", JSON.stringify(await api("GET", "/v1/admin/faults")));

@@ -76,12 +76,12 @@ export const SEND_FAULT = { kind: "fail_requests", route: "messages", status: 50
 
 /**
  * Runs `turns` turns of the schedule on the demo `page`: types each message
- * (sometimes into a refused send, `SEND_FAULT`), maybe injects a fault with
+ * (with `refuseSends`, sometimes into a refused send, `SEND_FAULT`), maybe injects a fault with
  * `injectFault(fault)`, answers questions through the page, and waits for
  * each turn's end on the server. `afterTurn(turn)` runs after each. Returns
  * the kinds of the faults injected and the messages typed, in order.
  */
-export async function runSchedule({ page, turns, random, serverTranscript, injectFault, until, afterTurn }) {
+export async function runSchedule({ page, turns, random, serverTranscript, injectFault, until, afterTurn, refuseSends = false }) {
   const pick = (list) => list[Math.floor(random() * list.length)];
   const faultsInjected = [];
   const typed = [];
@@ -89,7 +89,7 @@ export async function runSchedule({ page, turns, random, serverTranscript, injec
   for (let turn = 0; turn < turns; turn++) {
     const directive = pick(DIRECTIVES);
     const before = turnEnds(await serverTranscript());
-    if (random() < 0.2) {
+    if (refuseSends && random() < 0.2) {
       const where = await injectFault(SEND_FAULT);
       faultsInjected.push("refused_send");
       console.log(`turn ${turn}: its send refused once${where ? ` on ${where}` : ""}`);
