@@ -138,6 +138,9 @@ pub(super) struct Feed {
     /// The view's `status` (bit 10) and `notices` (bit 11) changed since
     /// the pages' last update (`page_update.rs`, taken there).
     pub(super) page_parts: u32,
+    /// The transport changed since the pages' last update: their
+    /// diagnostics show it (taken by `page_update.rs`).
+    pub(super) page_transport: bool,
     last_status: Option<Status>,
     /// Subscribers should be told (cleared by `take_notify`).
     due: bool,
@@ -204,6 +207,7 @@ impl Feed {
     /// The transport changed (stream or polling): diagnostics show it, and
     /// a host that posts them to its pages posts on a notification.
     pub(super) fn transport_changed(&mut self) {
+        self.page_transport = true;
         self.bump(true);
     }
 

@@ -101,9 +101,6 @@ pub(super) struct Pages {
     /// change of transport).
     said_at: u64,
     said_bytes: u64,
-    /// Whether the machine polled when the last diagnostics went: a page
-    /// shows the transport, which can change while nothing else does.
-    said_polling: bool,
 }
 
 impl Pages {
@@ -138,7 +135,8 @@ impl Machine {
         // part posted is the machine's.
         let overlay = self.view.as_session().and_then(|s| s.overlay());
         let bytes = self.counters.bytes;
-        let polling = self.polling();
+        // A page shows the transport, which can change alone.
+        let transport = std::mem::take(&mut self.feed.page_transport);
         let p = &mut self.pages;
         let mut u = PageUpdate {
             parts: std::mem::take(&mut p.parts) | std::mem::take(&mut self.feed.page_parts),
@@ -149,7 +147,7 @@ impl Machine {
         // posted at once, as the view's is.
         u.diagnostics = moved
             || u.parts & STATUS != 0
-            || p.said_polling != polling
+            || transport
             || (p.said_bytes != bytes && now >= p.said_at.saturating_add(COUNTERS_EVERY_MS));
         if u.parts == 0 && !u.diagnostics {
             return None;
@@ -174,7 +172,7 @@ impl Machine {
             });
         }
         if u.diagnostics {
-            (p.said_at, p.said_bytes, p.said_polling) = (now, bytes, polling);
+            (p.said_at, p.said_bytes) = (now, bytes);
         }
         p.cursor = cursor;
         Some(u)
