@@ -14,7 +14,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 mod support;
 
 use js_sys::Object;
-use replay_client::core::machine::{PendingMessage, PendingState};
+use replay_client::core::machine::{PendingMessage, PendingState, Target};
 use replay_client::wasm::{Client, Options, StorageChoice};
 use serde_json::{json, Value};
 use support::*;
@@ -155,10 +155,7 @@ async fn two_clients_of_one_session_in_indexeddb_keep_both_their_messages() {
         o.seed = Some(7);
         Client::connect(o)
     };
-    let key = replay_client::wasm::storage_key(
-        DOWN,
-        &replay_client::core::machine::Target::session(session.as_str()),
-    );
+    let key = Target::session(session.as_str()).storage_key(DOWN);
     let first = idb(&session);
     let second = idb(&session);
     send(&first, "idb_a");

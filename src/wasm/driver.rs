@@ -17,7 +17,7 @@ use super::js;
 use super::lifecycle;
 use super::options::Options;
 use super::reports::{function, reports, Reported};
-use super::storage::{storage_key, Store};
+use super::storage::Store;
 use crate::core::machine::{Config, Lifecycle, Machine, RequestId, Response, Settings, Target};
 use crate::core::share::Transport;
 use crate::exec::Executor;
@@ -82,7 +82,7 @@ impl Executor<BrowserIo> {
     /// the context's multiplexed one (`hub.rs`).
     pub fn connect(o: Options, get_token: &JsValue, with_js_view: bool) -> Rc<Driver> {
         let now = js::now();
-        let key = storage_key(&o.base_url, &o.target);
+        let key = o.target.storage_key(&o.base_url);
         let (store, unavailable) = Store::open(&o.storage, key);
         let config = Config::from_settings(Settings {
             target: o.target.clone(),

@@ -30,7 +30,6 @@ pub use api::ReplayClient;
 pub use client::{Client, ClientRef, Subscription, WeakClient};
 pub use error::WasmError;
 pub use options::{Notify, Options, StorageChoice, TokenFuture, TokenRequest, TokenSource};
-pub use storage::storage_key;
 
 use wasm_bindgen::prelude::*;
 

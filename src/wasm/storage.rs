@@ -13,14 +13,8 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::js;
 use super::options::StorageChoice;
-use crate::core::machine::{merge_stored, Target};
+use crate::core::machine::merge_stored;
 use wasm_bindgen::closure::Closure;
-
-/// The key under which a client of `target` at `base_url` keeps its value
-/// (the core's [`Target::storage_key`]).
-pub fn storage_key(base_url: &str, target: &Target) -> String {
-    target.storage_key(base_url)
-}
 
 /// The stored value, now or later.
 pub enum Loaded {

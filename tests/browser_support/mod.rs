@@ -167,7 +167,7 @@ pub fn local_storage() -> web_sys::Storage {
 
 /// The storage key the client uses for a session.
 pub fn key(session: &str) -> String {
-    replay_client::wasm::storage_key(server(), &Target::session(session))
+    Target::session(session).storage_key(server())
 }
 
 /// A tiny deterministic generator for fault offsets.
