@@ -250,7 +250,6 @@ fn settle_with(
     })
 }
 
-/// `send`'s and `retry`'s value: `{ turnId }`.
 /// A `retry`'s outcome: a message's `{ turnId }`, an answer's nothing.
 fn retried_js(outcome: WriteOutcome) -> Result<JsValue, WasmError> {
     match outcome {
@@ -259,6 +258,7 @@ fn retried_js(outcome: WriteOutcome) -> Result<JsValue, WasmError> {
     }
 }
 
+/// `send`'s value: `{ turnId }`.
 fn sent_js(outcome: WriteOutcome) -> Result<JsValue, WasmError> {
     let o = Object::new();
     js::set(
