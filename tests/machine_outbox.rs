@@ -519,6 +519,14 @@ fn restored_and_claimed_elsewhere(stored: &[u8]) -> Rig {
     b
 }
 
+/// The POSTs `b` made once `steps` steps of `ms` passed.
+fn posts_after(b: &mut Rig, steps: u32, ms: u64) -> Vec<(RequestId, String)> {
+    for _ in 0..steps {
+        b.advance(ms);
+    }
+    posts(&b.log)
+}
+
 /// The first client's message `m1`, stored while the runtime was down.
 fn stored_with_m1() -> Vec<u8> {
     let mut a = Rig::live_with(&simple_log(1));
@@ -550,30 +558,16 @@ fn a_message_whose_claim_another_client_holds_is_not_sent_again_before_this_view
     // The runtime is back, this client's stream not yet: the other client
     // sends and commits it, and lets its claim go. Whatever time passes, it
     // is not asked for here until this view caught up.
-    for _ in 0..120 {
-        b.advance(500);
-    }
-    assert_eq!(
-        posts(&b.log).len(),
-        1,
-        "asked again before catching up: {:?}",
-        posts(&b.log)
-    );
+    let sent = posts_after(&mut b, 120, 500);
+    assert_eq!(sent.len(), 1, "asked again before catching up: {sent:?}");
     // Caught up: the other client's commit is in this view, and the
     // message leaves without a request.
     let mut history = simple_log(1);
     history.push(user_msg(2, "m1", "text of m1"));
     caught_up_at(&mut b, &history);
     assert!(pending(&b).is_empty(), "{:?}", pending(&b));
-    for _ in 0..60 {
-        b.advance(1_000);
-    }
-    assert_eq!(
-        posts(&b.log).len(),
-        1,
-        "sent once, by the other client: {:?}",
-        posts(&b.log)
-    );
+    let sent = posts_after(&mut b, 60, 1_000);
+    assert_eq!(sent.len(), 1, "sent once, by the other client: {sent:?}");
 }
 
 #[test]
@@ -582,10 +576,11 @@ fn a_message_whose_claim_was_held_is_sent_once_caught_up_when_the_other_client_e
     let mut b = restored_and_claimed_elsewhere(&stored);
     // The other client ended (a tab closed) without sending it: this one
     // catches up, finds no commit, and sends it.
-    for _ in 0..20 {
-        b.advance(500);
-    }
-    assert_eq!(posts(&b.log).len(), 1, "asked again before catching up");
+    assert_eq!(
+        posts_after(&mut b, 20, 500).len(),
+        1,
+        "asked again before catching up"
+    );
     caught_up_at(&mut b, &simple_log(1));
     let sent = posts(&b.log);
     assert_eq!(sent.len(), 2, "sent once caught up: {sent:?}");
