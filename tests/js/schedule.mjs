@@ -32,6 +32,19 @@ export const DIRECTIVES = ["", "", "/tool", "/bg", "/ask", "/long 600", "/tool /
 export const turnEnds = (transcript) => transcript.items.filter((i) => i.kind === "turn_end").length;
 
 /**
+ * The turn the server gave the user's message `text` (`null` until it is
+ * committed) and that turn's end (`null` while it runs). A schedule waits on
+ * its own turn: counting every turn's end would let an earlier turn that
+ * ends late stand in for it, and the schedule would then go on past a
+ * question nobody answered.
+ */
+export function turnOfText(transcript, text) {
+  const message = transcript.items.find((i) => i.kind === "message" && i.role === "user" && i.text === text);
+  const end = message && transcript.items.find((i) => i.kind === "turn_end" && i.turn_id === message.turn_id);
+  return { turnId: message?.turn_id ?? null, end: end ?? null };
+}
+
+/**
  * The demo page's (`window.__replay`) whole transcript: a session is read
  * newest first, so the pages before the one read first are asked for
  * (`loadOlder()` until `hasOlder` is false).
@@ -88,7 +101,6 @@ export async function runSchedule({ page, turns, random, serverTranscript, injec
   const answered = new Set();
   for (let turn = 0; turn < turns; turn++) {
     const directive = pick(DIRECTIVES);
-    const before = turnEnds(await serverTranscript());
     if (refuseSends && random() < 0.2) {
       const where = await injectFault(SEND_FAULT);
       faultsInjected.push("refused_send");
@@ -97,6 +109,7 @@ export async function runSchedule({ page, turns, random, serverTranscript, injec
     console.log(`turn ${turn}: "${directive}"`);
     const text = `turn ${turn} ${directive}`.trim();
     typed.push(text);
+    const ended = async () => turnOfText(await serverTranscript(), text).end !== null;
     await page.fill("#message", text);
     await page.click("#composer button[type=submit]");
     if (random() < 0.7) {
@@ -124,16 +137,19 @@ export async function runSchedule({ page, turns, random, serverTranscript, injec
           answered.add(fresh);
           return true;
         }
-        return turnEnds(await serverTranscript()) > before;
+        return ended();
       });
     }
-    await until(`turn ${turn} to end on the server`, async () => turnEnds(await serverTranscript()) > before).catch(
-      async (err) => {
-        const t = await serverTranscript();
-        console.log("server tail:", JSON.stringify(t.items.slice(-4)), "prompts:", JSON.stringify(t.pending_prompts));
-        throw err;
-      },
-    );
+    await until(`turn ${turn} to end on the server`, ended).catch(async (err) => {
+      const t = await serverTranscript();
+      const turns = t.items
+        .filter((i) => i.kind === "turn_end" || (i.kind === "message" && i.role === "user"))
+        .map((i) => (i.kind === "turn_end" ? `${i.turn_id} ended ${i.outcome}` : `${i.turn_id} "${i.text}"`));
+      console.log("server turns:", JSON.stringify(turns), "prompts:", JSON.stringify(t.pending_prompts));
+      throw err;
+    });
+    const { turnId, end } = turnOfText(await serverTranscript(), text);
+    console.log(`turn ${turn}: ${turnId} ended ${end.outcome}`);
     await afterTurn?.(turn);
   }
   return { faultsInjected, typed };
