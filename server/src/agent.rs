@@ -232,7 +232,7 @@ pub fn spawn_turn(
         track: Mutex::new(Track::default()),
     };
     let handle = tokio::spawn(async move { ctx.run(None).await });
-    worker.track(handle.abort_handle());
+    worker.track(handle);
 }
 
 /// Starts a waiter for a turn kept waiting by recovery on the current
@@ -280,7 +280,7 @@ pub fn resume_waiting(app: &Arc<App>, waiting: Waiting) {
         }),
     };
     let handle = tokio::spawn(async move { ctx.run(Some((waiting.question_id, rx))).await });
-    worker.track(handle.abort_handle());
+    worker.track(handle);
 }
 
 /// A live tool call's state, as `LiveTool.state` carries it (PROTOCOL.md
@@ -745,7 +745,7 @@ impl Turn {
                 tracing::error!(task = %task_id, error = %e, "background task failed");
             }
         });
-        self.worker.track(handle.abort_handle());
+        self.worker.track(handle);
         Ok(())
     }
 

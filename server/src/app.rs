@@ -31,7 +31,12 @@ pub struct App {
     /// (Postgres), held once: `None` on SQLite.
     pub cluster: Option<Cluster>,
     worker: RwLock<Arc<Worker>>,
-    restart: tokio::sync::Mutex<()>,
+    /// Held to read by a message's acceptance until its turn is started,
+    /// and to write by a worker restart: a turn is accepted and started on
+    /// one worker, which a restart then stops (its recovery pass ends the
+    /// turn), or after the restart on the new one, never accepted before
+    /// the recovery pass and started after it (ended twice).
+    turn_starts: tokio::sync::RwLock<()>,
     /// When this process started.
     pub started_at: String,
     last_recovery: Mutex<serde_json::Value>,
@@ -98,7 +103,7 @@ impl App {
             cfg,
             log,
             worker: RwLock::new(Worker::new(boot_id)),
-            restart: tokio::sync::Mutex::new(()),
+            turn_starts: tokio::sync::RwLock::new(()),
             started_at: now_rfc3339(),
             last_recovery: Mutex::new(recovered.report.clone()),
             streams_open: Arc::default(),
@@ -165,13 +170,23 @@ impl App {
         report["reaped_at"] = serde_json::Value::String(now_rfc3339());
     }
 
+    /// Held while a message is accepted and its turn started: no worker
+    /// restart comes in between.
+    pub async fn turn_start(&self) -> tokio::sync::RwLockReadGuard<'_, ()> {
+        self.turn_starts.read().await
+    }
+
     /// In-process restart: stop live work, run startup recovery, new boot id,
     /// end every stream (clients reconnect and see the new boot id). Returns
     /// the boot id and what the new worker goes on with (`resume::go_on`).
     pub async fn restart_worker(&self) -> StoreResult<(String, recovery::Recovered)> {
-        let _guard = self.restart.lock().await;
+        let _guard = self.turn_starts.write().await;
         let old = self.worker();
-        old.stop();
+        // The recovery pass reads the log once the old worker's tasks wrote
+        // their last: one still writing would end a turn the pass also ends.
+        for stopped in old.stop() {
+            let _ = stopped.await;
+        }
         let boot_id = random_id("b");
         let recovered = recovery::recover(&self.log, &boot_id)?;
         *self.worker.write().unwrap_or_else(|e| e.into_inner()) = Worker::new(boot_id.clone());

@@ -91,6 +91,16 @@ pub enum FaultSpec {
         /// How many.
         count: u64,
     },
+    /// The next `count` messages accepted wait `ms` between their commit
+    /// and their turn's start: the window in which a worker restart may
+    /// come (a restart waits for it to close).
+    SlowTurnStart {
+        /// Milliseconds.
+        ms: u64,
+        /// How many (default 1).
+        #[serde(default = "one")]
+        count: u64,
+    },
     /// Drop live state, run startup recovery, take a new boot id.
     RestartWorker,
     /// The session's provider reference cannot be resumed: the next
@@ -313,7 +323,8 @@ impl Faults {
         let done = match &mut active[i].spec {
             FaultSpec::SkipDurable { count }
             | FaultSpec::Duplicate { count }
-            | FaultSpec::LoseCommitReply { count } => {
+            | FaultSpec::LoseCommitReply { count }
+            | FaultSpec::SlowTurnStart { count, .. } => {
                 *count = count.saturating_sub(1);
                 *count == 0
             }
@@ -338,6 +349,16 @@ impl Faults {
     /// Whether the next accepted message's reply is lost after its commit.
     pub fn take_lost_commit_reply(&self) -> bool {
         self.take_counted(|s| matches!(s, FaultSpec::LoseCommitReply { count } if *count > 0))
+    }
+
+    /// How long the next accepted message waits before its turn starts.
+    pub fn take_slow_turn_start(&self) -> Option<Duration> {
+        let ms = self.lock().iter().find_map(|a| match a.spec {
+            FaultSpec::SlowTurnStart { ms, count } if count > 0 => Some(ms),
+            _ => None,
+        })?;
+        self.take_counted(|s| matches!(s, FaultSpec::SlowTurnStart { count, .. } if *count > 0))
+            .then(|| Duration::from_millis(ms))
     }
 
     /// Whether a request of `route` must fail, and how.

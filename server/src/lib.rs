@@ -108,7 +108,7 @@ impl Running {
         let _ = self.shutdown.send(());
         self.app.faults.close_streams();
         self.app.log.fanout.close_all();
-        self.app.worker().stop();
+        drop(self.app.worker().stop());
         if tokio::time::timeout(SHUTDOWN_GRACE, &mut self.task)
             .await
             .is_err()

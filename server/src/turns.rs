@@ -51,7 +51,7 @@ pub enum TurnsError {
 ///
 /// The message is committed before this returns, so a crash before its turn
 /// starts loses nothing (recovery then fails the queued turn).
-pub fn post_message(
+pub async fn post_message(
     app: &Arc<App>,
     session_id: &str,
     message_id: &str,
@@ -62,6 +62,7 @@ pub fn post_message(
     }
     // Refused before anything is written: a message asks for bounded work.
     agent::Directives::parse(text)?;
+    let _no_restart = app.turn_start().await;
     // A place in the queue caps, taken before the lock; a retry of an
     // accepted message gets its turn even when the queue is full.
     let slot = app.worker().reserve_turn(
@@ -109,6 +110,9 @@ pub fn post_message(
         Accepted::Existing(turn_id) => Ok(turn_id),
         Accepted::Full(full) => Err(full.into()),
         Accepted::New(turn_id, slot) => {
+            if let Some(wait) = app.faults.take_slow_turn_start() {
+                tokio::time::sleep(wait).await;
+            }
             agent::spawn_turn(app, slot, session_id, &turn_id, message_id, text);
             Ok(turn_id)
         }

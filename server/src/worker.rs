@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use replay_core::protocol::LiveTurn;
 use tokio::sync::{mpsc, oneshot, Notify};
-use tokio::task::AbortHandle;
+use tokio::task::JoinHandle;
 
 /// An answer on its way to a waiting turn, with the acknowledgement sent once
 /// `question.answered` is committed.
@@ -85,7 +85,7 @@ pub struct Worker {
     /// This run's boot id.
     pub boot_id: String,
     sessions: Mutex<HashMap<String, Arc<SessionLive>>>,
-    tasks: Mutex<Vec<AbortHandle>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
     rev: AtomicU64,
     /// Turns accepted and not finished, in every session.
     pending: AtomicUsize,
@@ -226,19 +226,23 @@ impl Worker {
     }
 
     /// Tracks a task so that a restart can stop it.
-    pub fn track(&self, handle: AbortHandle) {
+    pub fn track(&self, handle: JoinHandle<()>) {
         let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
         tasks.retain(|h| !h.is_finished());
         tasks.push(handle);
     }
 
-    /// Stops every turn and background task of this worker.
-    pub fn stop(&self) {
+    /// Stops every turn and background task of this worker. A task stops
+    /// at its next `.await`: the writes it makes before then still land.
+    /// The handles returned resolve once each has stopped, after which no
+    /// task of this worker writes again.
+    pub fn stop(&self) -> Vec<JoinHandle<()>> {
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
-        for t in tasks {
+        for t in &tasks {
             t.abort();
         }
         self.sessions().clear();
+        tasks
     }
 
     /// Number of running turns (diagnostics).

@@ -463,3 +463,48 @@ async fn the_new_diagnostics_need_the_token_like_the_others() {
         assert!(body.is_object(), "{path}: {body}");
     }
 }
+
+on_both!(
+    accepted_during_restart_body,
+    a_message_accepted_while_the_worker_restarts_ends_its_turn_once,
+    a_message_accepted_while_the_worker_restarts_ends_its_turn_once_pg
+);
+
+/// A message accepted while the worker restarts: its turn runs on one
+/// worker or is ended by the recovery pass, never both (a turn ended
+/// twice, failed by recovery and then completed by the new worker, shows a
+/// client two ends and lets a waiter go on early). `slow_turn_start` holds
+/// the message between its commit and its turn's start while the restart
+/// comes.
+async fn accepted_during_restart_body(s: Server) {
+    let sid = s.create_session().await;
+    let mut turns = Vec::new();
+    for i in 0..3 {
+        s.fault(json!({"kind": "slow_turn_start", "ms": 400})).await;
+        let mid = format!("m{i}");
+        let (turn, _) = tokio::join!(s.send(&sid, &mid, "hello"), async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            restart(&s).await
+        });
+        turns.push(turn);
+    }
+    for turn in &turns {
+        s.wait_turn_end(&sid, turn).await;
+    }
+    // Time for a turn that a worker ran unknown to the recovery pass to end
+    // again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let events = s.events(&format!("sessions/{sid}")).await;
+    for turn in &turns {
+        let ends: Vec<&Event> = events
+            .iter()
+            .map(|e| &e.event)
+            .filter(|e| match e {
+                Event::TurnCompleted(x) | Event::TurnCancelled(x) => &x.turn_id == turn,
+                Event::TurnFailed(x) => &x.turn_id == turn,
+                _ => false,
+            })
+            .collect();
+        assert_eq!(ends.len(), 1, "{turn} ended {} times: {ends:?}", ends.len());
+    }
+}

@@ -46,7 +46,7 @@ pub(super) async fn post_message(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<PostMessage>,
 ) -> Result<(StatusCode, Json<MessageAccepted>), ApiError> {
-    let turn_id = turns::post_message(&app, &id, &body.message_id, &body.text)?;
+    let turn_id = turns::post_message(&app, &id, &body.message_id, &body.text).await?;
     Ok((StatusCode::ACCEPTED, Json(MessageAccepted { turn_id })))
 }
 
