@@ -239,6 +239,8 @@ export class Host {
     const view = follower.view();
     /** @type {Record<string, unknown>} */
     const parts = {};
+    // Bit `i` is the view's `i`th key: `viewObject` (browser.js) builds it
+    // in the core's order, tests/js/view_parts.test.mjs checks that.
     Object.keys(view).forEach((part, i) => (u >> i) & 1 && (parts[part] = view[part]));
     const from = Math.floor(u / 131072) - 1;
     let liveText;

@@ -87,8 +87,10 @@ export function monotonicNow() {
 const decoder = new TextDecoder();
 const NONE = 0xffffffff;
 
-// The view and its `live` part, built by Rust in one call each (see view.rs),
-// with the keys in the order of api.d.ts.
+// The view and its `live` part, built by Rust in one call each (see view.rs).
+// The view's keys are in the order of the core's page updates (`PAGE_PARTS`):
+// a worker host names an update's parts by them (host.js, `Object.keys`),
+// pinned by tests/fixtures/view_parts.json (tests/js/view_parts.test.mjs).
 export function viewObject(scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices, session, extras, pending, hasOlder) {
   return Object.freeze({ scope, scopeId, epoch, cursor, items, events, live, interrupted, pendingPrompts, tasks, status, notices, session, extras, pending, hasOlder });
 }

@@ -561,6 +561,8 @@ fn e2e() -> Result {
         "proxy.test.mjs",
         // No browser, no server: the JS halves' target rule.
         "targets.test.mjs",
+        // No browser, no server: the view's parts in the core's bit order.
+        "view_parts.test.mjs",
     ]
     .into_iter()
     .filter(|file| only.as_deref().is_none_or(|o| o == *file))

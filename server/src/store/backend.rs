@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use replay_core::protocol::{BackgroundWait, Envelope, Event, Scope, Task, TasksSnapshot};
 
-use super::pg::{self, PgDb, PgSnapshot};
+use super::pg::{PgDb, PgSnapshot};
 use super::{
     Budget, ExpiredTasks, LogInfo, OpenQuestion, OpenTool, OpenTurn, Page, ProcessLog, ProcessRow,
     QuestionState, SqliteDb, SqliteSnapshot, StoreResult, TurnState,
@@ -187,20 +187,6 @@ impl Deref for Db {
         match self {
             Db::Sqlite(d) => d,
             Db::Pg(d) => d,
-        }
-    }
-}
-
-impl Db {
-    /// One consistent read beside this writer: on SQLite on its own
-    /// connection (the caller holds the writer's lock while it lives), on
-    /// Postgres on a pooled connection.
-    pub fn snapshot(&self) -> StoreResult<Snapshot<'_>> {
-        match self {
-            Db::Sqlite(d) => Ok(Snapshot::Sqlite(d.snapshot()?)),
-            Db::Pg(d) => Ok(Snapshot::Pg(Box::new(pg::block(PgSnapshot::begin(
-                d.pool(),
-            ))?))),
         }
     }
 }

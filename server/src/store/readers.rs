@@ -135,7 +135,12 @@ impl Reader<'_> {
                     Some(db) => db,
                     None => held.insert(db.lock().unwrap_or_else(PoisonError::into_inner)),
                 };
-                db.snapshot()
+                // Only `:memory:` reads on its writer (`Store::open`); a
+                // Postgres store reads on its pool (`Reader::Pg`).
+                let Db::Sqlite(db) = &**db else {
+                    unreachable!("only a SQLite store reads on its writer")
+                };
+                Ok(Snapshot::Sqlite(db.snapshot()?))
             }
             Reader::File(conn) => Ok(Snapshot::Sqlite(SqliteSnapshot::begin(conn)?)),
             Reader::Pg(client) => {

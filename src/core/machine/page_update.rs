@@ -24,7 +24,9 @@ use crate::fold::ViewChange;
 pub const COUNTERS_EVERY_MS: u64 = 1_000;
 
 /// The view's parts by the names of the JS `View`, in its order: bit `i`
-/// of [`PageUpdate::parts`] is `PAGE_PARTS[i]`.
+/// of [`PageUpdate::parts`] is `PAGE_PARTS[i]`, which a worker host names
+/// by the view's `i`th key. `tests/fixtures/view_parts.json` lists them
+/// for both sides (`tests/view_parts.rs`, `tests/js/view_parts.test.mjs`).
 pub const PAGE_PARTS: [&str; 16] = [
     "scope",
     "scopeId",
