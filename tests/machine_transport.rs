@@ -642,3 +642,82 @@ fn leaving_polling_notifies_the_subscribers() {
     assert!(n.r.c.revision() > revision, "the revision moved");
     assert!(notified(&mut n), "the subscribers are told");
 }
+
+/// Polls until the re-probe opens a probe through the muting proxy: returns
+/// the count of stream tries before it, and its id (its `hello` never comes).
+fn probe_in_flight(n: &mut Net) -> (usize, RequestId) {
+    n.run_until(60_000);
+    assert!(switched(n));
+    let streams = n.streams.len();
+    while n.streams.len() == streams {
+        let t = n.r.now + 1_000;
+        n.run_until(t);
+    }
+    assert!(n.r.c.polling(), "its hello has not come");
+    (n.streams.len(), n.r.stream_id())
+}
+
+#[test]
+fn online_replaces_a_probe_in_flight_that_has_not_shown_its_hello() {
+    let mut n = Net::new(true);
+    let (streams, old) = probe_in_flight(&mut n);
+    // The proxy stopped muting after the probe went through it, and the
+    // network (another route) says so.
+    n.muted = false;
+    n.run_until(n.r.now + 1_000);
+    let at = n.r.log.len();
+    n.lifecycle(Lifecycle::Online);
+    assert!(
+        n.r.log[at..]
+            .iter()
+            .any(|a| matches!(a, Action::Abort { id } if *id == old)),
+        "the probe in flight is closed: {:?}",
+        &n.r.log[at..]
+    );
+    assert_eq!(n.streams.len(), streams + 1, "a new probe at once");
+    assert_eq!(probes(&n).last(), Some(&true));
+    assert!(!n.r.c.polling(), "the new probe showed its hello");
+    assert_eq!(n.r.c.status().state, State::Live);
+    // The closed probe's late end (the browser's abort) changes nothing.
+    let now = n.r.now;
+    let live = n.r.stream_id();
+    n.r.c.handle_network_error(old, "aborted", now);
+    n.r.c.handle_stream_end(old, now);
+    n.serve();
+    assert_eq!(n.r.stream_id(), live);
+    assert_eq!(n.streams.len(), streams + 1);
+    assert!(!n.r.c.polling());
+    assert_eq!(n.r.c.status().state, State::Live);
+    n.commit(user_msg(3, "u3", "three"));
+    assert_eq!(n.r.c.cursor(), 3);
+}
+
+#[test]
+fn a_probe_closed_by_online_is_no_muted_verdict_and_keeps_the_next_probe_due() {
+    let mut n = Net::new(true);
+    let (streams, old) = probe_in_flight(&mut n);
+    // Still muted: the new probe is muted in turn, and only it sets when
+    // the one after goes (its connect deadline, then the re-probe period).
+    n.run_until(n.r.now + 1_000);
+    n.lifecycle(Lifecycle::Online);
+    let opened = n.r.now;
+    assert_eq!(n.streams.len(), streams + 1, "a new probe at once");
+    let now = n.r.now;
+    let bytes = frames(&[hello(EPOCH, n.head(), BOOT)]);
+    n.r.c.handle_stream_bytes(old, bytes.as_bytes(), now);
+    n.r.c.handle_network_error(old, "aborted", now);
+    n.serve();
+    assert!(
+        n.r.c.polling(),
+        "the closed probe's late bytes are not read"
+    );
+    assert_eq!(n.streams.len(), streams + 1);
+    let due = opened + n.r.c.config().connect_timeout_ms + REPROBE_MS;
+    n.run_until(due - 1);
+    assert_eq!(n.streams.len(), streams + 1, "{:?}", n.streams);
+    assert_eq!(n.r.c.status().next_retry_at, Some(due));
+    n.muted = false;
+    n.run_until(due + 1_000);
+    assert_eq!(n.streams.len(), streams + 2, "{:?}", n.streams);
+    assert!(!n.r.c.polling());
+}

@@ -566,3 +566,40 @@ fn a_connection_after_polling_asks_from_the_cursor_the_polls_reached() {
     assert!(!w.machine(t, m).polling());
     assert_eq!(w.ctxs[t].share.diagnostics().duplicates_dropped, 0);
 }
+
+#[test]
+fn online_replaces_a_connection_that_said_no_hello_under_probes_in_flight() {
+    let mut w = World::new(&[("a", 5), ("b", 3)]);
+    w.server.muted = true;
+    let t = w.add_ctx();
+    let ms: Vec<u64> = ["a", "b"]
+        .into_iter()
+        .map(|sid| w.follow(t, sid, None))
+        .collect();
+    w.advance(60_000);
+    for m in &ms {
+        assert!(w.machine(t, *m).polling(), "machine {m} polls");
+    }
+    // The re-probes open a connection through the muting proxy.
+    let opened = w.server.opened.len();
+    while w.server.opened.len() == opened {
+        w.advance(1_000);
+    }
+    w.advance(1_000);
+    let muted = w.server.conns.last().map(|c| c.id).expect("a connection");
+    assert!(w.server.conns.iter().any(|c| c.id == muted));
+    // The proxy stops muting (what it chose for that connection stays),
+    // and the network says so.
+    w.server.muted = false;
+    for m in &ms {
+        let now = w.now;
+        w.machine_mut(t, *m)
+            .handle_lifecycle(Lifecycle::Online, now);
+    }
+    w.settle();
+    streaming_again_within(&mut w, t, &ms, 3_000);
+    assert!(
+        w.server.conns.iter().all(|c| c.id != muted),
+        "the muted connection is closed"
+    );
+}

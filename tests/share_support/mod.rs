@@ -58,6 +58,9 @@ pub struct Conn {
     pub opened: bool,
     /// Bytes are held back while paused (a slow connection).
     pub paused: bool,
+    /// Opened while the proxy muted: its bytes never come, whatever the
+    /// proxy does later (it chose with the answer's head).
+    pub muted: bool,
 }
 
 /// The fake runtime: one log per session.
@@ -65,7 +68,8 @@ pub struct Conn {
 pub struct Server {
     pub logs: BTreeMap<String, Vec<Envelope>>,
     pub conns: Vec<Conn>,
-    /// A proxy mutes every connection: heads come, bytes are held back.
+    /// A proxy mutes every connection opened meanwhile: heads come, bytes
+    /// are held back.
     pub muted: bool,
     /// Every path opened, in order.
     pub opened: Vec<(usize, String)>,
@@ -123,6 +127,7 @@ impl Server {
             out: vec![],
             opened: false,
             paused: false,
+            muted: self.muted,
         };
         for sub in query.split('&') {
             let sub = sub.strip_prefix("sub=").unwrap();
@@ -408,7 +413,7 @@ impl World {
                     now,
                 );
             }
-            if self.server.muted {
+            if c.muted {
                 continue;
             }
             let c = &mut self.server.conns[i];

@@ -27,11 +27,15 @@
 //! - While polling, the stream is tried again every [`REPROBE_MS`] and on
 //!   `online` (after an `offline` or not) and on becoming visible; one that
 //!   shows its `hello` (within the connect deadline: a later one is timed
-//!   out) ends polling. Only a probe muted again, or one that fails while
-//!   the polls fail too (the runtime is down), waits the re-probe period;
-//!   one that ends otherwise (a network error, an HTTP status, a clean end:
-//!   the shared connection was replaced or failed) is tried again with the
-//!   stream's backoff, as any try.
+//!   out) ends polling. On `online` a probe in flight (it has not shown its
+//!   `hello`: one that did ended polling) is closed and replaced at once:
+//!   it may have gone through the network that was left, where the proxy
+//!   still muted it; it counts as no try and sets no re-probe time. Only
+//!   a probe muted again, or one that fails while the polls fail too (the
+//!   runtime is down), waits the re-probe period; one that ends otherwise
+//!   (a network error, an HTTP status, a clean end: the shared connection
+//!   was replaced or failed) is tried again with the stream's backoff, as
+//!   any try.
 //! - A probe stands in for the poll due next (skipped; the one after keeps
 //!   its time): re-probing adds no request to the idle pace.
 //! - Every stream try of a polling machine, and the first after `online`,
@@ -203,10 +207,16 @@ impl Machine {
         self.link.poll_at = Some(due.saturating_add(wait));
     }
 
-    /// `online` without an `offline` before it: a polling machine waiting
-    /// for its next probe probes now.
+    /// `online` without an `offline` before it: a polling machine probes
+    /// now, whether it was waiting for its next probe or one is in flight.
+    /// A probe in flight has shown no `hello` (one that did ended polling)
+    /// and may have gone through the network that was left, where the
+    /// proxy still muted it: it is closed (`open_stream` aborts it, and
+    /// its late answers are ignored as a stale id's), counting as no muted
+    /// try and setting no re-probe time.
     pub(super) fn link_probe_now(&mut self, now: u64) {
-        if self.link.polling && self.stream.is_none() && !self.halted() {
+        let hello_shown = self.stream.as_ref().is_some_and(|s| s.hello_seen);
+        if self.link.polling && !hello_shown && !self.halted() {
             self.stream_backoff.reset();
             self.link_probe_next();
             self.open_stream(now);

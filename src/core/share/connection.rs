@@ -277,6 +277,23 @@ impl Share {
         keys
     }
 
+    /// A probe asks whether streaming works now. A connection that has
+    /// said no `hello` yet cannot answer that: a proxy may mute it, or it
+    /// went through a network that was left. It is closed (its virtual
+    /// streams stay subscribed), and the set check opens a new one for
+    /// them; a connection that said a `hello` is flowing and is kept.
+    pub(super) fn drop_unheard_mux(&mut self) {
+        if self
+            .mux
+            .as_ref()
+            .is_some_and(|m| !m.subs.iter().any(|s| s.hello))
+        {
+            if let Some(m) = self.mux.take() {
+                self.out.push_back(Output::AbortMux { id: m.id });
+            }
+        }
+    }
+
     /// Aborts every connection (no scope wanted, close).
     pub(super) fn abort_muxes(&mut self) {
         self.drop_muxes(None);

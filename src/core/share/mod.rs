@@ -260,6 +260,7 @@ impl Share {
             // waiting out a backoff earned by muted or failed tries would
             // make it fail for sure.
             self.mux_retry_at = None;
+            self.drop_unheard_mux();
         }
         self.idle.remove(&key);
         self.router
