@@ -88,6 +88,13 @@ export async function converged(page, serverTranscript) {
 export const SEND_FAULT = { kind: "fail_requests", route: "messages", status: 503, count: 1, retry_after: 1 };
 
 /**
+ * How long a turn (and its question) may take: a client that met refusals
+ * and cuts in a row waits up to the stream backoff's cap (30 s, protocol
+ * §6 rule 9) plus a refusal's floor before it comes back, as it should.
+ */
+const TURN_WAIT_MS = 45_000;
+
+/**
  * Runs `turns` turns of the schedule on the demo `page`: types each message
  * (with `refuseSends`, sometimes into a refused send, `SEND_FAULT`), maybe injects a fault with
  * `injectFault(fault)`, answers questions through the page, and waits for
@@ -138,9 +145,9 @@ export async function runSchedule({ page, turns, random, serverTranscript, injec
           return true;
         }
         return ended();
-      });
+      }, TURN_WAIT_MS);
     }
-    await until(`turn ${turn} to end on the server`, ended).catch(async (err) => {
+    await until(`turn ${turn} to end on the server`, ended, TURN_WAIT_MS).catch(async (err) => {
       const t = await serverTranscript();
       const turns = t.items
         .filter((i) => i.kind === "turn_end" || (i.kind === "message" && i.role === "user"))
