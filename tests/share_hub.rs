@@ -412,9 +412,8 @@ fn a_muted_multiplexed_stream_is_followed_by_polling_per_scope_and_left_when_it_
     w.assert_converged();
 }
 
-/// Every machine of a hub polls behind a muting proxy, the proxy is fixed,
-/// and the context's network goes and comes back (or only says `online`).
-fn polling_hub() -> (World, usize, Vec<u64>) {
+/// Every machine of a hub polls behind a muting proxy.
+fn muted_hub() -> (World, usize, Vec<u64>) {
     let mut w = World::new(&[("a", 5), ("b", 3)]);
     w.server.muted = true;
     let t = w.add_ctx();
@@ -426,6 +425,13 @@ fn polling_hub() -> (World, usize, Vec<u64>) {
     for m in &ms {
         assert!(w.machine(t, *m).polling(), "machine {m} polls");
     }
+    (w, t, ms)
+}
+
+/// Every machine of a hub polls behind a muting proxy, the proxy is fixed,
+/// and the context's network goes and comes back (or only says `online`).
+fn polling_hub() -> (World, usize, Vec<u64>) {
+    let (mut w, t, ms) = muted_hub();
     // Long enough for the hub to have dropped its idle connection and
     // for any backoff of it to be running.
     w.advance(50_000);
@@ -569,17 +575,7 @@ fn a_connection_after_polling_asks_from_the_cursor_the_polls_reached() {
 
 #[test]
 fn online_replaces_a_connection_that_said_no_hello_under_probes_in_flight() {
-    let mut w = World::new(&[("a", 5), ("b", 3)]);
-    w.server.muted = true;
-    let t = w.add_ctx();
-    let ms: Vec<u64> = ["a", "b"]
-        .into_iter()
-        .map(|sid| w.follow(t, sid, None))
-        .collect();
-    w.advance(60_000);
-    for m in &ms {
-        assert!(w.machine(t, *m).polling(), "machine {m} polls");
-    }
+    let (mut w, t, ms) = muted_hub();
     // The re-probes open a connection through the muting proxy.
     let opened = w.server.opened.len();
     while w.server.opened.len() == opened {
