@@ -50,6 +50,17 @@ fn done(r: &mut Rig) -> Vec<WriteDone> {
     std::iter::from_fn(|| r.c.poll_write_done()).collect()
 }
 
+/// The writes that settled are `id`'s answer, accepted, alone.
+fn assert_answered(settled: Vec<WriteDone>, id: WriteId) {
+    assert_eq!(
+        settled,
+        vec![WriteDone {
+            id,
+            result: Ok(WriteOutcome::Answered)
+        }]
+    );
+}
+
 fn accept(r: &mut Rig, id: RequestId, turn: &str) {
     let body = format!(r#"{{"turn_id":"{turn}"}}"#);
     r.c.handle_post_answer(id, body.as_bytes(), r.now);
@@ -724,14 +735,7 @@ fn an_answer_is_retried_until_accepted_and_leaves_with_its_questions_end() {
     // so with `question_closed`: answered.
     let closed = br#"{"error":"question_closed","message":"not waiting"}"#;
     r.c.handle_http_error(sent[0].0, 409, None, closed, r.now);
-    let out = done(&mut r);
-    assert_eq!(
-        out,
-        vec![WriteDone {
-            id: w,
-            result: Ok(WriteOutcome::Answered)
-        }]
-    );
+    assert_answered(done(&mut r), w);
     assert_eq!(
         answer_of(&r, "q1").unwrap().1,
         PendingState::Sending,
@@ -786,13 +790,7 @@ fn a_second_answer_waits_on_the_same_one_replaces_a_failed_one_and_is_refused_ot
     let sent = raw_posts(&r.pump());
     assert_eq!(sent[0].2, r#"{"answer":"no"}"#);
     r.c.handle_post_answer(sent[0].0, b"", r.now);
-    assert_eq!(
-        done(&mut r),
-        vec![WriteDone {
-            id: again,
-            result: Ok(WriteOutcome::Answered)
-        }]
-    );
+    assert_answered(done(&mut r), again);
 }
 
 #[test]
@@ -817,13 +815,7 @@ fn a_failed_answer_is_retried_or_discarded_by_its_question_id() {
     assert_eq!(sent[0].2, r#"{"answer":"yes"}"#);
     assert_eq!(answer_of(&r, "q1").unwrap().1, PendingState::Sending);
     r.c.handle_post_answer(sent[0].0, b"", r.now);
-    assert_eq!(
-        done(&mut r),
-        vec![WriteDone {
-            id: again,
-            result: Ok(WriteOutcome::Answered)
-        }]
-    );
+    assert_answered(done(&mut r), again);
     // `discard` too: gone from its question, never sent again.
     let mut r = asked();
     answer(&mut r, "q1", "no");
@@ -976,13 +968,7 @@ fn an_answer_whose_question_ends_while_it_is_in_flight_settles_with_its_reply() 
     assert!(done(&mut r).is_empty(), "its reply settles it");
     r.c.handle_post_answer(sent[0].0, b"", r.now);
     r.pump();
-    assert_eq!(
-        done(&mut r),
-        vec![WriteDone {
-            id: w,
-            result: Ok(WriteOutcome::Answered)
-        }]
-    );
+    assert_answered(done(&mut r), w);
     assert_eq!(answer_of(&r, "q1"), None);
     // Refused (another client's answer came first): the server's code.
     let mut r = asked();
