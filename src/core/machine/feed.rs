@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use serde::Serialize;
 
 use super::error::ErrorInfo;
+use super::page_update;
 use super::types::{Notice, State, Status};
 use crate::fold::REASON_BOOT_CHANGED;
 use crate::protocol::REASON_WORKER_RESTART;
@@ -135,8 +136,8 @@ fn interrupted_words(reason: &str) -> String {
 pub(super) struct Feed {
     revision: u64,
     notices: VecDeque<ClientNotice>,
-    /// The view's `status` (bit 10) and `notices` (bit 11) changed since
-    /// the pages' last update (`page_update.rs`, taken there).
+    /// The view's `status` and `notices` changed since the pages' last
+    /// update (`page_update.rs`'s bits, taken there).
     pub(super) page_parts: u32,
     /// The transport changed since the pages' last update: their
     /// diagnostics show it (taken by `page_update.rs`).
@@ -169,7 +170,7 @@ impl Feed {
                 self.notices.pop_front();
             }
             self.notices.push_back(n);
-            self.page_parts |= 1 << 11;
+            self.page_parts |= page_update::NOTICES;
             self.bump(true);
         }
     }
@@ -182,7 +183,7 @@ impl Feed {
             let quiet = matches!(status.state, State::Connecting | State::Restoring)
                 && status.last_error.is_none();
             self.last_status = Some(status);
-            self.page_parts |= 1 << 10;
+            self.page_parts |= page_update::STATUS;
             self.bump(!quiet);
         }
     }

@@ -49,7 +49,9 @@ pub const PAGE_PARTS: [&str; 16] = [
 /// `epoch`, `cursor`, `hasOlder`.
 const POSITION: u32 = 1 << 2 | 1 << 3 | 1 << 15;
 const LIVE: u32 = 1 << 6;
-const STATUS: u32 = 1 << 10;
+/// `status` and `notices`: the feed marks them as it changes them.
+pub(super) const STATUS: u32 = 1 << 10;
+pub(super) const NOTICES: u32 = 1 << 11;
 
 /// An update for the pages.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
