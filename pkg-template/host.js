@@ -10,6 +10,7 @@
 import * as replay from "./replay_client.js";
 import { CALLS, message, read, targetKey, wireError } from "./messages.js";
 import { prefetch } from "./prefetch.js";
+import { adoptFirstPage } from "./first-page.js";
 
 /** @typedef {import("./index.js").ConnectOptions} ConnectOptions */
 /** @typedef {import("./index.js").ReplayClient} ReplayClient */
@@ -70,19 +71,26 @@ export class Host {
     /** @type {Attachment | null} */
     let attachment = null;
     let closed = false;
+    // Settles the answer of the first page the page asked for itself.
+    /** @type {(msg: { status?: number, statusText?: string, headers?: [string, string][], body?: ArrayBuffer, error?: string }) => void} */
+    let firstPage = () => {};
     /** @param {WireError} error */
     const refuse = (error) => port.postMessage(message("failed", { host: this.#info(), error }));
     /** @param {unknown} data */
     const receive = (data) => {
       const msg = /** @type {PageMessage | Error} */ (read(data));
       if (msg instanceof Error) return refuse(wireError(msg));
+      if (msg.type === "firstPage") return firstPage(msg);
+      // A page that left sends no answer: its client's request goes itself.
+      if (msg.type === "close") firstPage({ error: "the page closed" });
       if (attachment) return this.#receive(attachment, msg);
       // The page gave up before its client was attached: none will be.
       if (msg.type === "close") closed = true;
       if (msg.type !== "attach") return;
       // Without the tab's lock the host could never tell that it went away.
       if (this.#shared && typeof msg.tab !== "string") return refuse({ code: "invalid_options", message: "attach needs the tab's lock name" });
-      this.#prefetch(msg.options);
+      if (msg.firstPage) firstPage = this.#adopt(msg.options, msg.firstPage);
+      else this.#prefetch(msg.options);
       this.#serving
         .then(
           () => closed || (attachment = this.#attach(port, msg.tab, msg.options, msg.hidden)),
@@ -107,6 +115,37 @@ export class Host {
     } catch {
       // Refused options: the attach says why.
     }
+  }
+
+  /**
+   * A log not followed yet whose first page the page asked for itself:
+   * its client takes that answer when its first request is the page's
+   * (`adoptFirstPage`). Returns what settles the answer from the page's
+   * `firstPage` message.
+   * @param {unknown} pageOptions
+   * @param {import("./messages.js").FirstPageSent} sent
+   */
+  #adopt(pageOptions, sent) {
+    /** @type {(msg: { status?: number, statusText?: string, headers?: [string, string][], body?: ArrayBuffer, error?: string }) => void} */
+    let settle = () => {};
+    /** @type {Promise<Response>} */
+    const answer = new Promise((resolve, reject) => {
+      settle = ({ status, statusText, headers, body, error }) => {
+        try {
+          if (error !== undefined || status === undefined) throw new Error(error);
+          resolve(new Response(body ?? null, { status, statusText, headers }));
+        } catch (err) {
+          reject(err);
+        }
+      };
+    });
+    answer.catch(() => {});
+    try {
+      if (!this.#followed.has(this.#shared ? targetKey(this.#options(pageOptions)) : null)) adoptFirstPage(sent, answer);
+    } catch {
+      // Refused options: the attach says why.
+    }
+    return settle;
   }
 
   /**

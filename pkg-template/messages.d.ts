@@ -8,7 +8,7 @@ import type { ConnectOptions, Diagnostics, ReplayErrorCode, StorageKind, View } 
 import type { ReplayError } from "./replay_error.js";
 
 /** The schema's version, in every message (`messages.js` exports it as `SCHEMA`). */
-export type SchemaVersion = 1;
+export type SchemaVersion = 3;
 
 /**
  * What a page may ask a worker to connect: `ConnectOptions` without
@@ -41,6 +41,18 @@ export interface HostInfo {
   fallback?: WireError;
 }
 
+/**
+ * A session's first page, asked for by the page itself before its host ran
+ * (a first visit: the shared host's worker starts behind the page): the
+ * request as it went. The host's client takes the answer when its own
+ * first request is this one (URL, headers, credentials), else drops it.
+ */
+export interface FirstPageSent {
+  url: string;
+  headers: [string, string][];
+  credentials: RequestCredentials;
+}
+
 /** The calls a page forwards; each is the `ReplayClient` method of that name. */
 export type CallName = "send" | "retry" | "discard" | "answer" | "cancel" | "transcript" | "loadOlder";
 
@@ -51,7 +63,12 @@ export type PageMessage =
    * client's port transferred. To the shared one: on its port, with `tab`,
    * the Web Lock the page holds while it wants this client.
    */
-  | { v: SchemaVersion; type: "attach"; options: PageConnectOptions; tab?: string; hidden?: boolean }
+  | { v: SchemaVersion; type: "attach"; options: PageConnectOptions; tab?: string; hidden?: boolean; firstPage?: FirstPageSent }
+  /**
+   * The answer to the request `attach` said the page sent (`firstPage`):
+   * its head and whole body, or `error` when none came.
+   */
+  | { v: SchemaVersion; type: "firstPage"; status?: number; statusText?: string; headers?: [string, string][]; body?: ArrayBuffer; error?: string }
   /** Call a method; answered by a `reply` with the same `id`. */
   | { v: SchemaVersion; type: "call"; id: number; call: CallName; args: unknown[] }
   /** Stop posting views (the page was frozen or went into the back/forward cache). */

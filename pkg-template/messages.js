@@ -8,7 +8,7 @@ import { ReplayError } from "./replay_error.js";
 /** @typedef {import("./messages.js").WireError} WireError */
 
 /** The schema's version: bump it with any change to a message's shape. */
-export const SCHEMA = 2;
+export const SCHEMA = 3;
 
 /**
  * A message of this schema: `{ v: SCHEMA, type, ...fields }`.
@@ -84,3 +84,4 @@ export function targetKey(options) {
   if (options == null) return null;
   return JSON.stringify([options.baseUrl, logKey(options)]);
 }
+

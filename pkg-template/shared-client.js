@@ -7,7 +7,8 @@
 // through its life lock and attached again when it is gone, message ids
 // chosen here, and the paint snapshot.
 import { ReplayError } from "./replay_error.js";
-import { targetKey, wireError } from "./messages.js";
+import { message, targetKey, wireError } from "./messages.js";
+import { firstPageUrl } from "./first-page-url.js";
 import { PageClient, attach, reattach, show } from "./page-client.js";
 
 /** @typedef {import("./index.js").View} View */
@@ -43,6 +44,11 @@ export class SharedClient extends PageClient {
   // The stored paint, shown until the host has restored as far.
   /** @type {View | null} */
   #stored = null;
+  // The first page this page asked for itself, until the first attach says so.
+  /** @type {{ sent: import("./messages.js").FirstPageSent, answer: Promise<{ body?: ArrayBuffer }> } | null} */
+  #firstPage = null;
+  /** @type {Promise<void>} */
+  #asking = Promise.resolve();
 
   /**
    * @param {() => SharedWorker} startWorker
@@ -57,7 +63,10 @@ export class SharedClient extends PageClient {
       open: () => {
         const worker = this.#startWorker();
         const { port } = worker;
-        return { port, worker, post: (msg) => port.postMessage({ ...msg, tab: this.#tab }) };
+        const first = this.#firstPage;
+        this.#firstPage = null;
+        first?.answer.then((answer) => port.postMessage(message("firstPage", answer), answer.body ? [answer.body] : []));
+        return { port, worker, post: (msg) => port.postMessage({ ...msg, tab: this.#tab, ...(first && { firstPage: first.sent }) }) };
       },
       seen: ({ host: { instance = null } }) => {
         if (instance === this.#instance) return true;
@@ -105,7 +114,9 @@ export class SharedClient extends PageClient {
     else if (!navigator.locks?.request) reason = new ReplayError("network", "Web Locks are missing here");
     else {
       const client = new SharedClient(startWorker, options, CONNECTING);
-      if (client.#paintStored()) {
+      const painted = client.#paintStored();
+      if (!painted) client.#asking = client.#askFirstPage(options);
+      if (painted) {
         // Painted from storage; the host takes over with its first view.
         client.#start().catch((err) => (FALL_BACK.includes(err?.code) ? reattach(client) : client.#failed(err)));
         return client;
@@ -127,7 +138,29 @@ export class SharedClient extends PageClient {
       // Held while this client lives: the worker detaches it when granted.
       navigator.locks.request(this.#tab, () => (granted(null), new Promise((release) => (this.#releaseTab = () => release(null))))),
     );
+    await this.#asking;
     await attach(this);
+  }
+
+  // A first visit's first page, asked for by this page at once: the
+  // worker's script comes one handshake behind this page's (a connection of
+  // its own over HTTP/1.1), and its client would ask only once it ran. The
+  // host's client takes the answer when its own first request is this one
+  // (URL, headers, credentials: the worker's options may add to them),
+  // else drops it. Not asked with a paint stored (a return visit) nor while
+  // a host runs (it may follow this session already).
+  /** @param {SharedConnectOptions} options */
+  async #askFirstPage(options) {
+    const url = firstPageUrl(options);
+    if (!url) return;
+    const { held = [] } = await navigator.locks.query().catch(() => ({}));
+    if (held.some((lock) => lock.name?.startsWith("replay-host:"))) return;
+    const headers = new Headers({ Accept: "application/json" });
+    const credentials = "same-origin";
+    const answer = fetch(url, { headers, credentials })
+      .then(async (r) => ({ status: r.status, statusText: r.statusText, headers: [...r.headers], body: await r.arrayBuffer() }))
+      .catch((err) => ({ error: String(err?.message ?? err) }));
+    this.#firstPage = { sent: { url, headers: [...headers], credentials }, answer };
   }
 
   #savePaint() {

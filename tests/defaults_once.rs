@@ -1,8 +1,9 @@
 //! A default the JS needs without the wasm is the core's own:
 //! `CONNECT_TIMEOUT_MS` in `pkg-template/messages.js` (the one JS statement
 //! of it) equals `Config::DEFAULT_CONNECT_TIMEOUT_MS`, and the first page
-//! `prefetch` asks for (`src/wasm/browser.js`) is the one the machine's
-//! start asks for.
+//! `prefetch` asks for (`src/wasm/browser.js`), and the shared host's page
+//! half (`pkg-template/first-page-url.js`), is the one the machine's start
+//! asks for.
 
 use replay_client::core::machine::Config;
 
@@ -22,13 +23,19 @@ fn js_const(js: &str, name: &str) -> u64 {
 
 #[test]
 fn prefetch_asks_for_the_first_page_the_machine_asks_for() {
-    let js = include_str!("../src/wasm/browser.js");
     let cfg = Config::session("s");
-    assert_eq!(
-        js_const(js, "FIRST_PAGE_LIMIT"),
-        u64::from(cfg.first_page_limit.min(cfg.replay_page_limit))
-    );
-    assert_eq!(js_const(js, "TAIL"), u64::from(cfg.tail));
+    // `prefetch` (the on-page client, the hosts) and the shared host's page
+    // half, which asks for a first visit's first page itself.
+    for js in [
+        include_str!("../src/wasm/browser.js"),
+        include_str!("../pkg-template/first-page-url.js"),
+    ] {
+        assert_eq!(
+            js_const(js, "FIRST_PAGE_LIMIT"),
+            u64::from(cfg.first_page_limit.min(cfg.replay_page_limit))
+        );
+        assert_eq!(js_const(js, "TAIL"), u64::from(cfg.tail));
+    }
 }
 
 #[test]

@@ -297,7 +297,7 @@ const early = new Map();
 // storage key -> the IndexedDB read `prefetch` started
 const earlyReads = new Map();
 
-const signature = (url, init) => url + "\n" + [...init.headers].join("\n");
+const signature = (url, init) => url + "\n" + [...init.headers].join("\n") + "\n" + (init.credentials ?? "same-origin");
 // The core's `paths::segment`: all but RFC 3986's unreserved characters
 // encoded (pinned with the URL, above).
 const segment = (s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => "%" + c.charCodeAt(0).toString(16).toUpperCase());
@@ -334,20 +334,37 @@ export function prefetch(options) {
   }, EARLY_MS);
 }
 
-// The answer `prefetch` started for this request (URL and headers equal),
-// or null: a request of another page of that session's replay aborts it
-// and goes itself.
+// A session's first page that a page half asked for itself, before this
+// host's script ran (the shared host's first visit: its worker's script
+// comes one handshake behind the page's): `sent` is the request as it went
+// (`url`, `headers` pairs, `credentials`), `answer` its Response to come.
+// Taken as `prefetch`'s is, by the first request of that session's replay
+// when it is this request sent as the page sent it (no `fetch` option);
+// else, or when its answer fails, the client's request goes itself.
+export function adoptFirstPage(sent, answer) {
+  const prefix = sent.url.slice(0, sent.url.indexOf("?") + 1);
+  let sig;
+  try { sig = signature(sent.url, { headers: new Headers(sent.headers), credentials: sent.credentials }); } catch { return; }
+  if (!prefix || early.has(prefix)) return;
+  const e = { ctl: new AbortController(), sent: Promise.resolve(sig), answer, page: true };
+  early.set(prefix, e);
+  setTimeout(() => early.get(prefix) === e && early.delete(prefix), EARLY_MS);
+}
+
+// The answer `prefetch` started for this request (URL, headers and
+// credentials equal), or null: a request of another page of that
+// session's replay aborts it and goes itself.
 function claimEarly(url, init, ctl, send) {
   for (const [prefix, e] of early) {
     if (!url.startsWith(prefix)) continue;
     early.delete(prefix);
     const own = () => (e.ctl.abort(), send(url, init));
     return e.sent.then((sig) => {
-      if (sig !== signature(url, init)) return own();
+      if (sig !== signature(url, init) || (e.page && send !== fetch)) return own();
       const stop = () => e.ctl.abort();
       if (ctl.signal.aborted) stop();
       ctl.signal.addEventListener("abort", stop);
-      return e.answer;
+      return e.page ? e.answer.catch(own) : e.answer;
     }, own);
   }
   return null;

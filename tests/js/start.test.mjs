@@ -2,7 +2,8 @@
 // Chromium against replay-server (E2E_URL, the package on the demo site),
 // the client takes the answer in flight, so the runtime sees one replay
 // request; a prefetch of another page is aborted and the client's own page
-// is applied once.
+// is applied once. The shared host's page half asks for it itself, and its
+// worker takes that answer.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { api as call, openPage, until, withChromium } from "./support.mjs";
@@ -91,6 +92,57 @@ test("a prefetch of another page is aborted; the client's own page applies once"
   assert.match(visit.replays[1].url, /after_cursor=0/);
   // The client's own page, whole and once: the newest page handed to its
   // forward read would lack the older turns.
+  assert.deepEqual(visit.items, items);
+  assert.equal(visit.counters.duplicates_dropped, 0);
+  assert.deepEqual(errors, []);
+});
+
+/**
+ * A first visit of the shared host (tests/js/shared-page/, a fresh
+ * profile; `query` chooses its worker): the replay requests of session
+ * `id` that the page and the shared worker each sent, and the view once
+ * live.
+ */
+async function sharedFirstVisit(id, query = "") {
+  const context = await chromium.browser.newContext();
+  try {
+    const page = await openPage(context, `${site}/shared-page/${query}`, errors);
+    await page.waitForFunction(() => document.getElementById("out").textContent === "ready");
+    await page.evaluate((sessionId) => window.t.connect({ sessionId }), id);
+    await until("the shared host's view to be live", async () => (await page.evaluate(() => window.t.state())).state === "live");
+    const replays = (urls) => urls.filter((u) => u.includes(`/v1/sessions/${id}/replay`));
+    return {
+      page: replays(await page.evaluate(() => window.t.pageRequests())),
+      worker: replays(await page.evaluate(() => window.t.workerRequests())),
+      items: (await page.evaluate(() => window.t.state())).items,
+      counters: await page.evaluate(() => window.t.client.diagnostics().counters),
+    };
+  } finally {
+    await context.close();
+  }
+}
+
+// The worker's script comes one handshake behind the page's on a real
+// link: the page half asks for the first page itself, and the worker's
+// client takes that answer.
+test("a shared host's first visit takes the page's first page: one replay request, the page's", async () => {
+  const id = await session(5);
+  const { items } = await api("GET", `/v1/sessions/${id}/transcript`);
+  const visit = await sharedFirstVisit(id);
+  assert.equal(visit.page.length, 1, JSON.stringify(visit));
+  assert.match(visit.page[0], /replay\?tail=40&limit=500$/);
+  assert.deepEqual(visit.worker, [], "the worker sent no replay request of its own");
+  assert.deepEqual(visit.items, items);
+  assert.equal(visit.counters.duplicates_dropped, 0);
+  assert.deepEqual(errors, []);
+});
+
+test("a worker whose requests differ from the page's sends its own first page; it applies once", async () => {
+  const id = await session(5);
+  const { items } = await api("GET", `/v1/sessions/${id}/transcript`);
+  const visit = await sharedFirstVisit(id, "?headers");
+  assert.equal(visit.page.length, 1, JSON.stringify(visit));
+  assert.deepEqual(visit.worker, visit.page, "the worker asked for the same page itself");
   assert.deepEqual(visit.items, items);
   assert.equal(visit.counters.duplicates_dropped, 0);
   assert.deepEqual(errors, []);

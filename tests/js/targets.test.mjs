@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs";
 import { connectOptions, prefetch } from "../../src/wasm/browser.js";
 import { logKey, targetKey } from "../../pkg/web/messages.js";
 import * as connection from "../../pkg/web/connection.js";
+import { firstPageUrl } from "../../pkg-template/first-page-url.js";
 
 const cases = JSON.parse(readFileSync(new URL("../fixtures/targets.json", import.meta.url), "utf8"));
 
@@ -64,4 +65,13 @@ test("prefetch asks for the machine's first page under the core's storage key", 
     if (had) Object.defineProperty(globalThis, "localStorage", had);
     else delete globalThis.localStorage;
   }
+});
+
+// The shared host's page half asks for a first visit's first page itself
+// (`SharedClient`): the same URL as `prefetch` and the machine, for every
+// case of the fixture; none for another scope.
+test("the page half asks for the machine's first page", () => {
+  const firstPages = JSON.parse(readFileSync(new URL("../fixtures/first_page.json", import.meta.url), "utf8"));
+  for (const { options, url } of firstPages) assert.equal(firstPageUrl(options), url, JSON.stringify(options));
+  assert.equal(firstPageUrl({ baseUrl: "http://rt", scope: "team", scopeId: "t" }), null);
 });

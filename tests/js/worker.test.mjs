@@ -5,6 +5,7 @@
 // /worker-page/ and passes E2E_URL.
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
+import { SCHEMA } from "../../pkg/web/messages.js";
 import { api as call, launchChromium, openPage, until } from "./support.mjs";
 
 const url = process.env.E2E_URL;
@@ -94,7 +95,7 @@ test("errors cross as ReplayError with their code", async () => {
   const old = await page.evaluate(() => window.t.connectTo("./old-worker.js", { sessionId: "ses_x" }));
   assert.deepEqual([old.isReplayError, old.code], [true, "schema_mismatch"], old.message);
   const refused = await page.evaluate(() => window.t.askWorker({ type: "replay-client.connect", options: {} }));
-  assert.deepEqual([refused.v, refused.type, refused.error.code], [2, "failed", "schema_mismatch"]);
+  assert.deepEqual([refused.v, refused.type, refused.error.code], [SCHEMA, "failed", "schema_mismatch"]);
 
   // A write the server refuses: an answer to a question that does not exist.
   const { session_id: sessionId } = await api("POST", "/v1/sessions", { title: "worker errors" });

@@ -460,6 +460,17 @@ fn bundle_host(entry: &str, out: &Path) -> Result {
     let source = out.join(format!("{entry}.src.js"));
     fs::copy(root().join("pkg-template/host.js"), &host)
         .map_err(|e| format!("copy host.js: {e}"))?;
+    // What the host takes of the snippet beside `prefetch`, for this build
+    // only: no entry of the package (apps have no use for it).
+    let first_page = out.join("first-page.js");
+    write(
+        out,
+        "first-page.js",
+        &format!(
+            "export {{ adoptFirstPage }} from \"{}\";\n",
+            snippet(out, "browser.js")?
+        ),
+    )?;
     fs::copy(root().join("pkg-template").join(entry), &source)
         .map_err(|e| format!("copy pkg-template/{entry}: {e}"))?;
     let esbuild = setup::node_bin("esbuild");
@@ -480,6 +491,7 @@ fn bundle_host(entry: &str, out: &Path) -> Result {
     );
     let _ = fs::remove_file(&host);
     let _ = fs::remove_file(&source);
+    let _ = fs::remove_file(&first_page);
     built?;
     let code = fs::read_to_string(&outfile).map_err(|e| e.to_string())?;
     // Minified imports read `from"./…"`; the wasm's import object keeps
@@ -514,6 +526,7 @@ fn bundle(entry: &Path, outfile: &Path, error: &str, browser: &str) -> Result {
             "--external:./replay_error.js",
             "--external:./index.js",
             "--external:./prefetch.js",
+            "--external:./first-page.js",
             &format!("--outfile={}", outfile.to_str().expect("utf-8 path")),
         ],
         &[],
@@ -525,7 +538,9 @@ fn bundle(entry: &Path, outfile: &Path, error: &str, browser: &str) -> Result {
     }
     // `prefetch` too, from the snippet the glue imports (`prefetch.js`
     // re-exports it): one module fewer in a row.
-    let code = code.replace("\"./prefetch.js\"", &format!("\"{browser}\""));
+    let code = code
+        .replace("\"./prefetch.js\"", &format!("\"{browser}\""))
+        .replace("\"./first-page.js\"", &format!("\"{browser}\""));
     fs::write(outfile, code.replace(from, &format!("\"{error}\"")))
         .map_err(|e| format!("write {}: {e}", outfile.display()))
 }

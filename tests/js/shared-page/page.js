@@ -1,12 +1,14 @@
 // The page half of tests/js/shared.test.mjs: the README's "One connection
 // per browser" recipe, with hooks the test reads. `?noshared` removes
-// SharedWorker from this page's global first.
+// SharedWorker from this page's global first; `?headers` starts a worker
+// whose requests carry a header the page's do not.
 import { SharedClient } from "../pkg/web/shared-client.js";
 import { ReplayError } from "../pkg/web/replay_error.js";
 
-if (new URLSearchParams(location.search).has("noshared")) delete globalThis.SharedWorker;
+const query = new URLSearchParams(location.search);
+if (query.has("noshared")) delete globalThis.SharedWorker;
 const out = document.getElementById("out");
-const workerUrl = new URL("./shared-worker.js", import.meta.url);
+const workerUrl = new URL(`./shared-worker.js${query.has("headers") ? "?headers" : ""}`, import.meta.url);
 const startWorker = () => new SharedWorker(workerUrl, { type: "module", name: "replay" });
 
 window.t = {
@@ -86,5 +88,18 @@ window.t = {
     });
   },
   wasmLoadedHere: () => performance.getEntriesByType("resource").some((e) => e.name.endsWith(".wasm")),
+  // What this page and the shared worker fetched (resource timing, URLs).
+  pageRequests: () => performance.getEntriesByType("resource").map((e) => e.name),
+  workerRequests() {
+    const worker = startWorker();
+    return new Promise((resolve) => {
+      worker.port.onmessage = ({ data }) => {
+        if (!Array.isArray(data?.requests)) return;
+        worker.port.close();
+        resolve(data.requests);
+      };
+      worker.port.postMessage({ probe: "requests" });
+    });
+  },
 };
 out.textContent = "ready";

@@ -1,8 +1,9 @@
-// The README's SharedWorker script, literally (with the package's path on
-// this site): the host's base URL is this origin.
+// The README's SharedWorker script (with the package's path on this site):
+// the host's base URL is this origin. `?headers`: every request carries a
+// header too, as a worker whose options add to its pages'.
 import { serveShared } from "../pkg/web/shared.js";
 
-serveShared({ baseUrl: location.origin });
+serveShared({ baseUrl: location.origin, ...(location.search === "?headers" && { headers: { "X-Replay-Test": "1" } }) });
 
 // Not the README's: a probe for the tests. The worker's unhandled
 // rejections, sent to a port that posts `{ probe: "rejections" }` (the
@@ -13,6 +14,8 @@ addEventListener("unhandledrejection", (event) => rejections.push(String(event.r
 addEventListener("connect", ({ ports: [port] }) => {
   port.addEventListener("message", ({ data }) => {
     if (data?.probe === "rejections") port.postMessage({ rejections });
+    // What this worker fetched itself (resource timing, URLs).
+    if (data?.probe === "requests") port.postMessage({ requests: performance.getEntriesByType("resource").map((e) => e.name) });
     // The network lost and back, as the browser says it to a worker
     // (`online` follows an `offline`: navigator.onLine changed).
     if (data?.probe === "online") {
