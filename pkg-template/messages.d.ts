@@ -48,8 +48,11 @@ export interface HostInfo {
  * first request is this one (URL, headers, credentials), else drops it.
  */
 export interface FirstPageSent {
+  /** The request's URL (`firstPageUrl`). */
   url: string;
+  /** Its headers, as `[...new Headers(…)]` gives them (lower-case names). */
   headers: [string, string][];
+  /** Its `credentials` mode. */
   credentials: RequestCredentials;
 }
 

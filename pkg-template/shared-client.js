@@ -45,7 +45,7 @@ export class SharedClient extends PageClient {
   /** @type {View | null} */
   #stored = null;
   // The first page this page asked for itself, until the first attach says so.
-  /** @type {{ sent: import("./messages.js").FirstPageSent, answer: Promise<{ body?: ArrayBuffer }> } | null} */
+  /** @type {{ sent: import("./messages.js").FirstPageSent, answer: Promise<{ status?: number, statusText?: string, headers?: [string, string][], body?: ArrayBuffer, error?: string }> } | null} */
   #firstPage = null;
   /** @type {Promise<void>} */
   #asking = Promise.resolve();
@@ -153,8 +153,8 @@ export class SharedClient extends PageClient {
   async #askFirstPage(options) {
     const url = firstPageUrl(options);
     if (!url) return;
-    const { held = [] } = await navigator.locks.query().catch(() => ({}));
-    if (held.some((lock) => lock.name?.startsWith("replay-host:"))) return;
+    const locks = await navigator.locks.query().catch(() => null);
+    if (locks?.held?.some((lock) => lock.name?.startsWith("replay-host:"))) return;
     const headers = new Headers({ Accept: "application/json" });
     const credentials = "same-origin";
     const answer = fetch(url, { headers, credentials })

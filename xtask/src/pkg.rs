@@ -45,11 +45,10 @@ pub fn build() -> Result<PathBuf> {
             })?;
         }
         write_index(&out, target)?;
-        // The web entry carries the init guard: shipped minified like the glue.
-        if target == "web" {
-            minify_files(&[out.join("index.js")])?;
-        }
         add_worker_entries(&out)?;
+        if target == "web" {
+            bundle_entry(&out)?;
+        }
     }
     add_binding_entries(&pkg.join("web"))?;
     for file in ["package.json", "README.md"] {
@@ -443,6 +442,40 @@ fn add_worker_entries(out: &Path) -> Result {
     Ok(())
 }
 
+/// The `web` entry (`index.js`, with its init guard) minified like the
+/// glue, with what it takes of `messages.js` (the target rule of its
+/// second-client warning) inlined: the glue and the snippets stay imports
+/// (one instance each, `ReplayError` the page halves' too). Two modules
+/// fewer on the page (`messages.js` and `replay_error.js`): over HTTP/1.1
+/// a browser opens six connections to an origin, and the page's module,
+/// the wasm and the entry's four made eight, the last two a round trip
+/// behind the rest on a first visit.
+fn bundle_entry(out: &Path) -> Result {
+    let esbuild = setup::node_bin("esbuild");
+    let entry = out.join("index.js");
+    cmd::run_in(
+        out,
+        esbuild.to_str().expect("utf-8 path"),
+        &[
+            "index.js",
+            "--bundle",
+            "--minify",
+            "--format=esm",
+            "--log-level=warning",
+            "--allow-overwrite",
+            "--external:./replay_client.js",
+            "--external:./snippets/*",
+            "--outfile=index.js",
+        ],
+        &[],
+    )?;
+    let code = fs::read_to_string(&entry).map_err(|e| e.to_string())?;
+    if code.contains("from\"./messages.js\"") || code.contains("from\"./replay_error.js\"") {
+        return Err(format!("{} should carry messages.js inlined", entry.display()));
+    }
+    Ok(())
+}
+
 /// A host of the `web` target (`shared.js`, `worker.js`) with the glue and
 /// its snippets inlined: a worker's module graph is its own (nothing else
 /// in it needs the glue's instance, and errors reach pages as messages),
@@ -743,13 +776,9 @@ pub fn context_sizes(pkg: &Path) -> Result<Vec<ContextSize>> {
     // The entry imports the glue; the hosts (`shared.js`, `worker.js`)
     // carry it inlined (`bundle_host`).
     let glue = ["replay_client.js", browser, error, "replay_client_bg.wasm"];
-    // The entry imports the JS halves' target rule (`messages.js`) for its
-    // second-client warning.
-    let client = [
-        &["index.js", "messages.js", "replay_error.js"][..],
-        &glue[..],
-    ]
-    .concat();
+    // The entry carries the JS halves' target rule (`messages.js`, for its
+    // second-client warning) inlined (`bundle_entry`).
+    let client = [&["index.js"][..], &glue[..]].concat();
     // `shared-client.js` and `shared.js` are bundles: `messages.js` is in
     // them (`add_worker_entries`); the page half imports `ReplayError` from
     // its snippet.

@@ -358,8 +358,9 @@ fn package() -> Result {
 /// type-checked by `tsc --strict --checkJs` beside the built declarations
 /// of the `web` target, which its imports of the glue and of
 /// `replay_error.js` resolve to.
-const JS_HALVES: [&str; 7] = [
+const JS_HALVES: [&str; 8] = [
     "messages.js",
+    "first-page-url.js",
     "page-client.js",
     "shared-client.js",
     "worker-client.js",
@@ -384,6 +385,12 @@ fn check_js_halves(pkg: &Path) -> Result {
             fs::copy(&path, dir.join(&name)).map_err(|e| format!("copy {name}: {e}"))?;
         }
     }
+    // The host's import of what it bundles from the snippet (not shipped).
+    fs::copy(
+        root().join("pkg-template/first-page.d.ts"),
+        dir.join("first-page.d.ts"),
+    )
+    .map_err(|e| format!("copy first-page.d.ts: {e}"))?;
     for file in JS_HALVES {
         let source = root().join("pkg-template").join(file);
         let text = fs::read_to_string(&source).map_err(|e| format!("{}: {e}", source.display()))?;
