@@ -421,17 +421,18 @@ async function linkPaint(long) {
   const HOSTS = Object.keys(pages);
   const html = (host) => pages[host];
   const painted = async (tab) => {
-    await tab.waitForFunction(() => window.paintedAt !== undefined || window.paintError !== undefined, null, {
+    await tab.waitForFunction(() => window.nextFrameAt !== undefined || window.paintError !== undefined, null, {
       timeout: 120_000,
     });
-    const { paintedAt, htmlAt, moduleAt, paintError } = await tab.evaluate(() => ({
+    const { paintedAt, nextFrameAt, htmlAt, moduleAt, paintError } = await tab.evaluate(() => ({
       paintedAt: window.paintedAt,
+      nextFrameAt: window.nextFrameAt,
       htmlAt: window.htmlAt,
       moduleAt: window.marks.module,
       paintError: window.paintError,
     }));
     if (paintError) throw new Error(paintError);
-    return { ms: paintedAt, afterHtml: paintedAt - htmlAt, afterModule: paintedAt - moduleAt };
+    return { ms: paintedAt, nextFrame: nextFrameAt, afterHtml: paintedAt - htmlAt, afterModule: paintedAt - moduleAt };
   };
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   // BENCH_LINK_ONLY=`name,...`: those links alone (e.g. `100ms`).
@@ -439,7 +440,7 @@ async function linkPaint(long) {
   for (const [name, origin] of links) {
     if (linkOnly && !linkOnly.includes(name)) continue;
     const t = Object.fromEntries(
-      HOSTS.map((h) => [h, { first: [], reload: [], reloadAfterHtml: [], reloadAfterModule: [], second: [], long: [] }]),
+      HOSTS.map((h) => [h, { first: [], reload: [], reloadAfterHtml: [], reloadAfterModule: [], second: [], long: [], next: [] }]),
     );
     for (let i = 0; i < ROUNDS; i++) {
       for (const host of HOSTS) {
@@ -451,6 +452,7 @@ async function linkPaint(long) {
           const first = await painted(tab);
           if (process.env.BENCH_LINK_TRACE) await traceLoads(tab, `link ${name}, ${host} first visit (paint ${first.ms.toFixed(0)})`);
           t[host].first.push(first.ms);
+          t[host].next.push({ first: first.nextFrame - first.ms });
           // Left open a moment (the clients restored and stored their state).
           await tab.waitForTimeout(1_000);
           await tab.reload();
@@ -459,6 +461,7 @@ async function linkPaint(long) {
           t[host].reload.push(reload.ms);
           t[host].reloadAfterHtml.push(reload.afterHtml);
           t[host].reloadAfterModule.push(reload.afterModule);
+          t[host].next[i].reload = reload.nextFrame - reload.ms;
           const second = await context.newPage();
           await second.goto(`${origin}/bench/${html(host)}?${query}`);
           t[host].second.push((await painted(second)).ms);
@@ -484,6 +487,12 @@ async function linkPaint(long) {
           HOSTS.map((h) => `${h} ${f(t[h].first)}/${f(t[h].reload)} (+${f(t[h].reloadAfterHtml)})/${f(t[h].second)}/${f(t[h].long)}`).join(", ") +
           " ms (first/reload (after the HTML)/second tab/10 000 events)",
       );
+    }
+    for (const host of HOSTS) {
+      // The frame that paints the view and the one after it (tab.js): how
+      // much later each paint would read if taken a frame later.
+      const later = (visit) => median(t[host].next.map((n) => n[visit])).toFixed(1);
+      console.error(`link ${name}, ${host}: the next frame came ${later("first")} ms (first visit) and ${later("reload")} ms (reload) after the paint, medians`);
     }
     for (const host of HOSTS) {
       const key = `browser_link_${name}_${host}`;

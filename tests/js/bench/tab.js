@@ -10,6 +10,23 @@
 // that shows its n messages, live or not (a reload's paint), and
 // `host=plain` is a hand-written page that fetches the replay pages and
 // renders them.
+// The paint is the frame that first shows the view. The SDK calls its
+// subscribers from an animation frame's callback, and what a subscriber
+// writes there is painted by that very frame; text written by any other
+// task, as the hand-written page's, by the next frame. `inFrame` is true
+// while a frame's callback runs (requestAnimationFrame wrapped before any
+// client starts).
+let inFrame = false;
+const nextFrame = globalThis.requestAnimationFrame.bind(globalThis);
+globalThis.requestAnimationFrame = (f) =>
+  nextFrame((t) => {
+    inFrame = true;
+    try {
+      f(t);
+    } finally {
+      inFrame = false;
+    }
+  });
 const query = new URLSearchParams(location.search);
 const sessionId = query.get("session");
 const head = Number(query.get("head"));
@@ -71,12 +88,32 @@ const shown = (view) =>
     ? view?.items.filter((item) => item.kind === "message").length >= messages
     : view?.cursor >= head && (newest || view.status.state === "live");
 
+// Shows the view's item count, as an app's subscriber writes its DOM, and
+// marks the paint: the frame running now when written from a frame's
+// callback, else the next one. `nextFrameAt`: the next frame's start in
+// either case, a frame later than `paintedAt` for a view written from a
+// frame's callback (the link part prints both).
+function show(view) {
+  out.textContent = view.items.length;
+  const painted = () => {
+    // When the page's own HTML had arrived: a reload's floor, the same for
+    // every page (its revalidation).
+    window.htmlAt = performance.getEntriesByType("navigation")[0]?.responseEnd;
+    window.paintedAt = performance.now();
+  };
+  if (inFrame) painted();
+  else requestAnimationFrame(painted);
+  requestAnimationFrame(() => (window.nextFrameAt = performance.now()));
+}
+
+// Resolves once the client's view is shown (written by its subscriber).
 function whenLive(client) {
   return new Promise((resolve) => {
     const check = () => {
       const view = client.view();
       if (shown(view)) {
         off();
+        show(view);
         resolve(view);
       }
     };
@@ -88,14 +125,8 @@ function whenLive(client) {
 try {
   const client = query.get("host") === "plain" ? null : await connect();
   window.marks.view = performance.now();
-  const view = client ? await whenLive(client) : await plainPage();
-  out.textContent = view.items.length;
-  requestAnimationFrame(() => {
-    // When the page's own HTML had arrived: a reload's floor, the same for
-    // every page (its revalidation).
-    window.htmlAt = performance.getEntriesByType("navigation")[0]?.responseEnd;
-    window.paintedAt = performance.now();
-  });
+  if (client) await whenLive(client);
+  else show(await plainPage());
   window.benchClient = client;
 } catch (err) {
   window.paintError = String(err?.stack ?? err);
