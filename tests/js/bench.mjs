@@ -398,7 +398,7 @@ async function traceLoads(tab, label) {
 }
 
 async function linkPaint(long) {
-  const ROUNDS = Number(process.env.BENCH_LINK_ROUNDS ?? 3);
+  const ROUNDS = Number(process.env.BENCH_LINK_ROUNDS ?? 7);
   const links = (process.env.BENCH_LINKS ?? `lo=${url}`).split(",").map((kv) => kv.split("="));
   const short = await seedBacklog(90);
   const { items } = await api("GET", `/v1/sessions/${short.id}/transcript`);

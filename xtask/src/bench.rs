@@ -946,7 +946,7 @@ fn link_figures() -> &'static [Figure] {
                     what: what(text),
                     target,
                 };
-                figs.push(ms("first_ms", "first visit (a fresh browser context), navigation start to the frame showing a session's 40 messages; median of 3", None));
+                figs.push(ms("first_ms", "first visit (a fresh browser context), navigation start to the frame showing a session's 40 messages; median of 7", None));
                 figs.push(ms("reload_ms", "that tab reloaded (files from the HTTP cache, state from IndexedDB)", None));
                 let sdk = host != "plain";
                 figs.push(ms(

@@ -63,43 +63,28 @@ window.t = {
     });
   },
   // The shared worker's unhandled rejections (its probe, shared-worker.js).
-  rejections() {
-    const worker = startWorker();
-    return new Promise((resolve) => {
-      worker.port.onmessage = ({ data }) => {
-        if (!Array.isArray(data?.rejections)) return;
-        worker.port.close();
-        resolve(data.rejections);
-      };
-      worker.port.postMessage({ probe: "rejections" });
-    });
-  },
+  rejections: () => probe("rejections"),
   // Fires `offline` then `online` in the shared worker (its own global,
   // not the tab's).
-  online() {
-    const worker = startWorker();
-    return new Promise((resolve) => {
-      worker.port.onmessage = ({ data }) => {
-        if (data?.online !== true) return;
-        worker.port.close();
-        resolve();
-      };
-      worker.port.postMessage({ probe: "online" });
-    });
-  },
+  online: () => probe("online"),
   wasmLoadedHere: () => performance.getEntriesByType("resource").some((e) => e.name.endsWith(".wasm")),
   // What this page and the shared worker fetched (resource timing, URLs).
   pageRequests: () => performance.getEntriesByType("resource").map((e) => e.name),
-  workerRequests() {
-    const worker = startWorker();
-    return new Promise((resolve) => {
-      worker.port.onmessage = ({ data }) => {
-        if (!Array.isArray(data?.requests)) return;
-        worker.port.close();
-        resolve(data.requests);
-      };
-      worker.port.postMessage({ probe: "requests" });
-    });
-  },
+  workerRequests: () => probe("requests"),
 };
+
+// A probe of the shared worker (shared-worker.js) on a port of its own:
+// its answer's field of the probe's name. The host refuses the unversioned
+// message on the same port; that answer has no such field.
+function probe(name) {
+  const worker = startWorker();
+  return new Promise((resolve) => {
+    worker.port.onmessage = ({ data }) => {
+      if (data?.[name] === undefined) return;
+      worker.port.close();
+      resolve(data[name]);
+    };
+    worker.port.postMessage({ probe: name });
+  });
+}
 out.textContent = "ready";
