@@ -27,6 +27,8 @@ const FALL_BACK = ["network", "timeout", "schema_mismatch"];
 // started (the host's own state is in IndexedDB, which a worker must open
 // first). Not kept when the host stores nothing on disk.
 const PAINT_ITEMS = 100;
+// The prefix is the README's too: an app's HTML reads it to tell a return
+// visit (the worker and its wasm need not start before this paint).
 /** @param {SharedConnectOptions} options */
 const paintKey = (options) => "replay-paint:" + targetKey(options);
 
