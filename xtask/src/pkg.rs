@@ -471,7 +471,10 @@ fn bundle_entry(out: &Path) -> Result {
     )?;
     let code = fs::read_to_string(&entry).map_err(|e| e.to_string())?;
     if code.contains("from\"./messages.js\"") || code.contains("from\"./replay_error.js\"") {
-        return Err(format!("{} should carry messages.js inlined", entry.display()));
+        return Err(format!(
+            "{} should carry messages.js inlined",
+            entry.display()
+        ));
     }
     Ok(())
 }
