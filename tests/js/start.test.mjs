@@ -147,3 +147,15 @@ test("a worker whose requests differ from the page's sends its own first page; i
   assert.equal(visit.counters.duplicates_dropped, 0);
   assert.deepEqual(errors, []);
 });
+
+test("a page's first page that the runtime refused: the worker's client asks again itself, and applies once", async () => {
+  const id = await session(5);
+  const { items } = await api("GET", `/v1/sessions/${id}/transcript`);
+  await api("POST", "/v1/admin/faults", { kind: "fail_requests", route: "replay", status: 503, count: 1, retry_after: 1 });
+  const visit = await sharedFirstVisit(id);
+  assert.equal(visit.page.length, 1, JSON.stringify(visit));
+  assert.deepEqual(visit.worker, visit.page, "the client asked again for the page the runtime refused");
+  assert.deepEqual(visit.items, items);
+  assert.equal(visit.counters.duplicates_dropped, 0);
+  assert.deepEqual(errors, []);
+});
