@@ -72,7 +72,7 @@ export class Host {
     let attachment = null;
     let closed = false;
     // Settles the answer of the first page the page asked for itself.
-    /** @type {(msg: { status?: number, statusText?: string, headers?: [string, string][], body?: ArrayBuffer, error?: string }) => void} */
+    /** @type {(msg: import("./messages.js").FirstPageAnswer) => void} */
     let firstPage = () => {};
     /** @param {WireError} error */
     const refuse = (error) => port.postMessage(message("failed", { host: this.#info(), error }));
@@ -126,7 +126,7 @@ export class Host {
    * @param {import("./messages.js").FirstPageSent} sent
    */
   #adopt(pageOptions, sent) {
-    /** @type {(msg: { status?: number, statusText?: string, headers?: [string, string][], body?: ArrayBuffer, error?: string }) => void} */
+    /** @type {(msg: import("./messages.js").FirstPageAnswer) => void} */
     let settle = () => {};
     /** @type {Promise<Response>} */
     const answer = new Promise((resolve, reject) => {

@@ -56,6 +56,23 @@ export interface FirstPageSent {
   credentials: RequestCredentials;
 }
 
+/**
+ * What came of the request in `FirstPageSent`: its head and whole body, or
+ * `error` when none came.
+ */
+export interface FirstPageAnswer {
+  /** The response's status. */
+  status?: number;
+  /** Its status text. */
+  statusText?: string;
+  /** Its headers, in order. */
+  headers?: [string, string][];
+  /** Its whole body (transferred). */
+  body?: ArrayBuffer;
+  /** Why no response came (a network error, or the page closed). */
+  error?: string;
+}
+
 /** The calls a page forwards; each is the `ReplayClient` method of that name. */
 export type CallName = "send" | "retry" | "discard" | "answer" | "cancel" | "transcript" | "loadOlder";
 
@@ -71,7 +88,7 @@ export type PageMessage =
    * The answer to the request `attach` said the page sent (`firstPage`):
    * its head and whole body, or `error` when none came.
    */
-  | { v: SchemaVersion; type: "firstPage"; status?: number; statusText?: string; headers?: [string, string][]; body?: ArrayBuffer; error?: string }
+  | ({ v: SchemaVersion; type: "firstPage" } & FirstPageAnswer)
   /** Call a method; answered by a `reply` with the same `id`. */
   | { v: SchemaVersion; type: "call"; id: number; call: CallName; args: unknown[] }
   /** Stop posting views (the page was frozen or went into the back/forward cache). */

@@ -84,4 +84,3 @@ export function targetKey(options) {
   if (options == null) return null;
   return JSON.stringify([options.baseUrl, logKey(options)]);
 }
-

@@ -47,7 +47,7 @@ export class SharedClient extends PageClient {
   /** @type {View | null} */
   #stored = null;
   // The first page this page asked for itself, until the first attach says so.
-  /** @type {{ sent: import("./messages.js").FirstPageSent, answer: Promise<{ status?: number, statusText?: string, headers?: [string, string][], body?: ArrayBuffer, error?: string }> } | null} */
+  /** @type {{ sent: import("./messages.js").FirstPageSent, answer: Promise<import("./messages.js").FirstPageAnswer> } | null} */
   #firstPage = null;
   /** @type {Promise<void>} */
   #asking = Promise.resolve();
