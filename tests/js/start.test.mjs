@@ -99,19 +99,24 @@ test("a prefetch of another page is aborted; the client's own page applies once"
 
 /**
  * A first visit of the shared host (tests/js/shared-page/, a fresh
- * profile; `query` chooses its worker): the replay requests of session
- * `id` that the page and the shared worker each sent, and the view once
- * live.
+ * profile; `query` chooses its worker) to a new 5-turn session, `before`
+ * run first: the replay requests that the page and the shared worker each
+ * sent. Whatever the requests, the page asked once and the view applied
+ * the session once.
  */
-async function sharedFirstVisit(id, query = "") {
+async function sharedFirstVisit(query = "", before = async () => {}) {
+  const id = await session(5);
+  const { items } = await api("GET", `/v1/sessions/${id}/transcript`);
+  await before();
   const context = await chromium.browser.newContext();
+  let visit;
   try {
     const page = await openPage(context, `${site}/shared-page/${query}`, errors);
     await page.waitForFunction(() => document.getElementById("out").textContent === "ready");
     await page.evaluate((sessionId) => window.t.connect({ sessionId }), id);
     await until("the shared host's view to be live", async () => (await page.evaluate(() => window.t.state())).state === "live");
     const replays = (urls) => urls.filter((u) => u.includes(`/v1/sessions/${id}/replay`));
-    return {
+    visit = {
       page: replays(await page.evaluate(() => window.t.pageRequests())),
       worker: replays(await page.evaluate(() => window.t.workerRequests())),
       items: (await page.evaluate(() => window.t.state())).items,
@@ -120,42 +125,30 @@ async function sharedFirstVisit(id, query = "") {
   } finally {
     await context.close();
   }
+  assert.equal(visit.page.length, 1, JSON.stringify(visit));
+  assert.deepEqual(visit.items, items);
+  assert.equal(visit.counters.duplicates_dropped, 0);
+  assert.deepEqual(errors, []);
+  return visit;
 }
 
 // The worker's script comes one handshake behind the page's on a real
 // link: the page half asks for the first page itself, and the worker's
 // client takes that answer.
 test("a shared host's first visit takes the page's first page: one replay request, the page's", async () => {
-  const id = await session(5);
-  const { items } = await api("GET", `/v1/sessions/${id}/transcript`);
-  const visit = await sharedFirstVisit(id);
-  assert.equal(visit.page.length, 1, JSON.stringify(visit));
+  const visit = await sharedFirstVisit();
   assert.match(visit.page[0], /replay\?tail=40&limit=500$/);
   assert.deepEqual(visit.worker, [], "the worker sent no replay request of its own");
-  assert.deepEqual(visit.items, items);
-  assert.equal(visit.counters.duplicates_dropped, 0);
-  assert.deepEqual(errors, []);
 });
 
 test("a worker whose requests differ from the page's sends its own first page; it applies once", async () => {
-  const id = await session(5);
-  const { items } = await api("GET", `/v1/sessions/${id}/transcript`);
-  const visit = await sharedFirstVisit(id, "?headers");
-  assert.equal(visit.page.length, 1, JSON.stringify(visit));
+  const visit = await sharedFirstVisit("?headers");
   assert.deepEqual(visit.worker, visit.page, "the worker asked for the same page itself");
-  assert.deepEqual(visit.items, items);
-  assert.equal(visit.counters.duplicates_dropped, 0);
-  assert.deepEqual(errors, []);
 });
 
 test("a page's first page that the runtime refused: the worker's client asks again itself, and applies once", async () => {
-  const id = await session(5);
-  const { items } = await api("GET", `/v1/sessions/${id}/transcript`);
-  await api("POST", "/v1/admin/faults", { kind: "fail_requests", route: "replay", status: 503, count: 1, retry_after: 1 });
-  const visit = await sharedFirstVisit(id);
-  assert.equal(visit.page.length, 1, JSON.stringify(visit));
+  const visit = await sharedFirstVisit("", () =>
+    api("POST", "/v1/admin/faults", { kind: "fail_requests", route: "replay", status: 503, count: 1, retry_after: 1 }),
+  );
   assert.deepEqual(visit.worker, visit.page, "the client asked again for the page the runtime refused");
-  assert.deepEqual(visit.items, items);
-  assert.equal(visit.counters.duplicates_dropped, 0);
-  assert.deepEqual(errors, []);
 });
