@@ -312,14 +312,13 @@ impl Faults {
         })
     }
 
-    fn take_counted(&self, pick: impl Fn(&FaultSpec) -> bool) -> bool {
+    fn take_counted(&self, pick: impl Fn(&FaultSpec) -> bool) -> Option<FaultSpec> {
         if !self.enabled {
-            return false;
+            return None;
         }
         let mut active = self.lock();
-        let Some(i) = active.iter().position(|a| pick(&a.spec)) else {
-            return false;
-        };
+        let i = active.iter().position(|a| pick(&a.spec))?;
+        let taken = active[i].spec.clone();
         let done = match &mut active[i].spec {
             FaultSpec::SkipDurable { count }
             | FaultSpec::Duplicate { count }
@@ -333,32 +332,37 @@ impl Faults {
         if done {
             active.remove(i);
         }
-        true
+        Some(taken)
     }
 
     /// Whether the next live durable frame is skipped.
     pub fn take_skip(&self) -> bool {
         self.take_counted(|s| matches!(s, FaultSpec::SkipDurable { count } if *count > 0))
+            .is_some()
     }
 
     /// Whether the next live durable frame is duplicated.
     pub fn take_duplicate(&self) -> bool {
         self.take_counted(|s| matches!(s, FaultSpec::Duplicate { count } if *count > 0))
+            .is_some()
     }
 
     /// Whether the next accepted message's reply is lost after its commit.
     pub fn take_lost_commit_reply(&self) -> bool {
         self.take_counted(|s| matches!(s, FaultSpec::LoseCommitReply { count } if *count > 0))
+            .is_some()
     }
 
     /// How long the next accepted message waits before its turn starts.
     pub fn take_slow_turn_start(&self) -> Option<Duration> {
-        let ms = self.lock().iter().find_map(|a| match a.spec {
-            FaultSpec::SlowTurnStart { ms, count } if count > 0 => Some(ms),
+        // Found and counted down under one lock: two requests never both
+        // take a fault's last count.
+        match self
+            .take_counted(|s| matches!(s, FaultSpec::SlowTurnStart { count, .. } if *count > 0))?
+        {
+            FaultSpec::SlowTurnStart { ms, .. } => Some(Duration::from_millis(ms)),
             _ => None,
-        })?;
-        self.take_counted(|s| matches!(s, FaultSpec::SlowTurnStart { count, .. } if *count > 0))
-            .then(|| Duration::from_millis(ms))
+        }
     }
 
     /// Whether a request of `route` must fail, and how.
@@ -472,6 +476,14 @@ mod tests {
         faults.add(FaultSpec::SkipDurable { count: 1 });
         assert!(faults.take_skip());
         assert!(!faults.take_skip());
+        faults.add(FaultSpec::SlowTurnStart { ms: 40, count: 2 });
+        for _ in 0..2 {
+            assert_eq!(
+                faults.take_slow_turn_start(),
+                Some(Duration::from_millis(40))
+            );
+        }
+        assert_eq!(faults.take_slow_turn_start(), None);
     }
 
     #[test]
