@@ -211,13 +211,8 @@ export class PageClient {
       return;
     }
     if (msg.type !== "view") return;
-    // Absent when unchanged since the last post; the host's info comes
-    // with every post, and changes seldom.
-    const was = this.#diagnostics?.host;
-    const host = msg.host;
-    if (msg.diagnostics || !was || was.instance !== host.instance || was.attached !== host.attached || was.role !== host.role) {
-      this.#diagnostics = /** @type {Diagnostics & { host: HostInfo }} */ ({ ...(msg.diagnostics ?? this.#diagnostics), host });
-    }
+    // Absent when unchanged since the last post.
+    this.#diagnostics = /** @type {Diagnostics & { host: HostInfo }} */ ({ ...(msg.diagnostics ?? this.#diagnostics), host: msg.host });
     const text = msg.liveText;
     // Nothing of the view changed: the same view, no listener called.
     if (text === undefined && Object.keys(msg.view).length === 0) return;
