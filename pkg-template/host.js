@@ -281,13 +281,11 @@ export class Host {
     // Bit `i` is the view's `i`th key: `viewObject` (browser.js) builds it
     // in the core's order, tests/js/view_parts.test.mjs checks that.
     Object.keys(view).forEach((part, i) => (u >> i) & 1 && (parts[part] = view[part]));
-    // The live text as what it gained; `live` without its text when
-    // anything else of it changed too (else the text goes alone).
     const from = Math.floor(u / 131072) - 1;
     let liveText;
     if (from >= 0) {
       const { text, ...live } = view.live;
-      if (parts.live) parts.live = live;
+      parts.live = live;
       liveText = text.slice(from);
     }
     const diagnostics = Math.floor(u / 65536) % 2 ? follower.diagnostics() : undefined;

@@ -8,7 +8,7 @@ import type { ConnectOptions, Diagnostics, ReplayErrorCode, StorageKind, View } 
 import type { ReplayError } from "./replay_error.js";
 
 /** The schema's version, in every message (`messages.js` exports it as `SCHEMA`). */
-export type SchemaVersion = 4;
+export type SchemaVersion = 3;
 
 /**
  * What a page may ask a worker to connect: `ConnectOptions` without
@@ -111,9 +111,8 @@ export type WorkerMessage =
    * diagnostics (absent when a page would show no difference; their
    * counters at most once a second). The core makes it
    * (`Machine::page_update`).
-   * With `liveText`, the live answer's text is the one this page was
-   * posted last with `liveText` appended, and `view.live` comes without
-   * its `text`, or not at all when only the text grew.
+   * With `liveText`, `view.live` comes without its `text`: the text is the
+   * one this page was posted last with `liveText` appended.
    */
   | { v: SchemaVersion; type: "view"; host: HostInfo; view: Partial<View>; liveText?: string; diagnostics?: Diagnostics }
   /** The outcome of the `call` with this `id`. */

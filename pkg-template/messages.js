@@ -8,7 +8,7 @@ import { ReplayError } from "./replay_error.js";
 /** @typedef {import("./messages.js").WireError} WireError */
 
 /** The schema's version: bump it with any change to a message's shape. */
-export const SCHEMA = 4;
+export const SCHEMA = 3;
 
 /**
  * A message of this schema: `{ v: SCHEMA, type, ...fields }`.
@@ -51,6 +51,7 @@ export const toError = ({ code, message, status }) => new ReplayError(code, mess
  * two equal), the only default the page half needs without the wasm.
  */
 export const CONNECT_TIMEOUT_MS = 10_000;
+
 
 /** The `ReplayClient` methods a page may call through a worker. */
 export const CALLS = ["send", "retry", "discard", "answer", "cancel", "transcript", "loadOlder"];

@@ -213,13 +213,11 @@ export class PageClient {
     if (msg.type !== "view") return;
     // Absent when unchanged since the last post.
     this.#diagnostics = /** @type {Diagnostics & { host: HostInfo }} */ ({ ...(msg.diagnostics ?? this.#diagnostics), host: msg.host });
-    const text = msg.liveText;
     // Nothing of the view changed: the same view, no listener called.
-    if (text === undefined && Object.keys(msg.view).length === 0) return;
-    // The live answer's text is posted as what it gained, with the rest of
-    // `live` only when that changed too (`Machine::page_update`).
-    const held = this.#hostView?.live;
-    const posted = text !== undefined ? { ...msg.view, live: Object.freeze({ ...(msg.view.live ?? held), text: (held?.text ?? "") + text }) } : msg.view;
+    if (Object.keys(msg.view).length === 0) return;
+    // The live answer's text is posted as what it gained (`Machine::page_update`).
+    const live = msg.liveText !== undefined && msg.view.live;
+    const posted = live ? { ...msg.view, live: Object.freeze({ ...live, text: (this.#hostView?.live?.text ?? "") + msg.liveText }) } : msg.view;
     // A new object when anything changed; the parts not posted keep theirs.
     const view = (this.#hostView = Object.freeze(/** @type {View} */ ({ ...this.#hostView, ...posted })));
     this.#view = this.#link.shown?.(view) ?? view;

@@ -18,23 +18,15 @@ use std::collections::BTreeMap;
 use machine_support::events::*;
 use machine_support::rig::*;
 use replay_client::core::machine::{Machine, PageUpdate, Write, COUNTERS_EVERY_MS, PAGE_PARTS};
-use replay_client::core::protocol::LiveTurnState;
 
 /// Each part of the machine's view as a page would show it (the live
-/// answer by the fields of the JS `live` but its text, which
-/// [`Page::live_text`] checks).
+/// answer without its text, which [`Page::live_text`] checks).
 fn parts(m: &Machine) -> BTreeMap<&'static str, String> {
     let s = m.view().as_session().expect("a session view");
     let live = s.overlay().map(|o| {
-        (
-            &o.turn_id,
-            &o.message_id,
-            o.text_offset,
-            o.state,
-            &o.tools,
-            &o.pending_question,
-            o.stale,
-        )
+        let mut o = o.clone();
+        o.text = String::new().into();
+        o
     });
     let position = m.position();
     BTreeMap::from([
@@ -85,7 +77,7 @@ impl Page {
                 .as_session()
                 .and_then(|s| s.overlay())
                 .map(|o| o.text.to_string());
-        if u.names().contains(&"live") || u.live_from > 0 {
+        if u.names().contains(&"live") {
             match (u.live_from.checked_sub(1), &text) {
                 // Offsets in UTF-16 code units, as JS slices.
                 (Some(from), Some(text)) => {
@@ -148,16 +140,12 @@ fn an_update_carries_exactly_what_changed_since_the_last() {
     r.send(&[delta(2, "t1", "m1", 3, "lo ")]);
     let u = page.update(&mut r).expect("the text grew");
     assert_eq!(u.live_from, 1 + 3, "the text goes as what it gained");
-    assert!(
-        u.names().is_empty(),
-        "only the text grew: it goes alone, without the rest of `live` or the position"
-    );
     // Changes between two updates are merged into the next.
     r.send(&[delta(2, "t1", "m1", 6, "world"), tasks(2, 1, 1)]);
     r.send(&[delta(2, "t1", "m1", 11, "!")]);
     let u = page.update(&mut r).expect("the rest");
-    assert_eq!(u.names(), ["epoch", "cursor", "tasks", "hasOlder"]);
-    assert_eq!(u.live_from, 1 + 6, "the text goes beside them");
+    assert_eq!(u.names(), ["epoch", "cursor", "live", "tasks", "hasOlder"]);
+    assert_eq!(u.live_from, 1 + 6);
     assert!(!u.diagnostics, "counters are not due within a second");
     // The answer is committed: the items and the live part, nothing else.
     r.send(&[assistant_msg(3, "t1", "m1", "Hello world!")]);
@@ -314,28 +302,4 @@ fn counters_go_at_most_once_a_second_and_the_last_ones_with_the_commit() {
     r.send(&[assistant_msg(3, "t1", "m1", &text)]);
     let u = page.update(&mut r).expect("the commit");
     assert!(u.diagnostics);
-}
-
-#[test]
-fn the_live_text_goes_alone_only_while_nothing_else_of_the_answer_changed() {
-    let (mut r, mut page) = watched();
-    r.send(&[delta(2, "t1", "m1", 0, "Hel")]);
-    page.update(&mut r).expect("the live answer appeared");
-    // The turn runs a tool: the state changes with the text, and `live`
-    // goes with what the text gained.
-    let mut running = live_turn(1, "Hello");
-    running.state = LiveTurnState::ToolRunning;
-    r.send(&[live_snapshot(2, Some(&running))]);
-    let u = page.update(&mut r).expect("the state changed");
-    assert_eq!(u.names(), ["epoch", "cursor", "live", "hasOlder"]);
-    assert_eq!(u.live_from, 1 + 3);
-    r.send(&[delta(2, "t1", "m1", 5, " there")]);
-    let u = page.update(&mut r).expect("the text grew");
-    assert!(u.names().is_empty(), "only the text grew: {:?}", u.names());
-    assert_eq!(u.live_from, 1 + 5);
-    // The same snapshot again: nothing a page shows changed.
-    let mut same = running.clone();
-    same.text = "Hello there".into();
-    r.send(&[live_snapshot(2, Some(&same))]);
-    assert_eq!(page.update(&mut r), None);
 }

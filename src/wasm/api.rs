@@ -195,8 +195,7 @@ impl ReplayClient {
     /// last; else bits 0-15 the view's parts that changed (bit `i`: its
     /// `i`th key, `PAGE_PARTS`), bit 16 whether the diagnostics go, and
     /// from bit 17 on, 1 + the offset (UTF-16) from which the live text is
-    /// new to the pages (0: `live` goes whole; with `live`'s bit unset, the
-    /// text alone grew). Every part and the
+    /// new to the pages (0: `live` goes whole). Every part and the
     /// diagnostics (2 ** 17 - 1, `PageUpdate::WHOLE`) go to a page that has
     /// none of the updates, once the others got what changed. Not part of
     /// the typed API.

@@ -1,10 +1,8 @@
 //! What the pages that show a machine's view from another context (the
 //! tabs of a SharedWorker, the page of a dedicated worker) are posted: the
 //! parts of the view changed since the last update, from the machine's own
-//! [`ViewChange`]s; the live answer's text as what it gained, and the
-//! answer's other fields only when they changed (so that the update of
-//! nearly every live event is its text alone); the diagnostics only when a
-//! page would show a difference: at once when the
+//! [`ViewChange`]s; the live answer's text as what it gained; the
+//! diagnostics only when a page would show a difference: at once when the
 //! position, the status or the transport (stream or polling) moved, and
 //! for the counters alone at most once per [`COUNTERS_EVERY_MS`] (the last
 //! ones of an answer go with its commit, which moves the position).
@@ -18,8 +16,7 @@
 //! changed, so that all go on from the same update.
 
 use super::Machine;
-use crate::fold::{Overlay, ViewChange};
-use crate::protocol::{LiveTool, LiveTurnState, PendingQuestion};
+use crate::fold::ViewChange;
 
 /// The least time between two updates that carry changed counters
 /// (`bytes` and `events` change with every event; a page shows them as
@@ -61,13 +58,11 @@ pub(super) const NOTICES: u32 = 1 << 11;
 pub struct PageUpdate {
     /// The view's parts that changed, a bit per part ([`PAGE_PARTS`]); the
     /// page keeps the others. The position (`epoch`, `cursor`, `hasOlder`)
-    /// with any of them; none: the live text alone, or the diagnostics
-    /// alone.
+    /// with any of them; none: the diagnostics alone.
     pub parts: u32,
     /// 1 + the offset (UTF-16 code units, as JS counts) from which the
-    /// text of `live` is new: the page appends the rest to the text it
-    /// holds, and `live`, when posted too, goes without its text (when not,
-    /// only the text changed). 0: `live` (if posted) is whole.
+    /// text of `live` is new: `live` goes without its text and the page
+    /// appends the rest. 0: `live` (if posted) is whole.
     pub live_from: usize,
     /// The diagnostics go too.
     pub diagnostics: bool,
@@ -97,8 +92,12 @@ impl PageUpdate {
 pub(super) struct Pages {
     /// The parts changed since the last update.
     parts: u32,
-    /// The live answer as the pages have it.
-    live: Option<PostedLive>,
+    /// The live answer as the pages have it: message id, text offset, and
+    /// the text's length in UTF-16 code units. A message's
+    /// text from one offset only grows (the fold appends deltas; a snapshot
+    /// of it is the runtime's same text; a new message or a cut start moves
+    /// the id or the offset), so a longer one goes as what it gained.
+    live: Option<(String, u64, usize)>,
     /// The cursor of the last update.
     cursor: u64,
     /// When the last diagnostics went, and the bytes received then (they
@@ -106,52 +105,6 @@ pub(super) struct Pages {
     /// change of transport).
     said_at: u64,
     said_bytes: u64,
-}
-
-/// The live answer as the pages have it: each field the page's `live`
-/// shows, its text as its length in UTF-16 code units. A message's text
-/// from one offset only grows (the fold appends deltas; a snapshot of it is
-/// the runtime's same text; a new message or a cut start moves the id or
-/// the offset), so a longer one goes as what it gained.
-#[derive(Debug)]
-struct PostedLive {
-    message_id: String,
-    text_offset: u64,
-    units: usize,
-    turn_id: String,
-    state: Option<LiveTurnState>,
-    tools: Vec<LiveTool>,
-    pending_question: Option<PendingQuestion>,
-    stale: bool,
-}
-
-impl PostedLive {
-    fn new(o: &Overlay, units: usize) -> PostedLive {
-        PostedLive {
-            message_id: o.message_id.clone(),
-            text_offset: o.text_offset,
-            units,
-            turn_id: o.turn_id.clone(),
-            state: o.state,
-            tools: o.tools.clone(),
-            pending_question: o.pending_question.clone(),
-            stale: o.stale,
-        }
-    }
-
-    /// The same text, or that text grown: only the rest is new.
-    fn grown_to(&self, o: &Overlay, units: usize) -> bool {
-        self.message_id == o.message_id && self.text_offset == o.text_offset && self.units <= units
-    }
-
-    /// Every field but the text as the page has it.
-    fn rest_is(&self, o: &Overlay) -> bool {
-        self.turn_id == o.turn_id
-            && self.state == o.state
-            && self.stale == o.stale
-            && self.tools == o.tools
-            && self.pending_question == o.pending_question
-    }
 }
 
 impl Pages {
@@ -200,45 +153,27 @@ impl Machine {
             || u.parts & STATUS != 0
             || transport
             || (p.said_bytes != bytes && now >= p.said_at.saturating_add(COUNTERS_EVERY_MS));
-        if u.parts & LIVE != 0 {
-            let mut text_only = false;
-            let was = p.live.take();
-            p.live = overlay.map(|o| {
-                // UTF-16 code units: a unit per scalar, two for each above
-                // U+FFFF (the ones written in four bytes).
-                let astral = o.text.bytes().filter(|b| *b >= 0xF0).count();
-                let units = o.text_len as usize + astral;
-                match was {
-                    Some(mut w) if w.grown_to(o, units) => {
-                        u.live_from = w.units + 1;
-                        text_only = w.rest_is(o);
-                        if !text_only {
-                            w = PostedLive::new(o, units);
-                        }
-                        w.units = units;
-                        w
-                    }
-                    _ => PostedLive::new(o, units),
-                }
-            });
-            // Of the answer only the text grew: `live` stays as the pages
-            // have it and the text goes as what it gained (alone, when
-            // nothing else changed: not even the position), or not at all
-            // when it did not grow.
-            if text_only {
-                u.parts &= !LIVE;
-                if p.live.as_ref().is_some_and(|w| w.units + 1 == u.live_from) {
-                    u.live_from = 0;
-                }
-            }
-        }
-        if u.parts == 0 && u.live_from == 0 && !u.diagnostics {
+        if u.parts == 0 && !u.diagnostics {
             return None;
         }
         // The position goes with any part, so that a page's view is of one
         // moment; alone when only it moved.
         if u.parts != 0 || moved {
             u.parts |= POSITION;
+        }
+        if u.parts & LIVE != 0 {
+            let was = p.live.take();
+            p.live = overlay.map(|o| {
+                // UTF-16 code units: a unit per scalar, two for each above
+                // U+FFFF (the ones written in four bytes).
+                let astral = o.text.bytes().filter(|b| *b >= 0xF0).count();
+                let units = o.text_len as usize + astral;
+                let (id, offset) = (&o.message_id, o.text_offset);
+                if let Some(w) = was.filter(|w| w.0 == *id && w.1 == offset && w.2 <= units) {
+                    u.live_from = w.2 + 1;
+                }
+                (id.clone(), offset, units)
+            });
         }
         if u.diagnostics {
             (p.said_at, p.said_bytes) = (now, bytes);
