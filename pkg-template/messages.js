@@ -52,7 +52,6 @@ export const toError = ({ code, message, status }) => new ReplayError(code, mess
  */
 export const CONNECT_TIMEOUT_MS = 10_000;
 
-
 /** The `ReplayClient` methods a page may call through a worker. */
 export const CALLS = ["send", "retry", "discard", "answer", "cancel", "transcript", "loadOlder"];
 
