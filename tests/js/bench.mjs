@@ -133,9 +133,12 @@ const launchOptions = {
 // A shared worker's CDP target, driven through a browser session: Playwright
 // opens sessions to pages (and dedicated and service workers) only. The
 // attach is not flattened, so commands go through Target.sendMessageToTarget.
-async function sharedWorkerTarget(browserCdp, contextId) {
+// `script`: the one whose script has that name, where a context runs two.
+async function sharedWorkerTarget(browserCdp, contextId, script) {
   const { targetInfos } = await browserCdp.send("Target.getTargets");
-  const workers = targetInfos.filter((t) => t.type === "shared_worker" && t.browserContextId === contextId);
+  const workers = targetInfos.filter(
+    (t) => t.type === "shared_worker" && t.browserContextId === contextId && (!script || new URL(t.url).pathname.endsWith(`/${script}`)),
+  );
   if (workers.length !== 1) throw new Error(`expected one shared worker, found ${workers.length}`);
   const { sessionId } = await browserCdp.send("Target.attachToTarget", { targetId: workers[0].targetId, flatten: false });
   const waiting = new Map();
@@ -701,7 +704,8 @@ try {
       await page.evaluate((on) => window.latencyProbe(on), latency);
       const f = { which, busy: 0, hostBusy: 0, tasks: 0, events: 0, prof: null, stats: null };
       // The shared host's own CPU time: its SharedWorker profiled beside the page.
-      const host = which === "sdkShared" ? await sharedWorkerTarget(browserCdp, await contextIdOf(browserCdp, page)) : null;
+      const hostScript = { sdkShared: "sdk-shared.js", baseShared: "sdk-shared-base.js" }[which];
+      const host = hostScript ? await sharedWorkerTarget(browserCdp, await contextIdOf(browserCdp, page), hostScript) : null;
       // One measured answer, profiled alone.
       f.measure = async (chars, flags) => {
         if (host) await startProfile(host);
@@ -808,7 +812,13 @@ try {
     // which is measured in the same rounds: the shared host's page half
     // against the dedicated worker's.
     if (wants("shared")) {
-      const { js, sdkShared, sdkWorker, worker } = await followAll(["js", "sdkShared", "sdkWorker", "worker"]);
+      const { js, sdkShared, sdkWorker, worker, baseShared } = await followAll(["js", "sdkShared", "sdkWorker", "worker", ...(hasBase ? ["baseShared"] : [])]);
+      if (baseShared) {
+        console.log(`browser_live_base_shared_delta_us ${baseShared.us.toFixed(2)}`);
+        console.log(`browser_live_base_shared_vs_js_worker ${(baseShared.us / worker.us).toFixed(3)}`);
+        console.log(`browser_live_base_shared_host_cpu_us ${baseShared.hostUs.toFixed(2)}`);
+        console.log(`browser_live_sdk_shared_vs_base ${(sdkShared.us / baseShared.us).toFixed(3)}`);
+      }
       console.log(`browser_live_sdk_shared_js_delta_us ${js.us.toFixed(2)}`);
       console.log(`browser_live_sdk_shared_js_worker_delta_us ${worker.us.toFixed(2)}`);
       console.log(`browser_live_sdk_shared_vs_js_worker ${(sdkShared.us / worker.us).toFixed(3)}`);

@@ -173,6 +173,7 @@ let baseLive = null;
 let workerLive = null;
 let sdkWorkerLive = null;
 let sdkSharedLive = null;
+let baseSharedLive = null;
 const followers = () => ({
   sdk: sdkLive,
   js: jsLive,
@@ -180,6 +181,7 @@ const followers = () => ({
   worker: workerLive,
   sdkWorker: sdkWorkerLive,
   sdkShared: sdkSharedLive,
+  baseShared: baseSharedLive,
 });
 
 // SDK follower: a subscriber that reads view() once per notification.
@@ -315,17 +317,27 @@ window.sdkWorkerFollow = async (sessionId, head) => {
 // `SharedClient` with the same subscriber. The host's storage is its own
 // (memory); `SharedClient` is imported here only, so the other parts' page
 // heap stays as it was.
-window.sdkSharedFollow = async (sessionId, head) => {
-  const { SharedClient } = await import("../pkg/web/shared-client.js");
-  const startShared = () =>
-    new SharedWorker(new URL("./sdk-shared.js", import.meta.url), { type: "module", name: "bench" });
-  sdkSharedLive = await follow(async ({ storage: _, ...options }) => {
+// `pkg`: the package's folder (`pkg-base` for an earlier build), `script`
+// and `name` its SharedWorker's.
+const sharedFollow = (pkg, script, name) => async (sessionId, head) => {
+  const { SharedClient } = await import(`../${pkg}/web/shared-client.js`);
+  const startShared = () => new SharedWorker(new URL(script, import.meta.url), { type: "module", name });
+  return follow(async ({ storage: _, ...options }) => {
     const client = await SharedClient.connect(startShared, options);
     // A fallback to the page would measure the on-page SDK under this name.
     const role = client.diagnostics()?.host?.role;
     if (role !== "shared") throw new Error(`the client runs in "${role}", not the shared host`);
     return client;
   }, sessionId, head);
+};
+const sdkShared = sharedFollow("pkg", "./sdk-shared.js", "bench");
+const baseShared = sharedFollow("pkg-base", "./sdk-shared-base.js", "bench-base");
+window.sdkSharedFollow = async (sessionId, head) => {
+  sdkSharedLive = await sdkShared(sessionId, head);
+};
+// The same through an earlier build's shared host (BENCH_BASE_PKG).
+window.baseSharedFollow = async (sessionId, head) => {
+  baseSharedLive = await baseShared(sessionId, head);
 };
 
 window.liveStats = (which) => followers()[which].stats();
