@@ -312,6 +312,8 @@ impl Faults {
         })
     }
 
+    /// Counts down the first active fault that `pick` accepts (gone at its
+    /// last count) and gives it as it was before.
     fn take_counted(&self, pick: impl Fn(&FaultSpec) -> bool) -> Option<FaultSpec> {
         if !self.enabled {
             return None;
